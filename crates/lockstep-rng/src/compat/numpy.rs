@@ -1,0 +1,1 @@
+//! NumPy 2.x streams (in progress).

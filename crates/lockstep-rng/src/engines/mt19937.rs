@@ -1,0 +1,308 @@
+//! MT19937, the 32-bit Mersenne Twister of Matsumoto and Nishimura (1998).
+//!
+//! One engine serves PyTorch's CPU generator, CPython's `random` and NumPy's legacy
+//! `RandomState`: they share the twist and the tempering and differ only in seeding and in
+//! the samplers built on top, which live in [`crate::compat`].
+//!
+//! The read position is kept the way PyTorch keeps it (`left`, `next`), because that is the
+//! most general form: PyTorch's 5056-byte state stores both fields, and CPython's and NumPy's
+//! single `pos` index maps onto it without loss (see [`Mt19937::pos`]).
+
+use core::convert::Infallible;
+
+/// Number of 32-bit words in the state.
+pub const N: usize = 624;
+const M: usize = 397;
+const MATRIX_A: u32 = 0x9908_B0DF;
+const UPPER: u32 = 0x8000_0000;
+const LOWER: u32 = 0x7FFF_FFFF;
+
+/// The MT19937 engine: 624 words of state and a read position.
+///
+/// Guarantees: the output of [`next_u32`](Self::next_u32) after
+/// [`from_seed_u32`](Self::from_seed_u32) is exactly the reference `genrand_int32` after
+/// `init_genrand`; after [`from_key`](Self::from_key) it is the reference after
+/// `init_by_array`. The stream never changes between lockstep versions.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Mt19937 {
+    state: [u32; N],
+    /// Words left before the next twist, plus one (PyTorch's `left`): 1 means "twist first".
+    left: u32,
+    /// Index of the next word to temper (PyTorch's `next`).
+    next: u32,
+}
+
+impl core::fmt::Debug for Mt19937 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Mt19937")
+            .field("left", &self.left)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+#[inline(always)]
+fn temper(mut y: u32) -> u32 {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C_5680;
+    y ^= (y << 15) & 0xEFC6_0000;
+    y ^ (y >> 18)
+}
+
+#[inline(always)]
+fn mix(cur: u32, nxt: u32, far: u32) -> u32 {
+    let y = (cur & UPPER) | (nxt & LOWER);
+    far ^ (y >> 1) ^ ((y & 1).wrapping_neg() & MATRIX_A)
+}
+
+fn init_genrand(seed: u32) -> [u32; N] {
+    let mut mt = [0u32; N];
+    mt[0] = seed;
+    for i in 1..N {
+        mt[i] = 1_812_433_253u32
+            .wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30))
+            .wrapping_add(i as u32);
+    }
+    mt
+}
+
+impl Mt19937 {
+    /// Seeds with the reference `init_genrand(seed)` (PyTorch, NumPy `RandomState(int)`).
+    pub fn from_seed_u32(seed: u32) -> Self {
+        Self {
+            state: init_genrand(seed),
+            left: 1,
+            next: 0,
+        }
+    }
+
+    /// Seeds with the reference `init_by_array(key)` (CPython `random.seed`, NumPy
+    /// `RandomState(array)`). An empty key is treated as the single word `0`, as CPython does.
+    pub fn from_key(key: &[u32]) -> Self {
+        let key: &[u32] = if key.is_empty() { &[0] } else { key };
+        let mut mt = init_genrand(19_650_218);
+        let (mut i, mut j) = (1usize, 0usize);
+        for _ in 0..N.max(key.len()) {
+            let prev = mt[i - 1] ^ (mt[i - 1] >> 30);
+            mt[i] = (mt[i] ^ prev.wrapping_mul(1_664_525))
+                .wrapping_add(key[j])
+                .wrapping_add(j as u32);
+            i += 1;
+            j += 1;
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+            if j >= key.len() {
+                j = 0;
+            }
+        }
+        for _ in 0..N - 1 {
+            let prev = mt[i - 1] ^ (mt[i - 1] >> 30);
+            mt[i] = (mt[i] ^ prev.wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
+            i += 1;
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+        }
+        mt[0] = 0x8000_0000;
+        Self {
+            state: mt,
+            left: 1,
+            next: 0,
+        }
+    }
+
+    /// Builds an engine from raw state words and a CPython/NumPy position `pos` in `0..=624`
+    /// (624 means the next draw twists first). Returns `None` if `pos > 624`.
+    pub fn from_state(state: [u32; N], pos: usize) -> Option<Self> {
+        if pos > N {
+            return None;
+        }
+        let (left, next) = if pos == N {
+            (1, N as u32)
+        } else {
+            (N as u32 + 1 - pos as u32, pos as u32)
+        };
+        Some(Self { state, left, next })
+    }
+
+    /// Builds an engine from PyTorch's `(left, next)` pair, as stored in its state bytes.
+    /// Returns `None` unless `1 <= left <= 624`, `next <= 624` (PyTorch's own check) and the
+    /// pair is one PyTorch can produce (`left == 1`, or `left + next == 625`); other pairs
+    /// would make PyTorch read past its state array.
+    pub fn from_torch_parts(state: [u32; N], left: u32, next: u32) -> Option<Self> {
+        if left == 0 || left > N as u32 || next > N as u32 || (left != 1 && left + next != 625)
+        {
+            return None;
+        }
+        Some(Self { state, left, next })
+    }
+
+    /// PyTorch's `(left, next)` pair.
+    pub fn torch_parts(&self) -> (u32, u32) {
+        (self.left, self.next)
+    }
+
+    /// The state words, as CPython's `getstate()` and NumPy's `get_state()` report them.
+    pub fn state(&self) -> &[u32; N] {
+        &self.state
+    }
+
+    /// The CPython/NumPy position: how many words of the current block were used
+    /// (624 = the next draw twists first).
+    pub fn pos(&self) -> usize {
+        if self.left <= 1 {
+            N
+        } else {
+            // A consistent state has next + left == 625; `next` is what the next draw reads.
+            self.next as usize
+        }
+    }
+
+    fn twist(&mut self) {
+        let mt = &mut self.state;
+        for i in 0..N - M {
+            mt[i] = mix(mt[i], mt[i + 1], mt[i + M]);
+        }
+        for i in N - M..N - 1 {
+            mt[i] = mix(mt[i], mt[i + 1], mt[i + M - N]);
+        }
+        mt[N - 1] = mix(mt[N - 1], mt[0], mt[M - 1]);
+        self.left = N as u32;
+        self.next = 0;
+    }
+
+    /// The next 32-bit output.
+    #[inline]
+    pub fn next_u32(&mut self) -> u32 {
+        self.left -= 1;
+        if self.left == 0 {
+            self.twist();
+        }
+        let y = self.state[self.next as usize];
+        self.next += 1;
+        temper(y)
+    }
+
+    /// Two outputs joined as PyTorch and NumPy join them: `(first << 32) | second`.
+    #[inline]
+    pub fn next_u64_hi_lo(&mut self) -> u64 {
+        let hi = self.next_u32() as u64;
+        (hi << 32) | self.next_u32() as u64
+    }
+
+    /// Fills `out` with the next `out.len()` outputs; identical to calling
+    /// [`next_u32`](Self::next_u32) that many times, but tempers whole runs at once.
+    pub fn fill_u32(&mut self, out: &mut [u32]) {
+        let mut done = 0;
+        while done < out.len() {
+            if self.left <= 1 {
+                self.twist();
+                // `twist` leaves left = 624 meaning 623 more after the first; keep the
+                // invariant used by `next_u32` (left counts the current draw too).
+                self.left = N as u32 + 1;
+            }
+            let avail = (self.left - 1) as usize;
+            let start = self.next as usize;
+            let take = avail.min(out.len() - done).min(N - start);
+            for (o, &w) in out[done..done + take]
+                .iter_mut()
+                .zip(&self.state[start..start + take])
+            {
+                *o = temper(w);
+            }
+            self.next += take as u32;
+            self.left -= take as u32;
+            done += take;
+        }
+    }
+}
+
+impl rand_core::TryRng for Mt19937 {
+    type Error = Infallible;
+
+    #[inline]
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(Mt19937::next_u32(self))
+    }
+
+    /// `(first << 32) | second`, the convention of PyTorch and NumPy.
+    #[inline]
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.next_u64_hi_lo())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        for chunk in dst.chunks_mut(4) {
+            let w = Mt19937::next_u32(self).to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+impl rand_core::SeedableRng for Mt19937 {
+    type Seed = [u8; 4];
+
+    /// `init_genrand` with the little-endian word; every seed, zero included, is valid.
+    fn from_seed(seed: [u8; 4]) -> Self {
+        Self::from_seed_u32(u32::from_le_bytes(seed))
+    }
+
+    /// `init_genrand` with the low 32 bits of `state`, as PyTorch's `manual_seed` does.
+    fn seed_from_u64(state: u64) -> Self {
+        Self::from_seed_u32(state as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_10000th_output_for_5489() {
+        let mut mt = Mt19937::from_seed_u32(5489);
+        let mut last = 0;
+        for _ in 0..10_000 {
+            last = mt.next_u32();
+        }
+        assert_eq!(last, 4_123_659_995);
+    }
+
+    #[test]
+    fn reference_init_by_array() {
+        // mt19937ar.out, the authors' published test output for init_by_array.
+        let mut mt = Mt19937::from_key(&[0x123, 0x234, 0x345, 0x456]);
+        let first: Vec<u32> = (0..5).map(|_| mt.next_u32()).collect();
+        assert_eq!(
+            first,
+            [1_067_595_299, 955_945_823, 477_289_528, 4_107_218_783, 4_228_976_476]
+        );
+    }
+
+    #[test]
+    fn fill_matches_single_draws_across_twists() {
+        let mut a = Mt19937::from_seed_u32(7);
+        let mut b = a.clone();
+        a.next_u32();
+        b.next_u32();
+        let mut buf = vec![0u32; 2000];
+        a.fill_u32(&mut buf);
+        let one: Vec<u32> = (0..2000).map(|_| b.next_u32()).collect();
+        assert_eq!(buf, one);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn pos_round_trip() {
+        let mut a = Mt19937::from_seed_u32(1);
+        for _ in 0..10 {
+            a.next_u32();
+        }
+        let b = Mt19937::from_state(*a.state(), a.pos()).unwrap();
+        assert_eq!(a, b);
+        assert!(Mt19937::from_state(*a.state(), 625).is_none());
+    }
+}

@@ -1,0 +1,342 @@
+//! Philox4x32-10, the counter-based generator of Salmon et al. (SC'11, "Parallel random
+//! numbers: as easy as 1, 2, 3"), as in the Random123 library and PyTorch's CUDA generator.
+//!
+//! Word `i` of the stream is word `i mod 4` of the block `philox(key, counter0 + i/4)`, so any
+//! part of the stream can be computed without the parts before it. The parallel fills below
+//! split the output into fixed-size chunks and compute each chunk's counter from its index:
+//! the bits never depend on the number of threads or on scheduling.
+
+use core::convert::Infallible;
+use rayon::prelude::*;
+
+const M0: u32 = 0xD251_1F53;
+const M1: u32 = 0xCD9E_8D57;
+const W0: u32 = 0x9E37_79B9;
+const W1: u32 = 0xBB67_AE85;
+/// Words per parallel work item: a constant, so chunk boundaries depend on the length only.
+const CHUNK_WORDS: usize = 1 << 16;
+
+/// The Philox4x32-10 block function: 10 rounds over a 128-bit counter with a 64-bit key.
+#[inline(always)]
+pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    let [mut c0, mut c1, mut c2, mut c3] = counter;
+    let [mut k0, mut k1] = key;
+    for round in 0..10 {
+        if round > 0 {
+            k0 = k0.wrapping_add(W0);
+            k1 = k1.wrapping_add(W1);
+        }
+        let p0 = (M0 as u64) * (c0 as u64);
+        let p1 = (M1 as u64) * (c2 as u64);
+        let (hi0, lo0) = ((p0 >> 32) as u32, p0 as u32);
+        let (hi1, lo1) = ((p1 >> 32) as u32, p1 as u32);
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+    }
+    [c0, c1, c2, c3]
+}
+
+#[inline(always)]
+fn words_of(counter: u128) -> [u32; 4] {
+    [
+        counter as u32,
+        (counter >> 32) as u32,
+        (counter >> 64) as u32,
+        (counter >> 96) as u32,
+    ]
+}
+
+/// Fills `out` with the stream words starting at block `counter` (whole blocks; `out.len()` is
+/// a multiple of 4 except possibly at the very end). Eight blocks at a time so the compiler can
+/// keep the lanes in vector registers.
+#[inline(always)]
+fn blocks_into(out: &mut [u32], counter: u128, key: [u32; 2]) {
+    const LANES: usize = 8;
+    let mut chunks = out.chunks_exact_mut(4 * LANES);
+    let mut ctr = counter;
+    for chunk in &mut chunks {
+        let mut c = [[0u32; LANES]; 4];
+        for l in 0..LANES {
+            let w = words_of(ctr.wrapping_add(l as u128));
+            for r in 0..4 {
+                c[r][l] = w[r];
+            }
+        }
+        let (mut k0, mut k1) = (key[0], key[1]);
+        for round in 0..10 {
+            if round > 0 {
+                k0 = k0.wrapping_add(W0);
+                k1 = k1.wrapping_add(W1);
+            }
+            for l in 0..LANES {
+                let p0 = (M0 as u64) * (c[0][l] as u64);
+                let p1 = (M1 as u64) * (c[2][l] as u64);
+                let n0 = ((p1 >> 32) as u32) ^ c[1][l] ^ k0;
+                let n2 = ((p0 >> 32) as u32) ^ c[3][l] ^ k1;
+                c[1][l] = p1 as u32;
+                c[3][l] = p0 as u32;
+                c[0][l] = n0;
+                c[2][l] = n2;
+            }
+        }
+        for l in 0..LANES {
+            for r in 0..4 {
+                chunk[4 * l + r] = c[r][l];
+            }
+        }
+        ctr = ctr.wrapping_add(LANES as u128);
+    }
+    for block in chunks.into_remainder().chunks_mut(4) {
+        let w = philox4x32_10(words_of(ctr), key);
+        block.copy_from_slice(&w[..block.len()]);
+        ctr = ctr.wrapping_add(1);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn blocks_into_avx2(out: &mut [u32], counter: u128, key: [u32; 2]) {
+    blocks_into(out, counter, key)
+}
+
+fn blocks_dispatch(out: &mut [u32], counter: u128, key: [u32; 2]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { blocks_into_avx2(out, counter, key) };
+    }
+    blocks_into(out, counter, key)
+}
+
+/// Philox4x32-10 engine: a 64-bit key, a 128-bit block counter and a word position.
+///
+/// Guarantees: the stream is a pure function of `(key, counter, word)`; the same words come
+/// out of [`next_u32`](Self::next_u32), [`fill_u32`](Self::fill_u32) and the parallel fills,
+/// at any thread count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Philox4x32 {
+    key: [u32; 2],
+    /// The block the next word comes from.
+    counter: u128,
+    /// Index of the next word inside that block (0..4).
+    word: u8,
+}
+
+impl Philox4x32 {
+    /// A generator at the start of the stream for `key`.
+    pub fn new(key: [u32; 2]) -> Self {
+        Self::with_counter(key, 0)
+    }
+
+    /// A generator positioned at word 0 of block `counter`.
+    pub fn with_counter(key: [u32; 2], counter: u128) -> Self {
+        Self {
+            key,
+            counter,
+            word: 0,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> [u32; 2] {
+        self.key
+    }
+
+    /// `(block counter, word index in 0..4)` of the next word.
+    pub fn position(&self) -> (u128, u8) {
+        (self.counter, self.word)
+    }
+
+    /// Moves forward by `words` words, without generating them.
+    pub fn advance(&mut self, words: u128) {
+        let total = self.word as u128 + words;
+        self.counter = self.counter.wrapping_add(total / 4);
+        self.word = (total % 4) as u8;
+    }
+
+    /// The next 32-bit word.
+    #[inline]
+    pub fn next_u32(&mut self) -> u32 {
+        let w = philox4x32_10(words_of(self.counter), self.key)[self.word as usize];
+        self.advance(1);
+        w
+    }
+
+    /// Fills `out` with the next words of the stream, serially.
+    pub fn fill_u32(&mut self, out: &mut [u32]) {
+        self.fill_words(out, false)
+    }
+
+    /// Fills `out` with the next words of the stream using the current rayon pool.
+    /// Bitwise identical to [`fill_u32`](Self::fill_u32) at any thread count.
+    pub fn par_fill_u32(&mut self, out: &mut [u32]) {
+        self.fill_words(out, true)
+    }
+
+    fn fill_words(&mut self, out: &mut [u32], parallel: bool) {
+        // Finish the current block word by word, then whole blocks from a block boundary.
+        let head = if self.word == 0 {
+            0
+        } else {
+            (4 - self.word as usize).min(out.len())
+        };
+        let (first, rest) = out.split_at_mut(head);
+        for o in first {
+            *o = self.next_u32();
+        }
+        let (key, start) = (self.key, self.counter);
+        let chunk_blocks = (CHUNK_WORDS / 4) as u128;
+        if parallel && rest.len() > CHUNK_WORDS {
+            rest.par_chunks_mut(CHUNK_WORDS)
+                .enumerate()
+                .for_each(|(i, c)| blocks_dispatch(c, start.wrapping_add(i as u128 * chunk_blocks), key));
+        } else {
+            blocks_dispatch(rest, start, key);
+        }
+        self.advance(rest.len() as u128);
+    }
+
+    /// Fills `out` with uniform floats in `[0, 1)`: element `i` is
+    /// `(w_i >> 8) · 2^-24` for the `i`-th next word `w_i`. Parallel, thread-count invariant.
+    pub fn par_fill_uniform_f32(&mut self, out: &mut [f32]) {
+        // Reuse the output memory for the words, then convert in place (same size and align).
+        let words: &mut [u32] = bytemuck_u32(out);
+        self.par_fill_u32(words);
+        const SCALE: f32 = 1.0 / (1u32 << 24) as f32;
+        let convert = |c: &mut [f32]| {
+            for x in c {
+                *x = (x.to_bits() >> 8) as f32 * SCALE;
+            }
+        };
+        if out.len() > CHUNK_WORDS {
+            out.par_chunks_mut(CHUNK_WORDS).for_each(convert);
+        } else {
+            convert(out);
+        }
+    }
+}
+
+/// Views an `f32` slice as its `u32` bit patterns (same size and alignment).
+fn bytemuck_u32(x: &mut [f32]) -> &mut [u32] {
+    // SAFETY: f32 and u32 have the same size and alignment and every bit pattern is valid
+    // for both; the borrow is carried over.
+    unsafe { core::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<u32>(), x.len()) }
+}
+
+impl rand_core::TryRng for Philox4x32 {
+    type Error = Infallible;
+
+    #[inline]
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(Philox4x32::next_u32(self))
+    }
+
+    /// Two words, the first as the low half (the `rand_core` convention).
+    #[inline]
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        let lo = Philox4x32::next_u32(self) as u64;
+        Ok(lo | (Philox4x32::next_u32(self) as u64) << 32)
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        for chunk in dst.chunks_mut(4) {
+            let w = Philox4x32::next_u32(self).to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+impl rand_core::SeedableRng for Philox4x32 {
+    type Seed = [u8; 8];
+
+    /// The key from the little-endian seed bytes, counter 0; every seed is valid.
+    fn from_seed(seed: [u8; 8]) -> Self {
+        let k0 = u32::from_le_bytes([seed[0], seed[1], seed[2], seed[3]]);
+        let k1 = u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]);
+        Self::new([k0, k1])
+    }
+
+    /// The key is the seed itself (low word first), counter 0, as PyTorch's CUDA generator
+    /// uses its 64-bit seed.
+    fn seed_from_u64(seed: u64) -> Self {
+        Self::new([seed as u32, (seed >> 32) as u32])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random123_known_answers() {
+        // Random123 kat_vectors, the three "philox4x32 10" lines: counter, key, expected.
+        let kat: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
+            ([0; 4], [0; 2], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
+            (
+                [u32::MAX; 4],
+                [u32::MAX; 2],
+                [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd],
+            ),
+            (
+                [0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344],
+                [0xa4093822, 0x299f31d0],
+                [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1],
+            ),
+        ];
+        for (ctr, key, want) in kat {
+            assert_eq!(philox4x32_10(ctr, key), want);
+            let counter = u128::from(ctr[0])
+                | u128::from(ctr[1]) << 32
+                | u128::from(ctr[2]) << 64
+                | u128::from(ctr[3]) << 96;
+            let mut buf = [0u32; 4];
+            blocks_into(&mut buf, counter, key);
+            assert_eq!(buf, want);
+        }
+    }
+
+    #[test]
+    fn fills_agree_with_single_draws_from_odd_positions() {
+        for skip in 0..6u128 {
+            for len in [0usize, 1, 3, 5, 33, 100, CHUNK_WORDS * 2 + 7] {
+                let mut a = Philox4x32::with_counter([7, 9], u64::MAX as u128);
+                a.advance(skip);
+                let mut b = a.clone();
+                let mut c = a.clone();
+                let mut fa = vec![0; len];
+                a.fill_u32(&mut fa);
+                let mut fc = vec![0; len];
+                c.par_fill_u32(&mut fc);
+                let fb: Vec<u32> = (0..len).map(|_| b.next_u32()).collect();
+                assert_eq!(fa, fb);
+                assert_eq!(fc, fb);
+                assert_eq!(a, b);
+                assert_eq!(c, b);
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_fill_is_thread_count_invariant() {
+        let n = CHUNK_WORDS * 5 + 13;
+        let mut reference: Option<Vec<u32>> = None;
+        for threads in [1, 2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut g = Philox4x32::new([1, 2]);
+            g.advance(3);
+            let mut out = vec![0f32; n];
+            pool.install(|| g.par_fill_uniform_f32(&mut out));
+            let bits: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
+            match &reference {
+                None => reference = Some(bits),
+                Some(r) => assert_eq!(r, &bits, "threads = {threads}"),
+            }
+        }
+    }
+}
