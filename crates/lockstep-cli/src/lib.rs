@@ -1,1 +1,3 @@
-//! cli
+//! The `lockstep` command line, as a library so that its subcommands can be tested in-process.
+
+pub mod sample;

@@ -1,0 +1,300 @@
+//! `lockstep sample LIB FN [--opt=value ...]`: print what a function of another library's
+//! random API draws, as one JSON object, so lockstep can be compared with the real library.
+//!
+//! Every sampler seeds a fresh generator with `--seed` (default 0), calls FN `--repeat` times
+//! in a row on it (default 1) and reports everything drawn, flat and row-major, in `"values"`.
+
+mod numpy;
+mod python;
+mod torch;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a `sample` call failed: an unknown library or function, or a bad option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleError(pub String);
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SampleError {}
+
+impl From<lockstep_rng::Error> for SampleError {
+    fn from(e: lockstep_rng::Error) -> Self {
+        SampleError(e.to_string())
+    }
+}
+
+/// Shorthand for a failed sample call.
+pub fn fail<T>(msg: impl Into<String>) -> Result<T, SampleError> {
+    Err(SampleError(msg.into()))
+}
+
+/// What a sampler drew, in the dtype it drew it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    /// Integers of any size, as decimal strings (CPython's `getrandbits(200)`, NumPy seeds).
+    BigInt(Vec<String>),
+}
+
+impl Values {
+    /// Appends `other` (same dtype) to `self`: how `--repeat` concatenates its calls.
+    pub fn extend(&mut self, other: Values) -> Result<(), SampleError> {
+        match (self, other) {
+            (Values::F32(a), Values::F32(b)) => a.extend(b),
+            (Values::F64(a), Values::F64(b)) => a.extend(b),
+            (Values::I64(a), Values::I64(b)) => a.extend(b),
+            (Values::U64(a), Values::U64(b)) => a.extend(b),
+            (Values::BigInt(a), Values::BigInt(b)) => a.extend(b),
+            _ => return fail("internal: repeated calls returned different dtypes"),
+        }
+        Ok(())
+    }
+
+    /// The dtype name printed in the JSON output.
+    pub fn dtype(&self) -> &'static str {
+        match self {
+            Values::F32(_) => "float32",
+            Values::F64(_) => "float64",
+            Values::I64(_) => "int64",
+            Values::U64(_) => "uint64",
+            Values::BigInt(_) => "int",
+        }
+    }
+
+    /// The values as JSON numbers: floats in the shortest decimal that round-trips in their
+    /// own dtype, integers exactly.
+    pub fn to_json(&self) -> Result<serde_json::Value, SampleError> {
+        use serde_json::Value as J;
+        let arr: Vec<J> = match self {
+            // serde_json writes an f32 with the shortest digits that round-trip in f32.
+            Values::F32(v) => v.iter().map(|x| finite_json(*x)).collect(),
+            Values::F64(v) => v.iter().map(|x| finite_json(*x)).collect(),
+            Values::I64(v) => v.iter().map(|x| J::from(*x)).collect(),
+            Values::U64(v) => v.iter().map(|x| J::from(*x)).collect(),
+            Values::BigInt(v) => v
+                .iter()
+                .map(|s| {
+                    s.parse::<serde_json::Number>()
+                        .map(J::Number)
+                        .map_err(|e| SampleError(format!("internal: bad integer `{s}`: {e}")))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(J::Array(arr))
+    }
+}
+
+fn finite_json<T: Into<serde_json::Value> + Copy + fmt::Display>(x: T) -> serde_json::Value {
+    let v: serde_json::Value = x.into();
+    if v.is_null() {
+        // NaN or infinity has no JSON number; print it as a string so nothing is lost.
+        serde_json::Value::String(x.to_string())
+    } else {
+        v
+    }
+}
+
+/// The `--name=value` options of one call. Every option must be read by the sampler, so a
+/// misspelt option is an error rather than silently ignored.
+#[derive(Debug, Default)]
+pub struct Opts {
+    map: BTreeMap<String, String>,
+    used: RefCell<BTreeSet<String>>,
+}
+
+impl Opts {
+    /// Parses `--name=value` and `--name value` arguments. A bare `--flag` means `true`.
+    pub fn parse(args: &[String]) -> Result<Self, SampleError> {
+        let mut map = BTreeMap::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            let Some(body) = a.strip_prefix("--") else {
+                return fail(format!("unexpected argument `{a}`; options look like --name=value"));
+            };
+            let (name, value) = match body.split_once('=') {
+                Some((n, v)) => (n.to_string(), v.to_string()),
+                None => match args.get(i + 1) {
+                    Some(v) if !v.starts_with("--") || v.parse::<f64>().is_ok() => {
+                        i += 1;
+                        (body.to_string(), v.clone())
+                    }
+                    _ => (body.to_string(), "true".to_string()),
+                },
+            };
+            let name = name.replace('_', "-");
+            if map.insert(name.clone(), value).is_some() {
+                return fail(format!("option --{name} given twice"));
+            }
+            i += 1;
+        }
+        Ok(Self {
+            map,
+            used: RefCell::default(),
+        })
+    }
+
+    /// The raw text of option `name`, if given.
+    pub fn raw(&self, name: &str) -> Option<&str> {
+        self.used.borrow_mut().insert(name.to_string());
+        self.map.get(name).map(String::as_str)
+    }
+
+    /// Option `name` parsed as `T`, if given.
+    pub fn get<T: FromStr>(&self, name: &str) -> Result<Option<T>, SampleError>
+    where
+        T::Err: fmt::Display,
+    {
+        match self.raw(name) {
+            None => Ok(None),
+            Some(s) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|e| SampleError(format!("option --{name}={s}: {e}"))),
+        }
+    }
+
+    /// Option `name` parsed as `T`, or `default`.
+    pub fn get_or<T: FromStr>(&self, name: &str, default: T) -> Result<T, SampleError>
+    where
+        T::Err: fmt::Display,
+    {
+        Ok(self.get(name)?.unwrap_or(default))
+    }
+
+    /// Option `name`, which must be given.
+    pub fn require<T: FromStr>(&self, name: &str) -> Result<T, SampleError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.get(name)?
+            .ok_or_else(|| SampleError(format!("option --{name} is required here")))
+    }
+
+    /// A boolean option: `true/false/1/0/yes/no`, default `default`.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool, SampleError> {
+        match self.raw(name) {
+            None => Ok(default),
+            Some(s) => match s.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => Ok(true),
+                "false" | "0" | "no" | "off" => Ok(false),
+                _ => fail(format!("option --{name}={s}: expected true or false")),
+            },
+        }
+    }
+
+    /// A comma-separated list option, e.g. `--weights=0.1,0.2` or `--shape=2,3`.
+    pub fn list<T: FromStr>(&self, name: &str) -> Result<Option<Vec<T>>, SampleError>
+    where
+        T::Err: fmt::Display,
+    {
+        let Some(s) = self.raw(name) else {
+            return Ok(None);
+        };
+        let s = s.trim().trim_start_matches(['[', '(']).trim_end_matches([']', ')']);
+        if s.trim().is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        s.split(',')
+            .map(|p| {
+                p.trim()
+                    .parse()
+                    .map_err(|e| SampleError(format!("option --{name}: `{p}`: {e}")))
+            })
+            .collect::<Result<Vec<T>, _>>()
+            .map(Some)
+    }
+
+    /// `--shape=D0,D1,..` (default `default`); dimensions must be non-negative integers.
+    pub fn shape(&self, default: &[usize]) -> Result<Vec<usize>, SampleError> {
+        Ok(self.list("shape")?.unwrap_or_else(|| default.to_vec()))
+    }
+
+    /// Errors naming every option that no sampler code asked for.
+    pub fn finish(&self) -> Result<(), SampleError> {
+        let used = self.used.borrow();
+        let unknown: Vec<String> = self
+            .map
+            .keys()
+            .filter(|k| !used.contains(*k))
+            .map(|k| format!("--{k}"))
+            .collect();
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            fail(format!("unknown option(s) for this function: {}", unknown.join(", ")))
+        }
+    }
+}
+
+/// Runs `lockstep sample LIB FN [options]` and returns the JSON object to print.
+pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, SampleError> {
+    let opts = Opts::parse(args)?;
+    let repeat: usize = opts.get_or("repeat", 1)?;
+    let values = match lib {
+        "torch" => {
+            let seed = torch::seed_arg(&opts)?;
+            torch::run(&mut lockstep_rng::Generator::with_seed(seed), func, &opts, repeat)?
+        }
+        "python" => python::run(func, &opts, repeat)?,
+        "numpy-legacy" => numpy::run_legacy(func, &opts, repeat)?,
+        "numpy" => numpy::run_generator(func, &opts, repeat)?,
+        _ => {
+            return fail(format!(
+                "unknown library `{lib}`; expected one of: torch, python, numpy-legacy, numpy"
+            ));
+        }
+    };
+    opts.finish()?;
+    let seed = opts.raw("seed").unwrap_or("0").to_string();
+    Ok(serde_json::json!({
+        "lib": lib,
+        "fn": func,
+        "seed": seed,
+        "repeat": repeat,
+        "dtype": values.dtype(),
+        "values": values.to_json()?,
+    }))
+}
+
+/// Runs torch function `func` with `args` on the caller's generator `g` (not reseeded), for
+/// tests that inspect the generator state afterwards. `--seed` is accepted and ignored.
+pub fn torch_on(
+    g: &mut lockstep_rng::Generator,
+    func: &str,
+    args: &[String],
+) -> Result<Values, SampleError> {
+    let opts = Opts::parse(args)?;
+    let repeat: usize = opts.get_or("repeat", 1)?;
+    opts.raw("seed");
+    let values = torch::run(g, func, &opts, repeat)?;
+    opts.finish()?;
+    Ok(values)
+}
+
+/// Calls `draw` `repeat` times and concatenates what it returns.
+pub fn repeat_calls(
+    repeat: usize,
+    mut draw: impl FnMut() -> Result<Values, SampleError>,
+) -> Result<Values, SampleError> {
+    if repeat == 0 {
+        return fail("option --repeat must be at least 1");
+    }
+    let mut all = draw()?;
+    for _ in 1..repeat {
+        all.extend(draw()?)?;
+    }
+    Ok(all)
+}
