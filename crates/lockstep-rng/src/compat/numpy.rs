@@ -1,1 +1,0 @@
-//! NumPy 2.x streams (in progress).

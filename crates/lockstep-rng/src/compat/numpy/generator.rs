@@ -1,0 +1,380 @@
+//! NumPy's `np.random.Generator` over `PCG64` (`np.random.default_rng`).
+
+use super::ziggurat::{exponential_f32, exponential_f64, next_f32, normal_f32, normal_f64};
+use super::{
+    Bits, SeedSequence, bounded32, bounded64, checked_cdf, choice_no_replace_p, mask_of, range_i32,
+    range_i64,
+};
+use crate::engines::Pcg64;
+use crate::{Result, invalid};
+
+/// `np.random.Generator(PCG64(...))`, bit for bit with NumPy 2.4 (NumPy may change
+/// `Generator` streams between feature releases; lockstep follows 2.4). Every sampler draws
+/// exactly the PCG64 outputs NumPy draws, including the buffered 32-bit half, so mixed
+/// sequences of calls stay in lockstep.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    bits: Pcg64,
+    seed_seq: Option<SeedSequence>,
+}
+
+/// `np.random.default_rng(seed)` for an integer seed in `[0, 2^128)`.
+pub fn default_rng(seed: u128) -> Generator {
+    default_rng_from(SeedSequence::from_int(seed))
+}
+
+/// `np.random.default_rng(seed_sequence)` (also for list seeds:
+/// `SeedSequence::from_ints(&[..])`).
+pub fn default_rng_from(seed_seq: SeedSequence) -> Generator {
+    Generator {
+        bits: seed_seq.pcg64(),
+        seed_seq: Some(seed_seq),
+    }
+}
+
+impl Generator {
+    /// A generator over an existing PCG64 engine (no seed sequence: [`spawn`](Self::spawn)
+    /// then errors, as in NumPy).
+    pub fn from_pcg64(bits: Pcg64) -> Self {
+        Self {
+            bits,
+            seed_seq: None,
+        }
+    }
+
+    /// `np.random.default_rng(seed)` for a `u64`, for a global `seed_everything`.
+    pub fn from_u64(seed: u64) -> Self {
+        default_rng(seed as u128)
+    }
+
+    /// The bit generator (`rng.bit_generator`), e.g. for its state, `advance` or raw draws.
+    pub fn bit_generator(&mut self) -> &mut Pcg64 {
+        &mut self.bits
+    }
+
+    /// `rng.spawn(n)`: generators seeded from children of the seed sequence.
+    pub fn spawn(&mut self, n: usize) -> Result<Vec<Generator>> {
+        let ss = self
+            .seed_seq
+            .as_mut()
+            .ok_or_else(|| invalid("spawn", "self", "this generator has no SeedSequence"))?;
+        Ok(ss.spawn(n).into_iter().map(default_rng_from).collect())
+    }
+
+    /// `random(size)`: `(u64 >> 11)·2^-53` per value.
+    pub fn random(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = self.bits.next_f64();
+        }
+    }
+
+    /// `random(size, dtype=np.float32)`: `(u32 >> 8)·2^-24` per value (32-bit draws).
+    pub fn random_f32(&mut self, out: &mut [f32]) {
+        for o in out {
+            *o = next_f32(&mut self.bits);
+        }
+    }
+
+    /// `standard_normal(size)`: NumPy's 256-strip ziggurat on 64-bit draws.
+    pub fn standard_normal(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = normal_f64(&mut self.bits);
+        }
+    }
+
+    /// `standard_normal(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
+    pub fn standard_normal_f32(&mut self, out: &mut [f32]) {
+        for o in out {
+            *o = normal_f32(&mut self.bits);
+        }
+    }
+
+    /// `normal(loc, scale, size)`: `loc + scale·z`; errors if `scale < 0` or NaN.
+    pub fn normal(&mut self, loc: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        if !(scale >= 0.0) {
+            return Err(invalid(
+                "normal",
+                "scale",
+                format!("must be >= 0, got {scale}"),
+            ));
+        }
+        for o in out {
+            *o = loc + scale * normal_f64(&mut self.bits);
+        }
+        Ok(())
+    }
+
+    /// `standard_exponential(size)`: NumPy's exponential ziggurat on 64-bit draws.
+    pub fn standard_exponential(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = exponential_f64(&mut self.bits);
+        }
+    }
+
+    /// `standard_exponential(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
+    pub fn standard_exponential_f32(&mut self, out: &mut [f32]) {
+        for o in out {
+            *o = exponential_f32(&mut self.bits);
+        }
+    }
+
+    /// `exponential(scale, size)`: `scale·standard_exponential`; errors if `scale < 0`.
+    pub fn exponential(&mut self, scale: f64, out: &mut [f64]) -> Result<()> {
+        if !(scale >= 0.0) {
+            return Err(invalid(
+                "exponential",
+                "scale",
+                format!("must be >= 0, got {scale}"),
+            ));
+        }
+        for o in out {
+            *o = scale * exponential_f64(&mut self.bits);
+        }
+        Ok(())
+    }
+
+    /// `uniform(low, high, size)`: `low + (high − low)·U53`; errors if the range is not
+    /// finite.
+    pub fn uniform(&mut self, low: f64, high: f64, out: &mut [f64]) -> Result<()> {
+        let range = high - low;
+        if !range.is_finite() {
+            return Err(invalid(
+                "uniform",
+                "high",
+                format!("range {low}..{high} is not finite"),
+            ));
+        }
+        for o in out {
+            *o = low + range * self.bits.next_f64();
+        }
+        Ok(())
+    }
+
+    /// `integers(low, high, size, dtype=np.int64, endpoint)`: Lemire's method (32-bit draws
+    /// when the range fits in 32 bits). Errors if the range is empty.
+    pub fn integers_i64(
+        &mut self,
+        low: i64,
+        high: i64,
+        endpoint: bool,
+        out: &mut [i64],
+    ) -> Result<()> {
+        let rng = range_i64("integers", low, high, endpoint)?;
+        for o in out {
+            *o = low.wrapping_add(bounded64(&mut self.bits, rng, false) as i64);
+        }
+        Ok(())
+    }
+
+    /// `integers(low, high, size, dtype=np.int32, endpoint)`.
+    pub fn integers_i32(
+        &mut self,
+        low: i32,
+        high: i32,
+        endpoint: bool,
+        out: &mut [i32],
+    ) -> Result<()> {
+        let rng = range_i32("integers", low, high, endpoint)?;
+        for o in out {
+            *o = low.wrapping_add(bounded32(&mut self.bits, rng, false) as i32);
+        }
+        Ok(())
+    }
+
+    /// `shuffle(x)` along the first axis (masked rejection, not Lemire, as NumPy does).
+    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+        super::shuffle_slice(&mut self.bits, x);
+    }
+
+    /// `permutation(n)`: a shuffled `arange(n)`.
+    pub fn permutation(&mut self, n: usize) -> Vec<i64> {
+        let mut v: Vec<i64> = (0..n as i64).collect();
+        self.shuffle(&mut v);
+        v
+    }
+
+    /// `choice(pop_size, size, replace, p, shuffle)`: indices into a population of
+    /// `pop_size`. Without replacement and `p`, NumPy's tail shuffle (large populations) or
+    /// Floyd's algorithm with its hash-set probing order, then an optional shuffle. Errors as
+    /// [`RandomState::choice`](super::RandomState::choice).
+    pub fn choice(
+        &mut self,
+        pop_size: usize,
+        size: usize,
+        replace: bool,
+        p: Option<&[f64]>,
+        shuffle: bool,
+    ) -> Result<Vec<usize>> {
+        const OP: &str = "choice";
+        if pop_size == 0 && size > 0 {
+            return Err(invalid(
+                OP,
+                "a",
+                "cannot be empty unless no samples are taken",
+            ));
+        }
+        let cdf = p.map(|p| checked_cdf(OP, p, pop_size)).transpose()?;
+        if replace {
+            return Ok(match cdf {
+                Some(cdf) => (0..size)
+                    .map(|_| super::search_right(&cdf, self.bits.next_f64()))
+                    .collect(),
+                None => {
+                    let rng = pop_size as u64 - 1;
+                    (0..size)
+                        .map(|_| bounded64(&mut self.bits, rng, false) as usize)
+                        .collect()
+                }
+            });
+        }
+        if size > pop_size {
+            return Err(invalid(
+                OP,
+                "size",
+                format!(
+                    "cannot take a larger sample ({size}) than population ({pop_size}) when replace=False"
+                ),
+            ));
+        }
+        if let Some(p) = p {
+            return choice_no_replace_p(OP, || self.bits.next_f64(), p, size);
+        }
+        Ok(self.choice_floyd(pop_size, size, shuffle))
+    }
+
+    fn lemire_index(&mut self, max: usize) -> usize {
+        bounded64(&mut self.bits, max as u64, false) as usize
+    }
+
+    fn choice_floyd(&mut self, pop: usize, size: usize, shuffle: bool) -> Vec<usize> {
+        let cutoff = if shuffle { 50 } else { 20 };
+        if pop > 10_000 && size > pop / cutoff {
+            // Partial Fisher–Yates on the tail: cheaper than hashing when size is large.
+            let mut idx: Vec<usize> = (0..pop).collect();
+            let stop = (pop - size).max(1);
+            for i in (stop..pop).rev() {
+                let j = self.lemire_index(i);
+                idx.swap(i, j);
+            }
+            return idx.split_off(pop - size);
+        }
+        const EMPTY: usize = usize::MAX;
+        let set_size = (1.2 * size as f64) as u64;
+        let mask = mask_of(set_size) as usize;
+        let mut table = vec![EMPTY; mask + 1];
+        let mut out = Vec::with_capacity(size);
+        for j in pop - size..pop {
+            let val = self.lemire_index(j);
+            let mut loc = val & mask;
+            while table[loc] != EMPTY && table[loc] != val {
+                loc = (loc + 1) & mask;
+            }
+            if table[loc] == EMPTY {
+                table[loc] = val;
+                out.push(val);
+            } else {
+                loc = j & mask;
+                while table[loc] != EMPTY {
+                    loc = (loc + 1) & mask;
+                }
+                table[loc] = j;
+                out.push(j);
+            }
+        }
+        if shuffle {
+            for i in (1..size).rev() {
+                let k = self.lemire_index(i);
+                out.swap(i, k);
+            }
+        }
+        out
+    }
+}
+
+impl Bits for Generator {
+    fn u32(&mut self) -> u32 {
+        self.bits.next_u32()
+    }
+    fn u64(&mut self) -> u64 {
+        self.bits.next_u64()
+    }
+    fn f64(&mut self) -> f64 {
+        self.bits.next_f64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_answers() {
+        for (seed, r, rf, ints, sn, snf, perm, ch) in [
+            (
+                0u128,
+                [0.6369616873214543, 0.2697867137638703, 0.04097352393619469],
+                [
+                    0.0752401351928711f32,
+                    0.01652759313583374,
+                    0.1752672791481018,
+                ],
+                [8i64, 6, 9, 5, 6],
+                [0.9470809631292422, -0.7037352358069926, -1.2654214710460525],
+                [
+                    -0.328120619058609f32,
+                    -0.9709680080413818,
+                    1.2655024528503418,
+                ],
+                [4i64, 9, 6, 2, 5, 1, 3, 7, 0, 8],
+                [2usize, 4, 0],
+            ),
+            (
+                42,
+                [0.7739560485559633, 0.4388784397520523, 0.8585979199113825],
+                [0.08594560623168945, 0.6973680257797241, 0.20146948099136353],
+                [0, 5, 9, 7, 7],
+                [
+                    -0.3162425923435822,
+                    -0.016801157504288795,
+                    -0.85304392757358,
+                ],
+                [0.45531418919563293, 0.5972486138343811, 0.3428610861301422],
+                [7, 0, 4, 2, 3, 5, 8, 1, 9, 6],
+                [8, 4, 0],
+            ),
+        ] {
+            let mut g = default_rng(seed);
+            let mut a = [0.0; 3];
+            g.random(&mut a);
+            assert_eq!(a, r);
+            let mut b = [0f32; 3];
+            g.random_f32(&mut b);
+            assert_eq!(b, rf);
+            let mut c = [0i64; 5];
+            g.integers_i64(0, 10, false, &mut c).unwrap();
+            assert_eq!(c, ints);
+            g.standard_normal(&mut a);
+            assert_eq!(a, sn);
+            g.standard_normal_f32(&mut b);
+            assert_eq!(b, snf);
+            assert_eq!(g.permutation(10), perm);
+            assert_eq!(g.choice(10, 3, false, None, true).unwrap(), ch);
+        }
+    }
+
+    #[test]
+    fn errors() {
+        let mut g = default_rng(1);
+        assert!(g.integers_i64(3, 3, false, &mut [0]).is_err());
+        assert!(g.integers_i64(3, 3, true, &mut [0]).is_ok());
+        assert!(g.integers_i32(4, 3, true, &mut [0]).is_err());
+        assert!(g.normal(0.0, -1.0, &mut [0.0]).is_err());
+        assert!(g.exponential(f64::NAN, &mut [0.0]).is_err());
+        assert!(g.uniform(0.0, f64::INFINITY, &mut [0.0]).is_err());
+        assert!(g.choice(0, 1, true, None, true).is_err());
+        assert!(g.choice(2, 3, false, None, true).is_err());
+        assert!(g.choice(3, 3, false, Some(&[0.5, 0.5, 0.0]), true).is_err());
+        assert!(g.spawn(2).is_ok());
+        assert!(Generator::from_pcg64(Pcg64::new(1, 1)).spawn(1).is_err());
+    }
+}

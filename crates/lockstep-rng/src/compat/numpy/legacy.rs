@@ -1,0 +1,341 @@
+//! NumPy's legacy `np.random.RandomState` (MT19937, frozen stream).
+
+use super::{Bits, bounded32, bounded64, checked_cdf, choice_no_replace_p, range_i32, range_i64};
+use crate::engines::Mt19937;
+use crate::engines::mt19937::N;
+use crate::{Error, Result, invalid};
+
+/// NumPy's legacy `RandomState`, bit for bit with NumPy 2.x (whose legacy stream NumPy keeps
+/// frozen): seeding, `get_state`/`set_state`, and the samplers below draw exactly the MT19937
+/// words NumPy draws, in the same order, so mixed sequences of calls stay in lockstep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandomState {
+    mt: Mt19937,
+    /// The second value of the last polar-method pair (`has_gauss`, `gauss`).
+    gauss: Option<f64>,
+}
+
+/// `RandomState.get_state()`: `('MT19937', key, pos, has_gauss, cached_gaussian)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LegacyState {
+    /// The 624 state words (`key`).
+    pub key: Vec<u32>,
+    /// Words of the current block already used; 624 = the next draw twists.
+    pub pos: usize,
+    /// Whether a cached Gaussian is pending.
+    pub has_gauss: bool,
+    /// The cached Gaussian (0.0 when none, as NumPy reports it).
+    pub cached_gaussian: f64,
+}
+
+impl RandomState {
+    /// `RandomState(seed)` for an integer seed: `init_genrand(seed)`.
+    pub fn new(seed: u32) -> Self {
+        Self {
+            mt: Mt19937::from_seed_u32(seed),
+            gauss: None,
+        }
+    }
+
+    /// `RandomState(seed)` for a `u64` that must be below 2^32 (NumPy's `ValueError`
+    /// otherwise); what a global `seed_everything(seed)` calls.
+    pub fn from_u64(seed: u64) -> Result<Self> {
+        u32::try_from(seed).map(Self::new).map_err(|_| {
+            invalid(
+                "RandomState",
+                "seed",
+                format!("must be between 0 and 2**32 - 1, got {seed}"),
+            )
+        })
+    }
+
+    /// `RandomState([k0, k1, ...])`: `init_by_array(key)`; the key must not be empty.
+    pub fn from_key(key: &[u32]) -> Result<Self> {
+        if key.is_empty() {
+            return Err(invalid(
+                "RandomState",
+                "seed",
+                "seed array must not be empty",
+            ));
+        }
+        Ok(Self {
+            mt: Mt19937::from_key(key),
+            gauss: None,
+        })
+    }
+
+    /// `rs.seed(seed)`: as [`new`](Self::new), in place (also clears the cached Gaussian).
+    pub fn seed(&mut self, seed: u32) {
+        *self = Self::new(seed);
+    }
+
+    /// The engine, for raw draws.
+    pub fn engine(&mut self) -> &mut Mt19937 {
+        &mut self.mt
+    }
+
+    /// `get_state()` (legacy tuple form).
+    pub fn get_state(&self) -> LegacyState {
+        LegacyState {
+            key: self.mt.state().to_vec(),
+            pos: self.mt.pos(),
+            has_gauss: self.gauss.is_some(),
+            cached_gaussian: self.gauss.unwrap_or(0.0),
+        }
+    }
+
+    /// `set_state(state)`: errors unless `key` has 624 words and `pos <= 624`.
+    pub fn set_state(&mut self, state: &LegacyState) -> Result<()> {
+        let bad = |reason: String| Error::InvalidState {
+            op: "set_state",
+            reason,
+        };
+        let key: [u32; N] = state
+            .key
+            .as_slice()
+            .try_into()
+            .map_err(|_| bad(format!("key must have {N} words, got {}", state.key.len())))?;
+        let mt = Mt19937::from_state(key, state.pos)
+            .ok_or_else(|| bad(format!("pos must be in 0..=624, got {}", state.pos)))?;
+        self.mt = mt;
+        self.gauss = state.has_gauss.then_some(state.cached_gaussian);
+        Ok(())
+    }
+
+    /// `random_sample(size)` / `rand(*shape)`: `((w1 >> 5)·2^26 + (w2 >> 6))·2^-53` per value,
+    /// two words each.
+    pub fn random_sample(&mut self, out: &mut [f64]) {
+        // Draw whole blocks of words at once; far faster than one `next_u32` per word.
+        let mut words = [0u32; 512];
+        for chunk in out.chunks_mut(256) {
+            let w = &mut words[..2 * chunk.len()];
+            self.mt.fill_u32(w);
+            for (o, p) in chunk.iter_mut().zip(w.chunks_exact(2)) {
+                let (a, b) = (p[0] >> 5, p[1] >> 6);
+                *o = (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0);
+            }
+        }
+    }
+
+    /// One `random_sample()`.
+    pub fn random_sample_one(&mut self) -> f64 {
+        self.mt.f64()
+    }
+
+    /// One legacy Gaussian: the polar (Marsaglia) method, returning `f·x2` and caching `f·x1`.
+    pub fn gauss(&mut self) -> f64 {
+        if let Some(g) = self.gauss.take() {
+            return g;
+        }
+        loop {
+            let x1 = 2.0 * self.mt.f64() - 1.0;
+            let x2 = 2.0 * self.mt.f64() - 1.0;
+            let r2 = x1 * x1 + x2 * x2;
+            if r2 < 1.0 && r2 != 0.0 {
+                let f = (-2.0 * r2.ln() / r2).sqrt();
+                self.gauss = Some(f * x1);
+                return f * x2;
+            }
+        }
+    }
+
+    /// `standard_normal(size)` / `randn(*shape)`: [`gauss`](Self::gauss) per value (the
+    /// cached value carries over between calls, as in NumPy).
+    pub fn standard_normal(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = self.gauss();
+        }
+    }
+
+    /// `normal(loc, scale, size)`: `loc + scale·gauss`; errors if `scale < 0` or NaN.
+    pub fn normal(&mut self, loc: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        if !(scale >= 0.0) {
+            return Err(invalid(
+                "normal",
+                "scale",
+                format!("must be >= 0, got {scale}"),
+            ));
+        }
+        for o in out {
+            *o = loc + scale * self.gauss();
+        }
+        Ok(())
+    }
+
+    /// `uniform(low, high, size)`: `low + (high − low)·U`; errors if `high − low` is not
+    /// finite.
+    pub fn uniform(&mut self, low: f64, high: f64, out: &mut [f64]) -> Result<()> {
+        let range = high - low;
+        if !range.is_finite() {
+            return Err(invalid(
+                "uniform",
+                "high",
+                format!("range {low}..{high} is not finite"),
+            ));
+        }
+        for o in out {
+            *o = low + range * self.mt.f64();
+        }
+        Ok(())
+    }
+
+    /// `standard_exponential(size)` (legacy): `−log(1 − U)`.
+    pub fn standard_exponential(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = -(1.0 - self.mt.f64()).ln();
+        }
+    }
+
+    /// `randint(low, high, size, dtype=np.int64)`: values in `[low, high)` by masked
+    /// rejection; errors if `low >= high`.
+    pub fn randint_i64(&mut self, low: i64, high: i64, out: &mut [i64]) -> Result<()> {
+        let rng = range_i64("randint", low, high, false)?;
+        for o in out {
+            *o = low.wrapping_add(bounded64(&mut self.mt, rng, true) as i64);
+        }
+        Ok(())
+    }
+
+    /// `randint(low, high, size, dtype=np.int32)`.
+    pub fn randint_i32(&mut self, low: i32, high: i32, out: &mut [i32]) -> Result<()> {
+        let rng = range_i32("randint", low, high, false)?;
+        for o in out {
+            *o = low.wrapping_add(bounded32(&mut self.mt, rng, true) as i32);
+        }
+        Ok(())
+    }
+
+    /// `shuffle(x)` along the first axis.
+    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+        super::shuffle_slice(&mut self.mt, x);
+    }
+
+    /// `permutation(n)`: a shuffled `arange(n)`.
+    pub fn permutation(&mut self, n: usize) -> Vec<i64> {
+        let mut v: Vec<i64> = (0..n as i64).collect();
+        self.shuffle(&mut v);
+        v
+    }
+
+    /// `choice(pop_size, size, replace, p)`: indices into a population of `pop_size`.
+    /// Errors on an empty population with `size > 0`, `size > pop_size` without replacement,
+    /// or a bad `p` (wrong length, NaN, negative, not summing to 1 within `sqrt(eps)`).
+    pub fn choice(
+        &mut self,
+        pop_size: usize,
+        size: usize,
+        replace: bool,
+        p: Option<&[f64]>,
+    ) -> Result<Vec<usize>> {
+        const OP: &str = "choice";
+        if pop_size == 0 && size > 0 {
+            return Err(invalid(
+                OP,
+                "a",
+                "cannot be empty unless no samples are taken",
+            ));
+        }
+        let cdf = p.map(|p| checked_cdf(OP, p, pop_size)).transpose()?;
+        if replace {
+            return Ok(match cdf {
+                Some(cdf) => {
+                    let mut u = vec![0.0; size];
+                    self.random_sample(&mut u);
+                    u.iter().map(|&u| super::search_right(&cdf, u)).collect()
+                }
+                None => {
+                    let rng = pop_size as u64 - 1;
+                    (0..size)
+                        .map(|_| bounded64(&mut self.mt, rng, true) as usize)
+                        .collect()
+                }
+            });
+        }
+        if size > pop_size {
+            return Err(invalid(
+                OP,
+                "size",
+                format!(
+                    "cannot take a larger sample ({size}) than population ({pop_size}) when replace=False"
+                ),
+            ));
+        }
+        match p {
+            Some(p) => choice_no_replace_p(OP, || self.mt.f64(), p, size),
+            None => {
+                let mut idx: Vec<usize> = (0..pop_size).collect();
+                self.shuffle(&mut idx);
+                idx.truncate(size);
+                Ok(idx)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seed: u32) -> (Vec<f64>, Vec<f64>, Vec<i64>, Vec<i64>, Vec<f64>) {
+        let mut rs = RandomState::new(seed);
+        let mut a = [0.0; 3];
+        rs.random_sample(&mut a);
+        let mut b = [0.0; 3];
+        rs.standard_normal(&mut b);
+        let mut c = [0i64; 5];
+        rs.randint_i64(0, 10, &mut c).unwrap();
+        let d = rs.permutation(10);
+        let mut e = [0.0; 2];
+        rs.uniform(-1.0, 1.0, &mut e).unwrap();
+        (a.to_vec(), b.to_vec(), c.to_vec(), d, e.to_vec())
+    }
+
+    #[test]
+    fn known_answers() {
+        let r = run(0);
+        assert_eq!(
+            r.0,
+            [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]
+        );
+        assert_eq!(
+            r.1,
+            [-2.268328201180374, 1.3335453816218967, -0.8427240538292873]
+        );
+        assert_eq!(r.2, [6, 8, 8, 1, 6]);
+        assert_eq!(r.3, [2, 3, 8, 4, 5, 1, 0, 6, 9, 7]);
+        assert_eq!(r.4, [0.2963437441023944, -0.26351692031890406]);
+        let r = run(42);
+        assert_eq!(
+            r.0,
+            [0.3745401188473625, 0.9507143064099162, 0.7319939418114051]
+        );
+        assert_eq!(
+            r.1,
+            [-1.1118801180469204, 0.31890218468938336, 0.2790412922001377]
+        );
+        assert_eq!(r.2, [7, 2, 5, 4, 1]);
+        assert_eq!(r.3, [8, 2, 9, 6, 0, 4, 3, 1, 5, 7]);
+        assert_eq!(r.4, [-0.9858673895605652, -0.9538751499171685]);
+        let mut rs = RandomState::from_key(&[1, 2, 3]).unwrap();
+        assert_eq!(rs.random_sample_one(), 0.6098612722867289);
+    }
+
+    #[test]
+    fn errors() {
+        let mut rs = RandomState::new(0);
+        assert!(rs.randint_i64(5, 5, &mut [0]).is_err());
+        assert!(rs.choice(0, 1, true, None).is_err());
+        assert!(rs.choice(3, 4, false, None).is_err());
+        assert!(rs.choice(2, 1, true, Some(&[0.5, 0.6])).is_err());
+        assert!(rs.choice(2, 1, true, Some(&[-0.5, 1.5])).is_err());
+        assert!(rs.choice(2, 1, true, Some(&[f64::NAN, 1.0])).is_err());
+        assert!(rs.choice(2, 1, true, Some(&[1.0])).is_err());
+        assert!(RandomState::from_u64(1 << 32).is_err());
+        assert!(RandomState::from_key(&[]).is_err());
+        let mut st = rs.get_state();
+        st.pos = 625;
+        assert!(rs.set_state(&st).is_err());
+        st.key.pop();
+        assert!(rs.set_state(&st).is_err());
+    }
+}
