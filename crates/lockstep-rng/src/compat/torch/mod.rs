@@ -1,0 +1,365 @@
+//! PyTorch 2.15 CPU samplers, bit for bit, on slices.
+//!
+//! Each function takes the [`Generator`] to draw from and fills (or returns) plain slices in
+//! row-major order — the order PyTorch fills a contiguous tensor. Draws happen serially, so the
+//! results never depend on the number of threads, exactly as in PyTorch.
+//!
+//! Bits consumed per element (the engine's 32-bit words):
+//!
+//! | sampler | f32 | f64 / i64 |
+//! |---|---|---|
+//! | [`rand`], [`uniform_`] | 1: `(w & 0xFFFFFF)·2^-24` | 2: `(u64 & (2^53−1))·2^-53` |
+//! | [`normal_`], n < 16 (scalar path) | 2 per value, computed in f64 with a cached second value | same |
+//! | [`normal_`], n ≥ 16 (16-block path) | 1, plus 16 if `n % 16 ≠ 0` | 2, plus 32 |
+//! | [`random_`] | 1 if `to − from < 2^28`, else 2 | same |
+//! | [`randperm`] | `n − 1` words for `n < 214748364`, else `2n` | – |
+//! | [`bernoulli_`], [`dropout`], [`exponential_`] | 2 | 2 |
+//! | [`bernoulli_tensor`] | 1 (f32 probabilities) | 2 (f64 probabilities) |
+//!
+//! Where PyTorch's x86-64 AVX2 build fuses a multiply and an add (`uniform_`, the scalar normal
+//! path) lockstep computes a true fused multiply-add too, on every CPU; float32 normals of the
+//! 16-block path use PyTorch's AVX2 polynomial `log` and `sincos`, reproduced operation by
+//! operation (see `normal.rs`).
+
+mod float;
+pub mod init;
+mod normal;
+
+pub use float::Float;
+pub use normal::{normal_, normal_scalar_path_};
+
+use crate::{Generator, Result, invalid};
+
+/// Fills `out` like `torch.rand`: uniform in `[0, 1)`.
+pub fn rand<T: Float>(g: &mut Generator, out: &mut [T]) {
+    T::fill_unit(g, out);
+}
+
+/// Fills `out` like `Tensor.uniform_(a, b)`: `fma(x, b − a, a)` for a unit uniform `x`, with
+/// `a`, `b` and `b − a` rounded to `T` first, and `b` itself replaced by `a`.
+///
+/// # Errors
+/// If `a > b`, or either bound or `b − a` is not finite.
+pub fn uniform_<T: Float>(g: &mut Generator, out: &mut [T], a: f64, b: f64) -> Result<()> {
+    if !(a <= b) {
+        return Err(invalid(
+            "uniform_",
+            "from",
+            format!("expects to return a [from, to) range, but found from={a} > to={b}"),
+        ));
+    }
+    if !(b - a).is_finite() {
+        return Err(invalid(
+            "uniform_",
+            "to",
+            format!("to - from must be finite, but found from={a}, to={b}"),
+        ));
+    }
+    let (lo, hi) = (T::from_f64(a), T::from_f64(b));
+    let range = hi.sub(lo);
+    T::fill_unit(g, out);
+    for v in out.iter_mut() {
+        let x = v.mul_add(range, lo);
+        *v = if x == hi { lo } else { x };
+    }
+    Ok(())
+}
+
+/// An integer type or float type that [`random_`] can write.
+pub trait FromI64: Copy {
+    /// Conversion as PyTorch's cast from `int64` to the tensor dtype.
+    fn from_i64(v: i64) -> Self;
+}
+
+macro_rules! from_i64 {
+    ($($t:ty),*) => {$(
+        impl FromI64 for $t {
+            #[inline]
+            fn from_i64(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+from_i64!(i64, i32, i16, i8, u8, f32, f64);
+
+/// Fills `out` like `Tensor.random_(from, to)` / `torch.randint(from, to)`: `(w mod (to − from))
+/// + from`, where `w` is one 32-bit word if the range is below `2^28` and one 64-bit draw
+/// otherwise (plain modulo, slightly biased for large ranges, as in PyTorch).
+///
+/// # Errors
+/// If `from >= to`.
+pub fn random_<T: FromI64>(g: &mut Generator, out: &mut [T], from: i64, to: i64) -> Result<()> {
+    if from >= to {
+        return Err(invalid(
+            "random_",
+            "from",
+            format!("expects 'from' to be less than 'to', but got from={from} >= to={to}"),
+        ));
+    }
+    let range = (to as i128 - from as i128) as u64;
+    if range >= 1 << 28 {
+        for v in out.iter_mut() {
+            let w = g.next_u64() % range;
+            *v = T::from_i64(from.wrapping_add(w as i64));
+        }
+    } else {
+        let r = range as u32;
+        for v in out.iter_mut() {
+            let w = g.next_u32() % r;
+            *v = T::from_i64(from + w as i64);
+        }
+    }
+    Ok(())
+}
+
+/// One draw of `torch.empty((), dtype=torch.int64).random_()`: a 64-bit draw modulo `2^63`.
+/// This is how PyTorch's data pipeline draws seeds (`base_seed`, `RandomSampler`).
+pub fn random_i64(g: &mut Generator) -> i64 {
+    (g.next_u64() % (1 << 63)) as i64
+}
+
+/// Below this size `randperm` uses a forward Fisher–Yates shuffle on 32-bit words, from it on
+/// an inside-out shuffle on 64-bit words (PyTorch's `4294967295 / 20`).
+pub const RANDPERM_THRESHOLD: usize = 214_748_364;
+
+/// `torch.randperm(n)`: a random permutation of `0..n`.
+pub fn randperm(g: &mut Generator, n: usize) -> Vec<i64> {
+    if n < RANDPERM_THRESHOLD {
+        let mut r: Vec<i64> = (0..n as i64).collect();
+        for i in 0..n.saturating_sub(1) {
+            let z = (g.next_u32() % (n - i) as u32) as usize;
+            r.swap(i, i + z);
+        }
+        r
+    } else {
+        let mut r = vec![0i64; n];
+        for i in 0..n {
+            let z = (g.next_u64() % (i as u64 + 1)) as usize;
+            r[i] = r[z];
+            r[z] = i as i64;
+        }
+        r
+    }
+}
+
+fn check_probability(op: &'static str, p: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(invalid(
+            op,
+            "p",
+            format!("expects p to be in [0, 1], but got p={p}"),
+        ))
+    }
+}
+
+/// Fills `out` like `Tensor.bernoulli_(p)` with a float `p`: `1` where a 53-bit uniform double
+/// is below `p`, else `0`.
+///
+/// # Errors
+/// If `p` is not in `[0, 1]`.
+pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<()> {
+    check_probability("bernoulli_", p)?;
+    for v in out.iter_mut() {
+        *v = if g.next_f64() < p { T::ONE } else { T::ZERO };
+    }
+    Ok(())
+}
+
+/// `torch.bernoulli(probs)`: one draw per probability, in `T`'s precision (24-bit uniforms for
+/// `f32` probabilities, 53-bit for `f64`), compared with `<`.
+///
+/// # Errors
+/// If a probability is not in `[0, 1]` (NaN included).
+pub fn bernoulli_tensor<T: Float>(g: &mut Generator, probs: &[T]) -> Result<Vec<T>> {
+    if let Some(p) = probs
+        .iter()
+        .find(|p| !(p.to_f64() >= 0.0 && p.to_f64() <= 1.0))
+    {
+        return Err(invalid(
+            "bernoulli",
+            "p",
+            format!("all elements of p must be in [0, 1], found {}", p.to_f64()),
+        ));
+    }
+    Ok(probs
+        .iter()
+        .map(|&p| if T::unit(g) < p { T::ONE } else { T::ZERO })
+        .collect())
+}
+
+/// `torch.nn.functional.dropout(input, p, training)`: zeroes each element with probability `p`
+/// and scales the rest by `1 / (1 − p)` (the mask is `bernoulli_(1 − p)` divided by `1 − p` in
+/// `T`, then multiplied in). No draws if `p` is 0 or 1, `training` is false or `input` is empty.
+///
+/// # Errors
+/// If `p` is not in `[0, 1]`.
+pub fn dropout<T: Float>(g: &mut Generator, input: &[T], p: f64, training: bool) -> Result<Vec<T>> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(invalid(
+            "dropout",
+            "p",
+            format!("dropout probability has to be between 0 and 1, but got {p}"),
+        ));
+    }
+    if p == 0.0 || !training || input.is_empty() {
+        return Ok(input.to_vec());
+    }
+    if p == 1.0 {
+        return Ok(input.iter().map(|&x| x.mul(T::ZERO)).collect());
+    }
+    let mut mask = vec![T::ZERO; input.len()];
+    bernoulli_(g, &mut mask, 1.0 - p)?;
+    let keep = T::from_f64(1.0 - p);
+    Ok(input
+        .iter()
+        .zip(&mask)
+        .map(|(&x, &m)| x.mul(m.div(keep)))
+        .collect())
+}
+
+/// Fills `out` like `Tensor.exponential_(lambd)`: `(−1/λ)·log1p(−u)` in f64 for a 53-bit
+/// uniform `u`, rounded to `T`.
+///
+/// # Errors
+/// If `lambd` is not positive (or NaN).
+pub fn exponential_<T: Float>(g: &mut Generator, out: &mut [T], lambd: f64) -> Result<()> {
+    if !(lambd > 0.0) {
+        return Err(invalid(
+            "exponential_",
+            "lambd",
+            format!("expects lambda > 0.0, but found lambda={lambd}"),
+        ));
+    }
+    let scale = -1.0 / lambd;
+    for v in out.iter_mut() {
+        *v = T::from_f64(scale * (-g.next_f64()).ln_1p());
+    }
+    Ok(())
+}
+
+/// `torch.multinomial(probs, num_samples, replacement)` for `probs` of `rows × categories`
+/// (row-major); returns `rows × num_samples` category indices.
+///
+/// Without replacement, or with `num_samples == 1`, PyTorch races exponentials: it draws one
+/// exponential per category, divides the probabilities by them and takes the largest
+/// (`rows × categories` draws whatever `num_samples` is). With replacement and more than one
+/// sample it inverts the normalized running sum with one 53-bit uniform per sample.
+///
+/// # Errors
+/// If `probs.len() != rows × categories`, a weight is negative, infinite or NaN, a row sums to
+/// zero, `num_samples` is 0, or `num_samples > categories` without replacement.
+pub fn multinomial<T: Float>(
+    g: &mut Generator,
+    probs: &[T],
+    rows: usize,
+    categories: usize,
+    num_samples: usize,
+    replacement: bool,
+) -> Result<Vec<i64>> {
+    const OP: &str = "multinomial";
+    if rows.checked_mul(categories) != Some(probs.len()) {
+        return Err(invalid(
+            OP,
+            "input",
+            format!(
+                "{} probabilities do not form {rows} rows of {categories} categories",
+                probs.len()
+            ),
+        ));
+    }
+    if categories == 0 {
+        return Err(invalid(
+            OP,
+            "input",
+            "prob_dist must have at least 1 category",
+        ));
+    }
+    if num_samples == 0 {
+        return Err(invalid(
+            OP,
+            "num_samples",
+            "cannot sample n_sample <= 0 samples",
+        ));
+    }
+    if !replacement && num_samples > categories {
+        return Err(invalid(
+            OP,
+            "num_samples",
+            format!(
+                "cannot sample n_sample > prob_dist.size(-1) samples without replacement \
+                 ({num_samples} > {categories})"
+            ),
+        ));
+    }
+    for row in probs.chunks(categories) {
+        let mut sum = 0.0;
+        for p in row {
+            let p = p.to_f64();
+            if !p.is_finite() || p < 0.0 {
+                return Err(invalid(
+                    OP,
+                    "input",
+                    format!("probability tensor contains either `inf`, `nan` or element < 0 ({p})"),
+                ));
+            }
+            sum += p;
+        }
+        if sum <= 0.0 {
+            return Err(invalid(
+                OP,
+                "input",
+                "invalid multinomial distribution (sum of probabilities <= 0)",
+            ));
+        }
+    }
+    let mut out = Vec::with_capacity(rows * num_samples);
+    if !replacement || num_samples == 1 {
+        let mut q = vec![T::ZERO; probs.len()];
+        exponential_(g, &mut q, 1.0)?;
+        for (row, qrow) in probs.chunks(categories).zip(q.chunks_mut(categories)) {
+            for (qi, &p) in qrow.iter_mut().zip(row) {
+                *qi = p.div(*qi);
+            }
+            let mut idx: Vec<usize> = (0..categories).collect();
+            // Largest first; equal keys (zero probabilities only) keep index order.
+            idx.sort_by(|&a, &b| {
+                qrow[b]
+                    .to_f64()
+                    .total_cmp(&qrow[a].to_f64())
+                    .then(a.cmp(&b))
+            });
+            out.extend(idx[..num_samples].iter().map(|&i| i as i64));
+        }
+    } else {
+        let mut cum = vec![T::ZERO; categories];
+        for row in probs.chunks(categories) {
+            let mut s = T::ZERO;
+            for (c, &p) in cum.iter_mut().zip(row) {
+                s = s.add(p);
+                *c = s;
+            }
+            for c in cum.iter_mut() {
+                *c = c.div(s);
+            }
+            cum[categories - 1] = T::ONE;
+            for _ in 0..num_samples {
+                let u = g.next_f64();
+                let (mut left, mut right) = (0usize, categories);
+                while right > left {
+                    let mid = left + (right - left) / 2;
+                    if cum[mid].to_f64() < u {
+                        left = mid + 1;
+                    } else {
+                        right = mid;
+                    }
+                }
+                out.push(left as i64);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! `randn` / `normal_`: PyTorch's two Box–Muller paths.
+//!
+//! * Scalar path (fewer than 16 elements, or a non-contiguous tensor): in f64, one pair per two
+//!   values, the second value cached in the generator and used by the next call.
+//! * 16-block path (16 or more contiguous elements): fill the whole output with unit uniforms,
+//!   transform each block of 16 in place (lanes 0..8 are radii, 8..16 angles); if `n % 16 ≠ 0`,
+//!   redraw 16 fresh uniforms into the LAST 16 slots and transform them again, overwriting up to
+//!   15 finished values. This is what PyTorch does, waste included.
+
+use super::Float;
+use crate::{Generator, Result, invalid};
+
+const TWO_PI: f64 = 6.283_185_307_179_586;
+
+fn check_std(std: f64) -> Result<()> {
+    if std >= 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(
+            "normal_",
+            "std",
+            format!("normal expects std >= 0.0, but found std {std}"),
+        ))
+    }
+}
+
+/// Fills a contiguous `out` like `Tensor.normal_(mean, std)` (and `torch.randn` with mean 0,
+/// std 1): the 16-block path if `out.len() >= 16`, the scalar path otherwise.
+///
+/// # Errors
+/// If `std` is negative or NaN.
+pub fn normal_<T: Float>(g: &mut Generator, out: &mut [T], mean: f64, std: f64) -> Result<()> {
+    check_std(std)?;
+    let n = out.len();
+    if n < 16 {
+        return normal_scalar_path_(g, out, mean, std);
+    }
+    let (mean, std) = (T::from_f64(mean), T::from_f64(std));
+    T::fill_unit(g, out);
+    let full = n - n % 16;
+    T::box_muller_blocks(&mut out[..full], mean, std);
+    if n % 16 != 0 {
+        let tail = &mut out[n - 16..];
+        T::fill_unit(g, tail);
+        T::box_muller_blocks(tail, mean, std);
+    }
+    Ok(())
+}
+
+/// Fills `out` with PyTorch's scalar normal path, whatever its length: what `normal_` does for
+/// a non-contiguous tensor (in the order its elements are visited). Each value is
+/// `fma(z, std, mean)` in f64, rounded to `T`; `z` comes from the generator's cached value if
+/// it has one, else from a new Box–Muller pair whose second value is cached.
+///
+/// # Errors
+/// If `std` is negative or NaN.
+pub fn normal_scalar_path_<T: Float>(
+    g: &mut Generator,
+    out: &mut [T],
+    mean: f64,
+    std: f64,
+) -> Result<()> {
+    check_std(std)?;
+    for v in out.iter_mut() {
+        let z = match g.take_normal_cache() {
+            Some(z) => z,
+            None => {
+                let u1 = g.next_f64();
+                let u2 = g.next_f64();
+                let r = (-2.0 * (-u2).ln_1p()).sqrt();
+                let theta = TWO_PI * u1;
+                g.set_normal_cache(r * theta.sin());
+                r * theta.cos()
+            }
+        };
+        *v = T::from_f64(z.mul_add(std, mean));
+    }
+    Ok(())
+}
+
+/// The f64 block transform: C library `log`, `cos`, `sin` (glibc on Linux, as PyTorch).
+pub(super) fn blocks_f64(d: &mut [f64], mean: f64, std: f64) {
+    for b in d.chunks_exact_mut(16) {
+        for j in 0..8 {
+            let u1 = 1.0 - b[j];
+            let u2 = b[j + 8];
+            let radius = (-2.0 * u1.ln()).sqrt();
+            let theta = TWO_PI * u2;
+            b[j] = (radius * theta.cos()).mul_add(std, mean);
+            b[j + 8] = (radius * theta.sin()).mul_add(std, mean);
+        }
+    }
+}
+
+/// The f32 block transform of PyTorch's AVX2 kernel, operation by operation (torch.md §3.4a):
+/// a Cephes-style `log` and `sincos` with fused multiply-adds exactly where the compiled kernel
+/// has them. Every `mul_add` below is a true single-rounding FMA on any CPU.
+#[inline(always)]
+fn blocks_f32_body(d: &mut [f32], mean: f32, std: f32) {
+    for b in d.chunks_exact_mut(16) {
+        let mut u1 = [0f32; 8];
+        let mut u2 = [0f32; 8];
+        for j in 0..8 {
+            u1[j] = 1.0 - b[j];
+            u2[j] = b[j + 8];
+        }
+        for j in 0..8 {
+            let radius = (-2.0 * log_avx2(u1[j])).sqrt();
+            let theta = TWO_PI_F * u2[j];
+            let (s, c) = sincos_avx2(theta);
+            b[j] = (radius * c).mul_add(std, mean);
+            b[j + 8] = (radius * s).mul_add(std, mean);
+        }
+    }
+}
+
+const TWO_PI_F: f32 = f32::from_bits(0x40C9_0FDB);
+
+#[inline(always)]
+fn log_avx2(x: f32) -> f32 {
+    const SQRTHF: f32 = f32::from_bits(0x3F35_04F3);
+    const P: [u32; 9] = [
+        0x3D90_21BB,
+        0xBDEB_D1B8,
+        0x3DEF_251A,
+        0xBDFE_5D4F,
+        0x3E11_E9BF,
+        0xBE2A_AE50,
+        0x3E4C_CEAC,
+        0xBE7F_FFFC,
+        0x3EAA_AAAA,
+    ];
+    const Q1: f32 = f32::from_bits(0xB95E_8083);
+    const Q2: f32 = f32::from_bits(0x3F31_8000);
+    // Inputs are in [2^-24, 1]: normal, positive.
+    let bits = x.to_bits();
+    let e_int = (bits >> 23) as i32 - 127;
+    let m = f32::from_bits((bits & 0x807F_FFFF) | 0x3F00_0000);
+    let mut e = e_int as f32 + 1.0;
+    let t = if m < SQRTHF {
+        e -= 1.0;
+        m
+    } else {
+        0.0
+    };
+    let x = (m - 1.0) + t;
+    let z = x * x;
+    let mut y = f32::from_bits(P[0]);
+    for &p in &P[1..] {
+        y = y.mul_add(x, f32::from_bits(p));
+    }
+    y *= x;
+    y = y.mul_add(z, e * Q1);
+    y -= 0.5 * z;
+    let x = x + y;
+    e.mul_add(Q2, x)
+}
+
+#[inline(always)]
+fn sincos_avx2(a: f32) -> (f32, f32) {
+    const FOPI: f32 = f32::from_bits(0x3FA2_F983);
+    const DP1: f32 = f32::from_bits(0xBF49_0000);
+    const DP2: f32 = f32::from_bits(0xB97D_A000);
+    const DP3: f32 = f32::from_bits(0xB322_2169);
+    const C0: f32 = f32::from_bits(0x37CC_F5CE);
+    const C1: f32 = f32::from_bits(0xBAB6_061A);
+    const C2: f32 = f32::from_bits(0x3D2A_AAA5);
+    const S0: f32 = f32::from_bits(0xB94C_A1F9);
+    const S1: f32 = f32::from_bits(0x3C08_839E);
+    const S2: f32 = f32::from_bits(0xBE2A_AAA3);
+    let sign_sin = a.to_bits() & 0x8000_0000;
+    let a = a.abs();
+    let mut j = (a * FOPI) as i32;
+    j = (j + 1) & !1;
+    let y = j as f32;
+    let swap_sin = if j & 4 != 0 { 0x8000_0000 } else { 0 };
+    let poly_sin_for_sin = j & 2 == 0;
+    let mut a = y.mul_add(DP1, a);
+    a = y.mul_add(DP2, a);
+    a = y.mul_add(DP3, a);
+    let flip_cos = if (j.wrapping_sub(2)) & 4 == 0 {
+        0x8000_0000
+    } else {
+        0
+    };
+    let flip_sin = sign_sin ^ swap_sin;
+    let z = a * a;
+    let mut c = C0.mul_add(z, C1);
+    c = c.mul_add(z, C2);
+    c *= z;
+    c = z.mul_add(c, -(0.5 * z));
+    c += 1.0;
+    let mut p = S0.mul_add(z, S1);
+    p = p.mul_add(z, S2);
+    p *= z;
+    p = a.mul_add(p, a);
+    let (s, c) = if poly_sin_for_sin { (p, c) } else { (c, p) };
+    (
+        f32::from_bits(s.to_bits() ^ flip_sin),
+        f32::from_bits(c.to_bits() ^ flip_cos),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn blocks_f32_fma(d: &mut [f32], mean: f32, std: f32) {
+    blocks_f32_body(d, mean, std)
+}
+
+/// Dispatches to a build with hardware FMA when the CPU has it; the bits are the same either
+/// way, only the speed differs (without it `mul_add` is the C library's exact `fmaf`).
+pub(super) fn blocks_f32(d: &mut [f32], mean: f32, std: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: both features were detected on this CPU just above.
+        return unsafe { blocks_f32_fma(d, mean, std) };
+    }
+    blocks_f32_body(d, mean, std)
+}
