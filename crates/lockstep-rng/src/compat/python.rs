@@ -1,1 +1,834 @@
-//! CPython 3.11 `random` (in progress).
+//! CPython 3.11's `random` module, bit for bit (verified against CPython 3.11.7 on Linux).
+//!
+//! [`Random`] is `random.Random`: the same MT19937 words are drawn in the same order for
+//! every method below, so any interleaving of calls stays in lockstep with CPython. Float
+//! math (`log`, `sqrt`, `cos`, `sin`, `exp`) uses Rust's `f64` methods, which call the
+//! platform C library: results equal CPython's where that library is glibc (Linux).
+//!
+//! Integers larger than 64 bits (seeds, `getrandbits(k)` for `k > 64`) are written as
+//! little-endian 32-bit words or as decimal strings; no bignum type is needed.
+//!
+//! ```
+//! use lockstep_rng::compat::python::Random;
+//! let mut r = Random::from_u64(42);
+//! assert_eq!(r.random(), 0.6394267984578837);
+//! assert_eq!(r.random(), 0.025010755222666936);
+//! ```
+
+use crate::engines::Mt19937;
+use crate::engines::mt19937::N;
+use crate::{Error, Result, invalid};
+
+/// CPython 3.11 `random.Random`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Random {
+    mt: Mt19937,
+    /// The second Box–Muller value `gauss()` keeps for its next call.
+    gauss_next: Option<f64>,
+}
+
+/// `Random.getstate()` (version 3): `(3, (mt[0], …, mt[623], pos), gauss_next)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PyState {
+    /// The 624 state words.
+    pub mt: Vec<u32>,
+    /// Words of the current block already used; 624 = the next draw twists.
+    pub pos: usize,
+    /// The cached Gaussian (`None` in Python when absent).
+    pub gauss_next: Option<f64>,
+}
+
+impl PyState {
+    /// The state version CPython 3.11 writes.
+    pub const VERSION: u32 = 3;
+
+    /// The middle element of Python's tuple: the 624 words followed by `pos` (625 ints).
+    pub fn internal_state(&self) -> Vec<u32> {
+        let mut v = self.mt.clone();
+        v.push(self.pos as u32);
+        v
+    }
+
+    /// Builds a state from Python's tuple parts: `version` 3 (or the legacy 2, whose words
+    /// are read the same way), 625 ints (words then `pos`) and `gauss_next`.
+    pub fn from_tuple(version: u32, internal: &[u32], gauss_next: Option<f64>) -> Result<Self> {
+        if version != 2 && version != 3 {
+            return Err(Error::InvalidState {
+                op: "setstate",
+                reason: format!(
+                    "state with version {version} passed to Random.setstate() of version 3"
+                ),
+            });
+        }
+        if internal.len() != N + 1 {
+            return Err(Error::InvalidState {
+                op: "setstate",
+                reason: format!(
+                    "state vector must have {} ints, got {}",
+                    N + 1,
+                    internal.len()
+                ),
+            });
+        }
+        Ok(Self {
+            mt: internal[..N].to_vec(),
+            pos: internal[N] as usize,
+            gauss_next,
+        })
+    }
+}
+
+/// Python's `int.bit_length()` for a `u64`.
+#[inline]
+fn bit_length(n: u64) -> u32 {
+    64 - n.leading_zeros()
+}
+
+/// Python's floor division on `i128`.
+fn floor_div(a: i128, b: i128) -> i128 {
+    let q = a / b;
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+impl Random {
+    /// `random.Random(seed)` for a non-negative integer seed (what `seed_everything` uses).
+    pub fn from_u64(seed: u64) -> Self {
+        Self::from_words(&[seed as u32, (seed >> 32) as u32])
+    }
+
+    /// `random.Random(seed)` for any `i64` (a negative seed equals its absolute value).
+    pub fn from_i64(seed: i64) -> Self {
+        Self::from_u64(seed.unsigned_abs())
+    }
+
+    /// `random.Random(n)` for `|n|` given as little-endian 32-bit words (high zero words are
+    /// ignored, as they are not part of Python's integer).
+    pub fn from_words(words: &[u32]) -> Self {
+        let len = words.iter().rposition(|&w| w != 0).map_or(1, |i| i + 1);
+        let key: &[u32] = if words.is_empty() {
+            &[0]
+        } else {
+            &words[..len]
+        };
+        Self {
+            mt: Mt19937::from_key(key),
+            gauss_next: None,
+        }
+    }
+
+    /// `random.Random(int(text))` for a decimal integer of any size, with optional sign.
+    pub fn from_decimal(text: &str) -> Result<Self> {
+        Ok(Self::from_words(&decimal_to_words(text)?.1))
+    }
+
+    /// `random.Random(b)` for bytes (`seed` version 2: the integer `b + sha512(b)` read
+    /// big-endian).
+    pub fn from_bytes(b: &[u8]) -> Self {
+        let mut all = b.to_vec();
+        all.extend_from_slice(&sha512(b));
+        // Big-endian bytes to little-endian words.
+        let words: Vec<u32> = all
+            .rchunks(4)
+            .map(|c| c.iter().fold(0u32, |acc, &x| (acc << 8) | x as u32))
+            .collect();
+        Self::from_words(&words)
+    }
+
+    /// `random.Random(s)` for a `str` (its UTF-8 bytes, then as [`from_bytes`](Self::from_bytes)).
+    pub fn from_str_seed(s: &str) -> Self {
+        Self::from_bytes(s.as_bytes())
+    }
+
+    /// `random.Random(x)` for a float: seeds with `hash(x)` reinterpreted as unsigned 64-bit
+    /// (the sign is NOT dropped). NaN is an error (its hash is not reproducible).
+    pub fn from_f64(x: f64) -> Result<Self> {
+        if x.is_nan() {
+            return Err(invalid(
+                "seed",
+                "a",
+                "a NaN seed hashes by identity, not reproducibly",
+            ));
+        }
+        Ok(Self::from_u64(py_float_hash(x) as u64))
+    }
+
+    /// `seed(n)` in place for a `u64` (also clears the Gaussian cache).
+    pub fn seed_u64(&mut self, seed: u64) {
+        *self = Self::from_u64(seed);
+    }
+
+    /// The engine, for raw 32-bit draws.
+    pub fn engine(&mut self) -> &mut Mt19937 {
+        &mut self.mt
+    }
+
+    /// `random()`: `((w1 >> 5)·2^26 + (w2 >> 6))·2^-53`; two words.
+    #[inline]
+    pub fn random(&mut self) -> f64 {
+        let a = self.mt.next_u32() >> 5;
+        let b = self.mt.next_u32() >> 6;
+        (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `getrandbits(k)` as little-endian 32-bit words (`ceil(k/32)` of them, none for
+    /// `k == 0`); draws `ceil(k/32)` words, the last one shifted right when `k % 32 != 0`.
+    pub fn getrandbits_words(&mut self, k: usize) -> Vec<u32> {
+        let n = k.div_ceil(32);
+        let mut out = Vec::with_capacity(n);
+        let mut left = k;
+        while left > 0 {
+            let w = self.mt.next_u32();
+            out.push(if left < 32 { w >> (32 - left) } else { w });
+            left = left.saturating_sub(32);
+        }
+        out
+    }
+
+    /// `getrandbits(k)` for `k <= 64`. Errors for larger `k`.
+    pub fn getrandbits(&mut self, k: u32) -> Result<u64> {
+        if k > 64 {
+            return Err(invalid(
+                "getrandbits",
+                "k",
+                format!("{k} bits do not fit in u64; use getrandbits_words or getrandbits_decimal"),
+            ));
+        }
+        if k <= 32 {
+            return Ok(if k == 0 {
+                0
+            } else {
+                (self.mt.next_u32() >> (32 - k)) as u64
+            });
+        }
+        let lo = self.mt.next_u32() as u64;
+        let hi = (self.mt.next_u32() >> (64 - k)) as u64;
+        Ok(lo | hi << 32)
+    }
+
+    /// `getrandbits(k)` for any `k`, as a decimal string.
+    pub fn getrandbits_decimal(&mut self, k: usize) -> String {
+        words_to_decimal(&self.getrandbits_words(k))
+    }
+
+    /// CPython's `_randbelow(n)`: draws `n.bit_length()` bits until the value is below `n`.
+    /// Errors if `n == 0`.
+    pub fn randbelow(&mut self, n: u64) -> Result<u64> {
+        if n == 0 {
+            return Err(invalid("randrange", "stop", "empty range for randrange()"));
+        }
+        Ok(self.randbelow_nz(n))
+    }
+
+    #[inline]
+    fn randbelow_nz(&mut self, n: u64) -> u64 {
+        let k = bit_length(n);
+        loop {
+            let r = if k <= 32 {
+                (self.mt.next_u32() >> (32 - k)) as u64
+            } else {
+                let lo = self.mt.next_u32() as u64;
+                lo | ((self.mt.next_u32() >> (64 - k)) as u64) << 32
+            };
+            if r < n {
+                return r;
+            }
+        }
+    }
+
+    /// `randrange(stop)`; errors if `stop <= 0`.
+    pub fn randrange_stop(&mut self, stop: i64) -> Result<i64> {
+        if stop <= 0 {
+            return Err(invalid("randrange", "stop", "empty range for randrange()"));
+        }
+        Ok(self.randbelow_nz(stop as u64) as i64)
+    }
+
+    /// `randrange(start, stop, step)`; errors on an empty range or `step == 0`.
+    pub fn randrange(&mut self, start: i64, stop: i64, step: i64) -> Result<i64> {
+        const OP: &str = "randrange";
+        let width = stop as i128 - start as i128;
+        let n = match step {
+            0 => return Err(invalid(OP, "step", "zero step for randrange()")),
+            1 => width,
+            s if s > 0 => floor_div(width + s as i128 - 1, s as i128),
+            s => floor_div(width + s as i128 + 1, s as i128),
+        };
+        if n <= 0 {
+            return Err(invalid(
+                OP,
+                "stop",
+                format!("empty range for randrange({start}, {stop}, {step})"),
+            ));
+        }
+        let r = self.randbelow_nz(n as u64) as i128;
+        Ok((start as i128 + step as i128 * r) as i64)
+    }
+
+    /// `randint(a, b)` = `randrange(a, b + 1)`, inclusive of `b`; errors if `a > b`.
+    pub fn randint(&mut self, a: i64, b: i64) -> Result<i64> {
+        if a > b {
+            return Err(invalid(
+                "randint",
+                "b",
+                format!("empty range for randint({a}, {b})"),
+            ));
+        }
+        let n = (b as i128 - a as i128 + 1) as u128;
+        if n > u64::MAX as u128 {
+            // The full i64 range: 2^64 values, 65 bits drawn as CPython does.
+            let k = 65;
+            loop {
+                let w = self.getrandbits_words(k);
+                if w[2] == 0 {
+                    return Ok((a as i128 + (w[0] as i128 | (w[1] as i128) << 32)) as i64);
+                }
+            }
+        }
+        Ok((a as i128 + self.randbelow_nz(n as u64) as i128) as i64)
+    }
+
+    /// `choice(seq)`; errors on an empty sequence.
+    pub fn choice<'a, T>(&mut self, seq: &'a [T]) -> Result<&'a T> {
+        if seq.is_empty() {
+            return Err(invalid(
+                "choice",
+                "seq",
+                "cannot choose from an empty sequence",
+            ));
+        }
+        Ok(&seq[self.randbelow_nz(seq.len() as u64) as usize])
+    }
+
+    /// `shuffle(x)`: `i` from `len − 1` down to 1, swap with `_randbelow(i + 1)`.
+    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+        for i in (1..x.len()).rev() {
+            let j = self.randbelow_nz(i as u64 + 1) as usize;
+            x.swap(i, j);
+        }
+    }
+
+    /// `sample(range(n), k)`: `k` distinct indices in selection order (pool or set method,
+    /// chosen as CPython chooses). Errors if `k > n`.
+    pub fn sample_indices(&mut self, n: usize, k: usize) -> Result<Vec<usize>> {
+        if k > n {
+            return Err(invalid(
+                "sample",
+                "k",
+                format!("sample larger than population ({k} > {n})"),
+            ));
+        }
+        let mut setsize = 21usize;
+        if k > 5 {
+            let e = ((3 * k) as f64).ln() / 4f64.ln();
+            setsize += 4usize.pow(e.ceil() as u32);
+        }
+        let mut out = Vec::with_capacity(k);
+        if n <= setsize {
+            let mut pool: Vec<usize> = (0..n).collect();
+            for i in 0..k {
+                let j = self.randbelow_nz((n - i) as u64) as usize;
+                out.push(pool[j]);
+                pool[j] = pool[n - i - 1];
+            }
+        } else {
+            let mut selected = std::collections::HashSet::with_capacity(k);
+            for _ in 0..k {
+                let mut j = self.randbelow_nz(n as u64) as usize;
+                while !selected.insert(j) {
+                    j = self.randbelow_nz(n as u64) as usize;
+                }
+                out.push(j);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `sample(population, k)`; errors if `k > len(population)`.
+    pub fn sample<T: Clone>(&mut self, population: &[T], k: usize) -> Result<Vec<T>> {
+        Ok(self
+            .sample_indices(population.len(), k)?
+            .into_iter()
+            .map(|i| population[i].clone())
+            .collect())
+    }
+
+    /// `choices(range(n), weights, k=k)` as indices: without weights
+    /// `floor(random()·n)`; with weights a bisection of the running sums by
+    /// `random()·total`. Errors on an empty population, a weights length mismatch, or a
+    /// total that is not positive and finite.
+    pub fn choices_indices(
+        &mut self,
+        n: usize,
+        weights: Option<&[f64]>,
+        k: usize,
+    ) -> Result<Vec<usize>> {
+        const OP: &str = "choices";
+        if n == 0 && k > 0 {
+            return Err(invalid(
+                OP,
+                "population",
+                "cannot choose from an empty population",
+            ));
+        }
+        let Some(w) = weights else {
+            let nf = n as f64;
+            return Ok((0..k)
+                .map(|_| (self.random() * nf).floor() as usize)
+                .collect());
+        };
+        if w.len() != n {
+            return Err(invalid(
+                OP,
+                "weights",
+                "the number of weights does not match the population",
+            ));
+        }
+        let mut acc = 0.0;
+        let cum: Vec<f64> = w
+            .iter()
+            .map(|&x| {
+                acc += x;
+                acc
+            })
+            .collect();
+        let total = acc;
+        if !(total > 0.0) {
+            return Err(invalid(
+                OP,
+                "weights",
+                "total of weights must be greater than zero",
+            ));
+        }
+        if !total.is_finite() {
+            return Err(invalid(OP, "weights", "total of weights must be finite"));
+        }
+        let hi = n - 1;
+        Ok((0..k)
+            .map(|_| {
+                let x = self.random() * total;
+                cum[..hi].partition_point(|&c| c <= x)
+            })
+            .collect())
+    }
+
+    /// `uniform(a, b)` = `a + (b − a)·random()`.
+    pub fn uniform(&mut self, a: f64, b: f64) -> f64 {
+        a + (b - a) * self.random()
+    }
+
+    /// `gauss(mu, sigma)`: Box–Muller; returns `cos`·radius and keeps `sin`·radius for the
+    /// next call (the cache is part of the state and cleared by seeding).
+    pub fn gauss(&mut self, mu: f64, sigma: f64) -> f64 {
+        let z = match self.gauss_next.take() {
+            Some(z) => z,
+            None => {
+                let x2pi = self.random() * core::f64::consts::TAU;
+                let g2rad = (-2.0 * (1.0 - self.random()).ln()).sqrt();
+                self.gauss_next = Some(x2pi.sin() * g2rad);
+                x2pi.cos() * g2rad
+            }
+        };
+        mu + z * sigma
+    }
+
+    /// `normalvariate(mu, sigma)`: Kinderman–Monahan ratio of uniforms, no cache.
+    pub fn normalvariate(&mut self, mu: f64, sigma: f64) -> f64 {
+        let nv = 4.0 * (-0.5f64).exp() / 2.0f64.sqrt();
+        loop {
+            let u1 = self.random();
+            let u2 = 1.0 - self.random();
+            let z = nv * (u1 - 0.5) / u2;
+            let zz = z * z / 4.0;
+            if zz <= -u2.ln() {
+                return mu + z * sigma;
+            }
+        }
+    }
+
+    /// `expovariate(lambd)` = `−log(1 − random())/lambd`; errors if `lambd == 0`.
+    pub fn expovariate(&mut self, lambd: f64) -> Result<f64> {
+        if lambd == 0.0 {
+            return Err(invalid("expovariate", "lambd", "float division by zero"));
+        }
+        Ok(-(1.0 - self.random()).ln() / lambd)
+    }
+
+    /// `getstate()`.
+    pub fn getstate(&self) -> PyState {
+        PyState {
+            mt: self.mt.state().to_vec(),
+            pos: self.mt.pos(),
+            gauss_next: self.gauss_next,
+        }
+    }
+
+    /// `setstate(state)`: errors unless there are 624 words and `pos <= 624`.
+    pub fn setstate(&mut self, state: &PyState) -> Result<()> {
+        let bad = |reason: String| Error::InvalidState {
+            op: "setstate",
+            reason,
+        };
+        let words: [u32; N] = state
+            .mt
+            .as_slice()
+            .try_into()
+            .map_err(|_| bad(format!("need {N} state words, got {}", state.mt.len())))?;
+        self.mt = Mt19937::from_state(words, state.pos)
+            .ok_or_else(|| bad(format!("invalid state: pos {} > {N}", state.pos)))?;
+        self.gauss_next = state.gauss_next;
+        Ok(())
+    }
+}
+
+/// Python's `hash(x)` for a non-NaN float: `x = m·2^e` reduced modulo the Mersenne prime
+/// `2^61 − 1`, sign applied, −1 mapped to −2; ±inf hash to ±314159.
+pub fn py_float_hash(x: f64) -> i64 {
+    const P: u128 = (1 << 61) - 1;
+    if x.is_infinite() {
+        return if x > 0.0 { 314_159 } else { -314_159 };
+    }
+    if x == 0.0 || x.is_nan() {
+        return 0;
+    }
+    let bits = x.to_bits();
+    let exp_field = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1 << 52) - 1);
+    // |x| = mant · 2^e exactly.
+    let (mant, e) = if exp_field == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1 << 52, exp_field - 1075)
+    };
+    // 2^61 ≡ 1 (mod P), so a power of two reduces by its exponent modulo 61.
+    let shift = e.rem_euclid(61) as u32;
+    let h = ((mant as u128 % P) << shift) % P;
+    let mut h = h as i64;
+    if x < 0.0 {
+        h = -h;
+    }
+    if h == -1 { -2 } else { h }
+}
+
+/// Parses a decimal integer with optional sign into `(negative, little-endian u32 words)`.
+pub fn decimal_to_words(text: &str) -> Result<(bool, Vec<u32>)> {
+    let t = text.trim();
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let digits = digits.replace('_', "");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(
+            "seed",
+            "a",
+            format!("`{text}` is not a decimal integer"),
+        ));
+    }
+    let mut words: Vec<u32> = vec![0];
+    for d in digits.bytes() {
+        let mut carry = (d - b'0') as u64;
+        for w in words.iter_mut() {
+            let v = *w as u64 * 10 + carry;
+            *w = v as u32;
+            carry = v >> 32;
+        }
+        if carry > 0 {
+            words.push(carry as u32);
+        }
+    }
+    Ok((neg, words))
+}
+
+/// Little-endian u32 words to a decimal string (repeated division by 10^9).
+pub fn words_to_decimal(words: &[u32]) -> String {
+    let mut w: Vec<u32> = words.to_vec();
+    while w.last() == Some(&0) {
+        w.pop();
+    }
+    if w.is_empty() {
+        return "0".to_string();
+    }
+    let mut chunks = Vec::new();
+    while !w.is_empty() {
+        let mut rem = 0u64;
+        for x in w.iter_mut().rev() {
+            let cur = rem << 32 | *x as u64;
+            *x = (cur / 1_000_000_000) as u32;
+            rem = cur % 1_000_000_000;
+        }
+        chunks.push(rem as u32);
+        while w.last() == Some(&0) {
+            w.pop();
+        }
+    }
+    let mut s = chunks.pop().unwrap_or(0).to_string();
+    for c in chunks.iter().rev() {
+        s.push_str(&format!("{c:09}"));
+    }
+    s
+}
+
+/// SHA-512 (FIPS 180-4), for `seed(str/bytes)`; small enough not to need a dependency.
+fn sha512(msg: &[u8]) -> [u8; 64] {
+    const K: [u64; 80] = [
+        0x428a2f98d728ae22,
+        0x7137449123ef65cd,
+        0xb5c0fbcfec4d3b2f,
+        0xe9b5dba58189dbbc,
+        0x3956c25bf348b538,
+        0x59f111f1b605d019,
+        0x923f82a4af194f9b,
+        0xab1c5ed5da6d8118,
+        0xd807aa98a3030242,
+        0x12835b0145706fbe,
+        0x243185be4ee4b28c,
+        0x550c7dc3d5ffb4e2,
+        0x72be5d74f27b896f,
+        0x80deb1fe3b1696b1,
+        0x9bdc06a725c71235,
+        0xc19bf174cf692694,
+        0xe49b69c19ef14ad2,
+        0xefbe4786384f25e3,
+        0x0fc19dc68b8cd5b5,
+        0x240ca1cc77ac9c65,
+        0x2de92c6f592b0275,
+        0x4a7484aa6ea6e483,
+        0x5cb0a9dcbd41fbd4,
+        0x76f988da831153b5,
+        0x983e5152ee66dfab,
+        0xa831c66d2db43210,
+        0xb00327c898fb213f,
+        0xbf597fc7beef0ee4,
+        0xc6e00bf33da88fc2,
+        0xd5a79147930aa725,
+        0x06ca6351e003826f,
+        0x142929670a0e6e70,
+        0x27b70a8546d22ffc,
+        0x2e1b21385c26c926,
+        0x4d2c6dfc5ac42aed,
+        0x53380d139d95b3df,
+        0x650a73548baf63de,
+        0x766a0abb3c77b2a8,
+        0x81c2c92e47edaee6,
+        0x92722c851482353b,
+        0xa2bfe8a14cf10364,
+        0xa81a664bbc423001,
+        0xc24b8b70d0f89791,
+        0xc76c51a30654be30,
+        0xd192e819d6ef5218,
+        0xd69906245565a910,
+        0xf40e35855771202a,
+        0x106aa07032bbd1b8,
+        0x19a4c116b8d2d0c8,
+        0x1e376c085141ab53,
+        0x2748774cdf8eeb99,
+        0x34b0bcb5e19b48a8,
+        0x391c0cb3c5c95a63,
+        0x4ed8aa4ae3418acb,
+        0x5b9cca4f7763e373,
+        0x682e6ff3d6b2b8a3,
+        0x748f82ee5defb2fc,
+        0x78a5636f43172f60,
+        0x84c87814a1f0ab72,
+        0x8cc702081a6439ec,
+        0x90befffa23631e28,
+        0xa4506cebde82bde9,
+        0xbef9a3f7b2c67915,
+        0xc67178f2e372532b,
+        0xca273eceea26619c,
+        0xd186b8c721c0c207,
+        0xeada7dd6cde0eb1e,
+        0xf57d4f7fee6ed178,
+        0x06f067aa72176fba,
+        0x0a637dc5a2c898a6,
+        0x113f9804bef90dae,
+        0x1b710b35131c471b,
+        0x28db77f523047d84,
+        0x32caab7b40c72493,
+        0x3c9ebe0a15c9bebc,
+        0x431d67c49c100d4c,
+        0x4cc5d4becb3e42b6,
+        0x597f299cfc657e2a,
+        0x5fcb6fab3ad6faec,
+        0x6c44198c4a475817,
+    ];
+    let mut h: [u64; 8] = [
+        0x6a09e667f3bcc908,
+        0xbb67ae8584caa73b,
+        0x3c6ef372fe94f82b,
+        0xa54ff53a5f1d36f1,
+        0x510e527fade682d1,
+        0x9b05688c2b3e6c1f,
+        0x1f83d9abfb41bd6b,
+        0x5be0cd19137e2179,
+    ];
+    let mut data = msg.to_vec();
+    data.push(0x80);
+    while data.len() % 128 != 112 {
+        data.push(0);
+    }
+    data.extend_from_slice(&((msg.len() as u128) * 8).to_be_bytes());
+    for block in data.chunks_exact(128) {
+        let mut w = [0u64; 80];
+        for (i, c) in block.chunks_exact(8).enumerate() {
+            w[i] = u64::from_be_bytes(c.try_into().unwrap_or([0; 8]));
+        }
+        for i in 16..80 {
+            let s0 = w[i - 15].rotate_right(1) ^ w[i - 15].rotate_right(8) ^ (w[i - 15] >> 7);
+            let s1 = w[i - 2].rotate_right(19) ^ w[i - 2].rotate_right(61) ^ (w[i - 2] >> 6);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..80 {
+            let s1 = e.rotate_right(14) ^ e.rotate_right(18) ^ e.rotate_right(41);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = a.rotate_right(28) ^ a.rotate_right(34) ^ a.rotate_right(39);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            hh = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 64];
+    for (o, x) in out.chunks_exact_mut(8).zip(h) {
+        o.copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha512_abc() {
+        let d = sha512(b"abc");
+        assert_eq!(d[..4], [0xdd, 0xaf, 0x35, 0xa1]);
+        assert_eq!(d[60..], [0xa5, 0x4c, 0xa4, 0x9f]);
+    }
+
+    #[test]
+    fn known_answers() {
+        type Row = (
+            [f64; 3],
+            u64,
+            [i64; 5],
+            [i32; 10],
+            char,
+            [usize; 5],
+            f64,
+            [f64; 2],
+            f64,
+        );
+        let rows: [(u64, Row); 2] = [
+            (
+                0,
+                (
+                    [0.8444218515250481, 0.7579544029403025, 0.420571580830845],
+                    1112038970,
+                    [66, 63, 52, 39, 62],
+                    [9, 4, 8, 6, 0, 1, 7, 2, 3, 5],
+                    'c',
+                    [12, 93, 9, 87, 42],
+                    -0.055714569094573285,
+                    [0.8606160946297771, 0.6310860668939006],
+                    2.186825905429364,
+                ),
+            ),
+            (
+                42,
+                (
+                    [
+                        0.6394267984578837,
+                        0.025010755222666936,
+                        0.27502931836911926,
+                    ],
+                    958682846,
+                    [18, 95, 14, 87, 95],
+                    [3, 2, 4, 9, 5, 7, 0, 6, 1, 8],
+                    'e',
+                    [25, 91, 83, 89, 69],
+                    -0.16096035807668252,
+                    [-0.7666888024097388, 0.2533316163983756],
+                    -1.0112200444941262,
+                ),
+            ),
+        ];
+        for (seed, want) in rows {
+            let mut r = Random::from_u64(seed);
+            let a = [r.random(), r.random(), r.random()];
+            assert_eq!(a, want.0);
+            assert_eq!(r.getrandbits(32).unwrap(), want.1);
+            let ints: Vec<i64> = (0..5).map(|_| r.randint(1, 100).unwrap()).collect();
+            assert_eq!(ints, want.2);
+            let mut v: Vec<i32> = (0..10).collect();
+            r.shuffle(&mut v);
+            assert_eq!(v, want.3);
+            let letters: Vec<char> = "abcdef".chars().collect();
+            assert_eq!(*r.choice(&letters).unwrap(), want.4);
+            assert_eq!(r.sample_indices(100, 5).unwrap(), want.5);
+            assert_eq!(r.uniform(-1.0, 1.0), want.6);
+            assert_eq!([r.gauss(0.0, 1.0), r.gauss(0.0, 1.0)], want.7);
+            assert_eq!(r.normalvariate(0.0, 1.0), want.8);
+        }
+        assert_eq!(Random::from_str_seed("hello").random(), 0.3537754404730722);
+        assert_eq!(Random::from_i64(-42).random(), 0.6394267984578837);
+        assert_eq!(
+            Random::from_decimal("-42").unwrap().random(),
+            0.6394267984578837
+        );
+    }
+
+    #[test]
+    fn big_ints() {
+        let (neg, w) = decimal_to_words("-18446744073709563961").unwrap();
+        assert!(neg);
+        assert_eq!(w, [12345, 0, 1]);
+        assert_eq!(words_to_decimal(&w), "18446744073709563961");
+        assert_eq!(words_to_decimal(&[]), "0");
+        assert!(decimal_to_words("12a").is_err());
+        assert_eq!(py_float_hash(-3.5), -1152921504606846979);
+        assert_eq!(py_float_hash(1.5), 1152921504606846977);
+        assert_eq!(py_float_hash(-1.0), -2);
+    }
+
+    #[test]
+    fn errors() {
+        let mut r = Random::from_u64(1);
+        assert!(r.randrange(5, 5, 1).is_err());
+        assert!(r.randrange(0, 5, 0).is_err());
+        assert!(r.randint(2, 1).is_err());
+        assert!(r.choice::<u8>(&[]).is_err());
+        assert!(r.sample_indices(3, 4).is_err());
+        assert!(r.getrandbits(65).is_err());
+        assert!(r.expovariate(0.0).is_err());
+        assert!(r.choices_indices(2, Some(&[0.0, 0.0]), 1).is_err());
+        let mut st = r.getstate();
+        st.pos = 625;
+        assert!(r.setstate(&st).is_err());
+        assert!(PyState::from_tuple(3, &[0; 10], None).is_err());
+        assert!(PyState::from_tuple(4, &[0; 625], None).is_err());
+        assert!(Random::from_f64(f64::NAN).is_err());
+    }
+}
