@@ -4,7 +4,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "lockstep", version, about = "Reproducible deep learning: every random stream under your control")]
+#[command(
+    name = "lockstep",
+    version,
+    about = "Reproducible deep learning: every random stream under your control"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

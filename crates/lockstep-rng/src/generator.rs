@@ -255,7 +255,12 @@ mod tests {
         // torch.md §1.5: manual_seed(0) and manual_seed(42) state prefixes.
         let s = Generator::with_seed(0).get_state();
         assert_eq!(s.len(), STATE_SIZE);
-        assert_eq!(&s[0..24], &[0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &s[0..24],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            ]
+        );
         let s = Generator::with_seed(42).get_state();
         assert_eq!(&s[0..8], &42u64.to_le_bytes());
         assert_eq!(&s[24..32], &42u64.to_le_bytes());

@@ -121,7 +121,9 @@ impl Opts {
         while i < args.len() {
             let a = &args[i];
             let Some(body) = a.strip_prefix("--") else {
-                return fail(format!("unexpected argument `{a}`; options look like --name=value"));
+                return fail(format!(
+                    "unexpected argument `{a}`; options look like --name=value"
+                ));
             };
             let (name, value) = match body.split_once('=') {
                 Some((n, v)) => (n.to_string(), v.to_string()),
@@ -203,7 +205,10 @@ impl Opts {
         let Some(s) = self.raw(name) else {
             return Ok(None);
         };
-        let s = s.trim().trim_start_matches(['[', '(']).trim_end_matches([']', ')']);
+        let s = s
+            .trim()
+            .trim_start_matches(['[', '('])
+            .trim_end_matches([']', ')']);
         if s.trim().is_empty() {
             return Ok(Some(Vec::new()));
         }
@@ -234,7 +239,10 @@ impl Opts {
         if unknown.is_empty() {
             Ok(())
         } else {
-            fail(format!("unknown option(s) for this function: {}", unknown.join(", ")))
+            fail(format!(
+                "unknown option(s) for this function: {}",
+                unknown.join(", ")
+            ))
         }
     }
 }
@@ -246,7 +254,12 @@ pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, 
     let values = match lib {
         "torch" => {
             let seed = torch::seed_arg(&opts)?;
-            torch::run(&mut lockstep_rng::Generator::with_seed(seed), func, &opts, repeat)?
+            torch::run(
+                &mut lockstep_rng::Generator::with_seed(seed),
+                func,
+                &opts,
+                repeat,
+            )?
         }
         "python" => python::run(func, &opts, repeat)?,
         "numpy-legacy" => numpy::run_legacy(func, &opts, repeat)?,

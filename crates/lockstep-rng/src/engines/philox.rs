@@ -96,16 +96,89 @@ fn blocks_into(out: &mut [u32], counter: u128, key: [u32; 2]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn blocks_into_avx2(out: &mut [u32], counter: u128, key: [u32; 2]) {
-    blocks_into(out, counter, key)
+mod avx2 {
+    use super::{M0, M1, W0, W1, blocks_into};
+    use core::arch::x86_64::*;
+
+    /// High and low halves of the 32×32-bit products of the eight lanes of `a` with `m`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mulhilo(a: __m256i, m: __m256i) -> (__m256i, __m256i) {
+        let even = _mm256_mul_epu32(a, m);
+        let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), m);
+        let lo = _mm256_blend_epi32::<0b1010_1010>(even, _mm256_slli_epi64::<32>(odd));
+        let hi = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+        (hi, lo)
+    }
+
+    /// Eight blocks (counters `ctr .. ctr+8`, whose low words do not wrap) into `out[..32]`,
+    /// in stream order.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn eight_blocks(out: &mut [u32], ctr: u128, key: [u32; 2]) {
+        let w = super::words_of(ctr);
+        let mut c0 = _mm256_add_epi32(
+            _mm256_set1_epi32(w[0] as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        );
+        let mut c1 = _mm256_set1_epi32(w[1] as i32);
+        let mut c2 = _mm256_set1_epi32(w[2] as i32);
+        let mut c3 = _mm256_set1_epi32(w[3] as i32);
+        let (m0, m1) = (_mm256_set1_epi32(M0 as i32), _mm256_set1_epi32(M1 as i32));
+        let (mut k0, mut k1) = (key[0], key[1]);
+        for round in 0..10 {
+            if round > 0 {
+                k0 = k0.wrapping_add(W0);
+                k1 = k1.wrapping_add(W1);
+            }
+            let (hi0, lo0) = mulhilo(c0, m0);
+            let (hi1, lo1) = mulhilo(c2, m1);
+            c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(k0 as i32));
+            c1 = lo1;
+            c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(k1 as i32));
+            c3 = lo0;
+        }
+        // Transpose the four word-vectors into eight consecutive 4-word blocks.
+        let t0 = _mm256_unpacklo_epi32(c0, c1);
+        let t1 = _mm256_unpackhi_epi32(c0, c1);
+        let t2 = _mm256_unpacklo_epi32(c2, c3);
+        let t3 = _mm256_unpackhi_epi32(c2, c3);
+        let u0 = _mm256_unpacklo_epi64(t0, t2);
+        let u1 = _mm256_unpackhi_epi64(t0, t2);
+        let u2 = _mm256_unpacklo_epi64(t1, t3);
+        let u3 = _mm256_unpackhi_epi64(t1, t3);
+        let p = out.as_mut_ptr().cast::<__m256i>();
+        assert!(out.len() >= 32);
+        // SAFETY: `out` holds at least 32 words (checked above); stores are unaligned.
+        unsafe {
+            _mm256_storeu_si256(p, _mm256_permute2x128_si256::<0x20>(u0, u1));
+            _mm256_storeu_si256(p.add(1), _mm256_permute2x128_si256::<0x20>(u2, u3));
+            _mm256_storeu_si256(p.add(2), _mm256_permute2x128_si256::<0x31>(u0, u1));
+            _mm256_storeu_si256(p.add(3), _mm256_permute2x128_si256::<0x31>(u2, u3));
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn blocks(out: &mut [u32], counter: u128, key: [u32; 2]) {
+        let mut ctr = counter;
+        let mut chunks = out.chunks_exact_mut(32);
+        for chunk in &mut chunks {
+            if (ctr as u32).checked_add(7).is_some() {
+                eight_blocks(chunk, ctr, key);
+            } else {
+                blocks_into(chunk, ctr, key);
+            }
+            ctr = ctr.wrapping_add(8);
+        }
+        blocks_into(chunks.into_remainder(), ctr, key);
+    }
 }
 
 fn blocks_dispatch(out: &mut [u32], counter: u128, key: [u32; 2]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { blocks_into_avx2(out, counter, key) };
+        return unsafe { avx2::blocks(out, counter, key) };
     }
     blocks_into(out, counter, key)
 }
@@ -191,7 +264,9 @@ impl Philox4x32 {
         if parallel && rest.len() > CHUNK_WORDS {
             rest.par_chunks_mut(CHUNK_WORDS)
                 .enumerate()
-                .for_each(|(i, c)| blocks_dispatch(c, start.wrapping_add(i as u128 * chunk_blocks), key));
+                .for_each(|(i, c)| {
+                    blocks_dispatch(c, start.wrapping_add(i as u128 * chunk_blocks), key)
+                });
         } else {
             blocks_dispatch(rest, start, key);
         }
@@ -201,25 +276,37 @@ impl Philox4x32 {
     /// Fills `out` with uniform floats in `[0, 1)`: element `i` is
     /// `(w_i >> 8) · 2^-24` for the `i`-th next word `w_i`. Parallel, thread-count invariant.
     pub fn par_fill_uniform_f32(&mut self, out: &mut [f32]) {
-        // Reuse the output memory for the words, then convert in place (same size and align).
-        let words: &mut [u32] = bytemuck_u32(out);
-        self.par_fill_u32(words);
         const SCALE: f32 = 1.0 / (1u32 << 24) as f32;
-        let convert = |c: &mut [f32]| {
+        let head = if self.word == 0 {
+            0
+        } else {
+            (4 - self.word as usize).min(out.len())
+        };
+        let (first, rest) = out.split_at_mut(head);
+        for o in first {
+            *o = (self.next_u32() >> 8) as f32 * SCALE;
+        }
+        let (key, start) = (self.key, self.counter);
+        let chunk_blocks = (CHUNK_WORDS / 4) as u128;
+        // Generate and convert one cache-sized chunk at a time, in place.
+        let work = |(i, c): (usize, &mut [f32])| {
+            let words = as_words(c);
+            blocks_dispatch(words, start.wrapping_add(i as u128 * chunk_blocks), key);
             for x in c {
                 *x = (x.to_bits() >> 8) as f32 * SCALE;
             }
         };
-        if out.len() > CHUNK_WORDS {
-            out.par_chunks_mut(CHUNK_WORDS).for_each(convert);
+        if rest.len() > CHUNK_WORDS {
+            rest.par_chunks_mut(CHUNK_WORDS).enumerate().for_each(work);
         } else {
-            convert(out);
+            rest.chunks_mut(CHUNK_WORDS).enumerate().for_each(work);
         }
+        self.advance(rest.len() as u128);
     }
 }
 
 /// Views an `f32` slice as its `u32` bit patterns (same size and alignment).
-fn bytemuck_u32(x: &mut [f32]) -> &mut [u32] {
+fn as_words(x: &mut [f32]) -> &mut [u32] {
     // SAFETY: f32 and u32 have the same size and alignment and every bit pattern is valid
     // for both; the borrow is carried over.
     unsafe { core::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<u32>(), x.len()) }
@@ -274,7 +361,11 @@ mod tests {
     fn random123_known_answers() {
         // Random123 kat_vectors, the three "philox4x32 10" lines: counter, key, expected.
         let kat: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
-            ([0; 4], [0; 2], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
+            (
+                [0; 4],
+                [0; 2],
+                [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8],
+            ),
             (
                 [u32::MAX; 4],
                 [u32::MAX; 2],

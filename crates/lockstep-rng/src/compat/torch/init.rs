@@ -78,21 +78,6 @@ pub fn fan_in_and_fan_out(shape: &[usize]) -> Result<(usize, usize)> {
     Ok((shape[1] * receptive, shape[0] * receptive))
 }
 
-fn check_len<T>(op: &'static str, out: &[T], shape: &[usize]) -> Result<()> {
-    let n: usize = shape.iter().product();
-    if n != out.len() {
-        return Err(invalid(
-            op,
-            "shape",
-            format!(
-                "shape {shape:?} has {n} elements but the buffer has {}",
-                out.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 fn kaiming_std(
     op: &'static str,
     out_len: usize,

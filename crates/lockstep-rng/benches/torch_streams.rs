@@ -1,0 +1,45 @@
+//! Criterion benchmarks of the PyTorch-compatible samplers and the Philox fill.
+//! The PyTorch side of the comparison is `bench/compare.py`, which writes BENCHMARKS.md.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lockstep_rng::compat::torch;
+use lockstep_rng::{Generator, Philox4x32};
+use std::hint::black_box;
+
+fn torch_samplers(c: &mut Criterion) {
+    const N: usize = 10_000_000;
+    let mut group = c.benchmark_group("torch");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N as u64));
+    let mut out = vec![0f32; N];
+    let mut g = Generator::with_seed(0);
+    group.bench_function("rand_f32_1e7", |b| {
+        b.iter(|| torch::rand(&mut g, black_box(&mut out)))
+    });
+    group.bench_function("randn_f32_1e7", |b| {
+        b.iter(|| torch::normal_(&mut g, black_box(&mut out), 0.0, 1.0).unwrap())
+    });
+    group.finish();
+}
+
+fn philox_fill(c: &mut Criterion) {
+    const N: usize = 1 << 28;
+    let mut group = c.benchmark_group("philox");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes((N * 4) as u64));
+    let mut out = vec![0f32; N];
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut g = Philox4x32::new([1, 2]);
+        group.bench_function(format!("uniform_f32_2^28_threads{threads}"), |b| {
+            b.iter(|| pool.install(|| g.par_fill_uniform_f32(black_box(&mut out))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, torch_samplers, philox_fill);
+criterion_main!(benches);
