@@ -98,9 +98,8 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             let dt = dtype(opts, &["int64", "int32"])?;
             repeat_calls(repeat, || {
                 if dt == "int32" {
-                    let (lo, hi) = int32_bounds(low, high)?;
                     let mut v = vec![0i32; n];
-                    rs.randint_i32(lo, hi, &mut v)?;
+                    rs.randint_i32(low, high, &mut v)?;
                     Ok(Values::I64(v.into_iter().map(i64::from).collect()))
                 } else {
                     let mut v = vec![0i64; n];
@@ -139,17 +138,6 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
     }
 }
 
-/// Bounds for an int32 draw; NumPy raises for bounds outside int32, so do we.
-fn int32_bounds(low: i64, high: i64) -> Result<(i32, i32), SampleError> {
-    let lo = i32::try_from(low)
-        .map_err(|_| SampleError(format!("--low={low} is out of bounds for int32")))?;
-    // `high` is exclusive (unless --endpoint), so 2^31 is allowed and maps to the i32 range end.
-    if !(i32::MIN as i64..=i32::MAX as i64 + 1).contains(&high) {
-        return fail(format!("--high={high} is out of bounds for int32"));
-    }
-    Ok((lo, high as i32))
-}
-
 pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
     let seed = opts.raw("seed").unwrap_or("0");
     let mut g = default_rng_from(SeedSequence::parse(seed)?);
@@ -185,23 +173,8 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             let dt = dtype(opts, &["int64", "int32"])?;
             repeat_calls(repeat, || {
                 if dt == "int32" {
-                    let lo = i32::try_from(low).map_err(|_| {
-                        SampleError(format!("--low={low} is out of bounds for int32"))
-                    })?;
-                    let hi = if endpoint {
-                        i32::try_from(high).map_err(|_| {
-                            SampleError(format!("--high={high} is out of bounds for int32"))
-                        })?
-                    } else {
-                        int32_bounds(low, high)?.1
-                    };
                     let mut v = vec![0i32; n];
-                    if !endpoint && high == i32::MAX as i64 + 1 {
-                        // high = 2^31 exclusive is the same as i32::MAX inclusive.
-                        g.integers_i32(lo, i32::MAX, true, &mut v)?;
-                    } else {
-                        g.integers_i32(lo, hi, endpoint, &mut v)?;
-                    }
+                    g.integers_i32(low, high, endpoint, &mut v)?;
                     Ok(Values::I64(v.into_iter().map(i64::from).collect()))
                 } else {
                     let mut v = vec![0i64; n];

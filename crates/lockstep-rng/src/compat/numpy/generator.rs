@@ -133,15 +133,16 @@ impl Generator {
         Ok(())
     }
 
-    /// `uniform(low, high, size)`: `low + (high − low)·U53`; errors if the range is not
-    /// finite.
+    /// `uniform(low, high, size)`: `low + (high − low)·U53`; errors if `high − low` is
+    /// negative, NaN or infinite (NumPy's `Generator` rejects `high < low`, unlike
+    /// `RandomState`).
     pub fn uniform(&mut self, low: f64, high: f64, out: &mut [f64]) -> Result<()> {
         let range = high - low;
-        if !range.is_finite() {
+        if !(range >= 0.0 && range.is_finite()) {
             return Err(invalid(
                 "uniform",
                 "high",
-                format!("range {low}..{high} is not finite"),
+                format!("high - low must be finite and >= 0 (low = {low}, high = {high})"),
             ));
         }
         for o in out {
@@ -166,15 +167,16 @@ impl Generator {
         Ok(())
     }
 
-    /// `integers(low, high, size, dtype=np.int32, endpoint)`.
+    /// `integers(low, high, size, dtype=np.int32, endpoint)`: bounds as `i64` (so that
+    /// `high = 2^31` can be written); errors outside int32 or on an empty range.
     pub fn integers_i32(
         &mut self,
-        low: i32,
-        high: i32,
+        low: i64,
+        high: i64,
         endpoint: bool,
         out: &mut [i32],
     ) -> Result<()> {
-        let rng = range_i32("integers", low, high, endpoint)?;
+        let (low, rng) = range_i32("integers", low, high, endpoint)?;
         for o in out {
             *o = low.wrapping_add(bounded32(&mut self.bits, rng, false) as i32);
         }

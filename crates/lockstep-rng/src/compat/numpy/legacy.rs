@@ -196,9 +196,10 @@ impl RandomState {
         Ok(())
     }
 
-    /// `randint(low, high, size, dtype=np.int32)`.
-    pub fn randint_i32(&mut self, low: i32, high: i32, out: &mut [i32]) -> Result<()> {
-        let rng = range_i32("randint", low, high, false)?;
+    /// `randint(low, high, size, dtype=np.int32)`: bounds are taken as `i64` so that the
+    /// exclusive `high = 2^31` can be written; errors if they fall outside int32 or `low >= high`.
+    pub fn randint_i32(&mut self, low: i64, high: i64, out: &mut [i32]) -> Result<()> {
+        let (low, rng) = range_i32("randint", low, high, false)?;
         for o in out {
             *o = low.wrapping_add(bounded32(&mut self.mt, rng, true) as i32);
         }

@@ -200,10 +200,35 @@ pub(crate) fn range_i64(op: &'static str, low: i64, high: i64, endpoint: bool) -
     Ok(hi.wrapping_sub(low) as u64)
 }
 
-/// As [`range_i64`] for int32.
-pub(crate) fn range_i32(op: &'static str, low: i32, high: i32, endpoint: bool) -> Result<u32> {
-    let r = range_i64(op, low as i64, high as i64, endpoint)?;
-    Ok(r as u32)
+/// As [`range_i64`] for int32, with NumPy's bounds check (`low >= -2^31`, `high <= 2^31`
+/// exclusive or `2^31 − 1` inclusive). Returns `(low, rng)`.
+pub(crate) fn range_i32(
+    op: &'static str,
+    low: i64,
+    high: i64,
+    endpoint: bool,
+) -> Result<(i32, u32)> {
+    let top = if endpoint {
+        i32::MAX as i64
+    } else {
+        i32::MAX as i64 + 1
+    };
+    if low < i32::MIN as i64 {
+        return Err(invalid(
+            op,
+            "low",
+            format!("low = {low} is out of bounds for int32"),
+        ));
+    }
+    if high > top {
+        return Err(invalid(
+            op,
+            "high",
+            format!("high = {high} is out of bounds for int32"),
+        ));
+    }
+    let r = range_i64(op, low, high, endpoint)?;
+    Ok((low as i32, r as u32))
 }
 
 /// Shuffles `x` with NumPy's loop: `i` from `n − 1` down to 1, `j = random_interval(i)`.
