@@ -1,1 +1,251 @@
-//! lockstep facade
+//! # lockstep
+//!
+//! A deep-learning runtime in which every source of randomness is under your control. This
+//! crate is the facade: the global seeding functions under PyTorch's names, and the layers
+//! re-exported ([`rng`]).
+//!
+//! | PyTorch / Python | lockstep |
+//! |---|---|
+//! | `torch.manual_seed(s)` | [`manual_seed`] |
+//! | `torch.initial_seed()`, `torch.seed()` | [`initial_seed`], [`seed`] |
+//! | `torch.get_rng_state()` / `set_rng_state` | [`get_rng_state`] / [`set_rng_state`] (same 5056 bytes) |
+//! | `torch.random.fork_rng()` | [`fork_rng`] |
+//! | `torch.Generator()` | [`Generator::new`] |
+//! | `random.seed(s)` (the module-level functions) | [`python_random`] |
+//! | `numpy.random.seed(s)` (the legacy global `RandomState`) | [`numpy_random`] |
+//! | the tutorials' `seed_everything(s)` | [`seed_everything`] |
+//!
+//! ```
+//! let mut loader_gen = lockstep::seed_everything(0)?;
+//! let mut x = [0f32; 3];
+//! lockstep::rng::compat::torch::rand(&mut lockstep::default_generator(), &mut x);
+//! assert_eq!(x, [0.49625658988952637, 0.7682217955589294, 0.08847743272781372]);
+//! assert_eq!(lockstep::python_random().random(), 0.8444218515250481); // random.seed(0); random.random()
+//! # let _ = loader_gen.next_u32();
+//! # Ok::<(), lockstep::rng::Error>(())
+//! ```
+
+pub use lockstep_rng as rng;
+pub use lockstep_rng::{Generator, default_generator};
+
+use lockstep_rng::compat::{numpy, python};
+use lockstep_rng::{Error, Result};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves a valid generator; keep serving it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Seeds the default generator of every device (today: the CPU) with `seed`, as
+/// `torch.manual_seed`. Only the low 32 bits reach the CPU engine, as in PyTorch; all 64 are
+/// kept for [`initial_seed`]. A negative Python seed `s` corresponds to `s as u64`.
+pub fn manual_seed(seed: u64) {
+    default_generator().manual_seed(seed);
+}
+
+/// The seed of the default CPU generator (`torch.initial_seed()`).
+pub fn initial_seed() -> u64 {
+    default_generator().initial_seed()
+}
+
+/// Seeds the default generator from OS entropy and returns the seed (`torch.seed()`).
+pub fn seed() -> Result<u64> {
+    default_generator().seed()
+}
+
+/// The default CPU generator's state in PyTorch's 5056-byte layout (`torch.get_rng_state()`).
+pub fn get_rng_state() -> Vec<u8> {
+    default_generator().get_state()
+}
+
+/// Loads a state saved by [`get_rng_state`] or by `torch.get_rng_state()`.
+///
+/// # Errors
+/// On a state of the wrong size or with an invalid field; the generator is then unchanged.
+pub fn set_rng_state(state: &[u8]) -> Result<()> {
+    default_generator().set_state(state)
+}
+
+/// Runs `f`, then puts the default generator back in the state it had before
+/// (`torch.random.fork_rng()`): draws inside `f` do not shift the stream outside it. The state
+/// is restored however `f` ends — returning `Ok`, an error, or panicking.
+pub fn fork_rng<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Generator);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            *default_generator() = self.0.clone();
+        }
+    }
+    let _restore = Restore(default_generator().clone());
+    f()
+}
+
+/// Anything [`seed_everything`] can reseed: implement it for your own generator and
+/// [`register_rng`] it.
+pub trait Reseed: Send {
+    /// Reseeds from `seed`, the way the library it mirrors seeds from an integer.
+    fn reseed(&mut self, seed: u64) -> Result<()>;
+}
+
+impl Reseed for Generator {
+    fn reseed(&mut self, seed: u64) -> Result<()> {
+        self.manual_seed(seed);
+        Ok(())
+    }
+}
+
+impl Reseed for python::Random {
+    /// `random.seed(seed)`.
+    fn reseed(&mut self, seed: u64) -> Result<()> {
+        self.seed_u64(seed);
+        Ok(())
+    }
+}
+
+impl Reseed for numpy::RandomState {
+    /// `numpy.random.seed(seed)`; NumPy refuses seeds of 2^32 and above, and so does this.
+    fn reseed(&mut self, seed: u64) -> Result<()> {
+        *self = numpy::RandomState::from_u64(seed)?;
+        Ok(())
+    }
+}
+
+impl Reseed for numpy::Generator {
+    /// `numpy.random.default_rng(seed)`.
+    fn reseed(&mut self, seed: u64) -> Result<()> {
+        *self = numpy::Generator::from_u64(seed);
+        Ok(())
+    }
+}
+
+static PYTHON: OnceLock<Mutex<python::Random>> = OnceLock::new();
+static NUMPY: OnceLock<Mutex<numpy::RandomState>> = OnceLock::new();
+type Registered = Vec<Arc<Mutex<dyn Reseed>>>;
+static REGISTERED: Mutex<Registered> = Mutex::new(Vec::new());
+
+/// The process-wide CPython-compatible generator behind Python's module-level `random.*`
+/// functions. Seeded from OS entropy at first use, as CPython's is.
+pub fn python_random() -> MutexGuard<'static, python::Random> {
+    lock(PYTHON.get_or_init(|| {
+        let s = lockstep_rng::os_seed("python_random").unwrap_or(0);
+        Mutex::new(python::Random::from_u64(s))
+    }))
+}
+
+/// The process-wide NumPy legacy generator behind `numpy.random.*` (`np.random.seed`).
+/// Seeded from OS entropy at first use, as NumPy's is.
+pub fn numpy_random() -> MutexGuard<'static, numpy::RandomState> {
+    lock(NUMPY.get_or_init(|| {
+        let s = lockstep_rng::os_seed("numpy_random").unwrap_or(0) as u32;
+        Mutex::new(numpy::RandomState::new(s))
+    }))
+}
+
+/// Adds `rng` to the generators [`seed_everything`] reseeds. Keep your own clone of the `Arc`
+/// to draw from it.
+pub fn register_rng(rng: Arc<Mutex<dyn Reseed>>) {
+    lock(&REGISTERED).push(rng);
+}
+
+/// Seeds every generator a training run draws from, and returns a generator for data loading.
+///
+/// In order: the default generator of every device ([`manual_seed`]), Python's global `random`
+/// ([`python_random`], as `random.seed(seed)`), NumPy's global legacy generator
+/// ([`numpy_random`], as `np.random.seed(seed)`), then every generator added with
+/// [`register_rng`], in registration order. The returned generator is
+/// `torch.Generator().manual_seed(seed)`, as PyTorch's reproducibility notes pass to
+/// `DataLoader(generator=...)`.
+///
+/// # Errors
+/// If `seed >= 2^32` (NumPy's global generator refuses such seeds) or a registered generator
+/// refuses the seed; nothing is reseeded in the first case.
+pub fn seed_everything(seed: u64) -> Result<Generator> {
+    if seed > u32::MAX as u64 {
+        return Err(Error::InvalidArgument {
+            op: "seed_everything",
+            arg: "seed",
+            reason: format!(
+                "{seed} is not in [0, 2^32 - 1], the range NumPy's np.random.seed accepts"
+            ),
+        });
+    }
+    manual_seed(seed);
+    python_random().reseed(seed)?;
+    numpy_random().reseed(seed)?;
+    let registered: Registered = lock(&REGISTERED).clone();
+    for rng in registered {
+        lock(&rng).reseed(seed)?;
+    }
+    Ok(Generator::with_seed(seed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_rng::compat::torch;
+
+    // The global generators are shared by every test in this process: serialize these tests.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn fork_rng_restores_after_error_and_panic() {
+        let _s = lock(&SERIAL);
+        manual_seed(11);
+        let before = get_rng_state();
+        let r: std::result::Result<(), &str> = fork_rng(|| {
+            default_generator().next_u64();
+            Err("failed")
+        });
+        assert!(r.is_err());
+        assert_eq!(get_rng_state(), before);
+        let caught = std::panic::catch_unwind(|| {
+            fork_rng(|| {
+                default_generator().next_u64();
+                panic!("inside fork_rng");
+            })
+        });
+        assert!(caught.is_err());
+        assert_eq!(get_rng_state(), before);
+    }
+
+    #[test]
+    fn seed_everything_seeds_all_and_registered() {
+        let _s = lock(&SERIAL);
+        struct Counter(u64);
+        impl Reseed for Counter {
+            fn reseed(&mut self, seed: u64) -> Result<()> {
+                self.0 = seed + 1;
+                Ok(())
+            }
+        }
+        let mine = Arc::new(Mutex::new(Counter(0)));
+        register_rng(mine.clone());
+        let g = seed_everything(42).unwrap();
+        assert_eq!(g, Generator::with_seed(42));
+        assert_eq!(initial_seed(), 42);
+        let mut x = [0f32; 1];
+        torch::rand(&mut default_generator(), &mut x);
+        assert_eq!(x[0], 0.8822692632675171); // torch.manual_seed(42); torch.rand(1)
+        assert_eq!(python_random().random(), 0.6394267984578837); // random.seed(42); random.random()
+        assert_eq!(numpy_random().random_sample_one(), 0.3745401188473625); // np.random.seed(42); np.random.rand()
+        assert_eq!(mine.lock().unwrap().0, 43);
+        assert!(seed_everything(1 << 32).is_err());
+        assert_eq!(
+            initial_seed(),
+            42,
+            "a refused seed must not reseed anything"
+        );
+    }
+
+    #[test]
+    fn rng_state_round_trip_and_bad_state() {
+        let _s = lock(&SERIAL);
+        manual_seed(3);
+        let s = get_rng_state();
+        let a = default_generator().next_u64();
+        set_rng_state(&s).unwrap();
+        assert_eq!(default_generator().next_u64(), a);
+        assert!(set_rng_state(&s[..10]).is_err());
+    }
+}
