@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Times lockstep's random streams against PyTorch and NumPy on this machine, in one run,
+and writes the table into BENCHMARKS.md (between the BEGIN/END markers of the RNG section).
+
+Usage (from the repository root; needs `pip install torch numpy`):
+    python3 bench/compare.py [--runs 5] [--no-write]
+
+Our side is `cargo run --release --example bench_streams` (best of N runs per row); the
+reference side is timed here the same way: best of N, output tensors preallocated, one thread
+(PyTorch's and NumPy's samplers are serial, as ours are, except the Philox fill).
+"""
+import argparse, json, os, platform, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 10_000_000
+
+
+def best_of(runs, f):
+    f()
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def reference_timings(runs):
+    import numpy as np
+    import torch
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x32 = torch.empty(N)
+    x64 = torch.empty(N, dtype=torch.float64)
+    g = np.random.default_rng(0)
+    rs = np.random.RandomState(0)
+    out = np.empty(N)
+    return {
+        "torch.rand f32 1e7": ("PyTorch " + torch.__version__, best_of(runs, lambda: x32.uniform_())),
+        "torch.randn f32 1e7": ("PyTorch " + torch.__version__, best_of(runs, lambda: x32.normal_())),
+        "torch.randn f64 1e7": ("PyTorch " + torch.__version__, best_of(runs, lambda: x64.normal_())),
+        "numpy Generator.random f64 1e7": ("NumPy " + np.__version__, best_of(runs, lambda: g.random(out=out))),
+        "numpy Generator.standard_normal f64 1e7": (
+            "NumPy " + np.__version__, best_of(runs, lambda: g.standard_normal(out=out))),
+        "numpy RandomState.rand f64 1e7": ("NumPy " + np.__version__, best_of(runs, lambda: rs.random_sample(N))),
+    }
+
+
+def ours(runs):
+    cmd = ["cargo", "run", "--quiet", "--release", "-p", "lockstep-rng", "--example", "bench_streams", "--", str(runs)]
+    text = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def table(rows, ref):
+    lines = ["| benchmark | threads | lockstep | reference | reference time | speed-up (ref / ours) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        ms = r["seconds"] * 1e3
+        if r["name"] in ref and r["threads"] == 1:
+            lib, t = ref[r["name"]]
+            lines.append(f"| {r['name']} | 1 | {ms:.1f} ms | {lib} | {t * 1e3:.1f} ms | **{t / r['seconds']:.2f}×** |")
+        else:
+            gbs = r["elements"] * 4 / r["seconds"] / 1e9
+            lines.append(f"| {r['name']} | {r['threads']} | {ms:.1f} ms ({gbs:.2f} GB/s) | – | – | – |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    rows = ours(a.runs)
+    ref = reference_timings(a.runs)
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    body = (f"Measured {time.strftime('%Y-%m-%d')} on {cpu}, {os.cpu_count()} cores, by "
+            f"`python3 bench/compare.py --runs {a.runs}` (best of {a.runs}; same machine, same run; "
+            f"this machine is shared, so expect ±15 %).\n\n" + table(rows, ref) + "\n")
+    print(body)
+    if a.no_write:
+        return
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    begin, end = "<!-- BEGIN rng -->", "<!-- END rng -->"
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n## Random streams\n\n" + begin + "\n" + end + "\n"
+    if begin not in text:
+        text += "\n## Random streams\n\n" + begin + "\n" + end + "\n"
+    pre, rest = text.split(begin, 1)
+    _, post = rest.split(end, 1)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(pre + begin + "\n" + body + end + post)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+//! Times lockstep's random streams and prints one JSON object per line:
+//! `{"name": ..., "seconds": best of N runs, "elements": ..., "threads": ...}`.
+//! `bench/compare.py` runs this beside PyTorch and NumPy and writes BENCHMARKS.md;
+//! the criterion benches in `benches/` are the detailed, statistical view.
+
+use lockstep_rng::compat::{numpy, torch};
+use lockstep_rng::{Generator, Philox4x32};
+use std::hint::black_box;
+use std::time::Instant;
+
+fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm up: page in the output buffer, load the code
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn row(name: &str, seconds: f64, elements: usize, threads: usize) {
+    println!(
+        "{{\"name\": \"{name}\", \"seconds\": {seconds:.6}, \"elements\": {elements}, \"threads\": {threads}}}"
+    );
+}
+
+fn main() {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    const N: usize = 10_000_000;
+    let mut f32s = vec![0f32; N];
+    let mut f64s = vec![0f64; N];
+
+    let mut g = Generator::with_seed(0);
+    row(
+        "torch.rand f32 1e7",
+        best_of(runs, || torch::rand(&mut g, black_box(&mut f32s))),
+        N,
+        1,
+    );
+    row(
+        "torch.randn f32 1e7",
+        best_of(runs, || {
+            torch::normal_(&mut g, black_box(&mut f32s), 0.0, 1.0).unwrap()
+        }),
+        N,
+        1,
+    );
+    row(
+        "torch.randn f64 1e7",
+        best_of(runs, || {
+            torch::normal_(&mut g, black_box(&mut f64s), 0.0, 1.0).unwrap()
+        }),
+        N,
+        1,
+    );
+
+    let mut npg = numpy::Generator::from_u64(0);
+    row(
+        "numpy Generator.random f64 1e7",
+        best_of(runs, || npg.random(black_box(&mut f64s))),
+        N,
+        1,
+    );
+    row(
+        "numpy Generator.standard_normal f64 1e7",
+        best_of(runs, || npg.standard_normal(black_box(&mut f64s))),
+        N,
+        1,
+    );
+    let mut rs = numpy::RandomState::new(0);
+    row(
+        "numpy RandomState.rand f64 1e7",
+        best_of(runs, || rs.random_sample(black_box(&mut f64s))),
+        N,
+        1,
+    );
+
+    const P: usize = 1 << 28;
+    let mut big = vec![0f32; P];
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut ph = Philox4x32::new([1, 2]);
+        let s = best_of(runs.min(3), || {
+            pool.install(|| ph.par_fill_uniform_f32(black_box(&mut big)))
+        });
+        row("philox uniform f32 2^28", s, P, threads);
+    }
+}
