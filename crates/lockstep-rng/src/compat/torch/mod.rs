@@ -81,9 +81,9 @@ macro_rules! from_i64 {
 }
 from_i64!(i64, i32, i16, i8, u8, f32, f64);
 
-/// Fills `out` like `Tensor.random_(from, to)` / `torch.randint(from, to)`: `(w mod (to − from))
-/// + from`, where `w` is one 32-bit word if the range is below `2^28` and one 64-bit draw
-/// otherwise (plain modulo, slightly biased for large ranges, as in PyTorch).
+/// Fills `out` like `Tensor.random_(from, to)` / `torch.randint(from, to)`:
+/// `from + (w mod (to − from))`, where `w` is one 32-bit word if the range is below `2^28` and
+/// one 64-bit draw otherwise (plain modulo, slightly biased for large ranges, as in PyTorch).
 ///
 /// # Errors
 /// If `from >= to`.

@@ -10,7 +10,8 @@
 use super::Float;
 use crate::{Generator, Result, invalid};
 
-const TWO_PI: f64 = 6.283_185_307_179_586;
+/// 2π as PyTorch writes it (the double nearest 2π, equal to `TAU`).
+const TWO_PI: f64 = core::f64::consts::TAU;
 /// Elements drawn and transformed together (a multiple of 16 that fits in L1).
 const CHUNK: usize = 2048;
 
@@ -46,7 +47,7 @@ pub fn normal_<T: Float>(g: &mut Generator, out: &mut [T], mean: f64, std: f64) 
         T::box_muller_blocks(chunk, mean, std);
     }
     T::fill_unit(g, &mut out[full..]);
-    if n % 16 != 0 {
+    if !n.is_multiple_of(16) {
         let tail = &mut out[n - 16..];
         T::fill_unit(g, tail);
         T::box_muller_blocks(tail, mean, std);
