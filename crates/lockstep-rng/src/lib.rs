@@ -37,6 +37,6 @@ mod error;
 mod generator;
 
 pub use engines::{Mt19937, Philox4x32};
+pub(crate) use error::invalid;
 pub use error::{Error, Result};
 pub use generator::{Generator, STATE_SIZE, default_generator, os_seed};
-pub(crate) use error::invalid;

@@ -133,8 +133,7 @@ impl Mt19937 {
     /// pair is one PyTorch can produce (`left == 1`, or `left + next == 625`); other pairs
     /// would make PyTorch read past its state array.
     pub fn from_torch_parts(state: [u32; N], left: u32, next: u32) -> Option<Self> {
-        if left == 0 || left > N as u32 || next > N as u32 || (left != 1 && left + next != 625)
-        {
+        if left == 0 || left > N as u32 || next > N as u32 || (left != 1 && left + next != 625) {
             return None;
         }
         Some(Self { state, left, next })
@@ -278,7 +277,13 @@ mod tests {
         let first: Vec<u32> = (0..5).map(|_| mt.next_u32()).collect();
         assert_eq!(
             first,
-            [1_067_595_299, 955_945_823, 477_289_528, 4_107_218_783, 4_228_976_476]
+            [
+                1_067_595_299,
+                955_945_823,
+                477_289_528,
+                4_107_218_783,
+                4_228_976_476
+            ]
         );
     }
 
