@@ -35,6 +35,30 @@ fn output(state: u128) -> u64 {
     (hi ^ lo).rotate_right((hi >> 58) as u32)
 }
 
+/// `(x >> 11)·2^-53`; the shifted value fits in i64, whose conversion is one instruction.
+#[inline(always)]
+fn u53_to_f64(x: u64) -> f64 {
+    ((x >> 11) as i64) as f64 * (1.0 / 9_007_199_254_740_992.0)
+}
+
+/// `(m, a)` with `step^delta(s) = m·s + a` for the LCG `s -> MULTIPLIER·s + inc`
+/// (square-and-multiply on the affine map).
+fn affine_power(inc: u128, delta: u128) -> (u128, u128) {
+    let (mut acc_mul, mut acc_add) = (1u128, 0u128);
+    let (mut cur_mul, mut cur_add) = (MULTIPLIER, inc);
+    let mut d = delta;
+    while d > 0 {
+        if d & 1 == 1 {
+            acc_mul = acc_mul.wrapping_mul(cur_mul);
+            acc_add = acc_add.wrapping_mul(cur_mul).wrapping_add(cur_add);
+        }
+        cur_add = cur_mul.wrapping_add(1).wrapping_mul(cur_add);
+        cur_mul = cur_mul.wrapping_mul(cur_mul);
+        d >>= 1;
+    }
+    (acc_mul, acc_add)
+}
+
 impl Pcg64 {
     /// The reference `pcg_setseq_128_srandom_r(initstate, initseq)`: `inc = 2·initseq + 1`,
     /// one step from state 0, add `initstate`, one more step. This is what NumPy does with the
@@ -111,33 +135,93 @@ impl Pcg64 {
     /// A double in `[0, 1)` from the top 53 bits of one 64-bit output (NumPy `next_double`).
     #[inline(always)]
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+        u53_to_f64(self.next_u64())
     }
 
-    /// Fills `out` with 64-bit outputs.
+    /// Fills `out` with the next 64-bit outputs; identical to calling
+    /// [`next_u64`](Self::next_u64) that many times (the 32-bit buffer is left alone).
     pub fn fill_u64(&mut self, out: &mut [u64]) {
-        for o in out {
-            *o = self.next_u64();
+        self.fill_map(out, |x| x);
+    }
+
+    /// Fills `out` with doubles, identical to calling [`next_f64`](Self::next_f64) that many
+    /// times.
+    pub fn fill_f64(&mut self, out: &mut [f64]) {
+        self.fill_map(out, u53_to_f64);
+    }
+
+    /// As [`fill_f64`](Self::fill_f64), split over the rayon thread pool: the LCG can jump
+    /// ahead exactly, so each piece of `out` starts from the state the serial fill would
+    /// reach there. The values and the final state are the same at any thread count.
+    pub fn par_fill_f64(&mut self, out: &mut [f64]) {
+        use rayon::prelude::*;
+        const PIECE: usize = 1 << 16;
+        if out.len() <= PIECE {
+            return self.fill_f64(out);
         }
+        let base = self.clone();
+        out.par_chunks_mut(PIECE)
+            .enumerate()
+            .for_each(|(i, piece)| {
+                let mut e = base.clone();
+                e.skip((i * PIECE) as u128);
+                e.fill_f64(piece);
+            });
+        self.skip(out.len() as u128);
+    }
+
+    /// Interleaved LCG lanes, each stepping 4 at a time: the 128-bit multiplies of
+    /// successive outputs no longer wait on each other, which roughly halves the time per
+    /// output against the one serial chain of `next_u64`.
+    #[inline(always)]
+    fn fill_map<T>(&mut self, out: &mut [T], f: impl Fn(u64) -> T) {
+        // Three lanes measured fastest on x86-64 (four spill registers).
+        const LANES: usize = 3;
+        let mut chunks = out.chunks_exact_mut(LANES);
+        if chunks.len() > 0 {
+            let (mul4, add4) = affine_power(self.inc, LANES as u128);
+            let mut lane = [0u128; LANES];
+            let mut s = self.state;
+            for l in &mut lane {
+                s = s.wrapping_mul(MULTIPLIER).wrapping_add(self.inc);
+                *l = s;
+            }
+            for c in &mut chunks {
+                for k in 0..LANES {
+                    c[k] = f(output(lane[k]));
+                }
+                self.state = lane[LANES - 1];
+                for l in &mut lane {
+                    *l = l.wrapping_mul(mul4).wrapping_add(add4);
+                }
+            }
+        }
+        for o in chunks.into_remainder() {
+            *o = f(self.next_u64());
+        }
+    }
+
+    /// Takes the buffered high half, if any (for samplers that draw from a block of
+    /// outputs but must keep NumPy's 32-bit buffer semantics).
+    pub(crate) fn take_pending(&mut self) -> Option<u32> {
+        self.pending.take()
+    }
+
+    /// Sets the buffered high half.
+    pub(crate) fn set_pending(&mut self, v: u32) {
+        self.pending = Some(v);
+    }
+
+    /// Moves the LCG by `delta` steps without touching the 32-bit buffer.
+    pub(crate) fn skip(&mut self, delta: u128) {
+        let (m, a) = affine_power(self.inc, delta);
+        self.state = m.wrapping_mul(self.state).wrapping_add(a);
     }
 
     /// Advances the LCG by `delta` steps (mod 2^128) in O(log delta), as NumPy's
     /// `PCG64.advance(delta)`; like NumPy it also drops the buffered 32-bit half.
     pub fn advance(&mut self, delta: u128) {
-        // Square-and-multiply on the affine map s -> a·s + c.
-        let (mut acc_mul, mut acc_add) = (1u128, 0u128);
-        let (mut cur_mul, mut cur_add) = (MULTIPLIER, self.inc);
-        let mut d = delta;
-        while d > 0 {
-            if d & 1 == 1 {
-                acc_mul = acc_mul.wrapping_mul(cur_mul);
-                acc_add = acc_add.wrapping_mul(cur_mul).wrapping_add(cur_add);
-            }
-            cur_add = cur_mul.wrapping_add(1).wrapping_mul(cur_add);
-            cur_mul = cur_mul.wrapping_mul(cur_mul);
-            d >>= 1;
-        }
-        self.state = acc_mul.wrapping_mul(self.state).wrapping_add(acc_add);
+        self.skip(delta);
         self.pending = None;
     }
 
@@ -208,6 +292,40 @@ mod tests {
         c.advance(u128::MAX);
         c.next_u64();
         assert_eq!(c.state(), d.state());
+    }
+
+    #[test]
+    fn fills_match_single_draws() {
+        for n in [0, 1, 3, 4, 5, 17, 1000] {
+            let mut a = Pcg64::new(99, 7);
+            a.next_u32();
+            let mut b = a.clone();
+            let mut x = vec![0u64; n];
+            a.fill_u64(&mut x);
+            let y: Vec<u64> = (0..n).map(|_| b.next_u64()).collect();
+            assert_eq!(x, y);
+            assert_eq!(a, b);
+            let mut f = vec![0f64; n];
+            a.fill_f64(&mut f);
+            let g: Vec<f64> = (0..n).map(|_| b.next_f64()).collect();
+            assert_eq!(f, g);
+            assert_eq!(a, b);
+        }
+        let mut a = Pcg64::new(5, 5);
+        let mut b = a.clone();
+        let mut x = vec![0f64; 300_001];
+        a.par_fill_f64(&mut x);
+        let mut y = vec![0f64; 300_001];
+        b.fill_f64(&mut y);
+        assert_eq!(x, y);
+        assert_eq!(a, b);
+        let mut a = Pcg64::new(3, 4);
+        let b = a.clone();
+        for _ in 0..10 {
+            a.next_u64();
+        }
+        a.skip(10u128.wrapping_neg());
+        assert_eq!(a, b);
     }
 
     #[test]

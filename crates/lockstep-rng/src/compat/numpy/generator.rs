@@ -61,11 +61,11 @@ impl Generator {
         Ok(ss.spawn(n).into_iter().map(default_rng_from).collect())
     }
 
-    /// `random(size)`: `(u64 >> 11)·2^-53` per value.
+    /// `random(size)`: `(u64 >> 11)·2^-53` per value. Outputs over 65536 values are filled
+    /// on the rayon pool (identical values at any thread count).
     pub fn random(&mut self, out: &mut [f64]) {
-        for o in out {
-            *o = self.bits.next_f64();
-        }
+        // Large outputs are filled in parallel from exact jump-ahead states: same values.
+        self.bits.par_fill_f64(out);
     }
 
     /// `random(size, dtype=np.float32)`: `(u32 >> 8)·2^-24` per value (32-bit draws).
@@ -77,9 +77,11 @@ impl Generator {
 
     /// `standard_normal(size)`: NumPy's 256-strip ziggurat on 64-bit draws.
     pub fn standard_normal(&mut self, out: &mut [f64]) {
+        let mut b = Block::new(&mut self.bits);
         for o in out {
-            *o = normal_f64(&mut self.bits);
+            *o = normal_f64(&mut b);
         }
+        b.finish();
     }
 
     /// `standard_normal(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
@@ -98,17 +100,21 @@ impl Generator {
                 format!("must be >= 0, got {scale}"),
             ));
         }
+        let mut b = Block::new(&mut self.bits);
         for o in out {
-            *o = loc + scale * normal_f64(&mut self.bits);
+            *o = loc + scale * normal_f64(&mut b);
         }
+        b.finish();
         Ok(())
     }
 
     /// `standard_exponential(size)`: NumPy's exponential ziggurat on 64-bit draws.
     pub fn standard_exponential(&mut self, out: &mut [f64]) {
+        let mut b = Block::new(&mut self.bits);
         for o in out {
-            *o = exponential_f64(&mut self.bits);
+            *o = exponential_f64(&mut b);
         }
+        b.finish();
     }
 
     /// `standard_exponential(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
@@ -127,9 +133,11 @@ impl Generator {
                 format!("must be >= 0, got {scale}"),
             ));
         }
+        let mut b = Block::new(&mut self.bits);
         for o in out {
-            *o = scale * exponential_f64(&mut self.bits);
+            *o = scale * exponential_f64(&mut b);
         }
+        b.finish();
         Ok(())
     }
 
@@ -145,8 +153,9 @@ impl Generator {
                 format!("high - low must be finite and >= 0 (low = {low}, high = {high})"),
             ));
         }
+        self.bits.par_fill_f64(out);
         for o in out {
-            *o = low + range * self.bits.next_f64();
+            *o = low + range * *o;
         }
         Ok(())
     }
@@ -290,6 +299,57 @@ impl Generator {
             }
         }
         out
+    }
+}
+
+/// 64-bit draws served from blocks made by PCG64's multi-lane fill (several times faster
+/// than one serial LCG chain). [`finish`](Block::finish) steps the engine back over the
+/// unused draws, so the engine ends exactly where drawing one at a time would leave it.
+struct Block<'a> {
+    bits: &'a mut Pcg64,
+    buf: [u64; 256],
+    pos: usize,
+}
+
+impl<'a> Block<'a> {
+    fn new(bits: &'a mut Pcg64) -> Self {
+        Self {
+            bits,
+            buf: [0; 256],
+            pos: 256,
+        }
+    }
+
+    fn finish(self) {
+        let unused = (self.buf.len() - self.pos) as u128;
+        self.bits.skip(unused.wrapping_neg());
+    }
+}
+
+impl Bits for Block<'_> {
+    #[inline(always)]
+    fn u64(&mut self) -> u64 {
+        if self.pos >= self.buf.len() {
+            self.bits.fill_u64(&mut self.buf);
+            self.pos = 0;
+        }
+        let v = self.buf[self.pos];
+        self.pos += 1;
+        v
+    }
+    #[inline(always)]
+    fn u32(&mut self) -> u32 {
+        // NumPy's rule: a buffered high half first, else the low half of a fresh output.
+        if let Some(h) = self.bits.take_pending() {
+            return h;
+        }
+        let v = self.u64();
+        self.bits.set_pending((v >> 32) as u32);
+        v as u32
+    }
+    #[inline(always)]
+    fn f64(&mut self) -> f64 {
+        ((self.u64() >> 11) as i64) as f64 * (1.0 / 9_007_199_254_740_992.0)
     }
 }
 

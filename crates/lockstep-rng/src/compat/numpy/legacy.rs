@@ -277,7 +277,9 @@ impl RandomState {
 mod tests {
     use super::*;
 
-    fn run(seed: u32) -> (Vec<f64>, Vec<f64>, Vec<i64>, Vec<i64>, Vec<f64>) {
+    type Run = (Vec<f64>, Vec<f64>, Vec<i64>, Vec<i64>, Vec<f64>);
+
+    fn run(seed: u32) -> Run {
         let mut rs = RandomState::new(seed);
         let mut a = [0.0; 3];
         rs.random_sample(&mut a);

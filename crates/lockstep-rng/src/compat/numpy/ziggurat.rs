@@ -19,10 +19,11 @@ pub(crate) fn normal_f64<B: Bits>(b: &mut B) -> f64 {
         let idx = (r & 0xff) as usize;
         let r = r >> 8;
         let rabs = (r >> 1) & 0x000f_ffff_ffff_ffff;
-        let mut x = rabs as f64 * WI_DOUBLE[idx];
-        if r & 1 == 1 {
-            x = -x;
-        }
+        // rabs < 2^52: the signed conversion is exact and is one instruction.
+        let x = (rabs as i64) as f64 * WI_DOUBLE[idx];
+        // Negate by flipping the sign bit: the same value as `-x`, and no unpredictable
+        // branch (the sign is a fair coin).
+        let x = f64::from_bits(x.to_bits() ^ ((r & 1) << 63));
         if rabs < KI_DOUBLE[idx] {
             return x;
         }
@@ -60,10 +61,8 @@ pub(crate) fn normal_f32<B: Bits>(b: &mut B) -> f32 {
         let idx = (r & 0xff) as usize;
         let sign = (r >> 8) & 1;
         let rabs = (r >> 9) & 0x007f_ffff;
-        let mut x = rabs as f32 * WI_FLOAT[idx];
-        if sign == 1 {
-            x = -x;
-        }
+        let x = rabs as f32 * WI_FLOAT[idx];
+        let x = f32::from_bits(x.to_bits() ^ (sign << 31));
         if rabs < KI_FLOAT[idx] {
             return x;
         }
@@ -100,7 +99,7 @@ pub(crate) fn exponential_f64<B: Bits>(b: &mut B) -> f64 {
         let r = b.u64() >> 3;
         let idx = (r & 0xff) as usize;
         let r = r >> 8;
-        let x = r as f64 * WE_DOUBLE[idx];
+        let x = (r as i64) as f64 * WE_DOUBLE[idx];
         if r < KE_DOUBLE[idx] {
             return x;
         }
