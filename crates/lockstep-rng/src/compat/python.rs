@@ -323,8 +323,9 @@ impl Random {
         }
         let mut setsize = 21usize;
         if k > 5 {
-            let e = ((3 * k) as f64).ln() / 4f64.ln();
-            setsize += 4usize.pow(e.ceil() as u32);
+            let e = (k.saturating_mul(3) as f64).ln() / 4f64.ln();
+            let grow = 4usize.checked_pow(e.ceil() as u32).unwrap_or(usize::MAX);
+            setsize = setsize.saturating_add(grow);
         }
         let mut out = Vec::with_capacity(k);
         if n <= setsize {

@@ -225,6 +225,9 @@ impl Generator {
             ));
         }
         let cdf = p.map(|p| checked_cdf(OP, p, pop_size)).transpose()?;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
         if replace {
             return Ok(match cdf {
                 Some(cdf) => (0..size)

@@ -237,6 +237,9 @@ impl RandomState {
             ));
         }
         let cdf = p.map(|p| checked_cdf(OP, p, pop_size)).transpose()?;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
         if replace {
             return Ok(match cdf {
                 Some(cdf) => {
