@@ -2,7 +2,7 @@
 //!
 //! * [`RandomState`]: the legacy `np.random.RandomState` (MT19937; its stream is frozen by
 //!   NumPy across versions).
-//! * [`SeedSequence`], [`Pcg64`](crate::engines::Pcg64) and [`Generator`]:
+//! * [`SeedSequence`], [`Pcg64`] and [`Generator`]:
 //!   `np.random.default_rng(seed)` = `Generator(PCG64(SeedSequence(seed)))`.
 //!
 //! Samplers fill a caller's slice: the slice length plays the role of NumPy's `size`, and
