@@ -1,0 +1,1 @@
+//! Reproducible data loading (in progress).

@@ -1,0 +1,112 @@
+//! The determinism switch: PyTorch's `use_deterministic_algorithms`, with scoped overrides that
+//! are safe under `cargo test`'s parallel threads.
+//!
+//! Settings have a process-wide default (the `use_*` functions) and a per-thread override set
+//! by [`scope`] / [`allow_nondeterministic`] for the duration of a closure. Dispatch reads the
+//! effective setting on the calling thread; kernels never read it.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+static WARN_ONLY: AtomicBool = AtomicBool::new(false);
+static FILL_UNINITIALIZED: AtomicBool = AtomicBool::new(true);
+
+#[derive(Clone, Default)]
+struct Local {
+    mode: Option<(bool, bool)>,
+    allowed: Vec<String>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local::default());
+}
+
+/// Switches deterministic algorithms on or off for the whole process (warn-only off), as
+/// `torch.use_deterministic_algorithms(mode)`: ops then use a thread-invariant implementation,
+/// or return [`Error::Nondeterministic`](crate::Error::Nondeterministic) naming the op.
+pub fn use_deterministic_algorithms(mode: bool) {
+    use_deterministic_algorithms_warn_only(mode, false);
+}
+
+/// `torch.use_deterministic_algorithms(mode, warn_only=warn_only)`: with `warn_only`, an op
+/// without a deterministic implementation logs a warning (once per op, through `log`) and runs.
+pub fn use_deterministic_algorithms_warn_only(mode: bool, warn_only: bool) {
+    DETERMINISTIC.store(mode, Ordering::SeqCst);
+    WARN_ONLY.store(warn_only, Ordering::SeqCst);
+}
+
+/// Whether deterministic algorithms are on for the calling thread.
+pub fn are_deterministic_algorithms_enabled() -> bool {
+    mode().0
+}
+
+/// Whether deterministic mode only warns, for the calling thread.
+pub fn is_deterministic_algorithms_warn_only_enabled() -> bool {
+    mode().1
+}
+
+/// `(deterministic, warn_only)` in effect on this thread.
+pub(crate) fn mode() -> (bool, bool) {
+    LOCAL.with(|l| l.borrow().mode).unwrap_or_else(|| {
+        (
+            DETERMINISTIC.load(Ordering::SeqCst),
+            WARN_ONLY.load(Ordering::SeqCst),
+        )
+    })
+}
+
+/// Whether `op` is exempted from deterministic mode on this thread.
+pub(crate) fn is_allowed_nondeterministic(op: &str) -> bool {
+    LOCAL.with(|l| l.borrow().allowed.iter().any(|a| a == op))
+}
+
+struct Restore(Local);
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let old = core::mem::take(&mut self.0);
+        LOCAL.with(|l| *l.borrow_mut() = old);
+    }
+}
+
+/// Runs `f` with deterministic mode set to `mode` (warn-only `warn_only`) on this thread only,
+/// restoring the previous setting afterwards, also if `f` panics.
+pub fn scope<R>(mode: bool, warn_only: bool, f: impl FnOnce() -> R) -> R {
+    let old = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let old = l.clone();
+        l.mode = Some((mode, warn_only));
+        old
+    });
+    let _restore = Restore(old);
+    f()
+}
+
+/// Runs `f` with deterministic mode lifted for `op` alone on this thread: "deterministic
+/// everywhere except this op".
+pub fn allow_nondeterministic<R>(op: &str, f: impl FnOnce() -> R) -> R {
+    let old = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let old = l.clone();
+        l.allowed.push(op.to_string());
+        old
+    });
+    let _restore = Restore(old);
+    f()
+}
+
+/// `torch.utils.deterministic.fill_uninitialized_memory`: when on (the default) and
+/// deterministic mode is on, [`Tensor::empty`](crate::Tensor::empty) fills its memory with NaN
+/// or the integer maximum.
+pub fn set_fill_uninitialized_memory(on: bool) {
+    FILL_UNINITIALIZED.store(on, Ordering::SeqCst);
+}
+
+/// Whether `fill_uninitialized_memory` is on.
+pub fn fill_uninitialized_memory() -> bool {
+    FILL_UNINITIALIZED.load(Ordering::SeqCst)
+}
+
+pub(crate) fn fill_uninitialized_memory_active() -> bool {
+    fill_uninitialized_memory() && are_deterministic_algorithms_enabled()
+}

@@ -1,0 +1,111 @@
+//! The single dispatch point. Every op declares its implementations in an [`Op`], each with
+//! the guarantee it gives; [`Op::select`] reads the calling thread's context once and returns
+//! the implementation to run plus the [`Par`] it may use. Kernels never read global flags.
+//!
+//! User code can declare its own ops the same way (a `static` [`Op`] and a call to
+//! [`Op::select`]), and they then take part in deterministic mode and its error like built-in
+//! ops.
+
+use crate::deterministic;
+use crate::error::{Error, Result};
+use crate::threads::Par;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// What an implementation promises about its results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Guarantee {
+    /// Results may vary between runs (atomics, completion-order combining).
+    NotGuaranteed,
+    /// Bitwise identical results for the same inputs whatever the number of threads or the
+    /// timing: the order of every floating-point operation depends on the shapes only.
+    ThreadInvariant,
+}
+
+/// One implementation of an op.
+pub struct Impl<F: 'static> {
+    /// Algorithm id, stable across versions (used in traces and tuning files).
+    pub algo: &'static str,
+    /// What it guarantees.
+    pub guarantee: Guarantee,
+    /// The kernel entry point.
+    pub f: F,
+}
+
+/// An op and its implementations, fastest first. The first implementation is used when
+/// deterministic mode is off; in deterministic mode, the first `ThreadInvariant` one.
+pub struct Op<F: 'static> {
+    /// The op's name, as users see it in errors (`index_add`, `sum`, …).
+    pub name: &'static str,
+    /// The implementations, fastest first.
+    pub impls: &'static [Impl<F>],
+}
+
+/// What dispatch decided for one call.
+pub struct Choice<'a, F: 'static> {
+    /// The implementation to run.
+    pub imp: &'a Impl<F>,
+    /// The threads it may use.
+    pub par: Par,
+}
+
+static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+fn warn_once(op: &'static str) {
+    let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if w.get_or_insert_with(HashSet::new).insert(op) {
+        log::warn!(
+            "{op} does not have a deterministic implementation, but you set \
+             'use_deterministic_algorithms(true, warn_only=true)'; running the \
+             nondeterministic one"
+        );
+    }
+}
+
+impl<F: Copy + 'static> Op<F> {
+    /// Picks the implementation for a call from the calling thread's context.
+    ///
+    /// # Errors
+    /// [`Error::Nondeterministic`] in deterministic mode (not warn-only) when no implementation
+    /// is `ThreadInvariant` and the op is not exempted by
+    /// [`allow_nondeterministic`](crate::deterministic::allow_nondeterministic).
+    pub fn select(&'static self) -> Result<Choice<'static, F>> {
+        let par = Par::current();
+        let (det, warn_only) = deterministic::mode();
+        let imp = if det && !deterministic::is_allowed_nondeterministic(self.name) {
+            match self
+                .impls
+                .iter()
+                .find(|i| i.guarantee >= Guarantee::ThreadInvariant)
+            {
+                Some(i) => i,
+                None if warn_only => {
+                    warn_once(self.name);
+                    self.first()?
+                }
+                None => {
+                    return Err(Error::Nondeterministic {
+                        op: self.name.to_string(),
+                    });
+                }
+            }
+        } else {
+            self.first()?
+        };
+        Ok(Choice { imp, par })
+    }
+
+    fn first(&'static self) -> Result<&'static Impl<F>> {
+        self.impls.first().ok_or_else(|| Error::InvalidArgument {
+            op: self.name,
+            arg: "impls",
+            reason: "the op has no implementation registered".into(),
+        })
+    }
+
+    /// The implementation with algorithm id `algo`, bypassing the policy (tests, benches and
+    /// `doctor --self-test` use it to run one kernel on purpose).
+    pub fn by_algo(&'static self, algo: &str) -> Option<&'static Impl<F>> {
+        self.impls.iter().find(|i| i.algo == algo)
+    }
+}

@@ -1,0 +1,292 @@
+//! [`Tensor`]: shared storage plus a layout. Cloning is a reference-count bump; view ops share
+//! the storage and only change the layout.
+//!
+//! Tensors are values: an op never changes a tensor another handle can see. The in-place
+//! methods (`normal_`, `uniform_`, …) take `&mut self` and write copy-on-write: if the storage
+//! is shared with another tensor or view, that other tensor keeps its old values.
+
+use crate::dtype::{DType, Element, Storage};
+use crate::error::{Error, Result, invalid};
+use crate::layout::Layout;
+use std::sync::Arc;
+
+/// Where a tensor's storage lives. Only the CPU exists today; the enum leaves room for others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Device {
+    /// Host memory.
+    #[default]
+    Cpu,
+}
+
+/// An n-dimensional array of one [`DType`] on one [`Device`].
+#[derive(Clone)]
+pub struct Tensor {
+    storage: Arc<Storage>,
+    layout: Layout,
+}
+
+impl core::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Tensor({:?}, {:?}", self.shape(), self.dtype())?;
+        if self.numel() <= 16 {
+            let c = self.contiguous();
+            write!(f, ", ")?;
+            crate::with_dtype!(self.dtype(), T => write!(f, "{:?}", c.data::<T>().unwrap())?);
+        }
+        write!(f, ")")
+    }
+}
+
+fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| invalid(op, "shape", format!("{shape:?} has too many elements")))
+}
+
+impl Tensor {
+    /// A tensor over `storage` with `layout` (crate-internal: the caller keeps it in bounds).
+    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Self {
+        Self { storage, layout }
+    }
+
+    /// A contiguous tensor owning `storage`, shaped `shape`.
+    pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Self {
+        debug_assert_eq!(storage.len(), shape.iter().product::<usize>());
+        Self::from_parts(Arc::new(storage), Layout::contiguous(shape))
+    }
+
+    /// A tensor from a row-major buffer.
+    ///
+    /// # Errors
+    /// If `data.len()` is not the product of `shape`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Self> {
+        let n = checked_numel("from_vec", shape)?;
+        if n != data.len() {
+            return Err(invalid(
+                "from_vec",
+                "shape",
+                format!("shape {shape:?} needs {n} elements, got {}", data.len()),
+            ));
+        }
+        Ok(Self::from_storage(T::into_storage(data), shape))
+    }
+
+    /// A tensor copied from a row-major slice.
+    ///
+    /// # Errors
+    /// If `data.len()` is not the product of `shape`.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Self> {
+        Self::from_vec(data.to_vec(), shape)
+    }
+
+    /// A tensor of `shape` filled with `value` (converted to `dtype` as `as` does).
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Result<Self> {
+        let n = checked_numel("full", shape)?;
+        Ok(crate::with_dtype!(dtype, T => Self::from_storage(
+            T::into_storage(vec![T::from_f64(value); n]),
+            shape
+        )))
+    }
+
+    /// Zeros.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Result<Self> {
+        Self::full(shape, 0.0, dtype)
+    }
+
+    /// Ones.
+    pub fn ones(shape: &[usize], dtype: DType) -> Result<Self> {
+        Self::full(shape, 1.0, dtype)
+    }
+
+    /// `torch.empty`: a tensor whose values must not be relied on. When
+    /// `fill_uninitialized_memory` is on (the default in deterministic mode, as in PyTorch) it
+    /// is filled with NaN (floats) or the type's maximum (integers), so that reading it by
+    /// mistake shows; otherwise with zeros (Rust never hands out uninitialised memory).
+    pub fn empty(shape: &[usize], dtype: DType) -> Result<Self> {
+        if crate::deterministic::fill_uninitialized_memory_active() {
+            let v = match dtype {
+                DType::F32 | DType::F64 => f64::NAN,
+                DType::I64 => i64::MAX as f64,
+                DType::U8 => 255.0,
+                DType::Bool => 1.0,
+            };
+            Self::full(shape, v, dtype)
+        } else {
+            Self::zeros(shape, dtype)
+        }
+    }
+
+    /// `torch.arange(start, end, step)`: `ceil((end − start) / step)` values `start + i·step`.
+    ///
+    /// # Errors
+    /// If `step` is zero or its sign does not lead from `start` to `end`, or a bound is not finite.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Self> {
+        if step == 0.0 || !start.is_finite() || !end.is_finite() || !step.is_finite() {
+            return Err(invalid(
+                "arange",
+                "step",
+                format!("invalid range start={start}, end={end}, step={step}"),
+            ));
+        }
+        if (end - start) * step.signum() < 0.0 {
+            return Err(invalid(
+                "arange",
+                "step",
+                format!(
+                    "upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"
+                ),
+            ));
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        Ok(crate::with_dtype!(dtype, T => Self::from_storage(
+            T::into_storage((0..n).map(|i| T::from_f64(start + i as f64 * step)).collect()),
+            &[n]
+        )))
+    }
+
+    /// A 0-dimensional tensor holding `value`.
+    pub fn scalar<T: Element>(value: T) -> Self {
+        Self::from_storage(T::into_storage(vec![value]), &[])
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+
+    /// The device.
+    pub fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.layout.shape().len()
+    }
+
+    /// Size of dimension `dim` (negative counts from the end).
+    pub fn size(&self, dim: isize) -> Result<usize> {
+        let d = crate::layout::resolve_dim("size", dim, self.ndim())?;
+        Ok(self.shape()[d])
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+
+    /// The layout (shape, strides, offset).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The storage this tensor views.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    pub(crate) fn storage_arc(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    /// Whether the elements are dense and row-major.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    /// The same values in a dense row-major tensor (a cheap clone if already so).
+    pub fn contiguous(&self) -> Tensor {
+        if self.is_contiguous() && self.layout.offset() == 0 && self.storage.len() == self.numel() {
+            return self.clone();
+        }
+        crate::with_dtype!(self.dtype(), T => {
+            let src = T::slice(&self.storage).expect("storage matches its dtype");
+            let v: Vec<T> = self.layout.indices().map(|i| src[i]).collect();
+            Self::from_storage(T::into_storage(v), self.shape())
+        })
+    }
+
+    /// The elements of a dense tensor as a slice (row-major). Call [`contiguous`](Self::contiguous)
+    /// first for views.
+    ///
+    /// # Errors
+    /// If `T` is not the tensor's dtype, or the tensor is not dense from offset 0.
+    pub fn data<T: Element>(&self) -> Result<&[T]> {
+        let s = T::slice(&self.storage).ok_or(Error::DType {
+            op: "data",
+            expected: T::DTYPE,
+            got: self.dtype(),
+        })?;
+        if !self.is_contiguous() {
+            return Err(invalid(
+                "data",
+                "self",
+                "tensor is not contiguous; call .contiguous() first",
+            ));
+        }
+        let o = self.layout.offset();
+        Ok(&s[o..o + self.numel()])
+    }
+
+    /// The elements in row-major order, copied out.
+    ///
+    /// # Errors
+    /// If `T` is not the tensor's dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        let s = T::slice(&self.storage).ok_or(Error::DType {
+            op: "to_vec",
+            expected: T::DTYPE,
+            got: self.dtype(),
+        })?;
+        Ok(self.layout.indices().map(|i| s[i]).collect())
+    }
+
+    /// The single value of a one-element tensor.
+    ///
+    /// # Errors
+    /// If the tensor does not have exactly one element, or `T` is not its dtype.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(invalid(
+                "item",
+                "self",
+                format!(
+                    "a tensor with {} elements cannot be converted to a scalar",
+                    self.numel()
+                ),
+            ));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The elements as f64, row-major, whatever the dtype (for tests and printing).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        crate::with_dtype!(self.dtype(), T => self.to_vec::<T>().expect("own dtype").into_iter().map(|x| x.to_f64()).collect())
+    }
+
+    /// Mutable access to the dense elements, copying the storage first if it is shared or if
+    /// this tensor is a view (copy-on-write). Afterwards `self` is contiguous.
+    pub(crate) fn data_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DType {
+                op: "data_mut",
+                expected: T::DTYPE,
+                got: self.dtype(),
+            });
+        }
+        if !(self.is_contiguous()
+            && self.layout.offset() == 0
+            && self.storage.len() == self.numel())
+        {
+            *self = self.contiguous();
+        }
+        let storage = Arc::make_mut(&mut self.storage);
+        Ok(T::slice_mut(storage).expect("dtype checked above"))
+    }
+}
