@@ -28,10 +28,29 @@
 //! | `exponential` | `--scale` (1), `--shape` | `g.exponential(scale, size)` (float64; NumPy's has no dtype) |
 //! | `standard_exponential` | `--shape`, `--dtype` | `g.standard_exponential(size, dtype)` |
 use super::{Opts, SampleError, Values, fail, repeat_calls};
+
+/// The most values one call may print, the cap the other samplers use (`1 << 26`, about
+/// 1 GiB of JSON): a larger request is an error, not an allocation that takes the machine
+/// down.
+const MAX_VALUES: usize = 1 << 26;
+
+fn check_count(n: usize) -> Result<(), SampleError> {
+    if n <= MAX_VALUES {
+        Ok(())
+    } else {
+        fail(format!(
+            "asks for {n} values; `lockstep sample` prints at most {MAX_VALUES}"
+        ))
+    }
+}
 use lockstep_rng::compat::numpy::{RandomState, SeedSequence, default_rng_from};
 
-fn size(opts: &Opts) -> Result<usize, SampleError> {
-    Ok(opts.shape(&[])?.iter().product())
+/// The number of values in `--shape` (one when absent), checked so that all `--repeat`
+/// calls stay within the print cap.
+fn size(opts: &Opts, repeat: usize) -> Result<usize, SampleError> {
+    let n = opts.shape(&[])?.iter().product::<usize>();
+    check_count(n.saturating_mul(repeat))?;
+    Ok(n)
 }
 
 /// `--dtype` among `allowed` (the first is the default).
@@ -48,8 +67,10 @@ fn dtype<'a>(opts: &Opts, allowed: &[&'a str]) -> Result<&'a str, SampleError> {
     }
 }
 
-fn need_n(opts: &Opts) -> Result<usize, SampleError> {
-    opts.require("n")
+fn need_n(opts: &Opts, repeat: usize) -> Result<usize, SampleError> {
+    let n: usize = opts.require("n")?;
+    check_count(n.saturating_mul(repeat))?;
+    Ok(n)
 }
 
 pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
@@ -76,7 +97,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
     };
     match func {
         "rand" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             repeat_calls(repeat, || {
                 let mut v = vec![0.0; n];
                 rs.random_sample(&mut v);
@@ -84,7 +105,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             })
         }
         "randn" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             repeat_calls(repeat, || {
                 let mut v = vec![0.0; n];
                 rs.standard_normal(&mut v);
@@ -92,7 +113,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             })
         }
         "randint" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let low: i64 = opts.get_or("low", 0)?;
             let high: i64 = opts.require("high")?;
             let dt = dtype(opts, &["int64", "int32"])?;
@@ -109,11 +130,11 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             })
         }
         "permutation" => {
-            let n = need_n(opts)?;
+            let n = need_n(opts, repeat)?;
             repeat_calls(repeat, || Ok(Values::I64(rs.permutation(n))))
         }
         "uniform" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
             let high: f64 = opts.get_or("high", 1.0)?;
             repeat_calls(repeat, || {
@@ -123,7 +144,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             })
         }
         "normal" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let loc: f64 = opts.get_or("loc", 0.0)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
             repeat_calls(repeat, || {
@@ -143,7 +164,7 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
     let mut g = default_rng_from(SeedSequence::parse(seed)?);
     match func {
         "random" | "standard_normal" | "standard_exponential" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let dt = dtype(opts, &["float64", "float32"])?;
             repeat_calls(repeat, || {
                 Ok(if dt == "float32" {
@@ -166,7 +187,7 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             })
         }
         "integers" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let low: i64 = opts.get_or("low", 0)?;
             let high: i64 = opts.require("high")?;
             let endpoint = opts.flag("endpoint", false)?;
@@ -184,11 +205,11 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             })
         }
         "permutation" => {
-            let n = need_n(opts)?;
+            let n = need_n(opts, repeat)?;
             repeat_calls(repeat, || Ok(Values::I64(g.permutation(n))))
         }
         "uniform" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
             let high: f64 = opts.get_or("high", 1.0)?;
             repeat_calls(repeat, || {
@@ -198,7 +219,7 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             })
         }
         "normal" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let loc: f64 = opts.get_or("loc", 0.0)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
             repeat_calls(repeat, || {
@@ -208,7 +229,7 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             })
         }
         "exponential" => {
-            let n = size(opts)?;
+            let n = size(opts, repeat)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
             repeat_calls(repeat, || {
                 let mut v = vec![0.0; n];

@@ -11,22 +11,50 @@
 //! | `shuffle` | `--n` (required) | `x = list(range(n)); r.shuffle(x); x` | int64 |
 //! | `uniform` | `--low` (0), `--high` (1), `--n` (1) | `[r.uniform(low, high) ...]` | float64 |
 //! | `choice` | `--k` (required), `--n` (1) | `[r.choice(range(k)) ...]` | int64 |
-//! | `getrandbits` | `--k` (32), `--n` (1) | `[r.getrandbits(k) ...]` | int64 for k ≤ 63, else int (decimal) |
+//! | `getrandbits` | `--k` (32, at most 65536), `--n` (1) | `[r.getrandbits(k) ...]` | int64 for k ≤ 63, else int (decimal) |
+//!
+//! `--n` times `--repeat` may not exceed the print cap of `lockstep sample`.
 use super::{Opts, SampleError, Values, fail, repeat_calls};
+
+/// The most values one call may print, the cap the other samplers use (`1 << 26`, about
+/// 1 GiB of JSON): a larger request is an error, not an allocation that takes the machine
+/// down.
+const MAX_VALUES: usize = 1 << 26;
+
+fn check_count(n: usize) -> Result<(), SampleError> {
+    if n <= MAX_VALUES {
+        Ok(())
+    } else {
+        fail(format!(
+            "asks for {n} values; `lockstep sample` prints at most {MAX_VALUES}"
+        ))
+    }
+}
 use lockstep_rng::compat::python::Random;
+
+/// Widest `getrandbits(k)` printed: decimal conversion is quadratic in the size.
+const MAX_BITS: usize = 1 << 16;
+
+/// `--n` (default `default`), checked so that all `--repeat` calls stay within the print cap.
+fn count(opts: &Opts, name: &str, default: usize, repeat: usize) -> Result<usize, SampleError> {
+    let n: usize = opts.get_or(name, default)?;
+    check_count(n.saturating_mul(repeat))
+        .map_err(|e| SampleError(format!("option --{name} with --repeat={repeat}: {e}")))?;
+    Ok(n)
+}
 
 pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
     let seed = opts.raw("seed").unwrap_or("0");
     let mut r = Random::from_decimal(seed)?;
     match func {
         "random" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             repeat_calls(repeat, || {
                 Ok(Values::F64((0..n).map(|_| r.random()).collect()))
             })
         }
         "randint" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             let low: i64 = opts.get_or("low", 0)?;
             let high: i64 = opts.require("high")?;
             repeat_calls(repeat, || {
@@ -37,7 +65,7 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
             })
         }
         "gauss" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             let mu: f64 = opts.get_or("mu", 0.0)?;
             let sigma: f64 = opts.get_or("sigma", 1.0)?;
             repeat_calls(repeat, || {
@@ -45,7 +73,7 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
             })
         }
         "uniform" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
             let high: f64 = opts.get_or("high", 1.0)?;
             repeat_calls(repeat, || {
@@ -53,18 +81,18 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
             })
         }
         "shuffle" => {
-            let n: i64 = opts.require("n")?;
-            if n < 0 {
-                return fail("option --n must be non-negative");
+            if opts.raw("n").is_none() {
+                return fail("option --n is required here");
             }
+            let n = count(opts, "n", 0, repeat)?;
             repeat_calls(repeat, || {
-                let mut x: Vec<i64> = (0..n).collect();
+                let mut x: Vec<i64> = (0..n as i64).collect();
                 r.shuffle(&mut x);
                 Ok(Values::I64(x))
             })
         }
         "choice" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             let k: i64 = opts.require("k")?;
             repeat_calls(repeat, || {
                 // choice(range(k)) = range(k)[_randbelow(k)]; randrange_stop is exactly that.
@@ -75,10 +103,10 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
             })
         }
         "getrandbits" => {
-            let n: usize = opts.get_or("n", 1)?;
+            let n = count(opts, "n", 1, repeat)?;
             let k: i64 = opts.get_or("k", 32)?;
-            if k < 0 {
-                return fail("getrandbits: option --k must be non-negative");
+            if !(0..=MAX_BITS as i64).contains(&k) {
+                return fail(format!("getrandbits: option --k must be in 0..={MAX_BITS}"));
             }
             let k = k as usize;
             repeat_calls(repeat, || {
