@@ -109,3 +109,86 @@ impl<F: Copy + 'static> Op<F> {
         self.impls.iter().find(|i| i.algo == algo)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deterministic::{allow_nondeterministic, scope};
+
+    type F = fn(u32) -> u32;
+    /// A user-defined op with only a nondeterministic implementation.
+    static MY_OP: Op<F> = Op {
+        name: "my_custom_op",
+        impls: &[Impl {
+            algo: "my_custom_op.atomic",
+            guarantee: Guarantee::NotGuaranteed,
+            f: |x| x + 1,
+        }],
+    };
+    static BOTH: Op<F> = Op {
+        name: "both",
+        impls: &[
+            Impl {
+                algo: "fast",
+                guarantee: Guarantee::NotGuaranteed,
+                f: |x| x,
+            },
+            Impl {
+                algo: "det",
+                guarantee: Guarantee::ThreadInvariant,
+                f: |x| x * 2,
+            },
+        ],
+    };
+
+    #[test]
+    fn deterministic_mode_picks_or_refuses() {
+        scope(false, false, || {
+            assert_eq!((BOTH.select().unwrap().imp.f)(3), 3)
+        });
+        scope(true, false, || {
+            assert_eq!((BOTH.select().unwrap().imp.f)(3), 6)
+        });
+        let err = scope(true, false, || MY_OP.select().err().unwrap());
+        assert!(matches!(&err, Error::Nondeterministic { op } if op == "my_custom_op"));
+        assert!(
+            err.to_string()
+                .starts_with("my_custom_op does not have a deterministic implementation")
+        );
+        scope(true, true, || {
+            assert_eq!((MY_OP.select().unwrap().imp.f)(1), 2)
+        });
+        scope(true, false, || {
+            allow_nondeterministic("my_custom_op", || assert!(MY_OP.select().is_ok()));
+            assert!(MY_OP.select().is_err(), "the exemption ends with its scope");
+        });
+        assert_eq!(BOTH.by_algo("det").unwrap().algo, "det");
+    }
+
+    #[test]
+    fn scopes_are_per_thread_and_restored_on_panic() {
+        scope(true, false, || {
+            let other =
+                std::thread::spawn(crate::deterministic::are_deterministic_algorithms_enabled);
+            assert!(
+                !other.join().unwrap(),
+                "another thread keeps the process default"
+            );
+            let r = std::panic::catch_unwind(|| scope(false, false, || panic!("boom")));
+            assert!(r.is_err());
+            assert!(crate::deterministic::are_deterministic_algorithms_enabled());
+        });
+    }
+
+    #[test]
+    fn empty_is_filled_in_deterministic_mode() {
+        let e = scope(true, false, || {
+            crate::Tensor::empty(&[3], crate::DType::F32).unwrap()
+        });
+        assert!(e.to_vec::<f32>().unwrap().iter().all(|x| x.is_nan()));
+        let e = scope(true, false, || {
+            crate::Tensor::empty(&[2], crate::DType::I64).unwrap()
+        });
+        assert_eq!(e.to_vec::<i64>().unwrap(), [i64::MAX; 2]);
+    }
+}

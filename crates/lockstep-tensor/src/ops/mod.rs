@@ -1,4 +1,8 @@
 //! Ops, one file per family. Each file declares its ops' implementations as
-//! [`dispatch::Op`](crate::dispatch::Op) statics and the `Tensor` methods that call them.
+//! [`dispatch::Op`](crate::dispatch::Op) statics where there is a choice of algorithm, and the
+//! `Tensor` methods that call them.
 
+pub mod elementwise;
+pub mod random;
 pub mod reduce;
+pub mod view;
