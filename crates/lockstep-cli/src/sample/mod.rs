@@ -222,9 +222,26 @@ impl Opts {
             .map(Some)
     }
 
-    /// `--shape=D0,D1,..` (default `default`); dimensions must be non-negative integers.
+    /// `--shape=D0,D1,..` (default `default`); dimensions must be non-negative integers and
+    /// hold at most [`MAX_VALUES`] elements.
     pub fn shape(&self, default: &[usize]) -> Result<Vec<usize>, SampleError> {
-        Ok(self.list("shape")?.unwrap_or_else(|| default.to_vec()))
+        let shape = self.list("shape")?.unwrap_or_else(|| default.to_vec());
+        check_count(
+            shape
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .unwrap_or(usize::MAX),
+        )?;
+        Ok(shape)
+    }
+
+    /// A count option (`--n`, `--k`, …) that sizes the output: at most [`MAX_VALUES`].
+    pub fn count(&self, name: &str) -> Result<Option<usize>, SampleError> {
+        let n: Option<usize> = self.get(name)?;
+        if let Some(n) = n {
+            check_count(n).map_err(|e| SampleError(format!("option --{name}: {e}")))?;
+        }
+        Ok(n)
     }
 
     /// Errors naming every option that no sampler code asked for.
@@ -244,6 +261,21 @@ impl Opts {
                 unknown.join(", ")
             ))
         }
+    }
+}
+
+/// The most values one `sample` call prints (about 1 GiB of JSON); larger requests are errors
+/// rather than an allocation that takes the machine down.
+pub const MAX_VALUES: usize = 1 << 26;
+
+/// Errors if `n` values is more than one `sample` call prints.
+pub fn check_count(n: usize) -> Result<(), SampleError> {
+    if n <= MAX_VALUES {
+        Ok(())
+    } else {
+        fail(format!(
+            "asks for {n} values; `lockstep sample` prints at most {MAX_VALUES}"
+        ))
     }
 }
 

@@ -22,7 +22,7 @@
 //! Common options: `--seed` (0; any integer in `[-2^63, 2^64)`), `--shape` (`1`), `--dtype`
 //! (`float32`, or `int64` for `randint`/`randperm`), `--repeat` (1).
 
-use super::{Opts, SampleError, Values, fail, repeat_calls};
+use super::{MAX_VALUES, Opts, SampleError, Values, fail, repeat_calls};
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch::{self as t, Float, init};
 
@@ -94,8 +94,22 @@ fn numel(shape: &[usize]) -> Result<usize, SampleError> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&n| n <= 1 << 32)
-        .ok_or_else(|| SampleError(format!("--shape={shape:?} is too large to print")))
+        .filter(|&n| n <= MAX_VALUES)
+        .ok_or_else(|| {
+            SampleError(format!(
+                "--shape={shape:?} asks for more than {MAX_VALUES} values; sample prints at most that many"
+            ))
+        })
+}
+
+/// Errors if `count` values per call, `repeat` times, exceed [`MAX_VALUES`].
+fn check_total(count: usize, repeat: usize) -> Result<(), SampleError> {
+    match count.checked_mul(repeat) {
+        Some(t) if t <= MAX_VALUES => Ok(()),
+        _ => fail(format!(
+            "{count} values per call × {repeat} calls is more than the {MAX_VALUES} values sample prints"
+        )),
+    }
 }
 
 /// Runs torch function `func` on `g`, which the caller has seeded.
@@ -107,6 +121,7 @@ pub fn run(
 ) -> Result<Values, SampleError> {
     let shape = opts.shape(&[1])?;
     let n = numel(&shape)?;
+    check_total(n, repeat)?;
     match func {
         "rand" => run_float(g, opts, repeat, n, RandFn),
         "randn" => run_float(g, opts, repeat, n, NormalFn(0.0, 1.0)),
@@ -158,6 +173,7 @@ pub fn run(
             let count = usize::try_from(count).map_err(|_| {
                 SampleError(format!("randperm: n must be non-negative, got {count}"))
             })?;
+            check_total(count, repeat)?;
             let d = dtype(opts, Dtype::I64)?;
             if d == Dtype::F32 && count > 1 << 24 {
                 return fail(format!(
@@ -189,6 +205,7 @@ pub fn run(
                     ));
                 }
             };
+            check_total(rows.saturating_mul(k.max(cols)), repeat)?;
             let d = float_dtype(opts)?;
             repeat_calls(repeat, || {
                 let r = match d {
@@ -246,7 +263,9 @@ pub fn run(
             let i: usize = opts.require("in-features")?;
             let o: usize = opts.require("out-features")?;
             let bias = opts.flag("bias", true)?;
-            let size = numel(&[i, o])? + if bias { o } else { 0 };
+            let size = numel(&[i.saturating_add(1), o])?;
+            let size = if bias { size } else { size - o };
+            check_total(size, repeat)?;
             run_float(g, opts, repeat, size, LinearFn(i, o, bias))
         }
         "dataloader" => {
@@ -255,6 +274,7 @@ pub fn run(
             let epochs: usize = opts.get_or("epochs", 1)?;
             let shuffle = opts.flag("shuffle", true)?;
             check_loader(count, _batch)?;
+            check_total(count.saturating_mul(epochs), repeat)?;
             repeat_calls(repeat, || {
                 let mut out = Vec::with_capacity(count * epochs);
                 for _ in 0..epochs {
@@ -280,6 +300,7 @@ pub fn run(
             if workers == 0 {
                 return fail("worker-seeds: --workers must be at least 1");
             }
+            check_total(workers.saturating_mul(epochs), repeat)?;
             repeat_calls(repeat, || {
                 let mut out = Vec::with_capacity(workers * epochs);
                 for _ in 0..epochs {
