@@ -27,22 +27,7 @@
 //! | `normal` | `--loc` (0), `--scale` (1), `--shape` | `g.normal(loc, scale, size)` |
 //! | `exponential` | `--scale` (1), `--shape` | `g.exponential(scale, size)` (float64; NumPy's has no dtype) |
 //! | `standard_exponential` | `--shape`, `--dtype` | `g.standard_exponential(size, dtype)` |
-use super::{Opts, SampleError, Values, fail, repeat_calls};
-
-/// The most values one call may print, the cap the other samplers use (`1 << 26`, about
-/// 1 GiB of JSON): a larger request is an error, not an allocation that takes the machine
-/// down.
-const MAX_VALUES: usize = 1 << 26;
-
-fn check_count(n: usize) -> Result<(), SampleError> {
-    if n <= MAX_VALUES {
-        Ok(())
-    } else {
-        fail(format!(
-            "asks for {n} values; `lockstep sample` prints at most {MAX_VALUES}"
-        ))
-    }
-}
+use super::{Opts, SampleError, Values, check_count, fail, repeat_calls};
 use lockstep_rng::compat::numpy::{RandomState, SeedSequence, default_rng_from};
 
 /// The number of values in `--shape` (one when absent), checked so that all `--repeat`

@@ -14,22 +14,7 @@
 //! | `getrandbits` | `--k` (32, at most 65536), `--n` (1) | `[r.getrandbits(k) ...]` | int64 for k ≤ 63, else int (decimal) |
 //!
 //! `--n` times `--repeat` may not exceed the print cap of `lockstep sample`.
-use super::{Opts, SampleError, Values, fail, repeat_calls};
-
-/// The most values one call may print, the cap the other samplers use (`1 << 26`, about
-/// 1 GiB of JSON): a larger request is an error, not an allocation that takes the machine
-/// down.
-const MAX_VALUES: usize = 1 << 26;
-
-fn check_count(n: usize) -> Result<(), SampleError> {
-    if n <= MAX_VALUES {
-        Ok(())
-    } else {
-        fail(format!(
-            "asks for {n} values; `lockstep sample` prints at most {MAX_VALUES}"
-        ))
-    }
-}
+use super::{Opts, SampleError, Values, check_count, fail, repeat_calls};
 use lockstep_rng::compat::python::Random;
 
 /// Widest `getrandbits(k)` printed: decimal conversion is quadratic in the size.
