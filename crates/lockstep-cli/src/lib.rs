@@ -1,3 +1,4 @@
 //! The `lockstep` command line, as a library so that its subcommands can be tested in-process.
 
+pub mod doctor;
 pub mod sample;

@@ -30,11 +30,27 @@ enum Command {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
         options: Vec<String>,
     },
+    /// Report what on this machine can break reproducibility.
+    Doctor {
+        /// Also run every deterministic kernel at 1, 2, 3 and all threads and compare bits.
+        #[arg(long)]
+        self_test: bool,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Doctor { self_test, json } => {
+            if lockstep_cli::doctor::run(self_test, json) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         Command::Sample { lib, func, options } => {
             match lockstep_cli::sample::run(&lib, &func, &options) {
                 Ok(v) => {

@@ -11,6 +11,7 @@
 
 pub mod deterministic;
 pub mod dispatch;
+pub mod doctor;
 pub mod dtype;
 mod error;
 pub mod layout;

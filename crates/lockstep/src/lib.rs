@@ -14,6 +14,9 @@
 //! | `random.seed(s)` (the module-level functions) | [`python_random`] |
 //! | `numpy.random.seed(s)` (the legacy global `RandomState`) | [`numpy_random`] |
 //! | the tutorials' `seed_everything(s)` | [`seed_everything`] |
+//! | `torch.use_deterministic_algorithms(m, warn_only=w)` | [`use_deterministic_algorithms`], [`use_deterministic_algorithms_warn_only`] |
+//! | `torch.set_num_threads(n)` | [`set_num_threads`] |
+//! | `torch.Tensor` | [`Tensor`] (re-exported from [`tensor`]) |
 //!
 //! ```
 //! let mut loader_gen = lockstep::seed_everything(0)?;
@@ -27,6 +30,12 @@
 
 pub use lockstep_rng as rng;
 pub use lockstep_rng::{Generator, default_generator};
+pub use lockstep_tensor as tensor;
+pub use lockstep_tensor::{
+    DType, Device, Tensor, are_deterministic_algorithms_enabled, deterministic, get_num_threads,
+    is_deterministic_algorithms_warn_only_enabled, set_num_threads, use_deterministic_algorithms,
+    use_deterministic_algorithms_warn_only,
+};
 
 use lockstep_rng::compat::{numpy, python};
 use lockstep_rng::{Error, Result};
