@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the NumPy-compatible samplers, 10^7 float64 values each. The NumPy
-//! side of the comparison is `bench/numpy_python.py` (same sizes, best of 5).
+//! side of the comparison is `bench/compare.py` (same sizes, best of 5), which writes BENCHMARKS.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lockstep_rng::compat::numpy::{RandomState, default_rng};
