@@ -48,6 +48,12 @@ pub fn report() -> serde_json::Value {
         "deterministic_algorithms": lockstep_tensor::are_deterministic_algorithms_enabled(),
         "warn_only": lockstep_tensor::is_deterministic_algorithms_warn_only_enabled(),
         "fill_uninitialized_memory": lockstep_tensor::deterministic::fill_uninitialized_memory(),
+        "benchmark": lockstep_tensor::autotune::benchmark(),
+        "conv_deterministic": lockstep_tensor::autotune::conv_deterministic(),
+        "autotune_choices": lockstep_tensor::autotune::choices()
+            .into_iter()
+            .map(|(op, key, algo)| json!({"op": op, "key": key, "algo": algo}))
+            .collect::<Vec<_>>(),
         "notes": notes,
     })
 }
@@ -98,6 +104,15 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
         "  fill_uninitialized_memory: {}",
         env["fill_uninitialized_memory"]
     );
+    println!(
+        "  benchmark (autotune):      {} (conv deterministic {}), {} cached choice(s)",
+        env["benchmark"],
+        env["conv_deterministic"],
+        env["autotune_choices"].as_array().map_or(0, Vec::len)
+    );
+    for c in env["autotune_choices"].as_array().into_iter().flatten() {
+        println!("    {} [{}] -> {}", c["op"], c["key"], c["algo"]);
+    }
     for n in env["notes"].as_array().into_iter().flatten() {
         println!("  note: {}", n.as_str().unwrap_or_default());
     }

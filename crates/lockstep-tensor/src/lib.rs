@@ -9,6 +9,7 @@
 //! [`Error::Nondeterministic`] naming the op — stronger than PyTorch, whose CPU `sum` differs
 //! between 1 and 2 threads.
 
+pub mod autotune;
 pub mod deterministic;
 pub mod dispatch;
 pub mod doctor;

@@ -1,0 +1,327 @@
+//! Benchmark mode (PyTorch's `cudnn.benchmark`) with pinned choices.
+//!
+//! With [`set_benchmark`]`(true)`, the first call of a tunable op (matmul, convolution) for a
+//! shape key times every allowed candidate once and caches the fastest; later calls reuse the
+//! choice. With it off (the default, as in PyTorch) a fixed heuristic of the shapes chooses, so
+//! the choice never depends on timing. In deterministic mode only thread-invariant candidates
+//! are allowed.
+//!
+//! A tuned run can be repeated exactly: [`save`] writes the cache as JSON (with the lockstep
+//! version and CPU features it was made on) and [`load`] reads it back; loaded choices are used
+//! as they are, without timing. A file made by another lockstep version or on a CPU with other
+//! features is refused with an error rather than silently used.
+
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::error::{Error, Result};
+use crate::threads::Par;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+static BENCHMARK: AtomicBool = AtomicBool::new(false);
+static CONV_DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+/// (op, shape key) → algorithm id.
+static CACHE: Mutex<BTreeMap<(String, String), String>> = Mutex::new(BTreeMap::new());
+
+/// `torch.backends.cudnn.benchmark = on`: time the candidates once per shape and keep the
+/// fastest. Off by default.
+pub fn set_benchmark(on: bool) {
+    BENCHMARK.store(on, Ordering::SeqCst);
+}
+
+/// Whether benchmark mode is on.
+pub fn benchmark() -> bool {
+    BENCHMARK.load(Ordering::SeqCst)
+}
+
+/// `torch.backends.cudnn.deterministic = on`: restricts convolution (only) to deterministic
+/// algorithms, without the rest of `use_deterministic_algorithms`.
+pub fn set_conv_deterministic(on: bool) {
+    CONV_DETERMINISTIC.store(on, Ordering::SeqCst);
+}
+
+/// Whether convolution is restricted to deterministic algorithms.
+pub fn conv_deterministic() -> bool {
+    CONV_DETERMINISTIC.load(Ordering::SeqCst)
+}
+
+fn cache() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), String>> {
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cached choices, as `(op, shape key, algorithm)` (for `lockstep doctor`).
+pub fn choices() -> Vec<(String, String, String)> {
+    cache()
+        .iter()
+        .map(|((o, k), a)| (o.clone(), k.clone(), a.clone()))
+        .collect()
+}
+
+/// Forgets every cached choice.
+pub fn clear() {
+    cache().clear();
+}
+
+/// The CPU features that change which kernels can run (and so what a tuning file means).
+pub fn cpu_features() -> Vec<&'static str> {
+    let mut f = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            f.push("avx2");
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            f.push("fma");
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            f.push("avx512f");
+        }
+    }
+    f
+}
+
+impl<F: Copy + 'static> Op<F> {
+    /// Picks an implementation for a tunable op call with shape key `key`.
+    ///
+    /// Only the candidates the policy permits are considered (see [`Op::allowed`]). With
+    /// benchmark mode off, `heuristic` chooses among them from the shapes alone. With it on, a
+    /// cached or loaded choice for `key` is reused if still allowed; otherwise `time` runs each
+    /// candidate once on the real inputs, the fastest is kept and cached.
+    pub fn select_tuned(
+        &'static self,
+        key: &str,
+        restrict_deterministic: bool,
+        heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
+        mut time: impl FnMut(&'static Impl<F>, &Par) -> Result<()>,
+    ) -> Result<crate::dispatch::Choice<'static, F>> {
+        let par = Par::current();
+        let allowed = self.allowed(restrict_deterministic)?;
+        if !benchmark() || allowed.len() == 1 {
+            return Ok(crate::dispatch::Choice {
+                imp: heuristic(&allowed),
+                par,
+            });
+        }
+        let cache_key = (self.name.to_string(), key.to_string());
+        if let Some(algo) = cache().get(&cache_key).cloned()
+            && let Some(imp) = allowed.iter().find(|i| i.algo == algo)
+        {
+            return Ok(crate::dispatch::Choice { imp, par });
+        }
+        let mut best: Option<(f64, &'static Impl<F>)> = None;
+        for &imp in &allowed {
+            let t = Instant::now();
+            time(imp, &par)?;
+            let s = t.elapsed().as_secs_f64();
+            if best.is_none_or(|(b, _)| s < b) {
+                best = Some((s, imp));
+            }
+        }
+        let imp = best.map(|(_, i)| i).expect("at least two candidates");
+        cache().insert(cache_key, imp.algo.to_string());
+        Ok(crate::dispatch::Choice { imp, par })
+    }
+
+    /// The implementations the current policy allows: all of them, or only the
+    /// `ThreadInvariant` ones in deterministic mode (or when `restrict_deterministic`, as
+    /// [`set_conv_deterministic`] asks for convolution).
+    ///
+    /// # Errors
+    /// [`Error::Nondeterministic`] when none is allowed (not in warn-only mode).
+    pub fn allowed(&'static self, restrict_deterministic: bool) -> Result<Vec<&'static Impl<F>>> {
+        let (det, warn_only) = crate::deterministic::mode();
+        let det = (det && !crate::deterministic::is_allowed_nondeterministic(self.name))
+            || restrict_deterministic;
+        if !det {
+            return Ok(self.impls.iter().collect());
+        }
+        let v: Vec<_> = self
+            .impls
+            .iter()
+            .filter(|i| i.guarantee >= Guarantee::ThreadInvariant)
+            .collect();
+        if v.is_empty() {
+            if warn_only && !restrict_deterministic {
+                return Ok(self.impls.iter().collect());
+            }
+            return Err(Error::Nondeterministic {
+                op: self.name.to_string(),
+            });
+        }
+        Ok(v)
+    }
+}
+
+fn file_err(op: &'static str, path: &Path, reason: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument {
+        op,
+        arg: "path",
+        reason: format!("{}: {reason}", path.display()),
+    }
+}
+
+/// Writes the cached choices to `path` as JSON (written to a temporary file, then renamed, so
+/// an existing file is never left half-written).
+///
+/// # Errors
+/// If the file cannot be written.
+pub fn save(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let entries: Vec<Value> = choices()
+        .into_iter()
+        .map(|(op, key, algo)| json!({"op": op, "key": key, "algo": algo}))
+        .collect();
+    let doc = json!({
+        "format": "lockstep-autotune/1",
+        "lockstep": env!("CARGO_PKG_VERSION"),
+        "cpu_features": cpu_features(),
+        "choices": entries,
+    });
+    let text = serde_json::to_string_pretty(&doc).expect("JSON of strings");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(|e| file_err("autotune::save", path, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| file_err("autotune::save", path, e))
+}
+
+/// Loads choices saved by [`save`]; they replace the cached ones for the same keys and are
+/// used without timing. Returns how many were loaded.
+///
+/// # Errors
+/// A missing or corrupt file, a file from another lockstep version or made on a CPU with other
+/// features (stale: its choices may not exist or may not be the fastest here).
+pub fn load(path: impl AsRef<Path>) -> Result<usize> {
+    const OP: &str = "autotune::load";
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| file_err(OP, path, e))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| file_err(OP, path, e))?;
+    if doc["format"] != "lockstep-autotune/1" {
+        return Err(file_err(OP, path, "not a lockstep autotune file"));
+    }
+    if doc["lockstep"] != env!("CARGO_PKG_VERSION") {
+        return Err(file_err(
+            OP,
+            path,
+            format!(
+                "made by lockstep {}, this is {}: retune",
+                doc["lockstep"],
+                env!("CARGO_PKG_VERSION")
+            ),
+        ));
+    }
+    let features: Vec<&str> = doc["cpu_features"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if features != cpu_features() {
+        return Err(file_err(
+            OP,
+            path,
+            format!(
+                "made on a CPU with {features:?}, this one has {:?}: retune",
+                cpu_features()
+            ),
+        ));
+    }
+    let entries = doc["choices"]
+        .as_array()
+        .ok_or_else(|| file_err(OP, path, "no `choices` list"))?;
+    let mut parsed = Vec::with_capacity(entries.len());
+    for e in entries {
+        match (e["op"].as_str(), e["key"].as_str(), e["algo"].as_str()) {
+            (Some(o), Some(k), Some(a)) => {
+                parsed.push(((o.to_string(), k.to_string()), a.to_string()))
+            }
+            _ => return Err(file_err(OP, path, format!("bad entry {e}"))),
+        }
+    }
+    let n = parsed.len();
+    cache().extend(parsed);
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deterministic::scope;
+
+    type F = fn() -> u32;
+    static TUNED: Op<F> = Op {
+        name: "tuned_test_op",
+        impls: &[
+            Impl {
+                algo: "slow_nondet",
+                guarantee: Guarantee::NotGuaranteed,
+                f: || 1,
+            },
+            Impl {
+                algo: "fast_det",
+                guarantee: Guarantee::ThreadInvariant,
+                f: || 2,
+            },
+            Impl {
+                algo: "slow_det",
+                guarantee: Guarantee::ThreadInvariant,
+                f: || 3,
+            },
+        ],
+    };
+
+    fn sleep_for(imp: &Impl<F>) {
+        let ms = if imp.algo == "fast_det" { 1 } else { 15 };
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+
+    // One test: benchmark mode and the cache are process-wide.
+    #[test]
+    fn heuristic_benchmark_save_load() {
+        let first = |a: &[&'static Impl<F>]| a[0];
+        // Off: the heuristic, no timing.
+        let c = TUNED
+            .select_tuned("k1", false, first, |_, _| panic!("no timing when off"))
+            .unwrap();
+        assert_eq!(c.imp.algo, "slow_nondet");
+        // Deterministic mode: only thread-invariant candidates.
+        let c = scope(true, false, || {
+            TUNED
+                .select_tuned("k1", false, first, |_, _| Ok(()))
+                .unwrap()
+        });
+        assert_eq!(c.imp.algo, "fast_det");
+        // On: the fastest allowed, cached.
+        set_benchmark(true);
+        let c = TUNED
+            .select_tuned("k2", false, first, |i, _| {
+                sleep_for(i);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(c.imp.algo, "fast_det");
+        let c = TUNED
+            .select_tuned("k2", false, first, |_, _| panic!("cached"))
+            .unwrap();
+        assert_eq!(c.imp.algo, "fast_det");
+        // Save, clear, load: the choice comes back without timing.
+        let dir = std::env::temp_dir().join(format!("lockstep-autotune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tune.json");
+        save(&file).unwrap();
+        clear();
+        assert!(load(&file).unwrap() >= 1);
+        let c = TUNED
+            .select_tuned("k2", false, first, |_, _| panic!("loaded"))
+            .unwrap();
+        assert_eq!(c.imp.algo, "fast_det");
+        set_benchmark(false);
+        // Stale and corrupt files are refused.
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace(env!("CARGO_PKG_VERSION"), "0.0.0-old")).unwrap();
+        assert!(load(&file).unwrap_err().to_string().contains("retune"));
+        std::fs::write(&file, "{ not json").unwrap();
+        assert!(load(&file).is_err());
+        assert!(load(dir.join("missing.json")).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
