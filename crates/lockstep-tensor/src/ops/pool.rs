@@ -1,0 +1,452 @@
+//! 2-D pooling over `(N, C, H, W)` tensors and its backward passes, with PyTorch's output-size
+//! rules. Work is split over the `N·C` planes; inside a plane every sum (window averages, the
+//! gradient scatter of the backward passes) runs in a fixed order, so all kernels here are
+//! thread-invariant.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::threads::Par;
+use crate::{Tensor, invalid};
+use rayon::prelude::*;
+
+/// Kernel size, stride, padding and dilation of a 2-D pooling window (PyTorch's arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool2d {
+    /// `(kh, kw)`.
+    pub kernel: (usize, usize),
+    /// `(sh, sw)`; PyTorch's default is the kernel size.
+    pub stride: (usize, usize),
+    /// `(ph, pw)`, at most half the kernel.
+    pub padding: (usize, usize),
+    /// `(dh, dw)` (max pooling only; 1 for average pooling).
+    pub dilation: (usize, usize),
+    /// Round the output size up instead of down.
+    pub ceil_mode: bool,
+}
+
+impl Pool2d {
+    /// A `k×k` window with stride `k`, no padding.
+    pub fn new(k: usize) -> Self {
+        Self {
+            kernel: (k, k),
+            stride: (k, k),
+            padding: (0, 0),
+            dilation: (1, 1),
+            ceil_mode: false,
+        }
+    }
+
+    fn out_len(
+        &self,
+        op: &'static str,
+        len: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+        d: usize,
+    ) -> Result<usize> {
+        if k == 0 || s == 0 || d == 0 {
+            return Err(invalid(
+                op,
+                "kernel_size",
+                "kernel size, stride and dilation must be positive",
+            ));
+        }
+        if p > k / 2 {
+            return Err(invalid(
+                op,
+                "padding",
+                format!(
+                    "pad should be at most half of effective kernel size, got pad={p}, kernel={k}"
+                ),
+            ));
+        }
+        let span = d * (k - 1) + 1;
+        let padded = len + 2 * p;
+        if padded < span {
+            return Err(invalid(
+                op,
+                "input",
+                format!("input size {len} (padded {padded}) is smaller than the window {span}"),
+            ));
+        }
+        let num = padded - span;
+        let mut out = if self.ceil_mode {
+            num.div_ceil(s)
+        } else {
+            num / s
+        } + 1;
+        // PyTorch: the last window must start inside the input or the left padding.
+        if self.ceil_mode && (out - 1) * s >= len + p {
+            out -= 1;
+        }
+        Ok(out)
+    }
+
+    fn out_hw(&self, op: &'static str, h: usize, w: usize) -> Result<(usize, usize)> {
+        Ok((
+            self.out_len(
+                op,
+                h,
+                self.kernel.0,
+                self.stride.0,
+                self.padding.0,
+                self.dilation.0,
+            )?,
+            self.out_len(
+                op,
+                w,
+                self.kernel.1,
+                self.stride.1,
+                self.padding.1,
+                self.dilation.1,
+            )?,
+        ))
+    }
+}
+
+fn nchw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize, usize)> {
+    match *x.shape() {
+        [n, c, h, w] => Ok((n, c, h, w)),
+        _ => Err(invalid(
+            op,
+            "input",
+            format!(
+                "expected a 4-D (N, C, H, W) tensor, got shape {:?}",
+                x.shape()
+            ),
+        )),
+    }
+}
+
+fn float_data<'a>(op: &'static str, x: &'a Tensor) -> Result<&'a [f32]> {
+    if x.dtype() != DType::F32 {
+        return Err(Error::DType {
+            op,
+            expected: DType::F32,
+            got: x.dtype(),
+        });
+    }
+    x.data::<f32>()
+}
+
+impl Tensor {
+    /// `F.max_pool2d(x, …, return_indices=True)` for f32 `(N, C, H, W)`: the maxima and their
+    /// flat indices `h·W + w` within each plane (the first maximum on ties; NaN wins).
+    ///
+    /// # Errors
+    /// A non-4-D or non-f32 input, a zero kernel/stride/dilation, padding over half the kernel,
+    /// or an input smaller than the window.
+    pub fn max_pool2d(&self, p: Pool2d) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "max_pool2d";
+        let (n, c, h, w) = nchw(OP, self)?;
+        let (oh, ow) = p.out_hw(OP, h, w)?;
+        let x = self.contiguous();
+        let src = float_data(OP, &x)?;
+        let mut vals = vec![0f32; n * c * oh * ow];
+        let mut idx = vec![0i64; n * c * oh * ow];
+        let plane = oh * ow;
+        Par::current().install(|| {
+            vals.par_chunks_mut(plane.max(1))
+                .zip(idx.par_chunks_mut(plane.max(1)))
+                .enumerate()
+                .for_each(|(pl, (v, ix))| {
+                    let s = &src[pl * h * w..(pl + 1) * h * w];
+                    for i in 0..oh {
+                        for j in 0..ow {
+                            let mut best = f32::NEG_INFINITY;
+                            let mut at = -1i64;
+                            for a in 0..p.kernel.0 {
+                                let y = (i * p.stride.0 + a * p.dilation.0) as isize
+                                    - p.padding.0 as isize;
+                                if y < 0 || y >= h as isize {
+                                    continue;
+                                }
+                                for b in 0..p.kernel.1 {
+                                    let xx = (j * p.stride.1 + b * p.dilation.1) as isize
+                                        - p.padding.1 as isize;
+                                    if xx < 0 || xx >= w as isize {
+                                        continue;
+                                    }
+                                    let k = y as usize * w + xx as usize;
+                                    let val = s[k];
+                                    if at < 0 || val > best || val.is_nan() && !best.is_nan() {
+                                        best = val;
+                                        at = k as i64;
+                                    }
+                                }
+                            }
+                            v[i * ow + j] = best;
+                            ix[i * ow + j] = at;
+                        }
+                    }
+                })
+        });
+        Ok((
+            Tensor::from_vec(vals, &[n, c, oh, ow])?,
+            Tensor::from_vec(idx, &[n, c, oh, ow])?,
+        ))
+    }
+
+    /// The gradient of [`max_pool2d`](Self::max_pool2d) with respect to its input: each output
+    /// gradient is added at its recorded index, in output order within each plane.
+    ///
+    /// # Errors
+    /// Shapes of `grad_output` and `indices` that differ, an index outside the plane, or an
+    /// `input_shape` that is not 4-D.
+    pub fn max_pool2d_backward(
+        grad_output: &Tensor,
+        indices: &Tensor,
+        input_shape: &[usize],
+    ) -> Result<Tensor> {
+        const OP: &str = "max_pool2d_backward";
+        let [n, c, h, w] = *input_shape else {
+            return Err(invalid(
+                OP,
+                "input_shape",
+                format!("expected 4 dims, got {input_shape:?}"),
+            ));
+        };
+        if grad_output.shape() != indices.shape()
+            || grad_output.shape().len() != 4
+            || grad_output.shape()[..2] != [n, c]
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: grad_output.shape().to_vec(),
+                rhs: indices.shape().to_vec(),
+            });
+        }
+        let g = grad_output.contiguous();
+        let gi = float_data(OP, &g)?;
+        let ix = indices.contiguous();
+        let ixs = ix.data::<i64>()?;
+        let plane_out = grad_output.shape()[2] * grad_output.shape()[3];
+        if let Some(&bad) = ixs.iter().find(|&&k| k < 0 || k as usize >= h * w) {
+            return Err(Error::IndexOutOfRange {
+                op: OP,
+                index: bad,
+                size: h * w,
+            });
+        }
+        let mut out = vec![0f32; n * c * h * w];
+        Par::current().install(|| {
+            out.par_chunks_mut((h * w).max(1))
+                .enumerate()
+                .for_each(|(pl, o)| {
+                    let (g, k) = (
+                        &gi[pl * plane_out..(pl + 1) * plane_out],
+                        &ixs[pl * plane_out..(pl + 1) * plane_out],
+                    );
+                    for (&gv, &kv) in g.iter().zip(k) {
+                        o[kv as usize] += gv;
+                    }
+                })
+        });
+        Tensor::from_vec(out, input_shape)
+    }
+
+    /// `F.avg_pool2d(x, …, count_include_pad)` for f32 `(N, C, H, W)` (dilation must be 1).
+    ///
+    /// # Errors
+    /// As [`max_pool2d`](Self::max_pool2d), and a dilation other than 1.
+    pub fn avg_pool2d(&self, p: Pool2d, count_include_pad: bool) -> Result<Tensor> {
+        const OP: &str = "avg_pool2d";
+        if p.dilation != (1, 1) {
+            return Err(invalid(OP, "dilation", "avg_pool2d has no dilation"));
+        }
+        let (n, c, h, w) = nchw(OP, self)?;
+        let (oh, ow) = p.out_hw(OP, h, w)?;
+        let x = self.contiguous();
+        let src = float_data(OP, &x)?;
+        let mut out = vec![0f32; n * c * oh * ow];
+        Par::current().install(|| {
+            out.par_chunks_mut((oh * ow).max(1))
+                .enumerate()
+                .for_each(|(pl, o)| {
+                    let s = &src[pl * h * w..(pl + 1) * h * w];
+                    for i in 0..oh {
+                        for j in 0..ow {
+                            let (y0, x0, y1, x1, div) =
+                                avg_window(&p, i, j, h, w, count_include_pad);
+                            let mut sum = 0f32;
+                            for y in y0..y1 {
+                                for xx in x0..x1 {
+                                    sum += s[y * w + xx];
+                                }
+                            }
+                            o[i * ow + j] = sum / div as f32;
+                        }
+                    }
+                })
+        });
+        Tensor::from_vec(out, &[n, c, oh, ow])
+    }
+
+    /// The gradient of [`avg_pool2d`](Self::avg_pool2d) with respect to its input.
+    ///
+    /// # Errors
+    /// If `grad_output` does not have the shape the forward pass gives for `input_shape`.
+    pub fn avg_pool2d_backward(
+        grad_output: &Tensor,
+        input_shape: &[usize],
+        p: Pool2d,
+        count_include_pad: bool,
+    ) -> Result<Tensor> {
+        const OP: &str = "avg_pool2d_backward";
+        let [n, c, h, w] = *input_shape else {
+            return Err(invalid(
+                OP,
+                "input_shape",
+                format!("expected 4 dims, got {input_shape:?}"),
+            ));
+        };
+        let (oh, ow) = p.out_hw(OP, h, w)?;
+        if grad_output.shape() != [n, c, oh, ow] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: grad_output.shape().to_vec(),
+                rhs: vec![n, c, oh, ow],
+            });
+        }
+        let g = grad_output.contiguous();
+        let gs = float_data(OP, &g)?;
+        let mut out = vec![0f32; n * c * h * w];
+        Par::current().install(|| {
+            out.par_chunks_mut((h * w).max(1))
+                .enumerate()
+                .for_each(|(pl, o)| {
+                    let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
+                    for i in 0..oh {
+                        for j in 0..ow {
+                            let (y0, x0, y1, x1, div) =
+                                avg_window(&p, i, j, h, w, count_include_pad);
+                            let v = g[i * ow + j] / div as f32;
+                            for y in y0..y1 {
+                                for xx in x0..x1 {
+                                    o[y * w + xx] += v;
+                                }
+                            }
+                        }
+                    }
+                })
+        });
+        Tensor::from_vec(out, input_shape)
+    }
+
+    /// `F.adaptive_avg_pool2d(x, (oh, ow))` for f32 `(N, C, H, W)`: output cell `(i, j)`
+    /// averages rows `⌊i·H/oh⌋ .. ⌈(i+1)·H/oh⌉` and the same for columns.
+    ///
+    /// # Errors
+    /// A non-4-D or non-f32 input, or a zero output size.
+    pub fn adaptive_avg_pool2d(&self, out_hw: (usize, usize)) -> Result<Tensor> {
+        const OP: &str = "adaptive_avg_pool2d";
+        let (n, c, h, w) = nchw(OP, self)?;
+        let (oh, ow) = out_hw;
+        if oh == 0 || ow == 0 {
+            return Err(invalid(OP, "output_size", "output size must be positive"));
+        }
+        let x = self.contiguous();
+        let src = float_data(OP, &x)?;
+        let mut out = vec![0f32; n * c * oh * ow];
+        Par::current().install(|| {
+            out.par_chunks_mut(oh * ow).enumerate().for_each(|(pl, o)| {
+                let s = &src[pl * h * w..(pl + 1) * h * w];
+                for i in 0..oh {
+                    let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+                    for j in 0..ow {
+                        let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+                        let mut sum = 0f32;
+                        for y in y0..y1 {
+                            for xx in x0..x1 {
+                                sum += s[y * w + xx];
+                            }
+                        }
+                        o[i * ow + j] = sum / ((y1 - y0) * (x1 - x0)) as f32;
+                    }
+                }
+            })
+        });
+        Tensor::from_vec(out, &[n, c, oh, ow])
+    }
+
+    /// The gradient of [`adaptive_avg_pool2d`](Self::adaptive_avg_pool2d) with respect to its
+    /// input.
+    ///
+    /// # Errors
+    /// If `grad_output` is not `(N, C, oh, ow)` for a 4-D `input_shape`.
+    pub fn adaptive_avg_pool2d_backward(
+        grad_output: &Tensor,
+        input_shape: &[usize],
+    ) -> Result<Tensor> {
+        const OP: &str = "adaptive_avg_pool2d_backward";
+        let [n, c, h, w] = *input_shape else {
+            return Err(invalid(
+                OP,
+                "input_shape",
+                format!("expected 4 dims, got {input_shape:?}"),
+            ));
+        };
+        let &[gn, gc, oh, ow] = grad_output.shape() else {
+            return Err(invalid(
+                OP,
+                "grad_output",
+                format!("expected 4 dims, got {:?}", grad_output.shape()),
+            ));
+        };
+        if (gn, gc) != (n, c) || oh == 0 || ow == 0 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: grad_output.shape().to_vec(),
+                rhs: input_shape.to_vec(),
+            });
+        }
+        let g = grad_output.contiguous();
+        let gs = float_data(OP, &g)?;
+        let mut out = vec![0f32; n * c * h * w];
+        Par::current().install(|| {
+            out.par_chunks_mut((h * w).max(1))
+                .enumerate()
+                .for_each(|(pl, o)| {
+                    let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
+                    for i in 0..oh {
+                        let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+                        for j in 0..ow {
+                            let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+                            let v = g[i * ow + j] / ((y1 - y0) * (x1 - x0)) as f32;
+                            for y in y0..y1 {
+                                for xx in x0..x1 {
+                                    o[y * w + xx] += v;
+                                }
+                            }
+                        }
+                    }
+                })
+        });
+        Tensor::from_vec(out, input_shape)
+    }
+}
+
+/// Window `[y0, y1) × [x0, x1)` clipped to the input, and the divisor PyTorch uses.
+fn avg_window(
+    p: &Pool2d,
+    i: usize,
+    j: usize,
+    h: usize,
+    w: usize,
+    include_pad: bool,
+) -> (usize, usize, usize, usize, usize) {
+    let ys = (i * p.stride.0) as isize - p.padding.0 as isize;
+    let xs = (j * p.stride.1) as isize - p.padding.1 as isize;
+    let ye = (ys + p.kernel.0 as isize).min((h + p.padding.0) as isize);
+    let xe = (xs + p.kernel.1 as isize).min((w + p.padding.1) as isize);
+    let pool = ((ye - ys) * (xe - xs)) as usize;
+    let (y0, x0) = (ys.max(0) as usize, xs.max(0) as usize);
+    let (y1, x1) = (ye.min(h as isize) as usize, xe.min(w as isize) as usize);
+    let div = if include_pad {
+        pool
+    } else {
+        (y1 - y0) * (x1 - x0)
+    };
+    (y0, x0, y1, x1, div.max(1))
+}
