@@ -259,6 +259,22 @@ impl Tensor {
         }
     }
 
+    /// `torch.pow(x, exponent)` elementwise with broadcasting (floats).
+    ///
+    /// # Errors
+    /// If the dtypes differ or are not float, or the shapes do not broadcast.
+    pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map2("pow", self, exponent, |a: f32, b: f32| a.powf(b)),
+            DType::F64 => map2("pow", self, exponent, |a: f64, b: f64| a.powf(b)),
+            got => Err(Error::DType {
+                op: "pow",
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+
     /// `torch.where(cond, a, b)`: `a` where `cond` is true, else `b`, all three broadcast.
     ///
     /// # Errors
@@ -431,6 +447,8 @@ mod tests {
         assert_eq!(m.to_vec::<bool>().unwrap(), [false, false, true, false]);
         let w = Tensor::where_(&m, &a, &f(&[7.], &[1])).unwrap();
         assert_eq!(&w.to_vec::<f32>().unwrap(), &[7., 7., 2., 7.]);
+        let p = f(&[2., 3.], &[2]).pow(&f(&[2.], &[1])).unwrap();
+        assert_eq!(p.to_vec::<f32>().unwrap(), [4., 9.]);
         let s = f(&[0.], &[1]).sigmoid().unwrap().item::<f32>().unwrap();
         assert_eq!(s, 0.5);
         let g = f(&[1.], &[1]).gelu().unwrap().item::<f32>().unwrap();
