@@ -23,6 +23,15 @@ pub const CHUNK: usize = 1 << 14;
 /// Independent accumulators per chunk (lets the compiler use vector registers).
 pub const LANES: usize = 16;
 
+/// The dense elements of `t` (as [`Tensor::data`], but also for tensors with no elements,
+/// which the layout does not always report as contiguous).
+pub(crate) fn dense<T: Element>(t: &Tensor) -> Result<&[T]> {
+    if t.numel() == 0 && t.dtype() == T::DTYPE {
+        return Ok(&[]);
+    }
+    t.data::<T>()
+}
+
 /// A float type the reductions accumulate in (`f32` sums in `f32`, as PyTorch does).
 pub trait Float: Element + core::ops::Add<Output = Self> + Default {}
 impl Float for f32 {}
@@ -99,7 +108,7 @@ fn full_sum(x: &Tensor, par: &Par, det: bool) -> Result<Tensor> {
     let x = x.contiguous();
     match x.dtype() {
         DType::F32 => {
-            let d = x.data::<f32>()?;
+            let d = dense::<f32>(&x)?;
             Ok(Tensor::scalar(if det {
                 sum_det(d, par)
             } else {
@@ -107,7 +116,7 @@ fn full_sum(x: &Tensor, par: &Par, det: bool) -> Result<Tensor> {
             }))
         }
         DType::F64 => {
-            let d = x.data::<f64>()?;
+            let d = dense::<f64>(&x)?;
             Ok(Tensor::scalar(if det {
                 sum_det(d, par)
             } else {
@@ -118,8 +127,7 @@ fn full_sum(x: &Tensor, par: &Par, det: bool) -> Result<Tensor> {
             // Integer sums are exact in any order: one kernel serves both policies.
             let v = x.to_f64_vec();
             let s: i64 = match x.dtype() {
-                DType::I64 => x
-                    .data::<i64>()?
+                DType::I64 => dense::<i64>(&x)?
                     .iter()
                     .fold(0i64, |a, &b| a.wrapping_add(b)),
                 _ => v.iter().map(|&f| f as i64).sum(),
@@ -202,11 +210,11 @@ impl Tensor {
         let par = Par::current();
         match x.dtype() {
             DType::F32 => Tensor::from_vec(
-                sum_dim_kernel(x.data::<f32>()?, outer, n, inner, &par),
+                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, &par),
                 &out_shape,
             ),
             DType::F64 => Tensor::from_vec(
-                sum_dim_kernel(x.data::<f64>()?, outer, n, inner, &par),
+                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, &par),
                 &out_shape,
             ),
             got => Err(Error::DType {
@@ -238,6 +246,868 @@ impl Tensor {
             DType::F32 => Ok(Tensor::scalar(s.item::<f32>()? / n as f32)),
             _ => Ok(Tensor::scalar(s.item::<f64>()? / n)),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions along a dimension and over the whole tensor: mean, var/std, max/min/argmax,
+// logsumexp, softmax/log_softmax, cumsum.
+//
+// Every kernel below is thread-invariant by construction: each output element is computed by
+// one task from its own line of inputs, in an order fixed by the line's length (lanes, then the
+// fixed tree of [`sum_lanes`], and [`CHUNK`]-sized pieces combined by [`tree_sum`] for long
+// lines). Threads only decide *which* lines run where, never how a line is combined, so each op
+// registers a single `ThreadInvariant` implementation (a completion-order variant would not be
+// faster: the lines are already independent).
+
+/// The float operations the reductions need beyond [`Float`].
+pub trait Real:
+    Float
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    /// Not a number.
+    const NAN: Self;
+    /// Positive infinity.
+    const INFINITY: Self;
+    /// Negative infinity.
+    const NEG_INFINITY: Self;
+    /// `e^self`.
+    fn exp(self) -> Self;
+    /// Natural logarithm.
+    fn ln(self) -> Self;
+    /// Square root.
+    fn sqrt(self) -> Self;
+    /// Whether the value is NaN.
+    fn is_nan(self) -> bool;
+    /// `dst[i] = exp(src[i])` (a vectorisable kernel for `f32`; results do not depend on the
+    /// CPU features used, as no operation is fused).
+    fn exp_slice(src: &[Self], dst: &mut [Self]);
+}
+
+impl Real for f32 {
+    const NAN: Self = f32::NAN;
+    const INFINITY: Self = f32::INFINITY;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    fn exp(self) -> Self {
+        f32::exp(self)
+    }
+    fn ln(self) -> Self {
+        f32::ln(self)
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    fn exp_slice(src: &[Self], dst: &mut [Self]) {
+        exp_f32_slice(src, dst);
+    }
+}
+
+impl Real for f64 {
+    const NAN: Self = f64::NAN;
+    const INFINITY: Self = f64::INFINITY;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    fn ln(self) -> Self {
+        f64::ln(self)
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+    fn exp_slice(src: &[Self], dst: &mut [Self]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s.exp();
+        }
+    }
+}
+
+/// Cephes-style `expf`: range reduction by `ln 2` (split in two constants), a degree-6
+/// polynomial, and the power of two put in the exponent bits. Within 2 ulp of the true value
+/// for results above `2^-125`; results below are flushed to zero (inputs under `-86.6`).
+/// Branch-free, so it vectorises; no fused operations, so the bits are the same with or
+/// without AVX2/FMA.
+#[inline(always)]
+fn exp_f32_generic(src: &[f32], dst: &mut [f32]) {
+    const LO: f32 = -86.6;
+    const HI: f32 = 88.722_83;
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
+    const C1: f32 = 0.693_359_4;
+    const C2: f32 = -2.121_944_4e-4;
+    for (d, &x) in dst.iter_mut().zip(src) {
+        let xc = if x < LO {
+            LO
+        } else if x > HI {
+            HI
+        } else {
+            x
+        };
+        let t = xc * LOG2E + MAGIC;
+        let fx = t - MAGIC;
+        let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+        let r = xc - fx * C1 - fx * C2;
+        let z = r * r;
+        let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
+            * r
+            + 1.666_666_5e-1)
+            * r
+            + 5.000_000_1e-1;
+        let y = p * z + r + 1.0;
+        let scale = f32::from_bits((n.wrapping_add(126) as u32) << 23);
+        let v = y * scale * 2.0;
+        *d = if x < LO {
+            0.0
+        } else if x > HI {
+            f32::INFINITY
+        } else {
+            v
+        };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn exp_f32_avx2(src: &[f32], dst: &mut [f32]) {
+    exp_f32_generic(src, dst);
+}
+
+/// `dst[i] = exp(src[i])` for `f32` (see [`exp_f32_generic`]); uses AVX2 when present, with
+/// identical results.
+pub fn exp_f32_slice(src: &[f32], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked above).
+            unsafe { exp_f32_avx2(src, dst) };
+            return;
+        }
+    }
+    exp_f32_generic(src, dst);
+}
+
+/// `[outer, n, inner]`: the tensor seen around dimension `d`.
+#[derive(Clone, Copy, Debug)]
+struct Geom {
+    outer: usize,
+    n: usize,
+    inner: usize,
+}
+
+fn geom(shape: &[usize], d: usize) -> Geom {
+    Geom {
+        outer: shape[..d].iter().product(),
+        n: shape[d],
+        inner: shape[d + 1..].iter().product(),
+    }
+}
+
+fn reduced_shape(shape: &[usize], d: usize, keepdim: bool) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    if keepdim {
+        s[d] = 1;
+    } else {
+        s.remove(d);
+    }
+    s
+}
+
+/// One value per line (`outer * inner` lines of length `n`); lines run in parallel, each line
+/// with `f` on a contiguous copy (`inner > 1`) or on the data itself (`inner == 1`).
+fn reduce_lines<T: Real, R: Send + Copy + Default>(
+    x: &[T],
+    g: Geom,
+    par: &Par,
+    f: impl Fn(&[T]) -> R + Sync + Send,
+) -> Vec<R> {
+    let lines = g.outer * g.inner;
+    let mut out = vec![R::default(); lines];
+    let Geom { n, inner, .. } = g;
+    par.install(|| {
+        if inner == 1 {
+            out.par_iter_mut()
+                .enumerate()
+                .with_min_len(64)
+                .for_each(|(o, d)| *d = f(&x[o * n..(o + 1) * n]));
+        } else {
+            out.par_iter_mut()
+                .enumerate()
+                .with_min_len(16)
+                .for_each_init(
+                    || Vec::with_capacity(n),
+                    |tmp: &mut Vec<T>, (l, d)| {
+                        let (o, i) = (l / inner, l % inner);
+                        let base = o * n * inner + i;
+                        tmp.clear();
+                        tmp.extend((0..n).map(|k| x[base + k * inner]));
+                        *d = f(tmp);
+                    },
+                );
+        }
+    });
+    out
+}
+
+/// Same-shape output, line by line: `f(line_in, line_out)`.
+fn map_lines<T: Real>(
+    x: &[T],
+    g: Geom,
+    par: &Par,
+    f: impl Fn(&[T], &mut [T]) + Sync + Send,
+) -> Vec<T> {
+    let mut out = vec![T::default(); x.len()];
+    let Geom { n, inner, .. } = g;
+    if x.is_empty() || n == 0 {
+        return out;
+    }
+    par.install(|| {
+        if inner == 1 {
+            out.par_chunks_mut(n)
+                .zip(x.par_chunks(n))
+                .with_min_len(((1 << 14) / n).max(1))
+                .for_each(|(o, i)| f(i, o));
+        } else {
+            out.par_chunks_mut(n * inner)
+                .zip(x.par_chunks(n * inner))
+                .for_each(|(ob, xb)| {
+                    let mut a = vec![T::default(); n];
+                    let mut b = vec![T::default(); n];
+                    for i in 0..inner {
+                        for k in 0..n {
+                            a[k] = xb[k * inner + i];
+                        }
+                        f(&a, &mut b);
+                        for k in 0..n {
+                            ob[k * inner + i] = b[k];
+                        }
+                    }
+                });
+        }
+    });
+    out
+}
+
+/// Fixed-order sum of a line: [`sum_lanes`] for short lines, [`CHUNK`]-sized pieces combined
+/// by [`tree_sum`] for long ones (the same bits as [`sum_det`] at any thread count).
+fn line_sum<T: Real>(x: &[T], par: &Par) -> T {
+    sum_det(x, par)
+}
+
+/// `Σ (x - mean)²` in the same fixed order as [`line_sum`].
+fn line_sq_dev<T: Real>(x: &[T], mean: T, par: &Par) -> T {
+    fn lanes<T: Real>(x: &[T], mean: T) -> T {
+        let mut acc = [T::default(); LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        for c in &mut chunks {
+            for l in 0..LANES {
+                let d = c[l] - mean;
+                acc[l] = acc[l] + d * d;
+            }
+        }
+        for (l, &v) in chunks.remainder().iter().enumerate() {
+            let d = v - mean;
+            acc[l] = acc[l] + d * d;
+        }
+        tree_sum(&mut acc)
+    }
+    if x.len() <= CHUNK {
+        return lanes(x, mean);
+    }
+    let mut p: Vec<T> = par.install(|| x.par_chunks(CHUNK).map(|c| lanes(c, mean)).collect());
+    tree_sum(&mut p)
+}
+
+/// Variance of a line with `correction` (two passes: the fixed-order mean, then the
+/// fixed-order sum of squared deviations).
+fn line_var<T: Real>(x: &[T], correction: f64, par: &Par) -> T {
+    let n = x.len();
+    if n == 0 {
+        return T::NAN;
+    }
+    let mean = line_sum(x, par) / T::from_f64(n as f64);
+    let ss = line_sq_dev(x, mean, par);
+    ss / T::from_f64((n as f64 - correction).max(0.0))
+}
+
+/// `(value, index)` of the maximum (`greater = true`) or minimum: the first index on ties, the
+/// first NaN if there is one (as PyTorch).
+fn extreme_seq<T: Real>(x: &[T], offset: usize, greater: bool) -> (T, usize) {
+    let mut best = x[0];
+    let mut bi = 0;
+    if best.is_nan() {
+        return (best, offset);
+    }
+    for (k, &v) in x.iter().enumerate().skip(1) {
+        if v.is_nan() {
+            return (v, offset + k);
+        }
+        if (greater && v > best) || (!greater && v < best) {
+            best = v;
+            bi = k;
+        }
+    }
+    (best, offset + bi)
+}
+
+fn line_extreme<T: Real>(x: &[T], greater: bool, par: &Par) -> (T, usize) {
+    if x.len() <= CHUNK {
+        return extreme_seq(x, 0, greater);
+    }
+    let parts: Vec<(T, usize)> = par.install(|| {
+        x.par_chunks(CHUNK)
+            .enumerate()
+            .map(|(c, s)| extreme_seq(s, c * CHUNK, greater))
+            .collect()
+    });
+    // Combined in index order: NaN first wins, else strictly better wins (first on ties).
+    let mut best = parts[0];
+    for &p in &parts[1..] {
+        if best.0.is_nan() {
+            break;
+        }
+        if p.0.is_nan() || (greater && p.0 > best.0) || (!greater && p.0 < best.0) {
+            best = p;
+        }
+    }
+    best
+}
+
+/// Max of a line, NaN-propagating, in lanes (a value for shifting exponentials: order-free).
+#[inline]
+fn line_max_value<T: Real>(x: &[T]) -> T {
+    let mut acc = [T::NEG_INFINITY; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let v = c[l];
+            acc[l] = if v > acc[l] || v.is_nan() { v } else { acc[l] };
+        }
+    }
+    for (l, &v) in chunks.remainder().iter().enumerate() {
+        acc[l] = if v > acc[l] || v.is_nan() { v } else { acc[l] };
+    }
+    let mut m = acc[0];
+    for &v in &acc[1..] {
+        m = if v > m || v.is_nan() { v } else { m };
+        if m.is_nan() {
+            return m;
+        }
+    }
+    m
+}
+
+fn line_logsumexp<T: Real>(x: &[T], tmp: &mut Vec<T>) -> T {
+    if x.is_empty() {
+        return T::NEG_INFINITY;
+    }
+    let m = line_max_value(x);
+    // As PyTorch: an infinite maximum is not subtracted (so all -inf gives -inf, +inf gives +inf).
+    let m = if m == T::INFINITY || m == T::NEG_INFINITY {
+        T::default()
+    } else {
+        m
+    };
+    tmp.clear();
+    tmp.extend(x.iter().map(|&v| v - m));
+    let src = core::mem::take(tmp);
+    let mut e = vec![T::default(); src.len()];
+    T::exp_slice(&src, &mut e);
+    *tmp = src;
+    sum_lanes(&e).ln() + m
+}
+
+#[inline(always)]
+fn softmax_line_generic<T: Real>(x: &[T], out: &mut [T], log: bool) {
+    let m = line_max_value(x);
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v - m;
+    }
+    if log {
+        // out = (x - m) - ln Σ exp(x - m); exp written to a scratch pass over `out`'s copy.
+        let mut e = vec![T::default(); x.len()];
+        T::exp_slice(out, &mut e);
+        let ls = sum_lanes(&e).ln();
+        for o in out.iter_mut() {
+            *o = *o - ls;
+        }
+    } else {
+        // In place: exp(out) -> out, via a small block buffer to keep it in cache.
+        const B: usize = 256;
+        let mut buf = [T::default(); B];
+        for c in out.chunks_mut(B) {
+            T::exp_slice(c, &mut buf[..c.len()]);
+            c.copy_from_slice(&buf[..c.len()]);
+        }
+        let s = sum_lanes(out);
+        for o in out.iter_mut() {
+            *o = *o / s;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn softmax_line_avx2<T: Real>(x: &[T], out: &mut [T], log: bool) {
+    softmax_line_generic(x, out, log);
+}
+
+/// Softmax (or log-softmax) of one line, numerically stable (the max is subtracted first).
+fn softmax_line<T: Real>(x: &[T], out: &mut [T], log: bool, avx2: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx2 {
+            // SAFETY: the caller checked that the CPU supports AVX2.
+            unsafe { softmax_line_avx2(x, out, log) };
+            return;
+        }
+    }
+    let _ = avx2;
+    softmax_line_generic(x, out, log);
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Arguments of the dimension reductions (one signature for all of them).
+#[derive(Clone, Copy, Debug)]
+pub struct RedArgs {
+    /// The dimension (already resolved), or `None` for the whole tensor.
+    pub dim: Option<usize>,
+    /// Keep the reduced dimension with size 1.
+    pub keepdim: bool,
+    /// Bessel's correction for `var`/`std`.
+    pub correction: f64,
+}
+
+/// Kernel signature of the reductions below: one or two outputs (values, indices).
+pub type RedFn = fn(&Tensor, &RedArgs, &Par) -> Result<Vec<Tensor>>;
+
+fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.dtype().is_float() {
+        Ok(())
+    } else {
+        Err(Error::DType {
+            op,
+            expected: DType::F32,
+            got: x.dtype(),
+        })
+    }
+}
+
+/// Runs `$body` with `$T` = `f32` or `f64` for a float tensor, else a dtype error.
+macro_rules! with_float {
+    ($op:expr, $x:expr, $T:ident => $body:expr) => {
+        match $x.dtype() {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            got => Err(Error::DType {
+                op: $op,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    };
+}
+
+/// The `[outer, n, inner]` geometry and the output shape of a reduction.
+fn red_geom(x: &Tensor, a: &RedArgs) -> (Geom, Vec<usize>) {
+    match a.dim {
+        Some(d) => (geom(x.shape(), d), reduced_shape(x.shape(), d, a.keepdim)),
+        None => (
+            Geom {
+                outer: 1,
+                n: x.numel(),
+                inner: 1,
+            },
+            if a.keepdim { vec![1; x.ndim()] } else { vec![] },
+        ),
+    }
+}
+
+fn mean_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
+    let (g, shape) = red_geom(x, a);
+    let xc = x.contiguous();
+    with_float!("mean", x, T => {
+        let d = dense::<T>(&xc)?;
+        let nn = T::from_f64(g.n as f64);
+        let v = reduce_lines(d, g, par, |l| line_sum(l, par) / nn);
+        Ok(vec![Tensor::from_vec(v, &shape)?])
+    })
+}
+
+fn var_kernel(x: &Tensor, a: &RedArgs, par: &Par, sqrt: bool) -> Result<Vec<Tensor>> {
+    let (g, shape) = red_geom(x, a);
+    let xc = x.contiguous();
+    let c = a.correction;
+    with_float!(if sqrt { "std" } else { "var" }, x, T => {
+        let d = dense::<T>(&xc)?;
+        let v = reduce_lines(d, g, par, |l| {
+            let v = line_var(l, c, par);
+            if sqrt { v.sqrt() } else { v }
+        });
+        Ok(vec![Tensor::from_vec(v, &shape)?])
+    })
+}
+
+fn extreme_kernel(
+    op: &'static str,
+    x: &Tensor,
+    a: &RedArgs,
+    par: &Par,
+    greater: bool,
+) -> Result<Vec<Tensor>> {
+    let (g, shape) = red_geom(x, a);
+    if g.n == 0 {
+        return Err(invalid(
+            op,
+            "self",
+            "cannot reduce over a zero-size dimension (the operation has no identity)",
+        ));
+    }
+    let xc = x.contiguous();
+    with_float!(op, x, T => {
+        let d = dense::<T>(&xc)?;
+        let v: Vec<(T, usize)> = reduce_lines(d, g, par, |l| line_extreme(l, greater, par));
+        let vals: Vec<T> = v.iter().map(|p| p.0).collect();
+        let idx: Vec<i64> = v.iter().map(|p| p.1 as i64).collect();
+        Ok(vec![Tensor::from_vec(vals, &shape)?, Tensor::from_vec(idx, &shape)?])
+    })
+}
+
+fn logsumexp_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
+    let (g, shape) = red_geom(x, a);
+    let xc = x.contiguous();
+    with_float!("logsumexp", x, T => {
+        let d = dense::<T>(&xc)?;
+        let v = reduce_lines(d, g, par, |l| line_logsumexp(l, &mut Vec::new()));
+        Ok(vec![Tensor::from_vec(v, &shape)?])
+    })
+}
+
+fn softmax_kernel(x: &Tensor, a: &RedArgs, par: &Par, log: bool) -> Result<Vec<Tensor>> {
+    let g = match a.dim {
+        Some(d) => geom(x.shape(), d),
+        None => Geom {
+            outer: 1,
+            n: x.numel(),
+            inner: 1,
+        },
+    };
+    let xc = x.contiguous();
+    let avx2 = has_avx2();
+    with_float!(if log { "log_softmax" } else { "softmax" }, x, T => {
+        let data = dense::<T>(&xc)?;
+        let v = map_lines(data, g, par, |i, o| softmax_line(i, o, log, avx2));
+        Ok(vec![Tensor::from_vec(v, x.shape())?])
+    })
+}
+
+fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
+    let g = match a.dim {
+        Some(d) => geom(x.shape(), d),
+        None => Geom {
+            outer: 1,
+            n: x.numel(),
+            inner: 1,
+        },
+    };
+    let xc = x.contiguous();
+    with_float!("cumsum", x, T => {
+        let data = dense::<T>(&xc)?;
+        let Geom { n, inner, .. } = g;
+        let mut out = vec![T::default(); data.len()];
+        if !data.is_empty() {
+            // Sequential along the line (the only order PyTorch's sequential scan has), parallel
+            // over blocks of lines; for inner > 1 the rows are added whole (vectorised).
+            par.install(|| {
+                out.par_chunks_mut(n * inner)
+                    .zip(data.par_chunks(n * inner))
+                    .with_min_len((1 << 14) / (n * inner).max(1) + 1)
+                    .for_each(|(ob, xb)| {
+                        if inner == 1 {
+                            let mut acc = T::default();
+                            for (o, &v) in ob.iter_mut().zip(xb) {
+                                acc = acc + v;
+                                *o = acc;
+                            }
+                        } else {
+                            ob[..inner].copy_from_slice(&xb[..inner]);
+                            for k in 1..n {
+                                let (prev, cur) = ob.split_at_mut(k * inner);
+                                let prev = &prev[(k - 1) * inner..];
+                                let xr = &xb[k * inner..(k + 1) * inner];
+                                for ((c, &p), &v) in cur[..inner].iter_mut().zip(prev).zip(xr) {
+                                    *c = p + v;
+                                }
+                            }
+                        }
+                    })
+            });
+        }
+        Ok(vec![Tensor::from_vec(out, x.shape())?])
+    })
+}
+
+macro_rules! det_op {
+    ($(#[$m:meta])* $name:ident, $op:literal, $algo:literal, $f:expr) => {
+        $(#[$m])*
+        pub static $name: Op<RedFn> = Op {
+            name: $op,
+            impls: &[Impl {
+                algo: $algo,
+                guarantee: Guarantee::ThreadInvariant,
+                f: $f,
+            }],
+        };
+    };
+}
+
+det_op!(
+    /// `torch.mean(x, dim)`: fixed-order sums divided by the count.
+    MEAN_DIM, "mean", "mean.fixed_tree", mean_kernel
+);
+det_op!(
+    /// `torch.var`: two passes (fixed-order mean, fixed-order squared deviations).
+    VAR, "var", "var.two_pass_fixed_tree", |x, a, p| var_kernel(x, a, p, false)
+);
+det_op!(
+    /// `torch.std`: the square root of [`VAR`]'s kernel.
+    STD, "std", "std.two_pass_fixed_tree", |x, a, p| var_kernel(x, a, p, true)
+);
+det_op!(
+    /// `torch.max(x, dim)` / `torch.argmax`: first index on ties, NaN propagates.
+    MAX, "max", "max.first_index", |x, a, p| extreme_kernel("max", x, a, p, true)
+);
+det_op!(
+    /// `torch.min(x, dim)` / `torch.argmin`: first index on ties, NaN propagates.
+    MIN, "min", "min.first_index", |x, a, p| extreme_kernel("min", x, a, p, false)
+);
+det_op!(
+    /// `torch.logsumexp`: max-shifted, fixed-order sum of exponentials.
+    LOGSUMEXP, "logsumexp", "logsumexp.fixed_lanes", logsumexp_kernel
+);
+det_op!(
+    /// `torch.softmax`: per line, max-shifted, fixed-order sum.
+    SOFTMAX, "softmax", "softmax.fixed_lanes", |x, a, p| softmax_kernel(x, a, p, false)
+);
+det_op!(
+    /// `torch.log_softmax`: per line, `x - max - ln Σ exp(x - max)`.
+    LOG_SOFTMAX, "log_softmax", "log_softmax.fixed_lanes", |x, a, p| softmax_kernel(x, a, p, true)
+);
+det_op!(
+    /// `torch.cumsum`: sequential along each line, parallel over lines.
+    CUMSUM, "cumsum", "cumsum.sequential_lines", cumsum_kernel
+);
+
+fn run_red(op: &'static Op<RedFn>, x: &Tensor, a: RedArgs) -> Result<Vec<Tensor>> {
+    let c = op.select()?;
+    (c.imp.f)(x, &a, &c.par)
+}
+
+fn dim_args(
+    op: &'static str,
+    x: &Tensor,
+    dim: isize,
+    keepdim: bool,
+    correction: f64,
+) -> Result<RedArgs> {
+    // A 0-d tensor accepts dim 0 / -1 as PyTorch does.
+    let nd = x.ndim().max(1);
+    let d = resolve_dim(op, dim, nd)?;
+    Ok(RedArgs {
+        dim: if x.ndim() == 0 { None } else { Some(d) },
+        keepdim,
+        correction,
+    })
+}
+
+fn whole(keepdim: bool, correction: f64) -> RedArgs {
+    RedArgs {
+        dim: None,
+        keepdim,
+        correction,
+    }
+}
+
+fn one(mut v: Vec<Tensor>) -> Tensor {
+    v.swap_remove(0)
+}
+
+fn two(mut v: Vec<Tensor>) -> (Tensor, Tensor) {
+    let i = v.pop().expect("two outputs");
+    let x = v.pop().expect("two outputs");
+    (x, i)
+}
+
+impl Tensor {
+    /// `torch.mean(x, dim, keepdim)` (floats only; an empty dimension gives NaN as in PyTorch).
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let a = dim_args("mean", self, dim, keepdim, 0.0)?;
+        float_only("mean", self)?;
+        run_red(&MEAN_DIM, self, a).map(one)
+    }
+
+    /// `torch.var(x, correction=correction)` over all elements.
+    ///
+    /// # Errors
+    /// If the dtype is not a float.
+    pub fn var(&self, correction: f64) -> Result<Tensor> {
+        float_only("var", self)?;
+        run_red(&VAR, self, whole(false, correction)).map(one)
+    }
+
+    /// `torch.var(x, dim, correction=correction, keepdim=keepdim)`.
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn var_dim(&self, dim: isize, correction: f64, keepdim: bool) -> Result<Tensor> {
+        let a = dim_args("var", self, dim, keepdim, correction)?;
+        float_only("var", self)?;
+        run_red(&VAR, self, a).map(one)
+    }
+
+    /// `torch.std(x, correction=correction)` over all elements.
+    ///
+    /// # Errors
+    /// If the dtype is not a float.
+    pub fn std(&self, correction: f64) -> Result<Tensor> {
+        float_only("std", self)?;
+        run_red(&STD, self, whole(false, correction)).map(one)
+    }
+
+    /// `torch.std(x, dim, correction=correction, keepdim=keepdim)`.
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn std_dim(&self, dim: isize, correction: f64, keepdim: bool) -> Result<Tensor> {
+        let a = dim_args("std", self, dim, keepdim, correction)?;
+        float_only("std", self)?;
+        run_red(&STD, self, a).map(one)
+    }
+
+    /// `torch.max(x)`: the largest element (NaN if any element is NaN).
+    ///
+    /// # Errors
+    /// If the tensor is empty or not a float tensor.
+    pub fn max(&self) -> Result<Tensor> {
+        run_red(&MAX, self, whole(false, 0.0)).map(one)
+    }
+
+    /// `torch.min(x)`: the smallest element (NaN if any element is NaN).
+    ///
+    /// # Errors
+    /// If the tensor is empty or not a float tensor.
+    pub fn min(&self) -> Result<Tensor> {
+        run_red(&MIN, self, whole(false, 0.0)).map(one)
+    }
+
+    /// `torch.max(x, dim, keepdim)`: `(values, indices)`, the first index on ties, the first NaN
+    /// if a line has one.
+    ///
+    /// # Errors
+    /// If `dim` is out of range, the dimension is empty, or the dtype is not a float.
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let a = dim_args("max", self, dim, keepdim, 0.0)?;
+        run_red(&MAX, self, a).map(two)
+    }
+
+    /// `torch.min(x, dim, keepdim)`: `(values, indices)` (see [`max_dim`](Self::max_dim)).
+    ///
+    /// # Errors
+    /// If `dim` is out of range, the dimension is empty, or the dtype is not a float.
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let a = dim_args("min", self, dim, keepdim, 0.0)?;
+        run_red(&MIN, self, a).map(two)
+    }
+
+    /// `torch.argmax(x, dim, keepdim)`; `dim = None` indexes the flattened tensor.
+    ///
+    /// # Errors
+    /// If `dim` is out of range, the reduced size is zero, or the dtype is not a float.
+    pub fn argmax(&self, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        let a = match dim {
+            Some(d) => dim_args("argmax", self, d, keepdim, 0.0)?,
+            None => whole(keepdim, 0.0),
+        };
+        run_red(&MAX, self, a).map(|v| two(v).1)
+    }
+
+    /// `torch.argmin(x, dim, keepdim)`; `dim = None` indexes the flattened tensor.
+    ///
+    /// # Errors
+    /// If `dim` is out of range, the reduced size is zero, or the dtype is not a float.
+    pub fn argmin(&self, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        let a = match dim {
+            Some(d) => dim_args("argmin", self, d, keepdim, 0.0)?,
+            None => whole(keepdim, 0.0),
+        };
+        run_red(&MIN, self, a).map(|v| two(v).1)
+    }
+
+    /// `torch.logsumexp(x, dim, keepdim)`: `ln Σ exp(x)`, computed as `m + ln Σ exp(x - m)`.
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn logsumexp(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let a = dim_args("logsumexp", self, dim, keepdim, 0.0)?;
+        float_only("logsumexp", self)?;
+        run_red(&LOGSUMEXP, self, a).map(one)
+    }
+
+    /// `torch.softmax(x, dim)`.
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        let a = dim_args("softmax", self, dim, false, 0.0)?;
+        float_only("softmax", self)?;
+        run_red(&SOFTMAX, self, a).map(one)
+    }
+
+    /// `torch.log_softmax(x, dim)`.
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        let a = dim_args("log_softmax", self, dim, false, 0.0)?;
+        float_only("log_softmax", self)?;
+        run_red(&LOG_SOFTMAX, self, a).map(one)
+    }
+
+    /// `torch.cumsum(x, dim)`: sequential along the dimension (floats only).
+    ///
+    /// # Errors
+    /// If `dim` is out of range or the dtype is not a float.
+    pub fn cumsum(&self, dim: isize) -> Result<Tensor> {
+        let a = dim_args("cumsum", self, dim, false, 0.0)?;
+        float_only("cumsum", self)?;
+        run_red(&CUMSUM, self, a).map(one)
     }
 }
 
