@@ -86,7 +86,8 @@ pub fn cpu_features() -> Vec<&'static str> {
 impl<F: Copy + 'static> Op<F> {
     /// Picks an implementation for a tunable op call with shape key `key`.
     ///
-    /// Only the candidates the policy permits are considered (see [`Op::allowed`]). With
+    /// Only the candidates the policy permits (see [`Op::allowed`]) and `applicable` accepts
+    /// for these shapes are considered. With
     /// benchmark mode off, `heuristic` chooses among them from the shapes alone. With it on, a
     /// cached or loaded choice for `key` is reused if still allowed; otherwise `time` runs each
     /// candidate once on the real inputs, the fastest is kept and cached.
@@ -94,11 +95,20 @@ impl<F: Copy + 'static> Op<F> {
         &'static self,
         key: &str,
         restrict_deterministic: bool,
+        applicable: impl Fn(&'static Impl<F>) -> bool,
         heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
         mut time: impl FnMut(&'static Impl<F>, &Par) -> Result<()>,
     ) -> Result<crate::dispatch::Choice<'static, F>> {
         let par = Par::current();
-        let allowed = self.allowed(restrict_deterministic)?;
+        let mut allowed = self.allowed(restrict_deterministic)?;
+        allowed.retain(|i| applicable(i));
+        if allowed.is_empty() {
+            return Err(Error::InvalidArgument {
+                op: self.name,
+                arg: "input",
+                reason: format!("no allowed implementation applies to shapes {key}"),
+            });
+        }
         if !benchmark() || allowed.len() == 1 {
             return Ok(crate::dispatch::Choice {
                 imp: heuristic(&allowed),
@@ -280,27 +290,39 @@ mod tests {
         let first = |a: &[&'static Impl<F>]| a[0];
         // Off: the heuristic, no timing.
         let c = TUNED
-            .select_tuned("k1", false, first, |_, _| panic!("no timing when off"))
+            .select_tuned(
+                "k1",
+                false,
+                |_| true,
+                first,
+                |_, _| panic!("no timing when off"),
+            )
             .unwrap();
         assert_eq!(c.imp.algo, "slow_nondet");
         // Deterministic mode: only thread-invariant candidates.
         let c = scope(true, false, || {
             TUNED
-                .select_tuned("k1", false, first, |_, _| Ok(()))
+                .select_tuned("k1", false, |_| true, first, |_, _| Ok(()))
                 .unwrap()
         });
         assert_eq!(c.imp.algo, "fast_det");
         // On: the fastest allowed, cached.
         set_benchmark(true);
         let c = TUNED
-            .select_tuned("k2", false, first, |i, _| {
-                sleep_for(i);
-                Ok(())
-            })
+            .select_tuned(
+                "k2",
+                false,
+                |_| true,
+                first,
+                |i, _| {
+                    sleep_for(i);
+                    Ok(())
+                },
+            )
             .unwrap();
         assert_eq!(c.imp.algo, "fast_det");
         let c = TUNED
-            .select_tuned("k2", false, first, |_, _| panic!("cached"))
+            .select_tuned("k2", false, |_| true, first, |_, _| panic!("cached"))
             .unwrap();
         assert_eq!(c.imp.algo, "fast_det");
         // Save, clear, load: the choice comes back without timing.
@@ -311,7 +333,7 @@ mod tests {
         clear();
         assert!(load(&file).unwrap() >= 1);
         let c = TUNED
-            .select_tuned("k2", false, first, |_, _| panic!("loaded"))
+            .select_tuned("k2", false, |_| true, first, |_, _| panic!("loaded"))
             .unwrap();
         assert_eq!(c.imp.algo, "fast_det");
         set_benchmark(false);
