@@ -3,6 +3,7 @@
 //! `Tensor` methods that call them.
 
 pub mod elementwise;
+pub mod matmul;
 pub mod index;
 pub mod pool;
 pub mod random;

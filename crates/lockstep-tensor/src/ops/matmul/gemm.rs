@@ -1,0 +1,537 @@
+//! The blocked GEMM driver: packing, the (KC, MC, NC) loops, the parallel split of output
+//! tiles, and the split-K variants for skinny shapes.
+//!
+//! # Order of operations
+//! Every element `C[i][j]` of the blocked kernel is the chain
+//! `c = fma(A[i][p], B[p][j], c)` for `p = 0, …, k-1` in increasing order, starting from `+0.0`:
+//! the first KC block starts its micro-kernel from zero, each later block reloads the value the
+//! previous block stored and continues the chain. Threads only decide which output tiles they
+//! compute, never how one element is computed, so the bits depend on `(m, n, k)` and the data
+//! only — not on the thread count, not on the tile partition, not even on KC/MC/NC/MR/NR or the
+//! instruction set (scalar `mul_add`, AVX2 and AVX-512 all round each fused step once).
+//!
+//! The deterministic split-K variant cuts K into a number of ranges fixed by the shape
+//! ([`splitk_parts`]) and adds the partial products in range order, so its bits differ from the
+//! blocked kernel's but still depend on the shape only. The completion-order variant adds the
+//! partial products in the order the threads finish.
+
+use super::GemmFloat;
+use super::kernel::{Isa, Kernel};
+use crate::error::{Error, Result};
+use crate::threads::Par;
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// Strides of a matrix operand in elements: `(row stride, column stride)`.
+pub type Strides = (usize, usize);
+
+/// Shapes with `m·n` at most this many outputs may use split-K (see [`is_skinny`]).
+pub const SKINNY_MAX_MN: usize = 128 * 256;
+/// ... and `k` at least this long.
+pub const SKINNY_MIN_K: usize = 2048;
+/// Deterministic split-K: one K range per this many steps of K (rounded up)…
+pub const SPLITK_RANGE_K: usize = 4096;
+/// … and at most this many ranges.
+pub const SPLITK_MAX_PARTS: usize = 16;
+
+/// Whether split-K pays for a shape: few outputs (too few tiles to keep threads busy) and a long
+/// K. Depends on the shape only.
+pub fn is_skinny(m: usize, n: usize, k: usize) -> bool {
+    m.saturating_mul(n) <= SKINNY_MAX_MN && k >= SKINNY_MIN_K && k >= 4 * m.max(n)
+}
+
+/// The number of K ranges of the deterministic split-K for `k` (a function of `k` only).
+pub fn splitk_parts(k: usize) -> usize {
+    k.div_ceil(SPLITK_RANGE_K).clamp(1, SPLITK_MAX_PARTS)
+}
+
+/// A raw output pointer shared by the tasks that write disjoint tiles of C.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the `Sync` wrapper, not the raw field).
+    #[inline(always)]
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: the pointer is only used to write disjoint tiles of C from different tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// A 64-byte aligned scratch buffer (panels start on cache-line boundaries).
+struct Aligned<T> {
+    buf: Vec<T>,
+    off: usize,
+    len: usize,
+}
+
+impl<T: GemmFloat> Aligned<T> {
+    fn new(len: usize) -> Self {
+        let extra = 64 / core::mem::size_of::<T>();
+        let buf = vec![T::ZERO; len + extra];
+        let addr = buf.as_ptr() as usize;
+        let off = (addr.next_multiple_of(64) - addr) / core::mem::size_of::<T>();
+        Self { buf, off, len }
+    }
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+    fn as_ptr(&self) -> *const T {
+        self.buf[self.off..].as_ptr()
+    }
+}
+
+fn bad(arg: &'static str, reason: String) -> Error {
+    Error::InvalidArgument {
+        op: "gemm",
+        arg,
+        reason,
+    }
+}
+
+/// Checks that a `rows × cols` operand with strides `s` lies inside `len` elements.
+fn check_operand(
+    arg: &'static str,
+    rows: usize,
+    cols: usize,
+    s: Strides,
+    len: usize,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let last = (rows - 1)
+        .checked_mul(s.0)
+        .and_then(|r| (cols - 1).checked_mul(s.1).and_then(|c| r.checked_add(c)));
+    match last {
+        Some(l) if l < len => Ok(()),
+        _ => Err(bad(
+            arg,
+            format!("a {rows}×{cols} matrix with strides {s:?} does not fit in {len} elements"),
+        )),
+    }
+}
+
+/// Checks that no two elements of the output share a memory location.
+fn check_no_overlap(m: usize, n: usize, s: Strides) -> Result<()> {
+    let mut dims = vec![(s.0, m), (s.1, n)];
+    dims.retain(|&(_, d)| d > 1);
+    dims.sort_unstable();
+    let ok = match dims[..] {
+        [] => true,
+        [(st, _)] => st >= 1,
+        [(s0, d0), (s1, _)] => s0 >= 1 && s0.checked_mul(d0).is_some_and(|x| s1 >= x),
+        _ => unreachable!(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(
+            "c_strides",
+            format!("strides {s:?} make elements of the {m}×{n} output overlap"),
+        ))
+    }
+}
+
+/// `C = A·B` for an `m×k` A and a `k×n` B (each with its own strides, so transposed operands
+/// need no copy), overwriting the `m×n` C (beta = 0: C's previous values are never read, NaNs
+/// included). Uses the fastest micro-kernel the CPU has, and `par`'s threads over output tiles.
+///
+/// Bits depend on `(m, n, k)` and the values only (see the module docs); `k == 0` gives zeros.
+///
+/// # Errors
+/// If an operand does not fit in its slice, or C's strides make outputs overlap.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm<T: GemmFloat>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    a_strides: Strides,
+    b: &[T],
+    b_strides: Strides,
+    c: &mut [T],
+    c_strides: Strides,
+    par: &Par,
+) -> Result<()> {
+    gemm_with(
+        Isa::best(),
+        m,
+        n,
+        k,
+        a,
+        a_strides,
+        b,
+        b_strides,
+        c,
+        c_strides,
+        par,
+    )
+}
+
+/// [`gemm`] with a chosen instruction set (tests and benches compare them).
+///
+/// # Errors
+/// As [`gemm`], and if the CPU does not support `isa`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_with<T: GemmFloat>(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    a_strides: Strides,
+    b: &[T],
+    b_strides: Strides,
+    c: &mut [T],
+    c_strides: Strides,
+    par: &Par,
+) -> Result<()> {
+    if !isa.available() {
+        return Err(bad("isa", format!("this CPU does not support {isa:?}")));
+    }
+    check_operand("a", m, k, a_strides, a.len())?;
+    check_operand("b", k, n, b_strides, b.len())?;
+    check_operand("c", m, n, c_strides, c.len())?;
+    check_no_overlap(m, n, c_strides)?;
+    let p = Problem {
+        m,
+        n,
+        k,
+        a,
+        sa: a_strides,
+        b,
+        sb: b_strides,
+    };
+    blocked(
+        &T::kernel(isa),
+        &p,
+        SendPtr(c.as_mut_ptr()),
+        c_strides,
+        Some(par),
+    );
+    Ok(())
+}
+
+/// The inputs of one product.
+#[derive(Clone, Copy)]
+pub(crate) struct Problem<'a, T> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: &'a [T],
+    pub sa: Strides,
+    pub b: &'a [T],
+    pub sb: Strides,
+}
+
+impl<'a, T: GemmFloat> Problem<'a, T> {
+    /// The same product restricted to K range `k0..k1` (`k0 < k1 <= k`, `m, n > 0`).
+    fn k_range(&self, k0: usize, k1: usize) -> Self {
+        Self {
+            k: k1 - k0,
+            a: &self.a[k0 * self.sa.1..],
+            b: &self.b[k0 * self.sb.0..],
+            ..*self
+        }
+    }
+}
+
+/// Packs the A block of rows `0..m`, columns `p0..p0+kc` into `dst` (`m_pad × kc`, panel by
+/// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`.
+fn pack_a_panel<T: GemmFloat>(
+    p: &Problem<T>,
+    mr: usize,
+    i0: usize,
+    p0: usize,
+    kc: usize,
+    dst: &mut [T],
+) {
+    let (rs, cs) = p.sa;
+    let rows = mr.min(p.m - i0);
+    if rows < mr {
+        dst.fill(T::ZERO);
+    }
+    for i in 0..rows {
+        let base = (i0 + i) * rs + p0 * cs;
+        if cs == 1 {
+            for (q, &v) in p.a[base..base + kc].iter().enumerate() {
+                dst[q * mr + i] = v;
+            }
+        } else {
+            for q in 0..kc {
+                dst[q * mr + i] = p.a[base + q * cs];
+            }
+        }
+    }
+}
+
+/// Packs the B panel of columns `j0..j0+nr`, rows `p0..p0+kc` (`dst[p * nr + j]`), zero-padding
+/// columns past `n`.
+fn pack_b_panel<T: GemmFloat>(
+    p: &Problem<T>,
+    nr: usize,
+    j0: usize,
+    p0: usize,
+    kc: usize,
+    dst: &mut [T],
+) {
+    let (rs, cs) = p.sb;
+    let cols = nr.min(p.n - j0);
+    if cols < nr {
+        dst.fill(T::ZERO);
+    }
+    for q in 0..kc {
+        let base = (p0 + q) * rs + j0 * cs;
+        let d = &mut dst[q * nr..q * nr + cols];
+        if cs == 1 {
+            d.copy_from_slice(&p.b[base..base + cols]);
+        } else {
+            for (j, v) in d.iter_mut().enumerate() {
+                *v = p.b[base + j * cs];
+            }
+        }
+    }
+}
+
+/// Packs a whole operand: for each KC block in order, its panels (`panels` of `width` rows of
+/// A or columns of B). Block `pc` starts at `pc * KC * width * panels`.
+fn pack_all<T: GemmFloat>(
+    len_k: usize,
+    kcb: usize,
+    panels: usize,
+    width: usize,
+    par: Option<&Par>,
+    pack: impl Fn(usize, usize, usize, &mut [T]) + Sync,
+) -> Aligned<T> {
+    let mut buf = Aligned::<T>::new(len_k * panels * width);
+    let mut jobs: Vec<(usize, usize, usize, &mut [T])> = Vec::new();
+    let mut rest = buf.as_mut_slice();
+    let mut p0 = 0;
+    while p0 < len_k {
+        let kc = kcb.min(len_k - p0);
+        for ip in 0..panels {
+            let (d, r) = rest.split_at_mut(kc * width);
+            rest = r;
+            jobs.push((ip, p0, kc, d));
+        }
+        p0 += kc;
+    }
+    match par {
+        Some(par) if par.threads() > 1 && jobs.len() > 1 => par.install(|| {
+            jobs.into_par_iter()
+                .for_each(|(ip, p0, kc, d)| pack(ip * width, p0, kc, d))
+        }),
+        _ => jobs
+            .into_iter()
+            .for_each(|(ip, p0, kc, d)| pack(ip * width, p0, kc, d)),
+    }
+    buf
+}
+
+/// Runs one micro-tile: straight into C when it is full and C's rows are dense, else through a
+/// scratch tile.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn micro_tile<T: GemmFloat>(
+    kern: &Kernel<T>,
+    kc: usize,
+    ap: *const T,
+    bp: *const T,
+    c: *mut T,
+    (rsc, csc): Strides,
+    rows: usize,
+    cols: usize,
+    load: bool,
+) {
+    // SAFETY: the caller passes panels of `kc` steps and a tile inside C.
+    unsafe {
+        if rows == kern.mr && cols == kern.nr && csc == 1 {
+            (kern.f)(kc, ap, bp, c, rsc, load);
+            return;
+        }
+        let mut tmp = [T::ZERO; 12 * 32];
+        debug_assert!(kern.mr * kern.nr <= tmp.len());
+        if load {
+            for i in 0..rows {
+                for j in 0..cols {
+                    tmp[i * kern.nr + j] = *c.add(i * rsc + j * csc);
+                }
+            }
+        }
+        (kern.f)(kc, ap, bp, tmp.as_mut_ptr(), kern.nr, load);
+        for i in 0..rows {
+            for j in 0..cols {
+                *c.add(i * rsc + j * csc) = tmp[i * kern.nr + j];
+            }
+        }
+    }
+}
+
+/// The blocked product into C (`m, n` may be 0). Packs A and B once, then computes output tiles
+/// of `MC × nc_task` in parallel, each running the KC blocks in order.
+pub(crate) fn blocked<T: GemmFloat>(
+    kern: &Kernel<T>,
+    p: &Problem<T>,
+    c: SendPtr<T>,
+    sc: Strides,
+    par: Option<&Par>,
+) {
+    let (m, n, k) = (p.m, p.n, p.k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                // SAFETY: (i, j) is inside the checked output.
+                unsafe { *c.0.add(i * sc.0 + j * sc.1) = T::ZERO };
+            }
+        }
+        return;
+    }
+    let (mr, nr) = (kern.mr, kern.nr);
+    let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
+    let pa = pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
+        pack_a_panel(p, mr, i0, p0, kc, d)
+    });
+    let pb = pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
+        pack_b_panel(p, nr, j0, p0, kc, d)
+    });
+    let threads = par.map_or(1, Par::threads);
+    // Output tiles: MC rows × `nc` columns. Shrinking `nc` when there are few tiles only changes
+    // which thread computes which outputs, never the bits (see the module docs).
+    let mc_panels = T::MC / mr;
+    let mut nc_panels = T::NC / nr;
+    let tiles_m = mp.div_ceil(mc_panels);
+    while threads > 1 && nc_panels > 1 && tiles_m * np.div_ceil(nc_panels) < 4 * threads {
+        nc_panels = nc_panels.div_ceil(2);
+    }
+    let tiles_n = np.div_ceil(nc_panels);
+    let (pa_ptr, pb_ptr) = (
+        SendPtr(pa.as_ptr() as *mut T),
+        SendPtr(pb.as_ptr() as *mut T),
+    );
+    let tile = |t: usize| {
+        let (tm, tn) = (t % tiles_m, t / tiles_m);
+        let (ip0, ip1) = (tm * mc_panels, ((tm + 1) * mc_panels).min(mp));
+        let (jp0, jp1) = (tn * nc_panels, ((tn + 1) * nc_panels).min(np));
+        let mut p0 = 0;
+        while p0 < k {
+            let kc = T::KC.min(k - p0);
+            // SAFETY: block `p0` of the packed buffers holds `mp` (`np`) panels of `kc` steps;
+            // the tile rows/cols are clipped to the output.
+            unsafe {
+                let ablk = pa_ptr.get().add(p0 * mp * mr) as *const T;
+                let bblk = pb_ptr.get().add(p0 * np * nr) as *const T;
+                for jp in jp0..jp1 {
+                    let bp = bblk.add(jp * nr * kc);
+                    let j = jp * nr;
+                    for ip in ip0..ip1 {
+                        let i = ip * mr;
+                        micro_tile(
+                            kern,
+                            kc,
+                            ablk.add(ip * mr * kc),
+                            bp,
+                            c.get().add(i * sc.0 + j * sc.1),
+                            sc,
+                            mr.min(m - i),
+                            nr.min(n - j),
+                            p0 > 0,
+                        );
+                    }
+                }
+            }
+            p0 += kc;
+        }
+    };
+    let tiles = tiles_m * tiles_n;
+    match par {
+        Some(par) if threads > 1 && tiles > 1 => {
+            par.install(|| (0..tiles).into_par_iter().with_max_len(1).for_each(tile))
+        }
+        _ => (0..tiles).for_each(tile),
+    }
+}
+
+/// Split-K: the product over K range `r` of `parts` equal ranges, into a fresh dense `m×n`
+/// buffer, computed on the calling thread.
+fn partial<T: GemmFloat>(kern: &Kernel<T>, p: &Problem<T>, parts: usize, r: usize) -> Vec<T> {
+    let per = p.k.div_ceil(parts);
+    let (k0, k1) = ((r * per).min(p.k), ((r + 1) * per).min(p.k));
+    let mut out = vec![T::ZERO; p.m * p.n];
+    if k1 > k0 {
+        let sub = p.k_range(k0, k1);
+        blocked(kern, &sub, SendPtr(out.as_mut_ptr()), (p.n, 1), None);
+    }
+    out
+}
+
+fn write_out<T: GemmFloat>(src: &[T], m: usize, n: usize, c: SendPtr<T>, sc: Strides) {
+    for i in 0..m {
+        for j in 0..n {
+            // SAFETY: (i, j) is inside the checked output.
+            unsafe { *c.0.add(i * sc.0 + j * sc.1) = src[i * n + j] };
+        }
+    }
+}
+
+/// Deterministic split-K: [`splitk_parts`]`(k)` ranges computed in parallel, their products
+/// added in range order (`((P0 + P1) + P2) + …`).
+pub(crate) fn splitk_fixed<T: GemmFloat>(
+    kern: &Kernel<T>,
+    p: &Problem<T>,
+    c: SendPtr<T>,
+    sc: Strides,
+    par: &Par,
+) {
+    let parts = splitk_parts(p.k);
+    if p.m == 0 || p.n == 0 || parts == 1 {
+        return blocked(kern, p, c, sc, Some(par));
+    }
+    let partials: Vec<Vec<T>> = par.install(|| {
+        (0..parts)
+            .into_par_iter()
+            .map(|r| partial(kern, p, parts, r))
+            .collect()
+    });
+    let mut acc = partials[0].clone();
+    for q in &partials[1..] {
+        for (a, &b) in acc.iter_mut().zip(q) {
+            *a = *a + b;
+        }
+    }
+    write_out(&acc, p.m, p.n, c, sc);
+}
+
+/// Nondeterministic split-K: one K range per thread, partial products added to the result in
+/// the order the threads finish.
+pub(crate) fn splitk_completion<T: GemmFloat>(
+    kern: &Kernel<T>,
+    p: &Problem<T>,
+    c: SendPtr<T>,
+    sc: Strides,
+    par: &Par,
+) {
+    let parts = par.threads().min(p.k.div_ceil(T::KC));
+    if p.m == 0 || p.n == 0 || parts <= 1 {
+        return blocked(kern, p, c, sc, Some(par));
+    }
+    let total: Mutex<Option<Vec<T>>> = Mutex::new(None);
+    par.install(|| {
+        (0..parts).into_par_iter().with_max_len(1).for_each(|r| {
+            let part = partial(kern, p, parts, r);
+            let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+            match t.as_mut() {
+                None => *t = Some(part),
+                Some(acc) => acc.iter_mut().zip(&part).for_each(|(a, &b)| *a = *a + b),
+            }
+        })
+    });
+    let acc = total.into_inner().unwrap_or_else(|e| e.into_inner());
+    write_out(&acc.expect("parts > 1"), p.m, p.n, c, sc);
+}

@@ -1,0 +1,293 @@
+//! GEMM micro-kernels: one `MR × NR` tile of C updated by `kc` rank-1 steps from packed panels.
+//!
+//! Every kernel computes, for each element of its tile, the *same* chain of fused multiply-adds
+//! `c = fma(a[i][p], b[p][j], c)` for `p = 0, 1, …, kc-1` in increasing order, starting from
+//! `+0.0` (`load == false`) or from the value already in C (`load == true`). A fused
+//! multiply-add rounds once, whatever the vector width, so the portable kernel (scalar
+//! `mul_add`), the AVX2+FMA kernel and the AVX-512 kernel give the same bits, and so do kernels
+//! of different `MR × NR`: the tile shape decides which elements are computed together, never
+//! the order of the operations on one element.
+//!
+//! Packed layouts (written by `pack.rs`): an A panel holds `kc` columns of `MR` rows,
+//! `a[p * MR + i]`; a B panel holds `kc` rows of `NR` columns, `b[p * NR + j]`.
+
+use super::GemmFloat;
+
+/// A micro-kernel entry point: `(kc, a_panel, b_panel, c, rsc, load)`, with `c` the top-left
+/// element of a full `MR × NR` tile whose rows are `rsc` elements apart and whose columns are
+/// adjacent.
+///
+/// # Safety
+/// `a` must hold `kc * MR` readable elements, `b` `kc * NR`, and the tile at `c` must be
+/// writable; the CPU must support the kernel's target features.
+pub type KernelFn<T> = unsafe fn(usize, *const T, *const T, *mut T, usize, bool);
+
+/// Which instruction set a kernel uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Scalar `mul_add` (a true fused multiply-add on every platform): runs anywhere.
+    Portable,
+    /// 256-bit AVX2 + FMA.
+    Avx2,
+    /// 512-bit AVX-512F.
+    Avx512,
+}
+
+impl Isa {
+    /// Whether the running CPU can execute kernels of this instruction set.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The fastest instruction set the running CPU supports.
+    pub fn best() -> Isa {
+        if Isa::Avx512.available() {
+            Isa::Avx512
+        } else if Isa::Avx2.available() {
+            Isa::Avx2
+        } else {
+            Isa::Portable
+        }
+    }
+}
+
+/// A micro-kernel and its tile shape.
+#[derive(Clone, Copy)]
+pub struct Kernel<T: 'static> {
+    /// Kernel name (for benches and reports).
+    pub name: &'static str,
+    /// Instruction set.
+    pub isa: Isa,
+    /// Rows of C per tile (elements of A broadcast per step).
+    pub mr: usize,
+    /// Columns of C per tile (a multiple of the vector width).
+    pub nr: usize,
+    /// The entry point.
+    pub f: KernelFn<T>,
+}
+
+/// The portable kernel: scalar fused multiply-adds in the order every kernel uses.
+///
+/// # Safety
+/// See [`KernelFn`].
+pub unsafe fn portable<T: GemmFloat, const MR: usize, const NR: usize>(
+    kc: usize,
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+    rsc: usize,
+    load: bool,
+) {
+    let mut acc = [[T::ZERO; NR]; MR];
+    // SAFETY (whole body): the caller guarantees the panels and the tile are in bounds.
+    unsafe {
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = *c.add(i * rsc + j);
+                }
+            }
+        }
+        for p in 0..kc {
+            let ap = a.add(p * MR);
+            let bp = b.add(p * NR);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = *ap.add(i);
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = ai.mul_add(*bp.add(j), *v);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                *c.add(i * rsc + j) = *v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    //! AVX2+FMA and AVX-512 kernels. Each keeps the whole C tile in registers
+    //! (`MR × NR / lanes` accumulators), broadcasts one element of A per row and step, and loads
+    //! `NR / lanes` vectors of B per step.
+    use core::arch::x86_64::*;
+
+    macro_rules! simd_kernel {
+        ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:expr, $mr:expr, $nv:expr,
+         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
+            /// A SIMD micro-kernel (see the module docs).
+            ///
+            /// # Safety
+            /// See [`KernelFn`](super::KernelFn); the CPU must support the target features.
+            #[target_feature(enable = $feat)]
+            pub unsafe fn $name(
+                kc: usize,
+                mut a: *const $t,
+                mut b: *const $t,
+                c: *mut $t,
+                rsc: usize,
+                load: bool,
+            ) {
+                const MR: usize = $mr;
+                const NV: usize = $nv;
+                const NR: usize = $nv * $lanes;
+                // SAFETY (whole body): the caller guarantees bounds and CPU features.
+                unsafe {
+                    let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
+                    if load {
+                        for i in 0..MR {
+                            for v in 0..NV {
+                                acc[i][v] = $load(c.add(i * rsc + v * $lanes));
+                            }
+                        }
+                    }
+                    for _ in 0..kc {
+                        let mut bv: [$v; NV] = [$zero(); NV];
+                        for v in 0..NV {
+                            bv[v] = $load(b.add(v * $lanes));
+                        }
+                        for i in 0..MR {
+                            let ai = $bcast(*a.add(i));
+                            for v in 0..NV {
+                                acc[i][v] = $fma(ai, bv[v], acc[i][v]);
+                            }
+                        }
+                        a = a.add(MR);
+                        b = b.add(NR);
+                    }
+                    for i in 0..MR {
+                        for v in 0..NV {
+                            $store(c.add(i * rsc + v * $lanes), acc[i][v]);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    simd_kernel!(
+        avx2_f32_6x16,
+        "avx2,fma",
+        f32,
+        __m256,
+        8,
+        6,
+        2,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
+    simd_kernel!(
+        avx2_f64_6x8,
+        "avx2,fma",
+        f64,
+        __m256d,
+        4,
+        6,
+        2,
+        _mm256_setzero_pd,
+        _mm256_loadu_pd,
+        _mm256_storeu_pd,
+        _mm256_set1_pd,
+        _mm256_fmadd_pd
+    );
+    simd_kernel!(
+        avx512_f32_12x32,
+        "avx512f",
+        f32,
+        __m512,
+        16,
+        12,
+        2,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    simd_kernel!(
+        avx512_f64_12x16,
+        "avx512f",
+        f64,
+        __m512d,
+        8,
+        12,
+        2,
+        _mm512_setzero_pd,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_set1_pd,
+        _mm512_fmadd_pd
+    );
+}
+
+/// The kernels for `f32`: portable 6×16, AVX2 6×16, AVX-512 12×32.
+pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Kernel {
+            name: "avx2_f32_6x16",
+            isa,
+            mr: 6,
+            nr: 16,
+            f: x86::avx2_f32_6x16,
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Kernel {
+            name: "avx512_f32_12x32",
+            isa,
+            mr: 12,
+            nr: 32,
+            f: x86::avx512_f32_12x32,
+        },
+        _ => Kernel {
+            name: "portable_f32_6x16",
+            isa: Isa::Portable,
+            mr: 6,
+            nr: 16,
+            f: portable::<f32, 6, 16>,
+        },
+    }
+}
+
+/// The kernels for `f64`: portable 6×8, AVX2 6×8, AVX-512 12×16.
+pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Kernel {
+            name: "avx2_f64_6x8",
+            isa,
+            mr: 6,
+            nr: 8,
+            f: x86::avx2_f64_6x8,
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Kernel {
+            name: "avx512_f64_12x16",
+            isa,
+            mr: 12,
+            nr: 16,
+            f: x86::avx512_f64_12x16,
+        },
+        _ => Kernel {
+            name: "portable_f64_6x8",
+            isa: Isa::Portable,
+            mr: 6,
+            nr: 8,
+            f: portable::<f64, 6, 8>,
+        },
+    }
+}

@@ -1,0 +1,367 @@
+//! Matrix products: `matmul` (PyTorch's rules for 1-D, 2-D and batched operands) and `linear`,
+//! on lockstep's own blocked GEMM.
+//!
+//! * [`gemm`] — the slice-level kernel: packed panels, a micro-kernel chosen at run time
+//!   (AVX-512, AVX2+FMA, or portable scalar `mul_add`, all giving the same bits), output tiles
+//!   split over threads, K never split. The bits of every output depend on the shape and the
+//!   values only (see [`gemm`](mod@gemm)'s module docs).
+//! * [`MATMUL`] — the dispatch point, with three implementations: `matmul.splitk_completion`
+//!   (nondeterministic split-K for skinny shapes, the blocked kernel otherwise),
+//!   `matmul.blocked` (thread-invariant, used in deterministic mode) and `matmul.splitk_fixed`
+//!   (thread-invariant split-K with partial products added in a fixed order; bits depend on
+//!   the shape only, but differ from `matmul.blocked`'s).
+//!
+//! # Blocking constants
+//! `KC × MC × NC` are per-dtype constants ([`GemmFloat::KC`] …), never derived from the thread
+//! count or from detected cache sizes (they could not change the bits anyway, but constants keep
+//! the work per tile reproducible). They were chosen for the development machine (x86-64 with
+//! AVX-512, 48 KiB L1d and 2 MiB L2 per core): a `KC × NR` B panel plus an `MR × KC` A panel
+//! fit in L1 (f32: 256 × 32 × 4 B = 32 KiB + 12 KiB), the `MC × KC` A block stays in L2
+//! across the columns of a tile, and `KC × NC` of B (f32: 256 × 1536 × 4 B = 1.5 MiB) is
+//! reused from L2/L3 by every row block.
+
+pub mod gemm;
+pub mod kernel;
+
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::threads::Par;
+use crate::{Tensor, invalid};
+use gemm::{Problem, SendPtr as OutPtr};
+pub use gemm::{Strides, gemm, gemm_with, is_skinny, splitk_parts};
+pub use kernel::{Isa, Kernel};
+use rayon::prelude::*;
+
+/// A float type the GEMM supports (`f32`, `f64`), with its blocking constants.
+pub trait GemmFloat:
+    Element + core::ops::Add<Output = Self> + core::ops::Mul<Output = Self>
+{
+    /// Steps of K per block (the micro-kernel's loop length).
+    const KC: usize;
+    /// Rows of C per output tile (a multiple of every kernel's `MR`).
+    const MC: usize;
+    /// Columns of C per output tile (a multiple of every kernel's `NR`).
+    const NC: usize;
+    /// `self * a + b` with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The micro-kernel for an instruction set (the portable one if `isa` is not compiled in).
+    fn kernel(isa: Isa) -> Kernel<Self>;
+}
+
+impl GemmFloat for f32 {
+    const KC: usize = 256;
+    const MC: usize = 96;
+    const NC: usize = 1536;
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
+    }
+    fn kernel(isa: Isa) -> Kernel<Self> {
+        kernel::kernel_f32(isa)
+    }
+}
+
+impl GemmFloat for f64 {
+    const KC: usize = 256;
+    const MC: usize = 96;
+    const NC: usize = 768;
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
+    }
+    fn kernel(isa: Isa) -> Kernel<Self> {
+        kernel::kernel_f64(isa)
+    }
+}
+
+/// Which algorithm a matmul implementation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Algo {
+    Blocked,
+    SplitKFixed,
+    SplitKCompletion,
+}
+
+/// The entry point of a `matmul` implementation: `(a, b, par)` with PyTorch's `matmul` rules.
+pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
+
+/// `torch.matmul`: nondeterministic split-K for skinny shapes first (used only when
+/// deterministic mode is off), then the thread-invariant blocked kernel, then the
+/// thread-invariant fixed-order split-K (reachable through [`Op::by_algo`] and tuning).
+pub static MATMUL: Op<MatmulFn> = Op {
+    name: "matmul",
+    impls: &[
+        Impl {
+            algo: "matmul.splitk_completion",
+            guarantee: Guarantee::NotGuaranteed,
+            f: |a, b, par| matmul_impl(a, b, par, Algo::SplitKCompletion),
+        },
+        Impl {
+            algo: "matmul.blocked",
+            guarantee: Guarantee::ThreadInvariant,
+            f: |a, b, par| matmul_impl(a, b, par, Algo::Blocked),
+        },
+        Impl {
+            algo: "matmul.splitk_fixed",
+            guarantee: Guarantee::ThreadInvariant,
+            f: |a, b, par| matmul_impl(a, b, par, Algo::SplitKFixed),
+        },
+    ],
+};
+
+/// One operand seen as a batch of matrices: shape `[batch…, rows, cols]`, strides, offset.
+struct Operand<'t> {
+    t: &'t Tensor,
+    batch: Vec<usize>,
+    batch_strides: Vec<usize>,
+    rows: usize,
+    cols: usize,
+    strides: Strides,
+}
+
+fn operand(t: &Tensor) -> Operand<'_> {
+    let s = t.shape();
+    let st = t.layout().strides();
+    let n = s.len();
+    Operand {
+        t,
+        batch: s[..n - 2].to_vec(),
+        batch_strides: st[..n - 2].to_vec(),
+        rows: s[n - 2],
+        cols: s[n - 1],
+        strides: (st[n - 2], st[n - 1]),
+    }
+}
+
+/// Storage offsets of every matrix of `op` over the broadcast batch shape `batch`.
+fn batch_offsets(op: &Operand, batch: &[usize]) -> Vec<usize> {
+    let total: usize = batch.iter().product();
+    let lead = batch.len() - op.batch.len();
+    let mut out = Vec::with_capacity(total);
+    let mut idx = vec![0usize; batch.len()];
+    for _ in 0..total {
+        let mut off = op.t.layout().offset();
+        for (d, &i) in idx.iter().enumerate().skip(lead) {
+            if op.batch[d - lead] != 1 {
+                off += i * op.batch_strides[d - lead];
+            }
+        }
+        out.push(off);
+        for d in (0..batch.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < batch[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// Products smaller than this (m·n·k) run one matrix per thread in batched matmul.
+const SMALL_BATCH_ITEM: usize = 64 * 64 * 64;
+
+fn run<T: GemmFloat>(
+    a: &Operand,
+    b: &Operand,
+    batch: &[usize],
+    par: &Par,
+    algo: Algo,
+) -> Result<Vec<T>> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let sa = T::slice(a.t.storage()).expect("dtype checked");
+    let sb = T::slice(b.t.storage()).expect("dtype checked");
+    let offs_a = batch_offsets(a, batch);
+    let offs_b = batch_offsets(b, batch);
+    let mn = m * n;
+    let mut out = vec![T::ZERO; offs_a.len() * mn];
+    if mn == 0 {
+        return Ok(out);
+    }
+    let kern = T::kernel(Isa::best());
+    let one = |oa: usize, ob: usize, c: &mut [T], par: Option<&Par>| {
+        let p = Problem {
+            m,
+            n,
+            k,
+            a: &sa[oa..],
+            sa: a.strides,
+            b: &sb[ob..],
+            sb: b.strides,
+        };
+        let ptr = OutPtr(c.as_mut_ptr());
+        match (algo, par) {
+            (Algo::SplitKFixed, Some(par)) if is_skinny(m, n, k) => {
+                gemm::splitk_fixed(&kern, &p, ptr, (n, 1), par)
+            }
+            (Algo::SplitKCompletion, Some(par)) if is_skinny(m, n, k) => {
+                gemm::splitk_completion(&kern, &p, ptr, (n, 1), par)
+            }
+            _ => gemm::blocked(&kern, &p, ptr, (n, 1), par),
+        }
+    };
+    let items = offs_a.len();
+    if items > 1 && par.threads() > 1 && m * n * k <= SMALL_BATCH_ITEM {
+        // Many small products: one per task (the bits do not depend on who computes what).
+        par.install(|| {
+            out.par_chunks_mut(mn)
+                .zip(offs_a.par_iter().zip(&offs_b))
+                .for_each(|(c, (&oa, &ob))| one(oa, ob, c, None))
+        });
+    } else {
+        for ((c, &oa), &ob) in out.chunks_mut(mn).zip(&offs_a).zip(&offs_b) {
+            one(oa, ob, c, Some(par));
+        }
+    }
+    Ok(out)
+}
+
+fn check_float(t: &Tensor) -> Result<()> {
+    if t.dtype().is_float() {
+        Ok(())
+    } else {
+        Err(Error::DType {
+            op: "matmul",
+            expected: DType::F32,
+            got: t.dtype(),
+        })
+    }
+}
+
+fn matmul_impl(a: &Tensor, b: &Tensor, par: &Par, algo: Algo) -> Result<Tensor> {
+    check_float(a)?;
+    check_float(b)?;
+    if a.dtype() != b.dtype() {
+        return Err(Error::DType {
+            op: "matmul",
+            expected: a.dtype(),
+            got: b.dtype(),
+        });
+    }
+    let mismatch = || Error::ShapeMismatch {
+        op: "matmul",
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+    };
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(invalid(
+            "matmul",
+            "input",
+            "both arguments to matmul need to be at least 1D",
+        ));
+    }
+    // 1-D operands: a vector on the left is a row (dimension removed afterwards), on the right
+    // a column.
+    let a2 = if a.ndim() == 1 {
+        a.unsqueeze(0)?
+    } else {
+        a.clone()
+    };
+    let b2 = if b.ndim() == 1 {
+        b.unsqueeze(1)?
+    } else {
+        b.clone()
+    };
+    // A batched left operand times a matrix: fold the batch into the rows (one big product).
+    let a2 = if a2.ndim() > 2 && b2.ndim() == 2 {
+        let k = a2.shape()[a2.ndim() - 1];
+        let rows: usize = a2.shape()[..a2.ndim() - 1].iter().product();
+        a2.reshape(&[rows as isize, k as isize])?
+    } else {
+        a2
+    };
+    let (oa, ob) = (operand(&a2), operand(&b2));
+    if oa.cols != ob.rows {
+        return Err(mismatch());
+    }
+    let batch = crate::ops::elementwise::broadcast_shapes("matmul", &oa.batch, &ob.batch)
+        .map_err(|_| mismatch())?;
+    // Output shape: batch, then m (unless `a` was 1-D), then n (unless `b` was 1-D); a batched
+    // left operand folded into rows keeps its own leading dims.
+    let mut shape: Vec<usize> = if a.ndim() > 2 && b.ndim() <= 2 {
+        a.shape()[..a.ndim() - 1].to_vec()
+    } else {
+        let mut s = batch.clone();
+        if a.ndim() > 1 {
+            s.push(oa.rows);
+        }
+        s
+    };
+    if b.ndim() > 1 {
+        shape.push(ob.cols);
+    }
+    match a.dtype() {
+        DType::F32 => Tensor::from_vec(run::<f32>(&oa, &ob, &batch, par, algo)?, &shape),
+        _ => Tensor::from_vec(run::<f64>(&oa, &ob, &batch, par, algo)?, &shape),
+    }
+}
+
+impl Tensor {
+    /// `torch.matmul(self, other)`, through dispatch (`matmul`): dot product for two vectors,
+    /// matrix-vector, vector-matrix and matrix products, and batched products with the batch
+    /// dimensions broadcast. Strided (transposed, sliced) operands are read in place by the
+    /// packing step, without a copy. Both operands must be `f32` or both `f64`.
+    ///
+    /// In deterministic mode the result's bits depend on the shapes and values only.
+    ///
+    /// # Errors
+    /// A 0-dimensional operand, mismatched inner dimensions or batch dimensions that do not
+    /// broadcast, non-float or mismatched dtypes.
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let c = MATMUL.select()?;
+        (c.imp.f)(self, other, &c.par)
+    }
+
+    /// `torch.nn.functional.linear(x, weight, bias)`: `x · weightᵀ + bias`, with `x` of shape
+    /// `[…, in]`, `weight` `[out, in]` (read transposed in place) and `bias` `[out]`. The bias
+    /// is added after the product (one rounding per element).
+    ///
+    /// # Errors
+    /// Shape or dtype mismatches, as [`matmul`](Self::matmul), and a bias that is not `[out]`.
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        if weight.ndim() != 2 {
+            return Err(invalid(
+                "linear",
+                "weight",
+                format!(
+                    "weight must be 2-D [out, in], got shape {:?}",
+                    weight.shape()
+                ),
+            ));
+        }
+        let out = self.matmul(&weight.transpose(0, 1)?)?;
+        let Some(bias) = bias else { return Ok(out) };
+        let of = weight.shape()[0];
+        if bias.shape() != [of] {
+            return Err(Error::ShapeMismatch {
+                op: "linear",
+                lhs: bias.shape().to_vec(),
+                rhs: vec![of],
+            });
+        }
+        if bias.dtype() != out.dtype() {
+            return Err(Error::DType {
+                op: "linear",
+                expected: out.dtype(),
+                got: bias.dtype(),
+            });
+        }
+        fn add_bias<T: GemmFloat>(out: &Tensor, bias: &Tensor) -> Result<Tensor> {
+            let mut v = out.to_vec::<T>()?;
+            let b = bias.to_vec::<T>()?;
+            if !b.is_empty() {
+                for row in v.chunks_mut(b.len()) {
+                    for (x, &y) in row.iter_mut().zip(&b) {
+                        *x = *x + y;
+                    }
+                }
+            }
+            Tensor::from_vec(v, out.shape())
+        }
+        match out.dtype() {
+            DType::F32 => add_bias::<f32>(&out, bias),
+            _ => add_bias::<f64>(&out, bias),
+        }
+    }
+}
