@@ -32,30 +32,121 @@ fn bits(t: &Tensor) -> Vec<u64> {
     t.to_f64_vec().into_iter().map(f64::to_bits).collect()
 }
 
+fn indices(n: usize, high: i64, seed: u64) -> Tensor {
+    Tensor::randint(
+        0,
+        high,
+        &[n],
+        DType::I64,
+        Some(&mut Generator::with_seed(seed)),
+    )
+    .expect("valid range")
+}
+
+/// Adds a case named `name` computing `f` from the captured inputs.
+fn case(v: &mut Vec<Case>, name: &str, f: impl Fn() -> Result<Tensor> + Send + Sync + 'static) {
+    v.push((name.to_string(), Box::new(f)));
+}
+
 /// The built-in cases: every deterministic kernel of this crate, on shapes that exercise the
 /// chunk and lane remainders.
 pub fn cases() -> Vec<Case> {
+    use crate::ops::index::BagMode;
+    use crate::ops::pool::Pool2d;
     let mut v: Vec<Case> = Vec::new();
     for n in [1_000_003usize, 70_001] {
         let x = randn(&[n], n as u64);
-        v.push((format!("sum[{n}]"), Box::new(move || x.sum())));
+        case(&mut v, &format!("sum[{n}]"), move || x.sum());
     }
     let x = randn(&[257, 129], 7);
+    for d in [0isize, 1] {
+        let y = x.clone();
+        case(&mut v, &format!("sum_dim[257x129, dim={d}]"), move || {
+            y.sum_dim(d, false)
+        });
+    }
     let y = x.clone();
-    v.push((
-        "sum_dim[257x129, dim=1]".into(),
-        Box::new(move || y.sum_dim(1, false)),
-    ));
+    case(&mut v, "var[257x129]", move || y.var(1.0));
     let y = x.clone();
-    v.push((
-        "sum_dim[257x129, dim=0]".into(),
-        Box::new(move || y.sum_dim(0, false)),
-    ));
+    case(&mut v, "var_dim[257x129, dim=0]", move || {
+        y.var_dim(0, 1.0, false)
+    });
     let y = x.clone();
-    v.push((
-        "mul+tanh[257x129]".into(),
-        Box::new(move || y.tanh()?.mul(&y)),
-    ));
+    case(&mut v, "softmax[257x129, dim=1]", move || y.softmax(1));
+    let y = x.clone();
+    case(&mut v, "log_softmax[257x129, dim=0]", move || {
+        y.log_softmax(0)
+    });
+    let y = x.clone();
+    case(&mut v, "logsumexp[257x129, dim=1]", move || {
+        y.logsumexp(1, false)
+    });
+    let y = x.clone();
+    case(&mut v, "cumsum[257x129, dim=0]", move || y.cumsum(0));
+    let y = x.clone();
+    case(&mut v, "mul+tanh[257x129]", move || y.tanh()?.mul(&y));
+
+    let src = randn(&[20_011, 33], 11);
+    for dests in [7usize, 1000] {
+        let (s, idx) = (src.clone(), indices(20_011, dests as i64, 12));
+        let base = Tensor::zeros(&[dests, 33], DType::F32).expect("shape");
+        case(
+            &mut v,
+            &format!("index_add[20011x33 -> {dests}]"),
+            move || base.index_add(0, &idx, &s),
+        );
+    }
+    let (s, idx) = (
+        src.clone(),
+        indices(20_011 * 33, 500, 13)
+            .reshape(&[20_011, 33])
+            .expect("shape"),
+    );
+    let base = Tensor::zeros(&[500, 33], DType::F32).expect("shape");
+    case(&mut v, "scatter_add[20011x33 -> 500]", move || {
+        base.scatter_add(0, &idx, &s)
+    });
+    let (s, idx) = (src.clone(), indices(20_011, 300, 14));
+    let base = Tensor::zeros(&[300, 33], DType::F32).expect("shape");
+    case(&mut v, "index_put(accumulate)[20011 -> 300]", move || {
+        base.index_put(&[idx.clone()], &s, true)
+    });
+    let (g, idx) = (src.clone(), indices(20_011, 777, 15));
+    case(&mut v, "embedding_backward[20011x33 -> 777]", move || {
+        Tensor::embedding_backward(&g, &idx, 777)
+    });
+    let (w, idx) = (randn(&[400, 17], 16), indices(5000, 400, 17));
+    let offsets = Tensor::arange(0.0, 5000.0, 7.0, DType::I64).expect("range");
+    case(&mut v, "embedding_bag(sum)[5000 -> 715 bags]", move || {
+        w.embedding_bag(&idx, &offsets, BagMode::Sum)
+    });
+    let (idx, wts) = (indices(100_003, 1000, 18), randn(&[100_003], 19));
+    case(&mut v, "bincount(weights)[100003 -> 1000]", move || {
+        idx.bincount(Some(&wts), 0)
+    });
+    let h = randn(&[100_003], 20);
+    case(&mut v, "histc[100003, 97 bins]", move || {
+        h.histc(97, -3.0, 3.0)
+    });
+
+    let img = randn(&[3, 5, 17, 13], 21);
+    let p = Pool2d {
+        kernel: (3, 3),
+        stride: (2, 2),
+        padding: (1, 1),
+        dilation: (1, 1),
+        ceil_mode: true,
+    };
+    let y = img.clone();
+    case(&mut v, "avg_pool2d_backward[3x5x17x13]", move || {
+        let a = y.avg_pool2d(p, false)?;
+        Tensor::avg_pool2d_backward(&a, y.shape(), p, false)
+    });
+    let y = img.clone();
+    case(&mut v, "max_pool2d_backward[3x5x17x13]", move || {
+        let (m, i) = y.max_pool2d(p)?;
+        Tensor::max_pool2d_backward(&m, &i, y.shape())
+    });
     v
 }
 
