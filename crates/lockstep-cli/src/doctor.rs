@@ -124,7 +124,7 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
                 (None, true) => "ok".to_string(),
                 (None, false) => "DIFFERENT BITS".to_string(),
             };
-            println!("  {:<32} threads {:?}: {status}", r.op, r.threads);
+            println!("  {:<40} threads {:?}: {status}", r.op, r.threads);
         }
         println!(
             "{} of {} ops identical",
