@@ -38,7 +38,11 @@ fn chw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
 }
 
 fn pixels(x: &Tensor) -> Result<Vec<f32>> {
-    Ok(x.to_vec::<f32>()?)
+    if x.is_contiguous() {
+        Ok(x.data::<f32>()?.to_vec())
+    } else {
+        Ok(x.contiguous().data::<f32>()?.to_vec())
+    }
 }
 
 /// `Compose([...])`: the transforms in order.
@@ -100,7 +104,12 @@ impl Transform for RandomCrop {
             let j = rng.randint(0, (wp - tw + 1) as i64)? as usize;
             (i, j)
         };
-        let src = pixels(&x)?;
+        let c_x = if x.is_contiguous() {
+            x.clone()
+        } else {
+            x.contiguous()
+        };
+        let src = c_x.data::<f32>()?;
         let mut out = vec![0f32; c * th * tw];
         for ch in 0..c {
             for r in 0..th {
