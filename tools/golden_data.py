@@ -222,7 +222,41 @@ def per_sample_cases():
     return out
 
 
+FIXTURES = os.path.join(ROOT, "tests", "golden", "data", "fixtures")
+
+
+def write_fixtures():
+    """Small files for the readers' tests; the values are simple formulas the tests recompute."""
+    os.makedirs(FIXTURES, exist_ok=True)
+    f4 = (np.arange(12, dtype=np.float32) * 0.5 - 1).reshape(3, 4)
+    f8 = np.arange(5, dtype=np.float64) / 3
+    i8 = np.arange(-3, 3, dtype=np.int64).reshape(2, 3)
+    i4 = np.array([-(2**31), 0, 2**31 - 1], dtype=np.int32)
+    u1 = np.arange(6, dtype=np.uint8)
+    b1 = np.array([True, False, True])
+    for name, a in dict(f4=f4, f8=f8, i8=i8, i4=i4, u1=u1, b1=b1).items():
+        np.save(os.path.join(FIXTURES, f"{name}.npy"), a)
+    np.savez(os.path.join(FIXTURES, "arrays.npz"), f4=f4, i8=i8)
+    np.savez_compressed(os.path.join(FIXTURES, "arrays_compressed.npz"), f4=f4, i8=i8)
+    images = (np.arange(3 * 4 * 5) % 256).astype(np.uint8).reshape(3, 4, 5)
+    labels = np.array([7, 0, 9], dtype=np.uint8)
+
+    def idx(a, code):
+        head = bytes([0, 0, code, a.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in a.shape)
+        return head + a.astype(a.dtype.newbyteorder(">")).tobytes()
+
+    with open(os.path.join(FIXTURES, "images-idx3-ubyte"), "wb") as f:
+        f.write(idx(images, 0x08))
+    with open(os.path.join(FIXTURES, "labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(gzip.compress(idx(labels, 0x08), mtime=0))
+    with open(os.path.join(FIXTURES, "f32-idx2"), "wb") as f:
+        f.write(idx(f4, 0x0D))
+    with open(os.path.join(FIXTURES, "table.csv"), "w") as f:
+        f.write("a,b,label\n1.5,2,0\n-3,4e-1,1\n\n5,6,2\n")
+
+
 def main():
+    write_fixtures()
     data = dict(
         torch_version=torch.__version__,
         numpy_version=np.__version__,
