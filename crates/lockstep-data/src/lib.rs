@@ -61,6 +61,7 @@ pub mod collate;
 pub mod dataset;
 pub mod datasets;
 mod error;
+pub mod iterable;
 pub mod loader;
 pub mod rng;
 pub mod sampler;
@@ -76,6 +77,7 @@ pub use datasets::{
     read_npz,
 };
 pub use error::{Error, Result};
+pub use iterable::{IterableIter, IterableLoader};
 pub use loader::{DataLoader, DataLoaderBuilder, LoaderIter, LoaderState, Seeding, WorkerInitFn};
 pub use rng::{SampleRng, SharedGenerator, WorkerInfo, get_worker_info, per_sample_generator};
 pub use sampler::{

@@ -401,3 +401,83 @@ fn worker_info_numpy_seed_words() {
     assert_eq!(w.to_vec(), want);
     assert!(get_worker_info().is_none());
 }
+
+/// `range(n)` sharded PyTorch-style: worker `id` yields `id, id + W, …`; item `bad` fails.
+struct Stream {
+    n: usize,
+    bad: Option<usize>,
+}
+
+impl IterableDataset for Stream {
+    type Item = i64;
+    fn iter(
+        &self,
+        worker: Option<&WorkerInfo>,
+    ) -> Box<dyn Iterator<Item = Result<i64>> + Send + '_> {
+        let (id, w) = worker.map_or((0, 1), |i| (i.id, i.num_workers));
+        let bad = self.bad;
+        Box::new((id..self.n).step_by(w).map(move |i| {
+            // Uneven timing between workers.
+            std::thread::sleep(Duration::from_micros(((i * 7919) % 5) as u64 * 200));
+            if Some(i) == bad {
+                Err(Error::Worker {
+                    worker: id,
+                    reason: "bad item".into(),
+                })
+            } else {
+                Ok(i as i64)
+            }
+        }))
+    }
+}
+
+#[test]
+fn iterable_loader_round_robin_order() {
+    let _g = global_lock();
+    // PyTorch: DataLoader(Stream(10), batch_size=2, num_workers=2) with the sharding above
+    // yields [0,2] [1,3] [4,6] [5,7] [8] [9].
+    let mut dl = IterableLoader::new(Stream { n: 10, bad: None }, 2, false, 2).unwrap();
+    let got: Vec<Vec<i64>> = dl
+        .iter()
+        .map(|b| b.unwrap().to_vec::<i64>().unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            vec![0, 2],
+            vec![1, 3],
+            vec![4, 6],
+            vec![5, 7],
+            vec![8],
+            vec![9]
+        ]
+    );
+    // Uneven shards: worker 0 of 3 has 0,3,6; worker 1 has 1,4; worker 2 has 2,5.
+    let mut dl = IterableLoader::new(Stream { n: 7, bad: None }, 1, false, 3).unwrap();
+    let got: Vec<i64> = dl
+        .iter()
+        .flat_map(|b| b.unwrap().to_vec::<i64>().unwrap())
+        .collect();
+    assert_eq!(got, vec![0, 1, 2, 3, 4, 5, 6]);
+    let mut dl = IterableLoader::new(Stream { n: 5, bad: None }, 2, true, 0).unwrap();
+    let got: Vec<Vec<i64>> = dl
+        .iter()
+        .map(|b| b.unwrap().to_vec::<i64>().unwrap())
+        .collect();
+    assert_eq!(got, vec![vec![0, 1], vec![2, 3]]);
+    let mut dl = IterableLoader::new(
+        Stream {
+            n: 10,
+            bad: Some(5),
+        },
+        2,
+        false,
+        2,
+    )
+    .unwrap();
+    let out: Vec<_> = dl.iter().collect();
+    assert!(
+        matches!(out.last(), Some(Err(Error::Worker { worker: 1, .. }))),
+        "{out:?}"
+    );
+}
