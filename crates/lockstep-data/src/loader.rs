@@ -64,6 +64,9 @@ pub struct LoaderState {
     pub seeding: Seeding,
     /// Whether a pass is in progress (resuming continues it instead of starting a new one).
     pub in_pass: bool,
+    /// Whether the loader had persistent workers running: they keep `base_seed` and (in
+    /// TorchCompatible mode) their generators across epochs, so both are part of the state.
+    pub persistent: bool,
 }
 
 /// `torch.utils.data.DataLoader` over a map-style [`Dataset`].
@@ -89,6 +92,10 @@ pub struct DataLoader<D: Dataset, C: Collate<D::Item> = DefaultCollate> {
     epoch: u64,
     pool: Option<Pool<C::Batch>>,
     persistent_seed: Option<u64>,
+    /// Persistent workers' generator states after their last yielded batch.
+    worker_states: Vec<Option<Vec<u8>>>,
+    /// Generator states for the next pool started (after `load_state_dict`).
+    pending_worker_states: Option<Vec<Option<Vec<u8>>>>,
     resume: Option<LoaderState>,
 }
 
@@ -308,6 +315,8 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
             epoch: 0,
             pool: None,
             persistent_seed: None,
+            worker_states: Vec::new(),
+            pending_worker_states: None,
             resume: None,
         })
     }
@@ -388,6 +397,13 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
         };
         let epoch = self.epoch;
         self.epoch += 1;
+        let worker_states = if self.persistent_workers && self.pool.is_some() {
+            self.worker_states.clone()
+        } else {
+            self.pending_worker_states
+                .clone()
+                .unwrap_or_else(|| vec![None; self.num_workers])
+        };
         let mut it = LoaderIter {
             base_seed,
             epoch,
@@ -395,7 +411,7 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
             next_yield: 0,
             next_send: 0,
             reorder: BTreeMap::new(),
-            worker_states: vec![None; self.num_workers],
+            worker_states,
             done: false,
             pending_error: None,
             loader: self,
@@ -445,6 +461,7 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
         if let Some(r) = &self.resume {
             return r.clone();
         }
+        let persistent = self.persistent_seed.is_some();
         LoaderState {
             epoch: self.epoch,
             batches_done: 0,
@@ -453,10 +470,15 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
             generator: (!self.generator.is_default()).then(|| self.generator.get_state()),
             sampler_generator: self.sampler_generator_state(),
             default_generator: default_generator().get_state(),
-            worker_generators: Vec::new(),
+            worker_generators: if persistent {
+                self.worker_states.clone()
+            } else {
+                Vec::new()
+            },
             num_workers: self.num_workers,
             seeding: self.seeding,
             in_pass: false,
+            persistent,
         }
     }
 
@@ -524,7 +546,15 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
         }
         default_generator().set_state(&st.default_generator)?;
         self.pool = None;
-        self.persistent_seed = (self.persistent_workers && st.in_pass).then_some(st.base_seed);
+        if self.persistent_workers && st.persistent && st.num_workers != self.num_workers {
+            return Err(bad(format!(
+                "persistent workers saved with num_workers={} cannot continue with num_workers={}",
+                st.num_workers, self.num_workers
+            )));
+        }
+        self.persistent_seed = (self.persistent_workers && st.persistent).then_some(st.base_seed);
+        self.pending_worker_states = (self.persistent_workers && st.persistent && !st.in_pass)
+            .then(|| st.worker_generators.clone());
         self.epoch = st.epoch;
         self.batch_sampler.sampler_mut().set_epoch(st.epoch);
         self.resume = Some(st);
@@ -707,6 +737,7 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> LoaderIter<'_, D, C> {
             num_workers: l.num_workers,
             seeding: l.seeding,
             in_pass: true,
+            persistent: l.persistent_workers,
         }
     }
 
@@ -716,6 +747,7 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> LoaderIter<'_, D, C> {
             pool.generation += 1;
             return Ok(());
         }
+        let states = states.or_else(|| l.pending_worker_states.take());
         let w_count = l.num_workers;
         let (rtx, rrx) = mpsc::channel::<Reply<C::Batch>>();
         let mut senders = Vec::with_capacity(w_count);
@@ -838,7 +870,9 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> LoaderIter<'_, D, C> {
 
     fn finish(&mut self) {
         self.done = true;
-        if !self.loader.persistent_workers {
+        if self.loader.persistent_workers {
+            self.loader.worker_states = self.worker_states.clone();
+        } else {
             self.loader.pool = None;
         }
     }
@@ -962,9 +996,155 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> Drop for LoaderIter<'_
         if !self.done {
             // An abandoned pass: persistent workers may still hold its tasks, which the next
             // pass's generation number discards.
-            if !self.loader.persistent_workers {
-                self.loader.pool = None;
+            self.finish();
+        }
+    }
+}
+
+const STATE_MAGIC: &[u8; 8] = b"LSDATA01";
+
+impl LoaderState {
+    /// A self-contained byte encoding (little-endian, versioned) for checkpoints.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        fn u(b: &mut Vec<u8>, v: u64) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        fn bytes(b: &mut Vec<u8>, v: &[u8]) {
+            u(b, v.len() as u64);
+            b.extend_from_slice(v);
+        }
+        fn opt(b: &mut Vec<u8>, v: &Option<Vec<u8>>) {
+            match v {
+                Some(v) => {
+                    b.push(1);
+                    bytes(b, v);
+                }
+                None => b.push(0),
             }
         }
+        let mut b = STATE_MAGIC.to_vec();
+        u(&mut b, self.epoch);
+        u(&mut b, self.batches_done as u64);
+        u(&mut b, self.batches.len() as u64);
+        for batch in &self.batches {
+            u(&mut b, batch.len() as u64);
+            for &i in batch {
+                u(&mut b, i as u64);
+            }
+        }
+        u(&mut b, self.base_seed);
+        opt(&mut b, &self.generator);
+        opt(&mut b, &self.sampler_generator);
+        bytes(&mut b, &self.default_generator);
+        u(&mut b, self.worker_generators.len() as u64);
+        for w in &self.worker_generators {
+            opt(&mut b, w);
+        }
+        u(&mut b, self.num_workers as u64);
+        match self.seeding {
+            Seeding::TorchCompatible => {
+                b.push(0);
+                u(&mut b, 0);
+            }
+            Seeding::PerSample { seed } => {
+                b.push(1);
+                u(&mut b, seed);
+            }
+        }
+        b.push(self.in_pass as u8);
+        b.push(self.persistent as u8);
+        b
+    }
+
+    /// Decodes [`to_bytes`](Self::to_bytes).
+    ///
+    /// # Errors
+    /// [`Error::State`] if the bytes are not a complete state of this version.
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        struct R<'a>(&'a [u8], usize);
+        let bad = |why: String| Error::State {
+            op: "LoaderState::from_bytes",
+            reason: why,
+        };
+        impl R<'_> {
+            fn take(&mut self, n: usize) -> Option<&[u8]> {
+                let s = self.0.get(self.1..self.1.checked_add(n)?)?;
+                self.1 += n;
+                Some(s)
+            }
+            fn u(&mut self) -> Option<u64> {
+                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+            }
+            fn byte(&mut self) -> Option<u8> {
+                Some(self.take(1)?[0])
+            }
+            fn len(&mut self) -> Option<usize> {
+                let n = usize::try_from(self.u()?).ok()?;
+                // A length can never exceed what is left.
+                (n <= self.0.len() - self.1).then_some(n)
+            }
+            fn bytes(&mut self) -> Option<Vec<u8>> {
+                let n = self.len()?;
+                Some(self.take(n)?.to_vec())
+            }
+            fn opt(&mut self) -> Option<Option<Vec<u8>>> {
+                match self.byte()? {
+                    0 => Some(None),
+                    1 => Some(Some(self.bytes()?)),
+                    _ => None,
+                }
+            }
+        }
+        let parse = |r: &mut R<'_>| -> Option<LoaderState> {
+            if r.take(8)? != STATE_MAGIC {
+                return None;
+            }
+            let epoch = r.u()?;
+            let batches_done = usize::try_from(r.u()?).ok()?;
+            let nb = r.len()?;
+            let mut batches = Vec::with_capacity(nb);
+            for _ in 0..nb {
+                let n = r.len()?;
+                batches.push(
+                    (0..n)
+                        .map(|_| r.u().and_then(|i| usize::try_from(i).ok()))
+                        .collect::<Option<Vec<_>>>()?,
+                );
+            }
+            let base_seed = r.u()?;
+            let generator = r.opt()?;
+            let sampler_generator = r.opt()?;
+            let default_generator = r.bytes()?;
+            let nw = r.len()?;
+            let worker_generators = (0..nw).map(|_| r.opt()).collect::<Option<Vec<_>>>()?;
+            let num_workers = usize::try_from(r.u()?).ok()?;
+            let seeding = match (r.byte()?, r.u()?) {
+                (0, _) => Seeding::TorchCompatible,
+                (1, seed) => Seeding::PerSample { seed },
+                _ => return None,
+            };
+            let in_pass = r.byte()? != 0;
+            let persistent = r.byte()? != 0;
+            (r.1 == r.0.len()).then_some(LoaderState {
+                epoch,
+                batches_done,
+                batches,
+                base_seed,
+                generator,
+                sampler_generator,
+                default_generator,
+                worker_generators,
+                num_workers,
+                seeding,
+                in_pass,
+                persistent,
+            })
+        };
+        parse(&mut R(b, 0)).ok_or_else(|| {
+            bad(format!(
+                "{} bytes are not a lockstep-data loader state (version 01)",
+                b.len()
+            ))
+        })
     }
 }

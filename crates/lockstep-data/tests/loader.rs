@@ -481,3 +481,73 @@ fn iterable_loader_round_robin_order() {
         "{out:?}"
     );
 }
+
+#[test]
+fn resume_with_persistent_torch_workers_equals_uninterrupted() {
+    let _g = global_lock();
+    let ds = augmented_digits();
+    let build = || {
+        DataLoader::builder(Arc::clone(&ds))
+            .batch_size(64)
+            .shuffle(true)
+            .num_workers(2)
+            .persistent_workers(true)
+            .build()
+            .unwrap()
+    };
+    default_generator().manual_seed(8);
+    let full: Vec<_> = epochs(&mut build(), 3).iter().map(|e| flat(e)).collect();
+    // Mid-epoch in the second epoch.
+    default_generator().manual_seed(8);
+    let mut dl = build();
+    let _ = epochs(&mut dl, 1);
+    let mut it = dl.iter();
+    for _ in 0..4 {
+        it.next().unwrap().unwrap();
+    }
+    let st = it.state_dict();
+    drop(it);
+    let mut dl2 = build();
+    dl2.load_state_dict(st).unwrap();
+    let rest: Vec<Batch> = dl2.iter().map(|b| b.unwrap()).collect();
+    assert_eq!(flat(&rest), full[1][4..].to_vec());
+    let next: Vec<Batch> = dl2.iter().map(|b| b.unwrap()).collect();
+    assert_eq!(flat(&next), full[2]);
+    // Between epochs.
+    default_generator().manual_seed(8);
+    let mut dl = build();
+    let _ = epochs(&mut dl, 1);
+    let st = dl.state_dict();
+    let mut dl3 = build();
+    dl3.load_state_dict(st.clone()).unwrap();
+    let bytes = st.to_bytes();
+    assert_eq!(LoaderState::from_bytes(&bytes).unwrap(), st);
+    let e1: Vec<_> = epochs(&mut dl3, 2).iter().map(|e| flat(e)).collect();
+    assert_eq!(e1, full[1..].to_vec());
+}
+
+#[test]
+fn loader_state_bytes_round_trip_and_reject_truncation() {
+    let _g = global_lock();
+    let mut dl = DataLoader::builder(Range(10))
+        .batch_size(3)
+        .shuffle(true)
+        .generator(SharedGenerator::with_seed(1))
+        .seeding(Seeding::PerSample { seed: 5 })
+        .build()
+        .unwrap();
+    let mut it = dl.iter();
+    it.next().unwrap().unwrap();
+    let st = it.state_dict();
+    let b = st.to_bytes();
+    assert_eq!(LoaderState::from_bytes(&b).unwrap(), st);
+    for n in (0..b.len()).step_by(97) {
+        assert!(matches!(
+            LoaderState::from_bytes(&b[..n]),
+            Err(Error::State { .. })
+        ));
+    }
+    let mut long = b.clone();
+    long.push(0);
+    assert!(LoaderState::from_bytes(&long).is_err());
+}
