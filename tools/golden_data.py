@@ -71,6 +71,20 @@ def loader_order_cases():
     return cases
 
 
+def draw_between_cases():
+    """A user draw between iter(loader) and the first next(): it comes before the sampler's
+    seed draw with num_workers=0, after it with workers (spec section 12.1)."""
+    cases = []
+    for workers in (0, 2):
+        torch.manual_seed(5)
+        dl = DataLoader(range(12), batch_size=4, shuffle=True, num_workers=workers)
+        it = iter(dl)
+        u = torch.rand(()).item()
+        order = [b.tolist() for b in it]
+        cases.append(dict(workers=workers, seed=5, n=12, batch_size=4, user_rand=u, batches=order))
+    return cases
+
+
 def distributed_cases():
     cases = []
     for n in (10, 11, 17):
@@ -262,6 +276,7 @@ def main():
         numpy_version=np.__version__,
         random_sampler=random_sampler_cases(),
         loader_order=loader_order_cases(),
+        draw_between=draw_between_cases(),
         distributed=distributed_cases(),
         random_split=split_cases(),
         other_samplers=other_samplers(),

@@ -26,6 +26,26 @@
 //! [`DataLoader::set_epoch`] sets it). A sample drawn twice in one pass (sampling with
 //! replacement) gets the same stream both times.
 //!
+//! # For PyTorch users
+//!
+//! | PyTorch | lockstep-data |
+//! |---|---|
+//! | `DataLoader(ds, batch_size=64, shuffle=True, num_workers=2, generator=g)` | `DataLoader::builder(ds).batch_size(64).shuffle(true).num_workers(2).generator(g).build()?` |
+//! | `for x, y in loader:` | `for batch in loader.iter() { let (x, y) = batch?; }` |
+//! | `torch.Generator().manual_seed(s)` shared by loader and sampler | [`SharedGenerator::with_seed`]`(s)` (clones share the stream) |
+//! | `torch.manual_seed(s)` | `lockstep_rng::default_generator().manual_seed(s)` |
+//! | `worker_init_fn(worker_id)`, `get_worker_info()` | [`DataLoaderBuilder::worker_init_fn`], [`get_worker_info`] |
+//! | `random.seed` / `np.random.seed` in a worker | [`WorkerInfo::python_random`], [`WorkerInfo::numpy_random_state`] |
+//! | `torch.rand` inside `__getitem__` | [`SampleRng`] passed to [`Dataset::get`] |
+//! | `sampler.set_epoch(e)` | [`DataLoader::set_epoch`] (or the sampler's own) |
+//! | torchdata `StatefulDataLoader.state_dict()` | [`LoaderIter::state_dict`], [`DataLoader::load_state_dict`], [`LoaderState::to_bytes`] |
+//! | `IterableDataset` + workers | [`IterableDataset`], [`IterableLoader`] |
+//!
+//! Workers are threads, not processes: the data set is shared (`Sync`), nothing is pickled,
+//! and the default generator is one per process — so in TorchCompatible mode a worker's
+//! draws come from the generator handed to `get` in its [`SampleRng`] (PyTorch's per-process
+//! `torch.manual_seed(base_seed + id)`), not from `default_generator()`.
+//!
 //! # Ordering and faults
 //! Batch `k` is sent to worker `k mod num_workers` (PyTorch's round robin), and batches are
 //! yielded in sampler order whatever the workers' timing. A sample whose `get` fails or panics

@@ -373,8 +373,8 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
         Ok(())
     }
 
-    /// `iter(loader)`: starts a pass (or continues the one a [`load_state_dict`]
-    /// (Self::load_state_dict) restored).
+    /// `iter(loader)`: starts a pass (or continues the one that
+    /// [`load_state_dict`](Self::load_state_dict) restored).
     ///
     /// Draws, as PyTorch: `base_seed` from the loader's generator (once per loader with
     /// persistent workers); the sampler's pass now if `num_workers > 0`, at the first `next()`

@@ -353,3 +353,37 @@ fn per_sample_stream_and_augmentation_match_numpy() {
         );
     }
 }
+
+#[test]
+fn user_draw_between_iter_and_first_next_matches_torch() {
+    let _g = global_lock();
+    for c in golden()["draw_between"].as_array().unwrap() {
+        default_generator().manual_seed(c["seed"].as_u64().unwrap());
+        let workers = c["workers"].as_u64().unwrap() as usize;
+        let mut dl = DataLoader::builder(Range(c["n"].as_u64().unwrap() as usize))
+            .batch_size(c["batch_size"].as_u64().unwrap() as usize)
+            .shuffle(true)
+            .num_workers(workers)
+            .build()
+            .unwrap();
+        let mut it = dl.iter();
+        let u = default_generator().next_f32();
+        assert_eq!(
+            u as f64,
+            c["user_rand"].as_f64().unwrap(),
+            "workers {workers}"
+        );
+        let got: Vec<Vec<usize>> = it
+            .by_ref()
+            .map(|b| {
+                b.unwrap()
+                    .to_vec::<i64>()
+                    .unwrap()
+                    .into_iter()
+                    .map(|i| i as usize)
+                    .collect()
+            })
+            .collect();
+        assert_eq!(got, nested(&c["batches"]), "workers {workers}");
+    }
+}
