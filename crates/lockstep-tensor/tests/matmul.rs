@@ -353,3 +353,44 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(gemm(2, 3, 2, &s, (2, 1), &s, (3, 1), &mut c, (3, 1), &par).is_ok());
     assert_eq!(c, vec![2.0; 6]);
 }
+
+#[test]
+fn dispatch_uses_split_k_for_skinny_shapes_only_when_allowed() {
+    let (m, n, k) = (4, 6, 5000);
+    let a = data::<f32>(m * k, 15);
+    let b = data::<f32>(k * n, 16);
+    let ta = Tensor::from_vec(a.clone(), &[m, k]).unwrap();
+    let tb = Tensor::from_vec(b.clone(), &[k, n]).unwrap();
+    let chain = fma_chain(m, n, k, &a, &b);
+    let fast = scope(false, false, || {
+        with_num_threads(2, || ta.matmul(&tb).unwrap())
+    });
+    check_close(
+        "nondeterministic dispatch",
+        m,
+        n,
+        k,
+        &a,
+        &b,
+        &fast.to_vec::<f32>().unwrap(),
+    );
+    let det = scope(true, false, || {
+        with_num_threads(2, || ta.matmul(&tb).unwrap())
+    });
+    assert_eq!(
+        det.to_vec::<f32>().unwrap(),
+        chain,
+        "deterministic mode: blocked kernel bits"
+    );
+    // The fixed-order split-K is thread-invariant but adds its partial products in range order.
+    let fixed = (MATMUL.by_algo("matmul.splitk_fixed").unwrap().f)(&ta, &tb, &Par::new(2)).unwrap();
+    check_close(
+        "splitk_fixed",
+        m,
+        n,
+        k,
+        &a,
+        &b,
+        &fixed.to_vec::<f32>().unwrap(),
+    );
+}

@@ -51,8 +51,8 @@ pub trait GemmFloat:
 
 impl GemmFloat for f32 {
     const KC: usize = 256;
-    const MC: usize = 96;
-    const NC: usize = 1536;
+    const MC: usize = 240;
+    const NC: usize = 768;
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
         f32::mul_add(self, a, b)
@@ -63,9 +63,9 @@ impl GemmFloat for f32 {
 }
 
 impl GemmFloat for f64 {
-    const KC: usize = 256;
-    const MC: usize = 96;
-    const NC: usize = 768;
+    const KC: usize = 128;
+    const MC: usize = 240;
+    const NC: usize = 384;
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
         f64::mul_add(self, a, b)
@@ -297,19 +297,54 @@ fn matmul_impl(a: &Tensor, b: &Tensor, par: &Par, algo: Algo) -> Result<Tensor> 
     }
 }
 
+/// `(m, n, k)` of one product of `matmul(a, b)` (vectors count as one row / one column), if
+/// both operands have at least one dimension.
+fn product_dims(a: &Tensor, b: &Tensor) -> Option<(usize, usize, usize)> {
+    let (sa, sb) = (a.shape(), b.shape());
+    let k = *sa.last()?;
+    let _ = sb.last()?;
+    let m = if sa.len() >= 2 {
+        sa[..sa.len() - 1].iter().product()
+    } else {
+        1
+    };
+    let n = if sb.len() >= 2 { sb[sb.len() - 1] } else { 1 };
+    // A batched right operand: each product has only its own rows.
+    let m = if sb.len() > 2 && sa.len() >= 2 {
+        sa[sa.len() - 2]
+    } else {
+        m
+    };
+    Some((m, n, k))
+}
+
 impl Tensor {
     /// `torch.matmul(self, other)`, through dispatch (`matmul`): dot product for two vectors,
     /// matrix-vector, vector-matrix and matrix products, and batched products with the batch
     /// dimensions broadcast. Strided (transposed, sliced) operands are read in place by the
     /// packing step, without a copy. Both operands must be `f32` or both `f64`.
     ///
-    /// In deterministic mode the result's bits depend on the shapes and values only.
+    /// In deterministic mode the result's bits depend on the shapes and values only. With
+    /// [benchmark mode](crate::autotune::set_benchmark) on, skinny shapes time the allowed
+    /// split-K and blocked candidates once per shape and keep the fastest.
     ///
     /// # Errors
     /// A 0-dimensional operand, mismatched inner dimensions or batch dimensions that do not
     /// broadcast, non-float or mismatched dtypes.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let c = MATMUL.select()?;
+        // Split-K candidates only compete for skinny shapes (elsewhere they run the blocked
+        // kernel anyway). Without benchmark mode the first allowed candidate is used: split-K
+        // by completion order for skinny shapes when deterministic mode is off, else the
+        // blocked kernel.
+        let skinny = product_dims(self, other).is_some_and(|(m, n, k)| is_skinny(m, n, k));
+        let key = format!("{:?}x{:?}:{:?}", self.shape(), other.shape(), self.dtype());
+        let c = MATMUL.select_tuned(
+            &key,
+            false,
+            |i| skinny || i.algo == "matmul.blocked",
+            |allowed| allowed[0],
+            |imp, par| (imp.f)(self, other, par).map(drop),
+        )?;
         (c.imp.f)(self, other, &c.par)
     }
 
