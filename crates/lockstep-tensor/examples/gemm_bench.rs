@@ -126,7 +126,7 @@ fn peak() {
     #[cfg(target_arch = "x86_64")]
     {
         let iters = 20_000_000;
-        let mut report = |name: &str, f: &dyn Fn() -> (f64, f32)| {
+        let report = |name: &str, f: &dyn Fn() -> (f64, f32)| {
             let mut flops = 0.0;
             let secs = best_of(0.5, || {
                 let (fl, s) = f();

@@ -371,27 +371,6 @@ unsafe fn micro_tile<T: GemmFloat>(
     }
 }
 
-/// Prefetch hints for a `rows × cols` tile of C with dense rows `rsc` apart.
-#[inline(always)]
-fn prefetch_tile<T>(c: *const T, rsc: usize, rows: usize, cols: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let bytes = cols * core::mem::size_of::<T>();
-        for r in 0..rows {
-            let row = c.wrapping_add(r * rsc) as *const i8;
-            let mut off = 0;
-            while off < bytes {
-                // SAFETY: prefetching is a hint; it never faults, whatever the address.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(off)) };
-                off += 64;
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (c, rsc, rows, cols);
-}
-
 /// The blocked product into C (`m, n` may be 0). Packs A and B once, then computes output tiles
 /// of `MC × nc_task` in parallel, each running the KC blocks in order.
 pub(crate) fn blocked<T: GemmFloat>(

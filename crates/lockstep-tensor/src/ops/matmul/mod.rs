@@ -13,12 +13,21 @@
 //!
 //! # Blocking constants
 //! `KC × MC × NC` are per-dtype constants ([`GemmFloat::KC`] …), never derived from the thread
-//! count or from detected cache sizes (they could not change the bits anyway, but constants keep
-//! the work per tile reproducible). They were chosen for the development machine (x86-64 with
-//! AVX-512, 48 KiB L1d and 2 MiB L2 per core): a `KC × NR` B panel plus an `MR × KC` A panel
-//! fit in L1 (f32: 256 × 32 × 4 B = 32 KiB + 12 KiB), the `MC × KC` A block stays in L2
-//! across the columns of a tile, and `KC × NC` of B (f32: 256 × 1536 × 4 B = 1.5 MiB) is
-//! reused from L2/L3 by every row block.
+//! count or from detected cache sizes. They cannot change the bits (every element is one fma
+//! chain over K, whatever the blocking), but constants keep the work per tile reproducible and
+//! the code free of machine probing. They were chosen, by measurement, for the development
+//! machine (x86-64 with AVX-512, 48 KiB L1d and 2 MiB L2 per core, a large shared L3):
+//!
+//! | dtype | kernel (MR×NR) | KC  | MC  | NC  | KC×NR B panel | MR×KC A panel | MC×KC A block | KC×NC B block |
+//! |-------|----------------|-----|-----|-----|---------------|---------------|---------------|---------------|
+//! | f32   | 12×32 (AVX-512)| 256 | 240 | 768 | 32 KiB (L1)   | 12 KiB (L1)   | 240 KiB (L2)  | 768 KiB (L2)  |
+//! | f64   | 12×16 (AVX-512)| 128 | 240 | 384 | 16 KiB (L1)   | 12 KiB (L1)   | 240 KiB (L2)  | 384 KiB (L2)  |
+//!
+//! The B micro-panel and the A micro-panel share L1 (f64 with KC 256 overflowed the 48 KiB L1
+//! and ran at half speed); the A block is reused from L2 across all the B panels of a tile; an
+//! `MC × NC` tile of C (f32: 720 KiB) plus the B block stay within L2 between KC blocks. MC is a
+//! multiple of 6 and 12 (every kernel's MR), NC of 16 and 32 (every NR). The AVX2 (6×16 f32,
+//! 6×8 f64) and portable kernels use the same constants.
 
 pub mod gemm;
 pub mod kernel;
