@@ -2,6 +2,7 @@
 //! [`dispatch::Op`](crate::dispatch::Op) statics where there is a choice of algorithm, and the
 //! `Tensor` methods that call them.
 
+pub mod conv;
 pub mod elementwise;
 pub mod matmul;
 pub mod index;

@@ -1,0 +1,652 @@
+//! 2-D convolution (f32, NCHW) and its two backward primitives, on lockstep's GEMM.
+//!
+//! | op | implementations (algorithm id, guarantee) |
+//! |---|---|
+//! | `conv2d` | `conv2d.im2col_gemm` (thread-invariant), `conv2d.direct_1x1` (1×1, stride 1, no padding: the input is the GEMM operand, no copy), `conv2d.depthwise_direct` (groups = C_in = C_out) |
+//! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant) |
+//! | `conv2d_weight_grad` | `conv2d_weight_grad.batch_partials` (per-thread partial sums over the batch, added as threads finish: not thread-invariant), `conv2d_weight_grad.batched_gemm` (one GEMM over the whole batch, K = N·OH·OW: thread-invariant) |
+//!
+//! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
+//! timing); with it on, the applicable candidates are timed once per shape. In deterministic
+//! mode — or with [`autotune::set_conv_deterministic`](crate::autotune::set_conv_deterministic)
+//! — only thread-invariant candidates run. Every summation order here depends on the shapes
+//! only: GEMM never splits K across threads, `col2im` adds in a fixed loop order per channel,
+//! and the batched weight gradient is one GEMM.
+
+use crate::autotune;
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::matmul::gemm;
+use crate::threads::Par;
+use crate::{Tensor, invalid};
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// Stride, padding, dilation and groups of a 2-D convolution (PyTorch's arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dParams {
+    /// `(sh, sw)`, default `(1, 1)`.
+    pub stride: (usize, usize),
+    /// `(ph, pw)` zeros added on both sides, default `(0, 0)`.
+    pub padding: (usize, usize),
+    /// `(dh, dw)`, default `(1, 1)`.
+    pub dilation: (usize, usize),
+    /// Channel groups, default 1.
+    pub groups: usize,
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Self {
+            stride: (1, 1),
+            padding: (0, 0),
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+/// Every size of one convolution, checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    n: usize,
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    p: Conv2dParams,
+}
+
+impl Geometry {
+    fn new(op: &'static str, input: &[usize], weight: &[usize], p: Conv2dParams) -> Result<Self> {
+        let &[n, cin, h, w] = input else {
+            return Err(invalid(
+                op,
+                "input",
+                format!("expected (N, C, H, W), got {input:?}"),
+            ));
+        };
+        let &[cout, cg, kh, kw] = weight else {
+            return Err(invalid(
+                op,
+                "weight",
+                format!("expected (C_out, C_in/groups, kH, kW), got {weight:?}"),
+            ));
+        };
+        let g = p.groups;
+        if g == 0 || cin % g != 0 || cout % g != 0 {
+            return Err(invalid(
+                op,
+                "groups",
+                format!("groups={g} must divide C_in={cin} and C_out={cout}"),
+            ));
+        }
+        if cg != cin / g {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: input.to_vec(),
+                rhs: weight.to_vec(),
+            });
+        }
+        let (sh, sw) = p.stride;
+        let (dh, dw) = p.dilation;
+        if sh == 0 || sw == 0 || dh == 0 || dw == 0 || kh == 0 || kw == 0 {
+            return Err(invalid(
+                op,
+                "stride",
+                "stride, dilation and kernel size must be positive",
+            ));
+        }
+        let span_h = dh * (kh - 1) + 1;
+        let span_w = dw * (kw - 1) + 1;
+        let (ph, pw) = (h + 2 * p.padding.0, w + 2 * p.padding.1);
+        if ph < span_h || pw < span_w {
+            return Err(invalid(
+                op,
+                "input",
+                format!(
+                    "padded input ({ph}×{pw}) is smaller than the dilated kernel ({span_h}×{span_w})"
+                ),
+            ));
+        }
+        Ok(Self {
+            n,
+            cin,
+            h,
+            w,
+            cout,
+            kh,
+            kw,
+            oh: (ph - span_h) / sh + 1,
+            ow: (pw - span_w) / sw + 1,
+            p,
+        })
+    }
+
+    fn cg(&self) -> usize {
+        self.cin / self.p.groups
+    }
+    fn og(&self) -> usize {
+        self.cout / self.p.groups
+    }
+    /// Rows of the im2col matrix: `C_in/groups · kH · kW`.
+    fn k(&self) -> usize {
+        self.cg() * self.kh * self.kw
+    }
+    fn ohw(&self) -> usize {
+        self.oh * self.ow
+    }
+    fn key(&self) -> String {
+        format!(
+            "n{} c{} h{} w{} o{} k{}x{} s{:?} p{:?} d{:?} g{}",
+            self.n,
+            self.cin,
+            self.h,
+            self.w,
+            self.cout,
+            self.kh,
+            self.kw,
+            self.p.stride,
+            self.p.padding,
+            self.p.dilation,
+            self.p.groups
+        )
+    }
+    fn is_1x1(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.p.stride == (1, 1) && self.p.padding == (0, 0)
+    }
+    fn is_depthwise(&self) -> bool {
+        self.p.groups == self.cin && self.cin == self.cout
+    }
+
+    /// Input row for output row `o` and kernel row `a`, if inside the (unpadded) input.
+    #[inline]
+    fn in_y(&self, o: usize, a: usize) -> Option<usize> {
+        (o * self.p.stride.0 + a * self.p.dilation.0)
+            .checked_sub(self.p.padding.0)
+            .filter(|&y| y < self.h)
+    }
+    #[inline]
+    fn in_x(&self, o: usize, b: usize) -> Option<usize> {
+        (o * self.p.stride.1 + b * self.p.dilation.1)
+            .checked_sub(self.p.padding.1)
+            .filter(|&x| x < self.w)
+    }
+
+    /// im2col of one sample's group `g` (`x` is that sample, `C_in·H·W`) into `col`
+    /// (`K × OH·OW`, row-major), zeros where the window leaves the input.
+    fn im2col(&self, x: &[f32], g: usize, col: &mut [f32]) {
+        let ohw = self.ohw();
+        for c in 0..self.cg() {
+            let plane = &x[(g * self.cg() + c) * self.h * self.w..][..self.h * self.w];
+            for a in 0..self.kh {
+                for b in 0..self.kw {
+                    let row = &mut col[((c * self.kh + a) * self.kw + b) * ohw..][..ohw];
+                    for i in 0..self.oh {
+                        let dst = &mut row[i * self.ow..(i + 1) * self.ow];
+                        match self.in_y(i, a) {
+                            None => dst.fill(0.0),
+                            Some(y) => {
+                                for (j, d) in dst.iter_mut().enumerate() {
+                                    *d = self.in_x(j, b).map_or(0.0, |xx| plane[y * self.w + xx]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds `col` (`K × OH·OW`) back into group `g` of one sample's input gradient, in a fixed
+    /// order (channel, kernel row, kernel column, output position).
+    fn col2im(&self, col: &[f32], g: usize, dx: &mut [f32]) {
+        let ohw = self.ohw();
+        for c in 0..self.cg() {
+            let plane = &mut dx[(g * self.cg() + c) * self.h * self.w..][..self.h * self.w];
+            for a in 0..self.kh {
+                for b in 0..self.kw {
+                    let row = &col[((c * self.kh + a) * self.kw + b) * ohw..][..ohw];
+                    for i in 0..self.oh {
+                        let Some(y) = self.in_y(i, a) else { continue };
+                        for j in 0..self.ow {
+                            if let Some(xx) = self.in_x(j, b) {
+                                plane[y * self.w + xx] += row[i * self.ow + j];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+type FwdFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
+type InputGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
+type WeightGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
+
+fn fwd_im2col(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
+    let (k, ohw, og) = (g.k(), g.ohw(), g.og());
+    let mut col = vec![0f32; k * ohw];
+    for n in 0..g.n {
+        let xs = &x[n * g.cin * g.h * g.w..][..g.cin * g.h * g.w];
+        for grp in 0..g.p.groups {
+            g.im2col(xs, grp, &mut col);
+            let wg = &w[grp * og * k..][..og * k];
+            let o = &mut out[(n * g.cout + grp * og) * ohw..][..og * ohw];
+            gemm(og, ohw, k, wg, (k, 1), &col, (ohw, 1), o, (ohw, 1), par)?;
+        }
+    }
+    Ok(())
+}
+
+fn fwd_1x1(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
+    let (k, ohw, og) = (g.k(), g.ohw(), g.og());
+    for n in 0..g.n {
+        for grp in 0..g.p.groups {
+            let xs = &x[(n * g.cin + grp * g.cg()) * ohw..][..k * ohw];
+            let wg = &w[grp * og * k..][..og * k];
+            let o = &mut out[(n * g.cout + grp * og) * ohw..][..og * ohw];
+            gemm(og, ohw, k, wg, (k, 1), xs, (ohw, 1), o, (ohw, 1), par)?;
+        }
+    }
+    Ok(())
+}
+
+fn fwd_depthwise(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
+    let (hw, ohw) = (g.h * g.w, g.ohw());
+    par.install(|| {
+        out.par_chunks_mut(ohw.max(1))
+            .enumerate()
+            .for_each(|(plane, o)| {
+                let c = plane % g.cin;
+                let xs = &x[plane * hw..][..hw];
+                let wc = &w[c * g.kh * g.kw..][..g.kh * g.kw];
+                for i in 0..g.oh {
+                    for j in 0..g.ow {
+                        let mut acc = 0f32;
+                        for a in 0..g.kh {
+                            let y = g.in_y(i, a);
+                            for b in 0..g.kw {
+                                let v = match (y, g.in_x(j, b)) {
+                                    (Some(y), Some(xx)) => xs[y * g.w + xx],
+                                    _ => 0.0,
+                                };
+                                acc = wc[a * g.kw + b].mul_add(v, acc);
+                            }
+                        }
+                        o[i * g.ow + j] = acc;
+                    }
+                }
+            })
+    });
+    Ok(())
+}
+
+/// `conv2d`: forward convolution.
+pub static CONV2D: Op<FwdFn> = Op {
+    name: "conv2d",
+    impls: &[
+        Impl {
+            algo: "conv2d.im2col_gemm",
+            guarantee: Guarantee::ThreadInvariant,
+            f: fwd_im2col,
+        },
+        Impl {
+            algo: "conv2d.direct_1x1",
+            guarantee: Guarantee::ThreadInvariant,
+            f: fwd_1x1,
+        },
+        Impl {
+            algo: "conv2d.depthwise_direct",
+            guarantee: Guarantee::ThreadInvariant,
+            f: fwd_depthwise,
+        },
+    ],
+};
+
+fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) -> Result<()> {
+    let (k, ohw, og) = (g.k(), g.ohw(), g.og());
+    let mut col = vec![0f32; k * ohw];
+    let chw = g.cin * g.h * g.w;
+    for n in 0..g.n {
+        let dxs = &mut dx[n * chw..][..chw];
+        for grp in 0..g.p.groups {
+            let wg = &w[grp * og * k..][..og * k];
+            let go = &gout[(n * g.cout + grp * og) * ohw..][..og * ohw];
+            // col = W_gᵀ · gout_g: Wᵀ is W read with swapped strides.
+            gemm(
+                k,
+                ohw,
+                og,
+                wg,
+                (1, k),
+                go,
+                (ohw, 1),
+                &mut col,
+                (ohw, 1),
+                par,
+            )?;
+            g.col2im(&col, grp, dxs);
+        }
+    }
+    Ok(())
+}
+
+/// `conv2d_input_grad`: the gradient of `conv2d` with respect to its input.
+pub static CONV2D_INPUT_GRAD: Op<InputGradFn> = Op {
+    name: "conv2d_input_grad",
+    impls: &[Impl {
+        algo: "conv2d_input_grad.gemm_col2im",
+        guarantee: Guarantee::ThreadInvariant,
+        f: input_grad_gemm,
+    }],
+};
+
+/// Packs group `grp` of every sample: `col` (`K × N·OHW`) and `gout` (`og × N·OHW`).
+fn batched_operands(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    grp: usize,
+    ns: std::ops::Range<usize>,
+) -> (Vec<f32>, Vec<f32>) {
+    let (k, ohw, og) = (g.k(), g.ohw(), g.og());
+    let cnt = ns.len();
+    let wide = cnt * ohw;
+    let mut col = vec![0f32; k * wide];
+    let mut one = vec![0f32; k * ohw];
+    let mut go = vec![0f32; og * wide];
+    for (slot, n) in ns.enumerate() {
+        g.im2col(
+            &x[n * g.cin * g.h * g.w..][..g.cin * g.h * g.w],
+            grp,
+            &mut one,
+        );
+        for r in 0..k {
+            col[r * wide + slot * ohw..][..ohw].copy_from_slice(&one[r * ohw..][..ohw]);
+        }
+        for r in 0..og {
+            go[r * wide + slot * ohw..][..ohw]
+                .copy_from_slice(&gout[(n * g.cout + grp * og + r) * ohw..][..ohw]);
+        }
+    }
+    (col, go)
+}
+
+fn weight_grad_batched(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    dw: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    let (k, og) = (g.k(), g.og());
+    let wide = g.n * g.ohw();
+    for grp in 0..g.p.groups {
+        let (col, go) = batched_operands(g, x, gout, grp, 0..g.n);
+        // dW_g = gout_all · col_allᵀ; K of the GEMM is N·OH·OW, summed in a fixed order.
+        gemm(
+            og,
+            k,
+            wide,
+            &go,
+            (wide, 1),
+            &col,
+            (1, wide),
+            &mut dw[grp * og * k..][..og * k],
+            (k, 1),
+            par,
+        )?;
+    }
+    Ok(())
+}
+
+fn weight_grad_partials(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    dw: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    let (k, og) = (g.k(), g.og());
+    let parts = par.threads().min(g.n).max(1);
+    let per = g.n.div_ceil(parts);
+    let total = Mutex::new(vec![0f32; g.p.groups * og * k]);
+    let one = Par::new(1);
+    let err: Mutex<Option<Error>> = Mutex::new(None);
+    par.install(|| {
+        (0..parts).into_par_iter().for_each(|t| {
+            let ns = t * per..((t + 1) * per).min(g.n);
+            if ns.is_empty() {
+                return;
+            }
+            let wide = ns.len() * g.ohw();
+            let mut part = vec![0f32; og * k];
+            for grp in 0..g.p.groups {
+                let (col, go) = batched_operands(g, x, gout, grp, ns.clone());
+                if let Err(e) = gemm(
+                    og,
+                    k,
+                    wide,
+                    &go,
+                    (wide, 1),
+                    &col,
+                    (1, wide),
+                    &mut part,
+                    (k, 1),
+                    &one,
+                ) {
+                    *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                    return;
+                }
+                // Completion order: whichever thread gets the lock first adds first.
+                let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
+                for (d, s) in tot[grp * og * k..][..og * k].iter_mut().zip(&part) {
+                    *d += s;
+                }
+            }
+        })
+    });
+    if let Some(e) = err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    dw.copy_from_slice(&total.into_inner().unwrap_or_else(|e| e.into_inner()));
+    Ok(())
+}
+
+/// `conv2d_weight_grad`: the gradient of `conv2d` with respect to its weight.
+pub static CONV2D_WEIGHT_GRAD: Op<WeightGradFn> = Op {
+    name: "conv2d_weight_grad",
+    impls: &[
+        Impl {
+            algo: "conv2d_weight_grad.batch_partials",
+            guarantee: Guarantee::NotGuaranteed,
+            f: weight_grad_partials,
+        },
+        Impl {
+            algo: "conv2d_weight_grad.batched_gemm",
+            guarantee: Guarantee::ThreadInvariant,
+            f: weight_grad_batched,
+        },
+    ],
+};
+
+fn f32_data<'a>(op: &'static str, what: &'static str, t: &'a Tensor) -> Result<&'a [f32]> {
+    if t.dtype() != DType::F32 {
+        return Err(Error::DType {
+            op,
+            expected: DType::F32,
+            got: t.dtype(),
+        });
+    }
+    t.data::<f32>()
+        .map_err(|_| invalid(op, what, "internal: expected a contiguous tensor"))
+}
+
+/// Runs a tunable conv op: picks the implementation (heuristic, or timed once per shape in
+/// benchmark mode) and calls it into a zeroed output.
+fn run<F: Copy + 'static>(
+    op: &'static Op<F>,
+    g: &Geometry,
+    out_len: usize,
+    applicable: impl Fn(&'static Impl<F>) -> bool,
+    heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
+    call: impl Fn(F, &mut [f32], &Par) -> Result<()>,
+) -> Result<Vec<f32>> {
+    let choice = op.select_tuned(
+        &g.key(),
+        autotune::conv_deterministic(),
+        applicable,
+        heuristic,
+        |imp, par| {
+            let mut scratch = vec![0f32; out_len];
+            call(imp.f, &mut scratch, par)
+        },
+    )?;
+    let mut out = vec![0f32; out_len];
+    call(choice.imp.f, &mut out, &choice.par)?;
+    Ok(out)
+}
+
+impl Tensor {
+    /// `F.conv2d(input, weight, bias, stride, padding, dilation, groups)` for f32 NCHW input and
+    /// `(C_out, C_in/groups, kH, kW)` weight. Thread-invariant: same bits at any thread count.
+    ///
+    /// # Errors
+    /// Non-f32 or non-4-D operands, channel counts that do not match `groups`, a bias that is
+    /// not `(C_out,)`, non-positive stride/dilation, an input smaller than the kernel.
+    pub fn conv2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        p: Conv2dParams,
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d";
+        let g = Geometry::new(OP, self.shape(), weight.shape(), p)?;
+        let (x, w) = (self.contiguous(), weight.contiguous());
+        let (xs, ws) = (f32_data(OP, "input", &x)?, f32_data(OP, "weight", &w)?);
+        let out_len = g.n * g.cout * g.ohw();
+        let mut out = run(
+            &CONV2D,
+            &g,
+            out_len,
+            |i| match i.algo {
+                "conv2d.direct_1x1" => g.is_1x1(),
+                "conv2d.depthwise_direct" => g.is_depthwise(),
+                _ => true,
+            },
+            |c| {
+                let pick = |name: &str| c.iter().copied().find(|i| i.algo == name);
+                (if g.is_depthwise() {
+                    pick("conv2d.depthwise_direct")
+                } else {
+                    None
+                })
+                .or_else(|| {
+                    if g.is_1x1() {
+                        pick("conv2d.direct_1x1")
+                    } else {
+                        None
+                    }
+                })
+                .unwrap_or(c[0])
+            },
+            |f, out, par| f(&g, xs, ws, out, par),
+        )?;
+        if let Some(b) = bias {
+            if b.shape() != [g.cout] {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    lhs: b.shape().to_vec(),
+                    rhs: vec![g.cout],
+                });
+            }
+            let b = b.contiguous();
+            let bs = f32_data(OP, "bias", &b)?;
+            for (plane, chunk) in out.chunks_mut(g.ohw().max(1)).enumerate() {
+                let v = bs[plane % g.cout];
+                chunk.iter_mut().for_each(|o| *o += v);
+            }
+        }
+        Tensor::from_vec(out, &[g.n, g.cout, g.oh, g.ow])
+    }
+
+    /// The gradient of [`conv2d`](Self::conv2d) with respect to its input
+    /// (`torch.nn.grad.conv2d_input`).
+    ///
+    /// # Errors
+    /// As [`conv2d`](Self::conv2d), and a `grad_output` whose shape is not the output's.
+    pub fn conv2d_backward_input(
+        grad_output: &Tensor,
+        input_shape: &[usize],
+        weight: &Tensor,
+        p: Conv2dParams,
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d_input_grad";
+        let g = Geometry::new(OP, input_shape, weight.shape(), p)?;
+        if grad_output.shape() != [g.n, g.cout, g.oh, g.ow] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: grad_output.shape().to_vec(),
+                rhs: vec![g.n, g.cout, g.oh, g.ow],
+            });
+        }
+        let (go, w) = (grad_output.contiguous(), weight.contiguous());
+        let (gs, ws) = (
+            f32_data(OP, "grad_output", &go)?,
+            f32_data(OP, "weight", &w)?,
+        );
+        let out = run(
+            &CONV2D_INPUT_GRAD,
+            &g,
+            g.n * g.cin * g.h * g.w,
+            |_| true,
+            |c| c[0],
+            |f, out, par| f(&g, gs, ws, out, par),
+        )?;
+        Tensor::from_vec(out, input_shape)
+    }
+
+    /// The gradient of [`conv2d`](Self::conv2d) with respect to its weight
+    /// (`torch.nn.grad.conv2d_weight`). In deterministic mode (or with
+    /// `set_conv_deterministic(true)`) the batch is summed in a fixed order.
+    ///
+    /// # Errors
+    /// As [`conv2d`](Self::conv2d), and a `grad_output` whose shape is not the output's.
+    pub fn conv2d_backward_weight(
+        grad_output: &Tensor,
+        input: &Tensor,
+        weight_shape: &[usize],
+        p: Conv2dParams,
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d_weight_grad";
+        let g = Geometry::new(OP, input.shape(), weight_shape, p)?;
+        if grad_output.shape() != [g.n, g.cout, g.oh, g.ow] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: grad_output.shape().to_vec(),
+                rhs: vec![g.n, g.cout, g.oh, g.ow],
+            });
+        }
+        let (go, x) = (grad_output.contiguous(), input.contiguous());
+        let (gs, xs) = (
+            f32_data(OP, "grad_output", &go)?,
+            f32_data(OP, "input", &x)?,
+        );
+        let out = run(
+            &CONV2D_WEIGHT_GRAD,
+            &g,
+            g.cout * g.k(),
+            |_| true,
+            |c| c[0],
+            |f, out, par| f(&g, xs, gs, out, par),
+        )?;
+        Tensor::from_vec(out, weight_shape)
+    }
+}

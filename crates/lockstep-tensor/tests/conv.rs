@@ -1,0 +1,314 @@
+//! conv2d and its backward primitives: against PyTorch (`tools/golden_conv.py`), every
+//! candidate against the others, thread invariance, deterministic-mode policy, bad input.
+
+use lockstep_tensor::deterministic::scope;
+use lockstep_tensor::ops::conv::{CONV2D, CONV2D_WEIGHT_GRAD, Conv2dParams};
+use lockstep_tensor::threads::with_num_threads;
+use lockstep_tensor::{DType, Tensor};
+use serde_json::Value;
+
+fn golden() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/golden/tensor/conv.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn f32s(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+fn dims(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
+}
+
+fn pair(v: &Value) -> (usize, usize) {
+    let d = dims(v);
+    (d[0], d[1])
+}
+
+/// Sums of up to a few hundred terms of magnitude ≤ 1 in a different order: within 1e-5·terms.
+fn close(got: &Tensor, want: &[f32], terms: usize, what: &str) {
+    let g = got.to_vec::<f32>().unwrap();
+    assert_eq!(g.len(), want.len(), "{what}: length");
+    let tol = 1e-6 * terms as f32 + 1e-6;
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= tol,
+            "{what}[{i}]: got {a}, want {b} (tol {tol})"
+        );
+    }
+}
+
+#[test]
+fn conv2d_matches_pytorch() {
+    for (k, c) in golden()["cases"].as_array().unwrap().iter().enumerate() {
+        let xs = dims(&c["input_shape"]);
+        let ws = dims(&c["weight_shape"]);
+        let p = Conv2dParams {
+            stride: pair(&c["stride"]),
+            padding: pair(&c["padding"]),
+            dilation: pair(&c["dilation"]),
+            groups: c["groups"].as_u64().unwrap() as usize,
+        };
+        let x = Tensor::from_vec(f32s(&c["input"]), &xs).unwrap();
+        let w = Tensor::from_vec(f32s(&c["weight"]), &ws).unwrap();
+        let b = c["bias"]
+            .as_array()
+            .map(|_| Tensor::from_vec(f32s(&c["bias"]), &[ws[0]]).unwrap());
+        let y = x.conv2d(&w, b.as_ref(), p).unwrap();
+        assert_eq!(y.shape(), dims(&c["output_shape"]).as_slice(), "case {k}");
+        let kterms = ws[1] * ws[2] * ws[3];
+        close(&y, &f32s(&c["output"]), kterms, &format!("case {k} output"));
+        let gy = Tensor::from_vec(f32s(&c["grad_output"]), y.shape()).unwrap();
+        let gx = Tensor::conv2d_backward_input(&gy, &xs, &w, p).unwrap();
+        close(
+            &gx,
+            &f32s(&c["grad_input"]),
+            ws[0] * ws[2] * ws[3],
+            &format!("case {k} grad_input"),
+        );
+        for det in [false, true] {
+            let gw = scope(det, false, || {
+                Tensor::conv2d_backward_weight(&gy, &x, &ws, p).unwrap()
+            });
+            let n = xs[0] * y.shape()[2] * y.shape()[3];
+            close(
+                &gw,
+                &f32s(&c["grad_weight"]),
+                n,
+                &format!("case {k} grad_weight det={det}"),
+            );
+        }
+    }
+}
+
+fn sample(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn(
+        shape,
+        DType::F32,
+        Some(&mut lockstep_rng::Generator::with_seed(seed)),
+    )
+    .unwrap()
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+#[test]
+fn deterministic_conv_is_thread_invariant() {
+    let p = Conv2dParams {
+        stride: (2, 1),
+        padding: (1, 2),
+        dilation: (1, 1),
+        groups: 2,
+    };
+    let x = sample(&[5, 4, 13, 11], 1);
+    let w = sample(&[6, 2, 3, 3], 2);
+    let y = x.conv2d(&w, None, p).unwrap();
+    let gy = sample(y.shape(), 3);
+    let run = || {
+        scope(true, false, || {
+            (
+                bits(&x.conv2d(&w, None, p).unwrap()),
+                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
+                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
+            )
+        })
+    };
+    let one = with_num_threads(1, run);
+    for t in [2, 3, 8] {
+        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
+    }
+}
+
+#[test]
+fn special_kernels_match_the_reference() {
+    // The 1×1 and depthwise kernels (registered beside im2col) on the shapes they serve.
+    assert!(CONV2D.by_algo("conv2d.direct_1x1").is_some());
+    assert!(CONV2D.by_algo("conv2d.depthwise_direct").is_some());
+    let cases = [
+        (vec![3, 8, 7, 5], vec![5, 8, 1, 1], Conv2dParams::default()),
+        (
+            vec![2, 6, 9, 9],
+            vec![6, 1, 3, 3],
+            Conv2dParams {
+                stride: (2, 2),
+                padding: (1, 1),
+                dilation: (1, 1),
+                groups: 6,
+            },
+        ),
+    ];
+    for (xs, ws, p) in cases {
+        let x = sample(&xs, 4);
+        let w = sample(&ws, 5);
+        // The heuristic picks the special kernel for these shapes.
+        let fast = x.conv2d(&w, None, p).unwrap().to_vec::<f32>().unwrap();
+        let reference = naive_conv(&x, &w, p);
+        for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
+            assert!((*a as f64 - b).abs() < 1e-4, "{i}: {a} vs {b}");
+        }
+    }
+}
+
+/// A direct f64 convolution, the textbook definition.
+fn naive_conv(x: &Tensor, w: &Tensor, p: Conv2dParams) -> Vec<f64> {
+    let (xv, wv) = (x.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+    let (&[n, c, h, wd], &[o, cg, kh, kw]) = (x.shape(), w.shape()) else {
+        unreachable!()
+    };
+    let og = o / p.groups;
+    let oh = (h + 2 * p.padding.0 - p.dilation.0 * (kh - 1) - 1) / p.stride.0 + 1;
+    let ow = (wd + 2 * p.padding.1 - p.dilation.1 * (kw - 1) - 1) / p.stride.1 + 1;
+    let mut out = vec![0f64; n * o * oh * ow];
+    for b in 0..n {
+        for oc in 0..o {
+            let g = oc / og;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut s = 0f64;
+                    for ic in 0..cg {
+                        let cin = g * cg + ic;
+                        for a in 0..kh {
+                            for bb in 0..kw {
+                                let y = (i * p.stride.0 + a * p.dilation.0) as isize
+                                    - p.padding.0 as isize;
+                                let xx = (j * p.stride.1 + bb * p.dilation.1) as isize
+                                    - p.padding.1 as isize;
+                                if y >= 0 && xx >= 0 && (y as usize) < h && (xx as usize) < wd {
+                                    s += wv[((oc * cg + ic) * kh + a) * kw + bb] as f64
+                                        * xv[((b * c + cin) * h + y as usize) * wd + xx as usize]
+                                            as f64;
+                                }
+                            }
+                        }
+                    }
+                    out[((b * o + oc) * oh + i) * ow + j] = s;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn random_shapes_against_the_naive_reference() {
+    let mut g = lockstep_rng::Generator::with_seed(9);
+    for case in 0..12 {
+        let mut r = |lo: i64, hi: i64| {
+            let mut v = [0i64];
+            lockstep_rng::compat::torch::random_(&mut g, &mut v, lo, hi).unwrap();
+            v[0] as usize
+        };
+        let groups = r(1, 3);
+        let (cg, og) = (r(1, 4), r(1, 4));
+        let (kh, kw) = (r(1, 4), r(1, 4));
+        let p = Conv2dParams {
+            stride: (r(1, 3), r(1, 3)),
+            padding: (r(0, 2), r(0, 2)),
+            dilation: (r(1, 3), r(1, 3)),
+            groups,
+        };
+        let (h, w) = (r(6, 12), r(6, 12));
+        let x = sample(&[r(1, 4), cg * groups, h, w], 100 + case);
+        let wt = sample(&[og * groups, cg, kh, kw], 200 + case);
+        let got = x.conv2d(&wt, None, p).unwrap().to_vec::<f32>().unwrap();
+        let want = naive_conv(&x, &wt, p);
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (*a as f64 - b).abs() < 1e-4,
+                "case {case} [{i}]: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_deterministic_switch_restricts_only_convolution() {
+    let x = sample(&[4, 2, 6, 6], 7);
+    let w = sample(&[3, 2, 3, 3], 8);
+    let y = x.conv2d(&w, None, Conv2dParams::default()).unwrap();
+    let gy = sample(y.shape(), 9);
+    // The conv-only switch (`restrict_deterministic`) allows just the batched GEMM, whatever
+    // the process-wide mode; deterministic mode reaches the same kernel, with repeatable bits.
+    let a = scope(true, false, || {
+        Tensor::conv2d_backward_weight(&gy, &x, w.shape(), Conv2dParams::default()).unwrap()
+    });
+    let allowed = CONV2D_WEIGHT_GRAD.allowed(true).unwrap();
+    assert_eq!(allowed.len(), 1);
+    assert_eq!(allowed[0].algo, "conv2d_weight_grad.batched_gemm");
+    assert_eq!(
+        bits(&a),
+        bits(&scope(true, false, || Tensor::conv2d_backward_weight(
+            &gy,
+            &x,
+            w.shape(),
+            Conv2dParams::default()
+        )
+        .unwrap()))
+    );
+}
+
+#[test]
+fn bad_convolutions_are_errors() {
+    let x = sample(&[1, 4, 5, 5], 1);
+    let w = sample(&[2, 4, 3, 3], 2);
+    let p = Conv2dParams::default();
+    assert!(
+        x.conv2d(&sample(&[2, 3, 3, 3], 3), None, p).is_err(),
+        "channel mismatch"
+    );
+    assert!(
+        x.conv2d(&w, Some(&sample(&[3], 4)), p).is_err(),
+        "bias length"
+    );
+    assert!(
+        x.conv2d(&sample(&[2, 4, 7, 7], 5), None, p).is_err(),
+        "kernel larger than input"
+    );
+    assert!(
+        x.conv2d(&w, None, Conv2dParams { groups: 3, ..p }).is_err(),
+        "groups"
+    );
+    assert!(
+        x.conv2d(
+            &w,
+            None,
+            Conv2dParams {
+                stride: (0, 1),
+                ..p
+            }
+        )
+        .is_err(),
+        "stride 0"
+    );
+    assert!(
+        x.to_dtype(DType::F64)
+            .conv2d(&w.to_dtype(DType::F64), None, p)
+            .is_err(),
+        "f64"
+    );
+    assert!(
+        sample(&[4, 5, 5], 6).conv2d(&w, None, p).is_err(),
+        "3-D input"
+    );
+    let y = x.conv2d(&w, None, p).unwrap();
+    assert!(Tensor::conv2d_backward_input(&sample(&[1, 2, 2, 2], 7), x.shape(), &w, p).is_err());
+    assert!(Tensor::conv2d_backward_weight(&sample(&[1, 2, 2, 2], 7), &x, w.shape(), p).is_err());
+    assert!(Tensor::conv2d_backward_input(&y, &[1, 4, 5], &w, p).is_err());
+}
