@@ -179,3 +179,27 @@ fn parse_npy_rejects_garbage_without_panicking() {
     }
     let _ = Tensor::from_vec(vec![0f32], &[1]).unwrap();
 }
+
+#[test]
+fn normalize_and_compose() {
+    use lockstep_data::transforms::{Compose, Normalize, RandomCrop, Transform};
+    let x = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &[2, 2, 2]).unwrap();
+    let n = Normalize::new(vec![1.0, 5.0], vec![2.0, 0.5]);
+    let mut rng = SampleRng::per_sample(0, 0, 0);
+    let y = n.apply(x.clone(), &mut rng).unwrap();
+    assert_eq!(
+        y.to_vec::<f32>().unwrap(),
+        vec![0.0, 0.5, 1.0, 1.5, 0.0, 2.0, 4.0, 6.0]
+    );
+    assert!(
+        Normalize::new(vec![0.0; 3], vec![1.0; 3])
+            .apply(x.clone(), &mut rng)
+            .is_err()
+    );
+    // A crop of the full padded size with no padding draws nothing and is the identity.
+    let c = Compose(vec![Box::new(RandomCrop::new(2, 0)), Box::new(n)]);
+    assert_eq!(
+        c.apply(x, &mut rng).unwrap().to_vec::<f32>().unwrap(),
+        y.to_vec::<f32>().unwrap()
+    );
+}
