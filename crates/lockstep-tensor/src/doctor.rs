@@ -147,6 +147,32 @@ pub fn cases() -> Vec<Case> {
         let (m, i) = y.max_pool2d(p)?;
         Tensor::max_pool2d_backward(&m, &i, y.shape())
     });
+
+    for (m, k, n) in [(300usize, 257usize, 129usize), (64, 4099, 64)] {
+        let (a, b) = (randn(&[m, k], 22), randn(&[k, n], 23));
+        case(&mut v, &format!("matmul[{m}x{k} · {k}x{n}]"), move || {
+            a.matmul(&b)
+        });
+    }
+    let cp = crate::ops::conv::Conv2dParams {
+        stride: (1, 1),
+        padding: (1, 1),
+        dilation: (1, 1),
+        groups: 1,
+    };
+    let (x, w) = (randn(&[4, 8, 19, 17], 24), randn(&[12, 8, 3, 3], 25));
+    let (xx, ww) = (x.clone(), w.clone());
+    case(&mut v, "conv2d[4x8x19x17, 12x8x3x3]", move || {
+        xx.conv2d(&ww, None, cp)
+    });
+    let gy = randn(&[4, 12, 19, 17], 26);
+    let (g2, ww) = (gy.clone(), w.clone());
+    case(&mut v, "conv2d_input_grad[4x8x19x17]", move || {
+        Tensor::conv2d_backward_input(&g2, &[4, 8, 19, 17], &ww, cp)
+    });
+    case(&mut v, "conv2d_weight_grad[4x8x19x17]", move || {
+        Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp)
+    });
     v
 }
 

@@ -206,8 +206,7 @@ impl Tensor {
             return self.clone();
         }
         crate::with_dtype!(self.dtype(), T => {
-            let src = T::slice(&self.storage).expect("storage matches its dtype");
-            let v: Vec<T> = self.layout.indices().map(|i| src[i]).collect();
+            let v: Vec<T> = self.to_vec::<T>().expect("storage matches its dtype");
             Self::from_storage(T::into_storage(v), self.shape())
         })
     }
@@ -244,6 +243,10 @@ impl Tensor {
             expected: T::DTYPE,
             got: self.dtype(),
         })?;
+        if self.is_contiguous() {
+            let o = self.layout.offset();
+            return Ok(s[o..o + self.numel()].to_vec());
+        }
         Ok(self.layout.indices().map(|i| s[i]).collect())
     }
 
