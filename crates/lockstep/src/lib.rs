@@ -17,6 +17,7 @@
 //! | `torch.use_deterministic_algorithms(m, warn_only=w)` | [`use_deterministic_algorithms`], [`use_deterministic_algorithms_warn_only`] |
 //! | `torch.set_num_threads(n)` | [`set_num_threads`] |
 //! | `torch.Tensor` | [`Tensor`] (re-exported from [`tensor`]) |
+//! | `torch.utils.data` (`DataLoader`, samplers, `worker_init_fn`, `generator=`) | [`data`] |
 //!
 //! ```
 //! let mut loader_gen = lockstep::seed_everything(0)?;
@@ -28,6 +29,7 @@
 //! # Ok::<(), lockstep::rng::Error>(())
 //! ```
 
+pub use lockstep_data as data;
 pub use lockstep_rng as rng;
 pub use lockstep_rng::{Generator, default_generator};
 pub use lockstep_tensor as tensor;
