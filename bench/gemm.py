@@ -11,7 +11,8 @@ FMA peak is measured by the same binary (`gemm_bench peak`). NumPy and PyTorch a
 subprocesses so that the thread count is set before the libraries load, with
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from their environment (some machines set them,
 which would pin OpenBLAS to another core type). threadpoolctl, if installed, confirms the
-OpenBLAS thread count and core type; otherwise the script says it could not check.
+OpenBLAS thread count and core type; without it the script asks NumPy's bundled OpenBLAS
+through ctypes (`scipy_openblas_get_corename64_`, `…_get_num_threads64_`).
 
 Usage: /opt/pyref/bin/python bench/gemm.py [--bin PATH] [--threads 1 2] [--quick]
 """
@@ -51,7 +52,18 @@ if lib == "numpy":
         info = [{x: d.get(x) for x in ("internal_api", "num_threads", "architecture", "version")}
                 for d in threadpool_info()]
     except ImportError:
-        info = "threadpoolctl not installed: OpenBLAS threads set by OPENBLAS_NUM_THREADS only"
+        # No threadpoolctl: ask NumPy's bundled OpenBLAS directly (scipy-openblas symbols).
+        import ctypes, glob, os
+        libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                      "libscipy_openblas*.so"))
+        info = {"note": "threadpoolctl not installed"}
+        try:
+            lib = ctypes.CDLL(libs[0])
+            lib.scipy_openblas_get_corename64_.restype = ctypes.c_char_p
+            info["corename"] = lib.scipy_openblas_get_corename64_().decode()
+            info["num_threads"] = lib.scipy_openblas_get_num_threads64_()
+        except (IndexError, OSError, AttributeError) as e:
+            info["error"] = f"could not query OpenBLAS: {e}"
 else:
     import torch
     torch.set_num_threads(t)

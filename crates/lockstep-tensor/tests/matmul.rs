@@ -113,6 +113,7 @@ fn same_bits_everywhere<T: GemmFloat>() {
         (13, 35, 300),
         (25, 33, 520),
         (30, 70, 9),
+        (250, 20, 130), // more than one MC row of tiles: B packed up front, not per task
     ] {
         let a = data::<T>(m * k, 3);
         let b = data::<T>(k * n, 4);

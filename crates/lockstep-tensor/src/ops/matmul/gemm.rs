@@ -61,26 +61,69 @@ unsafe impl<T> Send for SendPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for SendPtr<T> {}
 
-/// A 64-byte aligned scratch buffer (panels start on cache-line boundaries).
+/// Packing buffers kept by each calling thread for its next product (a training loop repeats
+/// the same shapes; fresh buffers would cost page faults and zeroing on every call). Buffers
+/// over [`KEEP_BYTES`] are freed instead.
+const KEEP_BYTES: usize = 64 << 20;
+
+thread_local! {
+    static SPARE: core::cell::RefCell<Vec<Vec<u64>>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// A 64-byte aligned packing buffer of `len` elements of `T` (over `u64` storage, reused from
+/// [`SPARE`]; `T` is `f32` or `f64`, for which every bit pattern is a value). Its contents are
+/// unspecified until written: the packing writes every element, padding included.
 struct Aligned<T> {
-    buf: Vec<T>,
+    buf: Vec<u64>,
     off: usize,
     len: usize,
+    _t: core::marker::PhantomData<T>,
 }
 
 impl<T: GemmFloat> Aligned<T> {
     fn new(len: usize) -> Self {
-        let extra = 64 / core::mem::size_of::<T>();
-        let buf = vec![T::ZERO; len + extra];
+        let words = (len * core::mem::size_of::<T>()).div_ceil(8) + 8;
+        let mut buf = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+        if buf.len() < words {
+            buf.resize(words, 0);
+        }
         let addr = buf.as_ptr() as usize;
-        let off = (addr.next_multiple_of(64) - addr) / core::mem::size_of::<T>();
-        Self { buf, off, len }
+        let off = addr.next_multiple_of(64) - addr;
+        Self {
+            buf,
+            off,
+            len,
+            _t: core::marker::PhantomData,
+        }
     }
     fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.buf[self.off..self.off + self.len]
+        // SAFETY: `off + len * size_of::<T>()` bytes lie inside `buf` (8 spare words cover the
+        // alignment offset); the storage is initialised, 64-byte aligned at `off`, and any bit
+        // pattern is a valid f32/f64.
+        unsafe {
+            core::slice::from_raw_parts_mut(
+                (self.buf.as_mut_ptr() as *mut u8).add(self.off) as *mut T,
+                self.len,
+            )
+        }
     }
     fn as_ptr(&self) -> *const T {
-        self.buf[self.off..].as_ptr()
+        // SAFETY: `off` is inside `buf` (see `as_mut_slice`).
+        unsafe { (self.buf.as_ptr() as *const u8).add(self.off) as *const T }
+    }
+}
+
+impl<T> Drop for Aligned<T> {
+    fn drop(&mut self) {
+        let buf = core::mem::take(&mut self.buf);
+        if buf.len() * 8 <= KEEP_BYTES {
+            SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < 2 {
+                    s.push(buf);
+                }
+            });
+        }
     }
 }
 
@@ -255,16 +298,12 @@ fn pack_a_panel<T: GemmFloat>(
     if rows < mr {
         dst.fill(T::ZERO);
     }
-    for i in 0..rows {
-        let base = (i0 + i) * rs + p0 * cs;
-        if cs == 1 {
-            for (q, &v) in p.a[base..base + kc].iter().enumerate() {
-                dst[q * mr + i] = v;
-            }
-        } else {
-            for q in 0..kc {
-                dst[q * mr + i] = p.a[base + q * cs];
-            }
+    // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
+    for q in 0..kc {
+        let base = i0 * rs + (p0 + q) * cs;
+        let d = &mut dst[q * mr..q * mr + rows];
+        for (i, v) in d.iter_mut().enumerate() {
+            *v = p.a[base + i * rs];
         }
     }
 }
@@ -395,47 +434,81 @@ pub(crate) fn blocked<T: GemmFloat>(
     }
     let (mr, nr) = (kern.mr, kern.nr);
     let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
-    let pa = pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
-        pack_a_panel(p, mr, i0, p0, kc, d)
-    });
-    let pb = pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
-        pack_b_panel(p, nr, j0, p0, kc, d)
-    });
     let threads = par.map_or(1, Par::threads);
     // Output tiles: MC rows × `nc` columns. Shrinking `nc` when there are few tiles only changes
     // which thread computes which outputs, never the bits (see the module docs).
     let mc_panels = T::MC / mr;
     let mut nc_panels = T::NC / nr;
     let tiles_m = mp.div_ceil(mc_panels);
+    // With a single row of tiles each B block is used once: each task packs its own B block
+    // per KC step into a buffer that stays in cache, instead of packing all of B up front
+    // (which costs a round trip through memory for wide products such as 64×128×50257).
+    let local_b = tiles_m == 1;
+    let pb = if local_b {
+        None
+    } else {
+        Some(pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
+            pack_b_panel(p, nr, j0, p0, kc, d)
+        }))
+    };
     while threads > 1 && nc_panels > 1 && tiles_m * np.div_ceil(nc_panels) < 4 * threads {
         nc_panels = nc_panels.div_ceil(2);
     }
     let tiles_n = np.div_ceil(nc_panels);
-    let (pa_ptr, pb_ptr) = (
-        SendPtr(pa.as_ptr() as *mut T),
-        SendPtr(pb.as_ptr() as *mut T),
+    let pb_ptr = SendPtr(
+        pb.as_ref()
+            .map_or(core::ptr::null_mut(), |b| b.as_ptr() as *mut T),
     );
     let tile = |t: usize| {
         let (tm, tn) = (t % tiles_m, t / tiles_m);
         let (ip0, ip1) = (tm * mc_panels, ((tm + 1) * mc_panels).min(mp));
         let (jp0, jp1) = (tn * nc_panels, ((tn + 1) * nc_panels).min(np));
+        let mut local = local_b.then(|| Aligned::<T>::new(T::KC.min(k) * (jp1 - jp0) * nr));
+        // Each task packs its own MC × KC block of A per KC step (it stays in L2 while the
+        // tile's B panels stream past it).
+        let mut abuf = Aligned::<T>::new(T::KC.min(k) * (ip1 - ip0) * mr);
         let mut p0 = 0;
         while p0 < k {
             let kc = T::KC.min(k - p0);
-            // SAFETY: block `p0` of the packed buffers holds `mp` (`np`) panels of `kc` steps;
-            // the tile rows/cols are clipped to the output.
+            // Panel `jp` of this KC block is at `bblk + (jp - jp_first) * nr * kc`.
+            let (bblk, jp_first) = match local.as_mut() {
+                Some(buf) => {
+                    let d = buf.as_mut_slice();
+                    for (x, jp) in (jp0..jp1).enumerate() {
+                        let panel = &mut d[x * nr * kc..(x + 1) * nr * kc];
+                        pack_b_panel(p, nr, jp * nr, p0, kc, panel);
+                    }
+                    (buf.as_ptr(), jp0)
+                }
+                // SAFETY: block `p0` of the packed B starts `p0 * np * nr` elements in.
+                None => (unsafe { pb_ptr.get().add(p0 * np * nr) as *const T }, 0),
+            };
+            {
+                let d = abuf.as_mut_slice();
+                for (x, ip) in (ip0..ip1).enumerate() {
+                    pack_a_panel(
+                        p,
+                        mr,
+                        ip * mr,
+                        p0,
+                        kc,
+                        &mut d[x * mr * kc..(x + 1) * mr * kc],
+                    );
+                }
+            }
+            // SAFETY: the A block holds panels `ip0..ip1` and the B block panels from
+            // `jp_first`, each of `kc` steps; the tile rows/cols are clipped to the output.
             unsafe {
-                let ablk = pa_ptr.get().add(p0 * mp * mr) as *const T;
-                let bblk = pb_ptr.get().add(p0 * np * nr) as *const T;
+                let ablk = abuf.as_ptr();
                 for jp in jp0..jp1 {
-                    let bp = bblk.add(jp * nr * kc);
+                    let bp = bblk.add((jp - jp_first) * nr * kc);
                     let j = jp * nr;
                     for ip in ip0..ip1 {
                         let i = ip * mr;
                         micro_tile(
                             kern,
                             kc,
-                            ablk.add(ip * mr * kc),
+                            ablk.add((ip - ip0) * mr * kc),
                             bp,
                             c.get().add(i * sc.0 + j * sc.1),
                             sc,

@@ -194,9 +194,9 @@ fn run<T: GemmFloat>(
             m,
             n,
             k,
-            a: &sa[oa..],
+            a: sa.get(oa..).unwrap_or(&[]),
             sa: a.strides,
-            b: &sb[ob..],
+            b: sb.get(ob..).unwrap_or(&[]),
             sb: b.strides,
         };
         let ptr = OutPtr(c.as_mut_ptr());
