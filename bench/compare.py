@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Times lockstep's random streams against PyTorch and NumPy on this machine, in one run,
-and writes the table into BENCHMARKS.md (between the BEGIN/END markers of the RNG section).
+"""Times lockstep against PyTorch and NumPy on this machine, in one run, and writes the tables
+into BENCHMARKS.md (each between its BEGIN/END markers).
 
 Usage (from the repository root; needs `pip install torch numpy`):
-    python3 bench/compare.py [--runs 5] [--no-write]
+    python3 bench/compare.py [--runs 5] [--no-write] [--all]
+
+Without --all: the random streams only (this file). With --all, also the other comparison
+scripts in this folder, one after the other in the same run: tensor_ops.py (reductions and
+the scatter family), gemm.py, conv.py and dataloader.py; each one's output goes into its own
+section.
 
 Our side is `cargo run --release --example bench_streams` (best of N runs per row); the
 reference side is timed here the same way: best of N, output tensors preallocated, one thread
@@ -66,10 +71,47 @@ def table(rows, ref):
     return "\n".join(lines)
 
 
+SECTIONS = [
+    ("tensor-ops", "Reductions and the scatter family (bench/tensor_ops.py)", ["tensor_ops.py"]),
+    ("gemm", "GEMM (bench/gemm.py)", ["gemm.py"]),
+    ("conv", "Convolution (bench/conv.py)", ["conv.py"]),
+    ("dataloader", "DataLoader (bench/dataloader.py)", ["dataloader.py"]),
+]
+
+
+def write_section(name, title, body):
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    if begin not in text:
+        text += f"\n## {title}\n\n{begin}\n{end}\n"
+    pre, rest = text.split(begin, 1)
+    _, post = rest.split(end, 1)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(pre + begin + "\n" + body + end + post)
+    os.replace(tmp, path)
+
+
+def run_others(write):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name, title, cmd in SECTIONS:
+        print(f"== {title}", flush=True)
+        r = subprocess.run([sys.executable, os.path.join(here, cmd[0])] + cmd[1:], cwd=ROOT,
+                           capture_output=True, text=True)
+        out = r.stdout if r.returncode == 0 else r.stdout + "\nFAILED:\n" + r.stderr[-2000:]
+        print(out)
+        if write:
+            stamp = time.strftime("%Y-%m-%d")
+            body = out if out.lstrip().startswith("|") else "```\n" + out.rstrip() + "\n```\n"
+            write_section(name, title, f"Measured {stamp} by `python3 bench/compare.py --all`.\n\n" + body)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--all", action="store_true")
     a = ap.parse_args()
     rows = ours(a.runs)
     ref = reference_timings(a.runs)
@@ -83,19 +125,10 @@ def main():
             f"`python3 bench/compare.py --runs {a.runs}` (best of {a.runs}; same machine, same run; "
             f"this machine is shared, so expect ±15 %).\n\n" + table(rows, ref) + "\n")
     print(body)
-    if a.no_write:
-        return
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    begin, end = "<!-- BEGIN rng -->", "<!-- END rng -->"
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n## Random streams\n\n" + begin + "\n" + end + "\n"
-    if begin not in text:
-        text += "\n## Random streams\n\n" + begin + "\n" + end + "\n"
-    pre, rest = text.split(begin, 1)
-    _, post = rest.split(end, 1)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(pre + begin + "\n" + body + end + post)
-    os.replace(tmp, path)
+    if not a.no_write:
+        write_section("rng", "Random streams", body)
+    if a.all:
+        run_others(not a.no_write)
 
 
 if __name__ == "__main__":
