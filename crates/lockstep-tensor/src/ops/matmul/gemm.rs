@@ -410,8 +410,10 @@ unsafe fn micro_tile<T: GemmFloat>(
     }
 }
 
-/// The blocked product into C (`m, n` may be 0). Packs A and B once, then computes output tiles
-/// of `MC × nc_task` in parallel, each running the KC blocks in order.
+/// The blocked product into C (`m, n` may be 0). Output tiles of `MC × nc` run in parallel;
+/// each runs the KC blocks in order, packing its `MC × KC` block of A per step (so it is hot in
+/// L2). B is packed once up front and shared when there are several rows of tiles, or per task
+/// and per step when there is one (wide products: each B block is then used by one task only).
 pub(crate) fn blocked<T: GemmFloat>(
     kern: &Kernel<T>,
     p: &Problem<T>,

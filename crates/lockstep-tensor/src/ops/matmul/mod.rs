@@ -1,7 +1,7 @@
 //! Matrix products: `matmul` (PyTorch's rules for 1-D, 2-D and batched operands) and `linear`,
 //! on lockstep's own blocked GEMM.
 //!
-//! * [`gemm`] — the slice-level kernel: packed panels, a micro-kernel chosen at run time
+//! * [`gemm`](fn@gemm) — the slice-level kernel: packed panels, a micro-kernel chosen at run time
 //!   (AVX-512, AVX2+FMA, or portable scalar `mul_add`, all giving the same bits), output tiles
 //!   split over threads, K never split. The bits of every output depend on the shape and the
 //!   values only (see [`gemm`](mod@gemm)'s module docs).
