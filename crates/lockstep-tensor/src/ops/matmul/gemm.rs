@@ -457,6 +457,9 @@ pub(crate) fn blocked<T: GemmFloat>(
         nc_panels = nc_panels.div_ceil(2);
     }
     let tiles_n = np.div_ceil(nc_panels);
+    // Even out the tiles (22 panels make 11 + 11, not 20 + 2), for balance between threads.
+    let mc_panels = mp.div_ceil(tiles_m);
+    let nc_panels = np.div_ceil(tiles_n);
     let pb_ptr = SendPtr(
         pb.as_ref()
             .map_or(core::ptr::null_mut(), |b| b.as_ptr() as *mut T),
