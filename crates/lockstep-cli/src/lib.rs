@@ -1,4 +1,5 @@
 //! The `lockstep` command line, as a library so that its subcommands can be tested in-process.
 
+pub mod demo;
 pub mod doctor;
 pub mod sample;
