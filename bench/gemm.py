@@ -6,7 +6,8 @@ Shapes are written m×k×n (A is m×k, B is k×n; 2·m·k·n flops):
 64×50257×128 (long K, few outputs: the split-K case).
 
 Our side runs `crates/lockstep-tensor/examples/gemm_bench.rs` (built with
-`cargo build --release -p lockstep-tensor --example gemm_bench`), which prints JSON lines; the
+`cargo build --release -p lockstep-tensor --example gemm_bench`, which the script runs itself
+when the binary is missing), which prints JSON lines; the
 FMA peak is measured by the same binary (`gemm_bench peak`). NumPy and PyTorch are timed in
 subprocesses so that the thread count is set before the libraries load, with
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from their environment (some machines set them,
@@ -108,6 +109,10 @@ def main():
     p.add_argument("--quick", action="store_true", help="only 256³ and 1024³")
     args = p.parse_args()
 
+    if not os.path.exists(args.bin):
+        # First run (e.g. from `bench/compare.py --all`): build the example.
+        subprocess.run(["cargo", "build", "--release", "-p", "lockstep-tensor", "--example",
+                        "gemm_bench"], cwd=root, check=True, capture_output=True)
     peaks = {r["isa"]: r["gflops"] for r in ours(args.bin, "peak")}
     print("FMA peak, one thread (f32 GFLOP/s; f64 is half):", json.dumps(peaks))
     peak1 = max(peaks.values()) if peaks else float("nan")
