@@ -4,26 +4,9 @@
 use lockstep_tensor::doctor::{self, SelfTestResult};
 use serde_json::json;
 
-fn cpu_features() -> Vec<&'static str> {
-    let mut f = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            f.push("avx2");
-        }
-        if std::arch::is_x86_feature_detected!("fma") {
-            f.push("fma");
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            f.push("avx512f");
-        }
-    }
-    f
-}
-
 /// The environment report as JSON.
 pub fn report() -> serde_json::Value {
-    let features = cpu_features();
+    let features = lockstep_tensor::autotune::cpu_features();
     let mut notes = Vec::new();
     if !(features.contains(&"avx2") && features.contains(&"fma")) {
         notes.push(

@@ -5,36 +5,9 @@ use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::{CONV2D, CONV2D_WEIGHT_GRAD, Conv2dParams};
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
-use serde_json::Value;
+mod common;
 
-fn golden() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/golden/tensor/conv.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn f32s(v: &Value) -> Vec<f32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap() as f32)
-        .collect()
-}
-
-fn dims(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn pair(v: &Value) -> (usize, usize) {
-    let d = dims(v);
-    (d[0], d[1])
-}
+use common::{dims, f32s, golden, pair};
 
 /// Sums of up to a few hundred terms of magnitude ≤ 1 in a different order: within 1e-5·terms.
 fn close(got: &Tensor, want: &[f32], terms: usize, what: &str) {
@@ -51,7 +24,12 @@ fn close(got: &Tensor, want: &[f32], terms: usize, what: &str) {
 
 #[test]
 fn conv2d_matches_pytorch() {
-    for (k, c) in golden()["cases"].as_array().unwrap().iter().enumerate() {
+    for (k, c) in golden("conv.json")["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
         let xs = dims(&c["input_shape"]);
         let ws = dims(&c["weight_shape"]);
         let p = Conv2dParams {

@@ -3,36 +3,9 @@
 use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
-use serde_json::Value;
+mod common;
 
-fn golden() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/golden/tensor/pool.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn f32s(v: &Value) -> Vec<f32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap() as f32)
-        .collect()
-}
-
-fn dims(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn pair(v: &Value) -> (usize, usize) {
-    let d = dims(v);
-    (d[0], d[1])
-}
+use common::{dims, f32s, golden, pair};
 
 /// Sums in the same order as PyTorch give the same bits; allow a couple of ulps of slack for
 /// places where PyTorch's vectorized loops may associate differently.
@@ -46,7 +19,7 @@ fn close(got: &[f32], want: &[f32], what: &str) {
 
 #[test]
 fn pooling_matches_pytorch() {
-    let g = golden();
+    let g = golden("pool.json");
     for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
         let shape = dims(&c["shape"]);
         let p = Pool2d {
