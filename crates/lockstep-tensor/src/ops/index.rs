@@ -22,7 +22,7 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, resolve_dim};
-use crate::ops::reduce::dense;
+use crate::ops::reduce::{copied_vec, dense, zeroed_vec};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
@@ -130,6 +130,12 @@ macro_rules! with_acc {
 // ---------------------------------------------------------------------------------------------
 // Argument checks.
 
+/// A private dense copy of `t` (written by the accumulating ops), in a fresh buffer.
+fn fresh_copy(t: &Tensor) -> Result<Tensor> {
+    let c = t.contiguous();
+    crate::with_dtype!(t.dtype(), T => Tensor::from_vec(copied_vec(dense::<T>(&c)?), t.shape()))
+}
+
 /// Mutable dense elements (copy-on-write), also for tensors with no elements.
 fn dense_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
     if t.numel() == 0 && t.dtype() == T::DTYPE {
@@ -215,6 +221,9 @@ struct Task {
     o: (usize, usize),
     r: (usize, usize),
     c: (usize, usize),
+    /// Which of the `rc` destination-row ranges `r` is.
+    rb: usize,
+    rc: usize,
 }
 
 fn split(n: usize, parts: usize, i: usize, align: usize) -> (usize, usize) {
@@ -243,6 +252,8 @@ fn tasks(outer: usize, n: usize, inner: usize, threads: usize) -> Vec<Task> {
                     o: split(outer, oc, a, 1),
                     r: split(n, rc, b, 1),
                     c: split(inner, cc, c, 16),
+                    rb: b,
+                    rc,
                 });
             }
         }
@@ -284,35 +295,76 @@ fn rows_det<T: AccElem>(
     }
     let work = src.len() + outer * m;
     let threads = if work < 1 << 15 { 1 } else { par.threads() };
+    let nb = row_blocks(g);
+    if mode == RowMode::Add && nb > 1 {
+        return rows_det_blocks(dst, src, idx, g, nb, par);
+    }
     let ts = tasks(outer, n, inner, threads);
+    let rc = ts.first().map_or(1, |t| t.rc);
+    // With several row ranges, the source rows are first bucketed by range, in source order
+    // (chunk by chunk, each chunk's list in order), so that a task visits only its own sources
+    // instead of testing every index.
+    let buckets: Vec<Vec<Vec<u32>>> = if rc > 1 && m <= u32::MAX as usize {
+        let chunk = m.div_ceil(threads).max(1 << 12);
+        par.install(|| {
+            idx.par_chunks(chunk)
+                .enumerate()
+                .map(|(c, ic)| {
+                    let mut b = vec![Vec::with_capacity(ic.len() / rc + 16); rc];
+                    for (j, &r) in ic.iter().enumerate() {
+                        // The range of row r: the b with floor(n*b/rc) <= r < floor(n*(b+1)/rc).
+                        let id = ((r as usize + 1) * rc).div_ceil(n) - 1;
+                        b[id].push((c * chunk + j) as u32);
+                    }
+                    b
+                })
+                .collect()
+        })
+    } else {
+        Vec::new()
+    };
     let dp = SyncPtr(dst.as_mut_ptr());
     let run = |t: &Task| {
         let (r0, r1) = t.r;
         let (c0, c1) = t.c;
         let w = c1 - c0;
         let full = r0 == 0 && r1 == n;
-        for o in t.o.0..t.o.1 {
+        let row = |o: usize, k: usize, r: usize| {
             let sbase = o * m * inner;
             let dbase = o * n * inner;
-            for (k, &r) in idx.iter().enumerate() {
-                let r = r as usize;
-                if !full && (r < r0 || r >= r1) {
-                    continue;
-                }
-                let s = &src[sbase + k * inner + c0..sbase + k * inner + c1];
-                // SAFETY: indices were checked to be in 0..n; this task is the only one that
-                // touches rows r0..r1, columns c0..c1 of outer rows t.o (tasks are disjoint).
-                let d = unsafe {
-                    let dp = dp;
-                    core::slice::from_raw_parts_mut(dp.0.add(dbase + r * inner + c0), w)
-                };
-                match mode {
-                    RowMode::Add => {
-                        for (d, &s) in d.iter_mut().zip(s) {
-                            *d = T::add(*d, s);
-                        }
+            let s = &src[sbase + k * inner + c0..sbase + k * inner + c1];
+            // SAFETY: indices were checked to be in 0..n; this task is the only one that
+            // touches rows r0..r1, columns c0..c1 of outer rows t.o (tasks are disjoint).
+            let d = unsafe {
+                let dp = dp;
+                core::slice::from_raw_parts_mut(dp.0.add(dbase + r * inner + c0), w)
+            };
+            match mode {
+                RowMode::Add => {
+                    for (d, &s) in d.iter_mut().zip(s) {
+                        *d = T::add(*d, s);
                     }
-                    RowMode::Assign => d.copy_from_slice(s),
+                }
+                RowMode::Assign => d.copy_from_slice(s),
+            }
+        };
+        for o in t.o.0..t.o.1 {
+            if full {
+                for (k, &r) in idx.iter().enumerate() {
+                    row(o, k, r as usize);
+                }
+            } else if !buckets.is_empty() {
+                for lists in &buckets {
+                    for &k in &lists[t.rb] {
+                        row(o, k as usize, idx[k as usize] as usize);
+                    }
+                }
+            } else {
+                for (k, &r) in idx.iter().enumerate() {
+                    let r = r as usize;
+                    if r >= r0 && r < r1 {
+                        row(o, k, r);
+                    }
                 }
             }
         }
@@ -322,6 +374,61 @@ fn rows_det<T: AccElem>(
     } else {
         par.install(|| ts.par_iter().for_each(run));
     }
+}
+
+/// Number of source blocks of the deterministic row kernel: a function of the shapes only.
+/// Many sources into a small destination (at least 16 source elements per destination element
+/// and 8192 source rows per block) use per-block partial sums; otherwise 1 (destination
+/// partitioning).
+fn row_blocks(g: RowGeom) -> usize {
+    let src = g.outer * g.m * g.inner;
+    let dst = (g.outer * g.n * g.inner).max(1);
+    (src / (8 * dst)).min(g.m / 8192).clamp(1, 16)
+}
+
+/// Deterministic, for many sources into a small destination: the source rows are cut into `nb`
+/// blocks (fixed by the shapes), each block adds its rows in order into a private zeroed
+/// buffer, and every destination element then adds the block partials in block order. Both
+/// passes stream, like the nondeterministic kernel, and the order of every addition depends on
+/// the shapes only.
+fn rows_det_blocks<T: AccElem>(
+    dst: &mut [T],
+    src: &[T],
+    idx: &[i64],
+    g: RowGeom,
+    nb: usize,
+    par: &Par,
+) {
+    let RowGeom { outer, n, m, inner } = g;
+    let len = dst.len();
+    let mut parts = zeroed_vec::<T>(nb * len);
+    par.install(|| {
+        parts.par_chunks_mut(len).enumerate().for_each(|(b, p)| {
+            let (k0, k1) = (m * b / nb, m * (b + 1) / nb);
+            for o in 0..outer {
+                for k in k0..k1 {
+                    let r = idx[k] as usize;
+                    let s = &src[(o * m + k) * inner..(o * m + k + 1) * inner];
+                    let d = &mut p[(o * n + r) * inner..(o * n + r + 1) * inner];
+                    for (d, &s) in d.iter_mut().zip(s) {
+                        *d = T::add(*d, s);
+                    }
+                }
+            }
+        })
+    });
+    const C: usize = 1 << 12;
+    par.install(|| {
+        dst.par_chunks_mut(C).enumerate().for_each(|(c, d)| {
+            let lo = c * C;
+            for b in 0..nb {
+                let p = &parts[b * len + lo..b * len + lo + d.len()];
+                for (d, &v) in d.iter_mut().zip(p) {
+                    *d = T::add(*d, v);
+                }
+            }
+        })
+    });
 }
 
 /// Nondeterministic: parallel over source rows, private buffers merged in completion order
@@ -508,7 +615,7 @@ fn index_select_kernel(x: &Tensor, dim: usize, idx: &[i64], par: &Par) -> Result
     let xc = x.contiguous();
     crate::with_dtype!(x.dtype(), T => {
         let s = dense::<T>(&xc)?;
-        let mut out = vec![T::ZERO; outer * m * inner];
+        let mut out = zeroed_vec::<T>(outer * m * inner);
         if !out.is_empty() {
             let min_rows = ((1 << 12) / inner.max(1)).max(1);
             par.install(|| {
@@ -532,7 +639,7 @@ fn gather_kernel(x: &Tensor, dim: usize, index: &Tensor, idx: &[i64], par: &Par)
     let xc = x.contiguous();
     crate::with_dtype!(x.dtype(), T => {
         let s = dense::<T>(&xc)?;
-        let mut out = vec![T::ZERO; idx.len()];
+        let mut out = zeroed_vec::<T>(idx.len());
         if !out.is_empty() && last > 0 {
             let min_rows = ((1 << 12) / last).max(1);
             par.install(|| {
@@ -716,29 +823,47 @@ fn run_rows(
 
 /// Number of blocks the deterministic histogram cuts `n` inputs into for `bins` bins: a
 /// function of the shapes only (at least 2^16 inputs per block, at most 64 blocks, and the
-/// block partials no larger than the input or 2^20 values).
+/// block partials together at most half as many values as the input).
 fn hist_blocks(n: usize, bins: usize) -> usize {
     let by_len = (n >> 16).clamp(1, 64);
-    let by_mem = (n.max(1 << 20) / bins.max(1)).max(1);
+    let by_mem = (n / (2 * bins.max(1))).max(1);
     by_len.min(by_mem)
 }
 
-/// Kernel of a weighted histogram: `(bins of each input (usize::MAX = skip), weights, nbins,
-/// par) -> counts`.
-type HistFn<W> = fn(
-    &(dyn Fn(usize) -> usize + Sync),
-    usize,
-    &(dyn Fn(usize) -> W + Sync),
-    usize,
-    &Par,
-) -> Vec<W>;
+/// What a histogram counts.
+#[derive(Clone, Copy, Debug)]
+pub enum HistInput<'a> {
+    /// Values that are bin numbers already (`bincount`; checked non-negative).
+    Bins(&'a [i64]),
+    /// `f32` values binned in `bins` equal bins over `[lo, hi]` (`histc`).
+    F32 {
+        /// The values.
+        x: &'a [f32],
+        /// Left edge.
+        lo: f32,
+        /// Right edge.
+        hi: f32,
+    },
+    /// `f64` values binned in `bins` equal bins over `[lo, hi]` (`histc`).
+    F64 {
+        /// The values.
+        x: &'a [f64],
+        /// Left edge.
+        lo: f64,
+        /// Right edge.
+        hi: f64,
+    },
+}
+
+/// Kernel of a histogram: `(input, weights or None for counts, number of bins, par)`.
+pub type HistFn<W> = fn(&HistInput<'_>, Option<&[W]>, usize, &Par) -> Vec<W>;
 
 /// Deterministic histogram: fixed blocks, each counted in order, partials added per bin in
 /// block order.
-fn hist_det<W: AccElem>(
-    bin: &(dyn Fn(usize) -> usize + Sync),
+fn hist_det_g<W: AccElem>(
+    bin: &(impl Fn(usize) -> usize + Sync),
     n: usize,
-    w: &(dyn Fn(usize) -> W + Sync),
+    w: &(impl Fn(usize) -> W + Sync),
     nbins: usize,
     par: &Par,
 ) -> Vec<W> {
@@ -751,19 +876,18 @@ fn hist_det<W: AccElem>(
             }
         }
     };
-    if nb == 1 {
-        let mut out = vec![W::default(); nbins];
+    let mut out = vec![W::default(); nbins];
+    if nb == 1 || nbins == 0 {
         count(0, n, &mut out);
         return out;
     }
     let mut parts = vec![W::default(); nb * nbins];
     par.install(|| {
         parts
-            .par_chunks_mut(nbins.max(1))
+            .par_chunks_mut(nbins)
             .enumerate()
             .for_each(|(b, p)| count(n * b / nb, n * (b + 1) / nb, p))
     });
-    let mut out = vec![W::default(); nbins];
     par.install(|| {
         out.par_chunks_mut(1 << 12).enumerate().for_each(|(c, o)| {
             let lo = c << 12;
@@ -780,27 +904,32 @@ fn hist_det<W: AccElem>(
 
 /// Nondeterministic histogram: one contiguous range per thread, buffers merged as threads
 /// finish.
-fn hist_nondet<W: AccElem>(
-    bin: &(dyn Fn(usize) -> usize + Sync),
+fn hist_nondet_g<W: AccElem>(
+    bin: &(impl Fn(usize) -> usize + Sync),
     n: usize,
-    w: &(dyn Fn(usize) -> W + Sync),
+    w: &(impl Fn(usize) -> W + Sync),
     nbins: usize,
     par: &Par,
 ) -> Vec<W> {
     let t = par.threads();
+    let count = |lo: usize, hi: usize, out: &mut [W]| {
+        for i in lo..hi {
+            let b = bin(i);
+            if b < nbins {
+                out[b] = W::add(out[b], w(i));
+            }
+        }
+    };
     if t == 1 || n < 1 << 15 {
-        return hist_det(bin, n, w, nbins, par);
+        let mut out = vec![W::default(); nbins];
+        count(0, n, &mut out);
+        return out;
     }
     let total = Mutex::new(vec![W::default(); nbins]);
     par.install(|| {
         (0..t).into_par_iter().for_each(|k| {
             let mut buf = vec![W::default(); nbins];
-            for i in n * k / t..n * (k + 1) / t {
-                let b = bin(i);
-                if b < nbins {
-                    buf[b] = W::add(buf[b], w(i));
-                }
-            }
+            count(n * k / t, n * (k + 1) / t, &mut buf);
             let mut o = total.lock().unwrap_or_else(|e| e.into_inner());
             for (o, &b) in o.iter_mut().zip(&buf) {
                 *o = W::add(*o, b);
@@ -808,6 +937,73 @@ fn hist_nondet<W: AccElem>(
         })
     });
     total.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `histc`'s bin of `v` (PyTorch's formula, in the input's precision); `usize::MAX` outside
+/// `[lo, hi]` or NaN.
+macro_rules! histc_bin {
+    ($T:ty, $x:expr, $lo:expr, $hi:expr, $bins:expr) => {{
+        let (x, lo, hi, bins) = ($x, $lo, $hi, $bins);
+        let span = hi - lo;
+        move |i: usize| {
+            let v = x[i];
+            if !(v >= lo && v <= hi) {
+                return usize::MAX;
+            }
+            let p = ((v - lo) * bins as $T / span) as usize;
+            if p >= bins { bins - 1 } else { p }
+        }
+    }};
+}
+
+fn hist_run<W: AccElem>(
+    inp: &HistInput<'_>,
+    w: Option<&[W]>,
+    nbins: usize,
+    par: &Par,
+    det: bool,
+) -> Vec<W> {
+    macro_rules! go {
+        ($bin:expr, $n:expr) => {{
+            let bin = $bin;
+            match w {
+                Some(w) => {
+                    let wf = |i: usize| w[i];
+                    if det {
+                        hist_det_g(&bin, $n, &wf, nbins, par)
+                    } else {
+                        hist_nondet_g(&bin, $n, &wf, nbins, par)
+                    }
+                }
+                None => {
+                    let wf = |_: usize| W::ONE;
+                    if det {
+                        hist_det_g(&bin, $n, &wf, nbins, par)
+                    } else {
+                        hist_nondet_g(&bin, $n, &wf, nbins, par)
+                    }
+                }
+            }
+        }};
+    }
+    match *inp {
+        HistInput::Bins(x) => go!(|i: usize| x[i] as usize, x.len()),
+        HistInput::F32 { x, lo, hi } => go!(histc_bin!(f32, x, lo, hi, nbins), x.len()),
+        HistInput::F64 { x, lo, hi } => go!(histc_bin!(f64, x, lo, hi, nbins), x.len()),
+    }
+}
+
+fn hist_det<W: AccElem>(inp: &HistInput<'_>, w: Option<&[W]>, nbins: usize, par: &Par) -> Vec<W> {
+    hist_run(inp, w, nbins, par, true)
+}
+
+fn hist_nondet<W: AccElem>(
+    inp: &HistInput<'_>,
+    w: Option<&[W]>,
+    nbins: usize,
+    par: &Par,
+) -> Vec<W> {
+    hist_run(inp, w, nbins, par, false)
 }
 
 /// The histogram kernels of each weight type.
@@ -960,7 +1156,7 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         let (outer, n, inner) = geom(self.shape(), d);
         check_indices(OP, idx, n)?;
-        let mut out = self.contiguous();
+        let mut out = fresh_copy(self)?;
         let fast = index.ndim() == 0
             || (index.shape() == src.shape()
                 && (0..index.ndim()).all(|a| a == d || index.shape()[a] == self.shape()[a]));
@@ -1016,7 +1212,7 @@ impl Tensor {
         }
         let (outer, n, inner) = geom(self.shape(), d);
         check_indices(OP, idx, n)?;
-        let mut out = self.contiguous();
+        let mut out = fresh_copy(self)?;
         run_rows(
             &INDEX_ADD,
             &mut out,
@@ -1123,7 +1319,7 @@ impl Tensor {
             m,
             inner,
         };
-        let mut out = self.contiguous();
+        let mut out = fresh_copy(self)?;
         if accumulate {
             run_rows(&INDEX_PUT_ACCUMULATE, &mut out, &vals, &lin, g)?;
         } else {
@@ -1220,7 +1416,10 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         check_indices(OP, idx, num_weights)?;
         let d = *grad.shape().last().unwrap_or(&0);
-        let mut out = Tensor::zeros(&[num_weights, d], grad.dtype())?;
+        let mut out = match grad.dtype() {
+            DType::F32 => Tensor::from_vec(zeroed_vec::<f32>(num_weights * d), &[num_weights, d])?,
+            _ => Tensor::from_vec(zeroed_vec::<f64>(num_weights * d), &[num_weights, d])?,
+        };
         let g = RowGeomPub {
             outer: 1,
             n: num_weights,
@@ -1312,19 +1511,34 @@ impl Tensor {
             ));
         }
         let x = dense::<i64>(&xc)?;
-        if let Some(&neg) = x.iter().find(|&&v| v < 0) {
+        // One pass for the smallest (must be >= 0) and the largest value (the bin count).
+        let minmax = |c: &[i64]| {
+            c.iter()
+                .fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)))
+        };
+        let (mn, mx) = if x.len() > 1 << 20 {
+            let par = crate::threads::Par::current();
+            par.install(|| {
+                x.par_chunks(1 << 18)
+                    .map(minmax)
+                    .reduce(|| (i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+            })
+        } else {
+            minmax(x)
+        };
+        if !x.is_empty() && mn < 0 {
             return Err(invalid(
                 OP,
                 "self",
-                format!("bincount only supports non-negative inputs, got {neg}"),
+                format!("bincount only supports non-negative inputs, got {mn}"),
             ));
         }
-        let nbins = (x.iter().copied().max().map_or(0, |m| m as usize + 1)).max(minlength);
-        let bin = |i: usize| x[i] as usize;
+        let nbins = if x.is_empty() { 0 } else { mx as usize + 1 }.max(minlength);
+        let inp = HistInput::Bins(x);
         let c = BINCOUNT.select()?;
         match weights {
             None => {
-                let v = (c.imp.f.i64)(&bin, x.len(), &|_| 1i64, nbins, &c.par);
+                let v = (c.imp.f.i64)(&inp, None, nbins, &c.par);
                 Tensor::from_vec(v, &[nbins])
             }
             Some(w) => {
@@ -1338,11 +1552,11 @@ impl Tensor {
                 let wc = w.contiguous();
                 if w.dtype() == DType::F32 {
                     let wd = dense::<f32>(&wc)?;
-                    let v = (c.imp.f.f32)(&bin, x.len(), &|i| wd[i], nbins, &c.par);
+                    let v = (c.imp.f.f32)(&inp, Some(wd), nbins, &c.par);
                     Tensor::from_vec(v, &[nbins])
                 } else {
                     let wd = wc.to_f64_vec();
-                    let v = (c.imp.f.f64)(&bin, x.len(), &|i| wd[i], nbins, &c.par);
+                    let v = (c.imp.f.f64)(&inp, Some(&wd), nbins, &c.par);
                     Tensor::from_vec(v, &[nbins])
                 }
             }
@@ -1369,7 +1583,7 @@ impl Tensor {
         let c = HISTC.select()?;
         let xc = self.contiguous();
         macro_rules! go {
-            ($T:ty) => {{
+            ($T:ty, $V:ident) => {{
                 let x = dense::<$T>(&xc)?;
                 let (mut lo, mut hi) = (min as $T, max as $T);
                 if lo == hi && !x.is_empty() {
@@ -1387,23 +1601,14 @@ impl Tensor {
                         format!("range of [{lo}, {hi}] is not finite"),
                     ));
                 }
-                let nb = bins as $T;
-                let span = hi - lo;
-                let bin = |i: usize| {
-                    let v = x[i];
-                    if !(v >= lo && v <= hi) {
-                        return usize::MAX;
-                    }
-                    let p = ((v - lo) * nb / span) as usize;
-                    if p >= bins { bins - 1 } else { p }
-                };
-                let v = (c.imp.f.i64)(&bin, x.len(), &|_| 1i64, bins, &c.par);
+                let inp = HistInput::$V { x, lo, hi };
+                let v = (c.imp.f.i64)(&inp, None, bins, &c.par);
                 Tensor::from_vec(v.into_iter().map(|c| c as $T).collect::<Vec<$T>>(), &[bins])
             }};
         }
         match self.dtype() {
-            DType::F32 => go!(f32),
-            DType::F64 => go!(f64),
+            DType::F32 => go!(f32, F32),
+            DType::F64 => go!(f64, F64),
             got => Err(Error::DType {
                 op: OP,
                 expected: DType::F32,

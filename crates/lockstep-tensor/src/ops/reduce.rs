@@ -32,24 +32,85 @@ pub(crate) fn dense<T: Element>(t: &Tensor) -> Result<&[T]> {
     t.data::<T>()
 }
 
+/// A zeroed buffer of `n` elements for an op's output. Large buffers (4 MiB and up) are
+/// advised to the kernel as transparent-huge-page candidates first (Linux only; a hint, with
+/// no effect on values): first-touch page faults are otherwise a large part of the time of
+/// streaming ops on fresh outputs.
+pub fn zeroed_vec<T: Element + Default>(n: usize) -> Vec<T> {
+    let v = vec![T::default(); n];
+    advise_huge(&v);
+    v
+}
+
+/// `v` copied into a fresh buffer from [`zeroed_vec`].
+pub fn copied_vec<T: Element + Default>(v: &[T]) -> Vec<T> {
+    let mut o = zeroed_vec(v.len());
+    o.copy_from_slice(v);
+    o
+}
+
+fn advise_huge<T>(v: &[T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const MIN: usize = 4 << 20;
+        const MADV_HUGEPAGE: i32 = 14;
+        unsafe extern "C" {
+            fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        let bytes = core::mem::size_of_val(v);
+        if bytes >= MIN {
+            let start = v.as_ptr() as usize;
+            let a = (start + 4095) & !4095;
+            let end = (start + bytes) & !4095;
+            if end > a {
+                // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE is advice only
+                // (it never changes contents) and its failure is harmless.
+                unsafe { madvise(a as *mut core::ffi::c_void, end - a, MADV_HUGEPAGE) };
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
 /// A float type the reductions accumulate in (`f32` sums in `f32`, as PyTorch does).
 pub trait Float: Element + core::ops::Add<Output = Self> + Default {}
 impl Float for f32 {}
 impl Float for f64 {}
 
-/// Sum of a slice in a fixed order: lanes, then a fixed tree over the lanes.
-#[inline]
-pub fn sum_lanes<T: Float>(x: &[T]) -> T {
-    let mut acc = [T::default(); LANES];
+/// Folds `x` into [`LANES`] accumulators: element `i` goes to lane `i mod LANES`, each lane in
+/// index order. The lanes are kept as four groups of four so that the compiler maps each group
+/// to one vector register (a plain `[T; 16]` loop is only partly vectorised).
+#[inline(always)]
+pub fn fold_lanes<T: Copy>(x: &[T], init: T, f: impl Fn(T, T) -> T) -> [T; LANES] {
+    let mut a0 = [init; 4];
+    let mut a1 = [init; 4];
+    let mut a2 = [init; 4];
+    let mut a3 = [init; 4];
     let mut chunks = x.chunks_exact(LANES);
     for c in &mut chunks {
-        for l in 0..LANES {
-            acc[l] = acc[l] + c[l];
+        for l in 0..4 {
+            a0[l] = f(a0[l], c[l]);
+            a1[l] = f(a1[l], c[4 + l]);
+            a2[l] = f(a2[l], c[8 + l]);
+            a3[l] = f(a3[l], c[12 + l]);
         }
     }
+    let mut acc = [init; LANES];
+    acc[..4].copy_from_slice(&a0);
+    acc[4..8].copy_from_slice(&a1);
+    acc[8..12].copy_from_slice(&a2);
+    acc[12..].copy_from_slice(&a3);
     for (l, &v) in chunks.remainder().iter().enumerate() {
-        acc[l] = acc[l] + v;
+        acc[l] = f(acc[l], v);
     }
+    acc
+}
+
+/// Sum of a slice in a fixed order: lanes, then a fixed tree over the lanes.
+#[inline(always)]
+pub fn sum_lanes<T: Float>(x: &[T]) -> T {
+    let mut acc = fold_lanes(x, T::default(), |a, v| a + v);
     tree_sum(&mut acc)
 }
 
@@ -464,7 +525,7 @@ fn map_lines<T: Real>(
     par: &Par,
     f: impl Fn(&[T], &mut [T]) + Sync + Send,
 ) -> Vec<T> {
-    let mut out = vec![T::default(); x.len()];
+    let mut out = zeroed_vec::<T>(x.len());
     let Geom { n, inner, .. } = g;
     if x.is_empty() || n == 0 {
         return out;
@@ -505,18 +566,10 @@ fn line_sum<T: Real>(x: &[T], par: &Par) -> T {
 /// `Σ (x - mean)²` in the same fixed order as [`line_sum`].
 fn line_sq_dev<T: Real>(x: &[T], mean: T, par: &Par) -> T {
     fn lanes<T: Real>(x: &[T], mean: T) -> T {
-        let mut acc = [T::default(); LANES];
-        let mut chunks = x.chunks_exact(LANES);
-        for c in &mut chunks {
-            for l in 0..LANES {
-                let d = c[l] - mean;
-                acc[l] = acc[l] + d * d;
-            }
-        }
-        for (l, &v) in chunks.remainder().iter().enumerate() {
+        let mut acc = fold_lanes(x, T::default(), |a, v| {
             let d = v - mean;
-            acc[l] = acc[l] + d * d;
-        }
+            a + d * d
+        });
         tree_sum(&mut acc)
     }
     if x.len() <= CHUNK {
@@ -582,19 +635,13 @@ fn line_extreme<T: Real>(x: &[T], greater: bool, par: &Par) -> (T, usize) {
 }
 
 /// Max of a line, NaN-propagating, in lanes (a value for shifting exponentials: order-free).
-#[inline]
+#[inline(always)]
 fn line_max_value<T: Real>(x: &[T]) -> T {
-    let mut acc = [T::NEG_INFINITY; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for l in 0..LANES {
-            let v = c[l];
-            acc[l] = if v > acc[l] || v.is_nan() { v } else { acc[l] };
-        }
-    }
-    for (l, &v) in chunks.remainder().iter().enumerate() {
-        acc[l] = if v > acc[l] || v.is_nan() { v } else { acc[l] };
-    }
+    let acc = fold_lanes(
+        x,
+        T::NEG_INFINITY,
+        |a, v| if v > a || v.is_nan() { v } else { a },
+    );
     let mut m = acc[0];
     for &v in &acc[1..] {
         m = if v > m || v.is_nan() { v } else { m };
@@ -628,28 +675,28 @@ fn line_logsumexp<T: Real>(x: &[T], tmp: &mut Vec<T>) -> T {
 #[inline(always)]
 fn softmax_line_generic<T: Real>(x: &[T], out: &mut [T], log: bool) {
     let m = line_max_value(x);
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = v - m;
+    // exp(x - m) into `out`, a block at a time through a small buffer kept in L1.
+    const B: usize = 256;
+    let mut buf = [T::default(); B];
+    for (xc, oc) in x.chunks(B).zip(out.chunks_mut(B)) {
+        let b = &mut buf[..xc.len()];
+        for (b, &v) in b.iter_mut().zip(xc) {
+            *b = v - m;
+        }
+        T::exp_slice(b, oc);
     }
+    let s = sum_lanes(out);
     if log {
-        // out = (x - m) - ln Σ exp(x - m); exp written to a scratch pass over `out`'s copy.
-        let mut e = vec![T::default(); x.len()];
-        T::exp_slice(out, &mut e);
-        let ls = sum_lanes(&e).ln();
-        for o in out.iter_mut() {
-            *o = *o - ls;
+        // (x - m) - ln Σ exp(x - m).
+        let ls = s.ln();
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = (v - m) - ls;
         }
     } else {
-        // In place: exp(out) -> out, via a small block buffer to keep it in cache.
-        const B: usize = 256;
-        let mut buf = [T::default(); B];
-        for c in out.chunks_mut(B) {
-            T::exp_slice(c, &mut buf[..c.len()]);
-            c.copy_from_slice(&buf[..c.len()]);
-        }
-        let s = sum_lanes(out);
+        // Multiplied by the reciprocal, as PyTorch's vectorised kernel does.
+        let inv = T::from_f64(1.0) / s;
         for o in out.iter_mut() {
-            *o = *o / s;
+            *o = *o * inv;
         }
     }
 }
@@ -838,7 +885,7 @@ fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     with_float!("cumsum", x, T => {
         let data = dense::<T>(&xc)?;
         let Geom { n, inner, .. } = g;
-        let mut out = vec![T::default(); data.len()];
+        let mut out = zeroed_vec::<T>(data.len());
         if !data.is_empty() {
             // Sequential along the line (the only order PyTorch's sequential scan has), parallel
             // over blocks of lines; for inner > 1 the rows are added whole (vectorised).
