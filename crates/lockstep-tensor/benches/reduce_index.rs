@@ -124,12 +124,41 @@ fn best_pair(reps: usize, threads: usize, f: &dyn Fn() -> Tensor) -> (f64, f64) 
     (nd, de)
 }
 
+/// Read-bandwidth reference for `sum`: an integer xor-fold over the same 256 MiB (no
+/// floating-point latency chain), best of `reps`, in GB/s.
+fn read_bandwidth(reps: usize) -> f64 {
+    let n = 64usize << 20;
+    let v: Vec<u32> = randf(n, 1).iter().map(|x| x.to_bits()).collect();
+    let fold = |x: &[u32]| {
+        let mut a = [0u32; 16];
+        for c in x.chunks_exact(16) {
+            for l in 0..16 {
+                a[l] ^= c[l];
+            }
+        }
+        a.iter().fold(0, |p, q| p ^ q)
+    };
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        black_box(fold(black_box(&v)));
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (n * 4) as f64 / best / 1e9
+}
+
 fn quick() {
     let reps: usize = std::env::var("LOCKSTEP_REPS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(7);
     let filter = std::env::var("LOCKSTEP_FILTER").unwrap_or_default();
+    if filter.is_empty() || filter.contains("sum") {
+        println!(
+            "read bandwidth (1 thread, xor-fold of 256 MiB): {:.2} GB/s",
+            read_bandwidth(reps)
+        );
+    }
     println!(
         "{:<38} {:>3} {:>10} {:>10} {:>7} {:>8}",
         "case", "thr", "nondet ms", "det ms", "det/nd", "det GB/s"

@@ -102,6 +102,13 @@ unsafe impl<T> Send for SyncPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for SyncPtr<T> {}
 
+impl<T> SyncPtr<T> {
+    /// The pointer (a method, so that closures capture the whole `SyncPtr`, not its field).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Runs `$body` with `$T` = `f32`, `f64` or `i64`, else a dtype error naming `$op`.
 macro_rules! with_acc {
     ($op:expr, $dt:expr, $T:ident => $body:expr) => {
@@ -335,10 +342,8 @@ fn rows_det<T: AccElem>(
             let s = &src[sbase + k * inner + c0..sbase + k * inner + c1];
             // SAFETY: indices were checked to be in 0..n; this task is the only one that
             // touches rows r0..r1, columns c0..c1 of outer rows t.o (tasks are disjoint).
-            let d = unsafe {
-                let dp = dp;
-                core::slice::from_raw_parts_mut(dp.0.add(dbase + r * inner + c0), w)
-            };
+            let d =
+                unsafe { core::slice::from_raw_parts_mut(dp.get().add(dbase + r * inner + c0), w) };
             match mode {
                 RowMode::Add => {
                     for (d, &s) in d.iter_mut().zip(s) {
@@ -465,14 +470,13 @@ fn rows_nondet<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
         let dp = SyncPtr(dst.as_mut_ptr());
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
-                let dp = dp;
                 for row in t * per..((t + 1) * per).min(rows) {
                     let (o, k) = (row / m, row % m);
                     let r = idx[k] as usize;
                     let base = (o * n + r) * inner;
                     for (j, &s) in src[row * inner..(row + 1) * inner].iter().enumerate() {
                         // SAFETY: in bounds (indices checked); all concurrent access is atomic.
-                        unsafe { T::atomic_add(dp.0.add(base + j), s) };
+                        unsafe { T::atomic_add(dp.get().add(base + j), s) };
                     }
                 }
             })
@@ -496,7 +500,6 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     let ts = tasks(outer, n, inner, threads);
     let dp = SyncPtr(dst.as_mut_ptr());
     let run = |t: &Task| {
-        let dp = dp;
         let (r0, r1) = t.r;
         let (c0, c1) = t.c;
         for o in t.o.0..t.o.1 {
@@ -511,7 +514,7 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
                         // SAFETY: in bounds (indices checked); this task alone owns rows
                         // r0..r1 × columns c0..c1 of its outer range.
                         unsafe {
-                            let p = dp.0.add(dbase + r * inner + j);
+                            let p = dp.get().add(dbase + r * inner + j);
                             *p = T::add(*p, s);
                         }
                     }
@@ -556,10 +559,9 @@ fn scatter_nondet<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom,
         let dp = SyncPtr(dst.as_mut_ptr());
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
-                let dp = dp;
                 for p in t * per..((t + 1) * per).min(src.len()) {
                     // SAFETY: in bounds (indices checked); all concurrent access is atomic.
-                    unsafe { T::atomic_add(dp.0.add(target(p)), src[p]) };
+                    unsafe { T::atomic_add(dp.get().add(target(p)), src[p]) };
                 }
             })
         });
@@ -1072,7 +1074,7 @@ fn embedding_bag_kernel(
                         let row = &wd[r as usize * d..(r as usize + 1) * d];
                         if mode == BagMode::Max {
                             for (o, &v) in o.iter_mut().zip(row) {
-                                if j == 0 || v > *o || v != v { *o = v; }
+                                if j == 0 || v > *o || v.partial_cmp(&v).is_none() { *o = v; }
                             }
                         } else {
                             for (o, &v) in o.iter_mut().zip(row) {

@@ -406,13 +406,7 @@ fn exp_f32_generic(src: &[f32], dst: &mut [f32]) {
     const C1: f32 = 0.693_359_4;
     const C2: f32 = -2.121_944_4e-4;
     for (d, &x) in dst.iter_mut().zip(src) {
-        let xc = if x < LO {
-            LO
-        } else if x > HI {
-            HI
-        } else {
-            x
-        };
+        let xc = x.clamp(LO, HI); // NaN stays NaN
         let t = xc * LOG2E + MAGIC;
         let fx = t - MAGIC;
         let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
@@ -872,6 +866,7 @@ fn softmax_kernel(x: &Tensor, a: &RedArgs, par: &Par, log: bool) -> Result<Vec<T
     })
 }
 
+#[allow(clippy::assign_op_pattern)] // `Float` has `Add`, not `AddAssign`
 fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     let g = match a.dim {
         Some(d) => geom(x.shape(), d),
