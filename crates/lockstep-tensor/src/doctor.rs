@@ -109,7 +109,7 @@ pub fn cases() -> Vec<Case> {
     let (s, idx) = (src.clone(), indices(20_011, 300, 14));
     let base = Tensor::zeros(&[300, 33], DType::F32).expect("shape");
     case(&mut v, "index_put(accumulate)[20011 -> 300]", move || {
-        base.index_put(&[idx.clone()], &s, true)
+        base.index_put(std::slice::from_ref(&idx), &s, true)
     });
     let (g, idx) = (src.clone(), indices(20_011, 777, 15));
     case(&mut v, "embedding_backward[20011x33 -> 777]", move || {
