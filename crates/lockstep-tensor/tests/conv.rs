@@ -229,7 +229,7 @@ fn conv_deterministic_switch_restricts_only_convolution() {
     });
     let allowed = CONV2D_WEIGHT_GRAD.allowed(true).unwrap();
     assert_eq!(allowed.len(), 1);
-    assert_eq!(allowed[0].algo, "conv2d_weight_grad.batched_gemm");
+    assert_eq!(allowed[0].algo, "conv2d_weight_grad.fixed_parts");
     assert_eq!(
         bits(&a),
         bits(&scope(true, false, || Tensor::conv2d_backward_weight(
