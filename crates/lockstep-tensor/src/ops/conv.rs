@@ -230,19 +230,59 @@ type FwdFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type InputGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type WeightGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 
+/// Runs `per_sample(n, out_n, par)` for every sample: in parallel over samples (each on one
+/// thread) when the batch has at least as many samples as threads, else sample after sample
+/// with the threads inside. Each sample's output is computed the same way either way (GEMM's
+/// bits do not depend on its thread count), so the choice never changes the bits.
+fn for_each_sample(
+    n: usize,
+    out: &mut [f32],
+    par: &Par,
+    per_sample: impl Fn(usize, &mut [f32], &Par) -> Result<()> + Sync,
+) -> Result<()> {
+    if n == 0 || out.is_empty() {
+        return Ok(());
+    }
+    let size = out.len() / n;
+    if n >= par.threads() && par.threads() > 1 {
+        let one = Par::new(1);
+        par.install(|| {
+            out.par_chunks_mut(size)
+                .enumerate()
+                .try_for_each(|(i, o)| per_sample(i, o, &one))
+        })
+    } else {
+        out.chunks_mut(size)
+            .enumerate()
+            .try_for_each(|(i, o)| per_sample(i, o, par))
+    }
+}
+
 fn fwd_im2col(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
-    let mut col = vec![0f32; k * ohw];
-    for n in 0..g.n {
-        let xs = &x[n * g.cin * g.h * g.w..][..g.cin * g.h * g.w];
+    let chw = g.cin * g.h * g.w;
+    for_each_sample(g.n, out, par, |n, o, par| {
+        let xs = &x[n * chw..][..chw];
+        let mut col = vec![0f32; k * ohw];
         for grp in 0..g.p.groups {
             g.im2col(xs, grp, &mut col);
             let wg = &w[grp * og * k..][..og * k];
-            let o = &mut out[(n * g.cout + grp * og) * ohw..][..og * ohw];
-            gemm(og, ohw, k, wg, (k, 1), &col, (ohw, 1), o, (ohw, 1), par)?;
+            let og_out = &mut o[grp * og * ohw..][..og * ohw];
+            gemm(
+                og,
+                ohw,
+                k,
+                wg,
+                (k, 1),
+                &col,
+                (ohw, 1),
+                og_out,
+                (ohw, 1),
+                par,
+            )?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn fwd_1x1(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
@@ -312,10 +352,8 @@ pub static CONV2D: Op<FwdFn> = Op {
 
 fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
-    let mut col = vec![0f32; k * ohw];
-    let chw = g.cin * g.h * g.w;
-    for n in 0..g.n {
-        let dxs = &mut dx[n * chw..][..chw];
+    for_each_sample(g.n, dx, par, |n, dxs, par| {
+        let mut col = vec![0f32; k * ohw];
         for grp in 0..g.p.groups {
             let wg = &w[grp * og * k..][..og * k];
             let go = &gout[(n * g.cout + grp * og) * ohw..][..og * ohw];
@@ -334,8 +372,8 @@ fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &
             )?;
             g.col2im(&col, grp, dxs);
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `conv2d_input_grad`: the gradient of `conv2d` with respect to its input.
