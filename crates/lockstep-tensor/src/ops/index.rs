@@ -163,18 +163,16 @@ fn index_tensor(op: &'static str, t: &Tensor) -> Result<Tensor> {
     Ok(t.contiguous())
 }
 
-/// Checks that every index is in `0..size`.
+/// Checks that every index is in `0..size` (a branch-free scan on lockstep's threads; the first
+/// bad index is looked up only when there is one).
 fn check_indices(op: &'static str, idx: &[i64], size: usize) -> Result<()> {
-    let bad = if idx.len() > 1 << 16 {
-        idx.par_chunks(1 << 14)
-            .position_first(|c| c.iter().any(|&i| i as u64 >= size as u64))
-            .map(|c| c << 14)
+    let bad = |c: &[i64]| c.iter().fold(false, |a, &i| a | (i as u64 >= size as u64));
+    let any_bad = if idx.len() > 1 << 16 {
+        Par::current().install(|| idx.par_chunks(1 << 14).any(bad))
     } else {
-        Some(0)
+        bad(idx)
     };
-    if let Some(start) = bad
-        && let Some(&i) = idx[start..].iter().find(|&&i| i as u64 >= size as u64)
-    {
+    if any_bad && let Some(&i) = idx.iter().find(|&&i| i as u64 >= size as u64) {
         return Err(Error::IndexOutOfRange { op, index: i, size });
     }
     Ok(())
@@ -233,32 +231,65 @@ struct Task {
     rc: usize,
 }
 
-fn split(n: usize, parts: usize, i: usize, align: usize) -> (usize, usize) {
+fn split(n: usize, parts: usize, i: usize, align: usize, shift: usize) -> (usize, usize) {
     let at = |p: usize| {
         let x = n * p / parts;
-        if p == parts {
+        if p == 0 {
+            0
+        } else if p == parts {
             n
         } else {
-            (x / align * align).min(n)
+            (x / align * align + shift).min(n)
         }
     };
     (at(i), at(i + 1))
 }
 
+/// Elements from the start of `v` to its first 64-byte boundary (cache-line alignment of the
+/// column blocks; the partition never changes the results).
+fn line_shift<T>(v: &[T]) -> usize {
+    let sz = core::mem::size_of::<T>().max(1);
+    let mis = v.as_ptr() as usize % 64;
+    if mis == 0 || !mis.is_multiple_of(sz) {
+        0
+    } else {
+        ((64 - mis) / sz) % 16
+    }
+}
+
 /// Tasks over `[outer, n, inner]` destinations for `threads` threads: outer ranges first, then
 /// destination-row ranges, then column blocks of at least 16 elements (one cache line of f32).
-fn tasks(outer: usize, n: usize, inner: usize, threads: usize) -> Vec<Task> {
+///
+/// `cols_first` (element-indexed kernels, whose index has one entry per element) splits the
+/// columns before the rows, so that each task reads only its columns of the index.
+///
+/// Column blocks are multiples of 16 elements, shifted by `shift` elements so that their
+/// boundaries fall on the destination's 64-byte cache lines (no line written by two tasks when
+/// rows are whole lines).
+fn tasks(
+    outer: usize,
+    n: usize,
+    inner: usize,
+    threads: usize,
+    cols_first: bool,
+    shift: usize,
+) -> Vec<Task> {
     let oc = outer.clamp(1, threads);
-    let rc = n.clamp(1, threads.div_ceil(oc));
-    let cc = (inner / 16).clamp(1, threads.div_ceil(oc * rc));
+    let (rc, cc) = if cols_first {
+        let cc = (inner / 16).clamp(1, threads.div_ceil(oc));
+        (n.clamp(1, threads.div_ceil(oc * cc)), cc)
+    } else {
+        let rc = n.clamp(1, threads.div_ceil(oc));
+        (rc, (inner / 16).clamp(1, threads.div_ceil(oc * rc)))
+    };
     let mut v = Vec::with_capacity(oc * rc * cc);
     for a in 0..oc {
         for b in 0..rc {
             for c in 0..cc {
                 v.push(Task {
-                    o: split(outer, oc, a, 1),
-                    r: split(n, rc, b, 1),
-                    c: split(inner, cc, c, 16),
+                    o: split(outer, oc, a, 1, 0),
+                    r: split(n, rc, b, 1, 0),
+                    c: split(inner, cc, c, 16, shift),
                     rb: b,
                     rc,
                 });
@@ -306,7 +337,7 @@ fn rows_det<T: AccElem>(
     if mode == RowMode::Add && nb > 1 {
         return rows_det_blocks(dst, src, idx, g, nb, par);
     }
-    let ts = tasks(outer, n, inner, threads);
+    let ts = tasks(outer, n, inner, threads, false, line_shift(dst));
     let rc = ts.first().map_or(1, |t| t.rc);
     // With several row ranges, the source rows are first bucketed by range, in source order
     // (chunk by chunk, each chunk's list in order), so that a task visits only its own sources
@@ -512,7 +543,7 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     } else {
         par.threads()
     };
-    let ts = tasks(outer, n, inner, threads);
+    let ts = tasks(outer, n, inner, threads, true, line_shift(dst));
     let dp = SyncPtr(dst.as_mut_ptr());
     let run = |t: &Task| {
         let (r0, r1) = t.r;
@@ -558,24 +589,40 @@ fn scatter_nondet<T: AccElem>(
     if threads == 1 || src.len() < 1 << 15 || dst.is_empty() {
         return scatter_det(dst, src, idx, g, par);
     }
-    let per = src.len().div_ceil(threads);
-    let target = |p: usize| {
-        let (o, j) = (p / (m * inner), p % inner);
-        (o * n + idx[p] as usize) * inner + j
-    };
     let buffers = dst.len() * threads <= src.len();
     if !atomic && !buffers {
         return scatter_det(dst, src, idx, g, par);
     }
+    // Source rows (o, k) flattened, one contiguous range per thread; `add(q, v)` adds `v` at
+    // destination element `q`.
+    let rows = outer * m;
+    let per = rows.div_ceil(threads);
+    /// Calls `add(destination element, value)` for source rows `r0..r1` in order.
+    #[inline(always)]
+    fn visit<T: Copy>(
+        (idx, src): (&[i64], &[T]),
+        (r0, r1): (usize, usize),
+        (m, n, inner): (usize, usize, usize),
+        mut add: impl FnMut(usize, T),
+    ) {
+        for row in r0..r1 {
+            let dbase = (row / m) * n * inner;
+            let ir = &idx[row * inner..(row + 1) * inner];
+            let sr = &src[row * inner..(row + 1) * inner];
+            for (j, (&r, &v)) in ir.iter().zip(sr).enumerate() {
+                add(dbase + r as usize * inner + j, v);
+            }
+        }
+    }
+    let range = |t: usize| (t * per, ((t + 1) * per).min(rows));
     if !atomic {
         let total = Mutex::new(dst);
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
                 let mut buf = vec![T::default(); outer * n * inner];
-                for p in t * per..((t + 1) * per).min(src.len()) {
-                    let q = target(p);
-                    buf[q] = T::add(buf[q], src[p]);
-                }
+                visit((idx, src), range(t), (m, n, inner), |q, v| {
+                    buf[q] = T::add(buf[q], v)
+                });
                 let mut out = total.lock().unwrap_or_else(|e| e.into_inner());
                 for (d, &b) in out.iter_mut().zip(&buf) {
                     *d = T::add(*d, b);
@@ -586,10 +633,10 @@ fn scatter_nondet<T: AccElem>(
         let dp = SyncPtr(dst.as_mut_ptr());
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
-                for p in t * per..((t + 1) * per).min(src.len()) {
-                    // SAFETY: in bounds (indices checked); all concurrent access is atomic.
-                    unsafe { T::atomic_add(dp.get().add(target(p)), src[p]) };
-                }
+                // SAFETY: in bounds (indices checked); all concurrent access is atomic.
+                visit((idx, src), range(t), (m, n, inner), |q, v| unsafe {
+                    T::atomic_add(dp.get().add(q), v)
+                });
             })
         });
     }
