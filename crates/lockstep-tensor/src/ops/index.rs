@@ -538,6 +538,10 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     if dst.is_empty() || src.is_empty() {
         return;
     }
+    let nb = row_blocks(g);
+    if nb > 1 {
+        return scatter_det_blocks(dst, src, idx, g, nb, par);
+    }
     let threads = if src.len() < 1 << 15 {
         1
     } else {
@@ -573,6 +577,56 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     } else {
         par.install(|| ts.par_iter().for_each(run));
     }
+}
+
+/// [`rows_det_blocks`] per element: source-row blocks fixed by the shapes, each summed in order
+/// into a private buffer, the partials added per element in block order.
+fn scatter_det_blocks<T: AccElem>(
+    dst: &mut [T],
+    src: &[T],
+    idx: &[i64],
+    g: RowGeom,
+    nb: usize,
+    par: &Par,
+) {
+    let RowGeom { outer, n, m, inner } = g;
+    let len = dst.len();
+    let mut parts = zeroed_vec::<T>(nb * len);
+    par.install(|| {
+        parts.par_chunks_mut(len).enumerate().for_each(|(b, p)| {
+            let (k0, k1) = (m * b / nb, m * (b + 1) / nb);
+            for o in 0..outer {
+                let dbase = o * n * inner;
+                for k in k0..k1 {
+                    let base = (o * m + k) * inner;
+                    let ir = &idx[base..base + inner];
+                    let sr = &src[base..base + inner];
+                    for (j, (&r, &v)) in ir.iter().zip(sr).enumerate() {
+                        let q = dbase + r as usize * inner + j;
+                        p[q] = T::add(p[q], v);
+                    }
+                }
+            }
+        })
+    });
+    combine_blocks(dst, &parts, nb, par);
+}
+
+/// `dst[e] += parts[0][e] + … + parts[nb-1][e]`, one addition at a time in block order.
+fn combine_blocks<T: AccElem>(dst: &mut [T], parts: &[T], nb: usize, par: &Par) {
+    let len = dst.len();
+    const C: usize = 1 << 12;
+    par.install(|| {
+        dst.par_chunks_mut(C).enumerate().for_each(|(c, d)| {
+            let lo = c * C;
+            for b in 0..nb {
+                let p = &parts[b * len + lo..b * len + lo + d.len()];
+                for (d, &v) in d.iter_mut().zip(p) {
+                    *d = T::add(*d, v);
+                }
+            }
+        })
+    });
 }
 
 /// As [`rows_nondet`], per element.
