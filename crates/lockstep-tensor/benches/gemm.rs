@@ -36,13 +36,17 @@ fn square<T: GemmFloat>(c: &mut Criterion, name: &str) {
             }
             for t in [1, 2] {
                 let par = Par::new(t);
-                g.bench_with_input(BenchmarkId::new(format!("{isa:?}/{t}t"), n), &n, |bch, &n| {
-                    bch.iter(|| {
-                        gemm_with(isa, n, n, n, &a, (n, 1), &b, (n, 1), &mut out, (n, 1), &par)
-                            .unwrap();
-                        black_box(&out);
-                    })
-                });
+                g.bench_with_input(
+                    BenchmarkId::new(format!("{isa:?}/{t}t"), n),
+                    &n,
+                    |bch, &n| {
+                        bch.iter(|| {
+                            gemm_with(isa, n, n, n, &a, (n, 1), &b, (n, 1), &mut out, (n, 1), &par)
+                                .unwrap();
+                            black_box(&out);
+                        })
+                    },
+                );
             }
         }
     }
@@ -59,9 +63,10 @@ fn skinny(c: &mut Criterion) {
     for imp in MATMUL.impls {
         for t in [1, 2] {
             let par = Par::new(t);
-            g.bench_function(BenchmarkId::new(imp.algo, format!("{m}x{k}x{n}/{t}t")), |bch| {
-                bch.iter(|| black_box((imp.f)(&a, &b, &par).unwrap()))
-            });
+            g.bench_function(
+                BenchmarkId::new(imp.algo, format!("{m}x{k}x{n}/{t}t")),
+                |bch| bch.iter(|| black_box((imp.f)(&a, &b, &par).unwrap())),
+            );
         }
     }
     g.finish();

@@ -20,6 +20,9 @@ fn best(runs: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// A named benchmark body.
+type Row<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
 fn main() {
     let runs: usize = std::env::args()
         .nth(1)
@@ -36,7 +39,7 @@ fn main() {
     for threads in [1, 2] {
         for det in [false, true] {
             let mode = if det { "det" } else { "nondet" };
-            let rows: [(&str, Box<dyn Fn()>); 3] = [
+            let rows: [Row; 3] = [
                 (
                     "conv2d forward",
                     Box::new(|| drop(x.conv2d(&w, None, p).unwrap())),

@@ -70,6 +70,10 @@ impl Layout {
 
     /// Whether the elements are row-major and dense (dimensions of size 1 may have any stride).
     pub fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            // No element to misplace: any strides describe an empty dense tensor.
+            return true;
+        }
         let mut expected = 1;
         for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
             if d != 1 && s != expected {

@@ -695,7 +695,13 @@ fn thread_invariance_on_large_skewed_indices() {
         let src = randn(2, &[m, d], DType::F32);
         let mut g = Mix(3);
         let idx: Vec<i64> = (0..m)
-            .map(|_| if g.next().is_multiple_of(4) { 0 } else { g.below(n) })
+            .map(|_| {
+                if g.next().is_multiple_of(4) {
+                    0
+                } else {
+                    g.below(n)
+                }
+            })
             .collect();
         let idx = Tensor::from_vec(idx, &[m]).unwrap();
         thread_invariant("index_add skewed", || {

@@ -4,8 +4,8 @@
 
 pub mod conv;
 pub mod elementwise;
-pub mod matmul;
 pub mod index;
+pub mod matmul;
 pub mod pool;
 pub mod random;
 pub mod reduce;
