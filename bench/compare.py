@@ -72,7 +72,9 @@ def table(rows, ref):
 
 
 SECTIONS = [
-    ("tensor-ops", "Reductions and the scatter family (bench/tensor_ops.py)", ["tensor_ops.py"]),
+    ("tensor-ops-lockstep", "Reductions and the scatter family: lockstep, det vs nondet (benches/reduce_index.rs)",
+     ["cargo", "bench", "-q", "-p", "lockstep-tensor", "--bench", "reduce_index"]),
+    ("tensor-ops", "Reductions and the scatter family: PyTorch, same cases (bench/tensor_ops.py)", ["tensor_ops.py"]),
     ("gemm", "GEMM (bench/gemm.py)", ["gemm.py"]),
     ("conv", "Convolution (bench/conv.py)", ["conv.py"]),
     ("dataloader", "DataLoader (bench/dataloader.py)", ["dataloader.py"]),
@@ -97,8 +99,9 @@ def run_others(write):
     here = os.path.dirname(os.path.abspath(__file__))
     for name, title, cmd in SECTIONS:
         print(f"== {title}", flush=True)
-        r = subprocess.run([sys.executable, os.path.join(here, cmd[0])] + cmd[1:], cwd=ROOT,
-                           capture_output=True, text=True)
+        argv = cmd if cmd[0] == "cargo" else [sys.executable, os.path.join(here, cmd[0])] + cmd[1:]
+        env = dict(os.environ, LOCKSTEP_QUICK="1")
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
         out = r.stdout if r.returncode == 0 else r.stdout + "\nFAILED:\n" + r.stderr[-2000:]
         print(out)
         if write:
