@@ -45,43 +45,50 @@ pub trait Float:
 
 const WORDS: usize = 512;
 
+/// The arithmetic both dtypes share, each operation rounded once in the type.
+macro_rules! arithmetic {
+    ($t:ty) => {
+        const ZERO: Self = 0.0;
+        const ONE: Self = 1.0;
+        #[inline]
+        fn from_f64(x: f64) -> Self {
+            x as $t
+        }
+        #[inline]
+        fn to_f64(self) -> f64 {
+            self as f64
+        }
+        #[inline]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            <$t>::mul_add(self, a, b)
+        }
+        #[inline]
+        fn add(self, o: Self) -> Self {
+            self + o
+        }
+        #[inline]
+        fn sub(self, o: Self) -> Self {
+            self - o
+        }
+        #[inline]
+        fn mul(self, o: Self) -> Self {
+            self * o
+        }
+        #[inline]
+        fn div(self, o: Self) -> Self {
+            self / o
+        }
+        #[inline]
+        fn ln(self) -> Self {
+            <$t>::ln(self)
+        }
+    };
+}
+
 impl Float for f32 {
+    arithmetic!(f32);
     fn box_muller_blocks(d: &mut [Self], mean: Self, std: Self) {
         super::normal::blocks_f32(d, mean, std)
-    }
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    #[inline]
-    fn from_f64(x: f64) -> Self {
-        x as f32
-    }
-    #[inline]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    #[inline]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f32::mul_add(self, a, b)
-    }
-    #[inline]
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    #[inline]
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    #[inline]
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    #[inline]
-    fn div(self, o: Self) -> Self {
-        self / o
-    }
-    #[inline]
-    fn ln(self) -> Self {
-        self.ln()
     }
     /// `(w & 0xFFFFFF) · 2^-24` for one 32-bit word `w` (exact in f32).
     #[inline]
@@ -101,42 +108,9 @@ impl Float for f32 {
 }
 
 impl Float for f64 {
+    arithmetic!(f64);
     fn box_muller_blocks(d: &mut [Self], mean: Self, std: Self) {
         super::normal::blocks_f64(d, mean, std)
-    }
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    #[inline]
-    fn from_f64(x: f64) -> Self {
-        x
-    }
-    #[inline]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f64::mul_add(self, a, b)
-    }
-    #[inline]
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    #[inline]
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    #[inline]
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    #[inline]
-    fn div(self, o: Self) -> Self {
-        self / o
-    }
-    #[inline]
-    fn ln(self) -> Self {
-        self.ln()
     }
     /// `(u64 & (2^53 − 1)) · 2^-53` for one 64-bit draw (first word high).
     #[inline]
