@@ -257,30 +257,8 @@ impl Tensor {
         }
         let (n, c, h, w) = nchw(OP, self)?;
         let (oh, ow) = p.out_hw(OP, h, w)?;
-        let x = self.contiguous();
-        let src = float_data(OP, &x)?;
-        let mut out = vec![0f32; n * c * oh * ow];
-        Par::current().install(|| {
-            out.par_chunks_mut((oh * ow).max(1))
-                .enumerate()
-                .for_each(|(pl, o)| {
-                    let s = &src[pl * h * w..(pl + 1) * h * w];
-                    for i in 0..oh {
-                        for j in 0..ow {
-                            let (y0, x0, y1, x1, div) =
-                                avg_window(&p, i, j, h, w, count_include_pad);
-                            let mut sum = 0f32;
-                            for y in y0..y1 {
-                                for xx in x0..x1 {
-                                    sum += s[y * w + xx];
-                                }
-                            }
-                            o[i * ow + j] = sum / div as f32;
-                        }
-                    }
-                })
-        });
-        Tensor::from_vec(out, &[n, c, oh, ow])
+        let win = |i, j| avg_window(&p, i, j, h, w, count_include_pad);
+        window_mean(OP, self, (n * c, h, w), (oh, ow), win)
     }
 
     /// The gradient of [`avg_pool2d`](Self::avg_pool2d) with respect to its input.
@@ -302,36 +280,8 @@ impl Tensor {
             ));
         };
         let (oh, ow) = p.out_hw(OP, h, w)?;
-        if grad_output.shape() != [n, c, oh, ow] {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: grad_output.shape().to_vec(),
-                rhs: vec![n, c, oh, ow],
-            });
-        }
-        let g = grad_output.contiguous();
-        let gs = float_data(OP, &g)?;
-        let mut out = vec![0f32; n * c * h * w];
-        Par::current().install(|| {
-            out.par_chunks_mut((h * w).max(1))
-                .enumerate()
-                .for_each(|(pl, o)| {
-                    let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
-                    for i in 0..oh {
-                        for j in 0..ow {
-                            let (y0, x0, y1, x1, div) =
-                                avg_window(&p, i, j, h, w, count_include_pad);
-                            let v = g[i * ow + j] / div as f32;
-                            for y in y0..y1 {
-                                for xx in x0..x1 {
-                                    o[y * w + xx] += v;
-                                }
-                            }
-                        }
-                    }
-                })
-        });
-        Tensor::from_vec(out, input_shape)
+        let win = |i, j| avg_window(&p, i, j, h, w, count_include_pad);
+        window_scatter(OP, grad_output, [n, c, h, w], (oh, ow), win)
     }
 
     /// `F.adaptive_avg_pool2d(x, (oh, ow))` for f32 `(N, C, H, W)`: output cell `(i, j)`
@@ -342,32 +292,11 @@ impl Tensor {
     pub fn adaptive_avg_pool2d(&self, out_hw: (usize, usize)) -> Result<Tensor> {
         const OP: &str = "adaptive_avg_pool2d";
         let (n, c, h, w) = nchw(OP, self)?;
-        let (oh, ow) = out_hw;
-        if oh == 0 || ow == 0 {
+        if out_hw.0 == 0 || out_hw.1 == 0 {
             return Err(invalid(OP, "output_size", "output size must be positive"));
         }
-        let x = self.contiguous();
-        let src = float_data(OP, &x)?;
-        let mut out = vec![0f32; n * c * oh * ow];
-        Par::current().install(|| {
-            out.par_chunks_mut(oh * ow).enumerate().for_each(|(pl, o)| {
-                let s = &src[pl * h * w..(pl + 1) * h * w];
-                for i in 0..oh {
-                    let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
-                    for j in 0..ow {
-                        let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
-                        let mut sum = 0f32;
-                        for y in y0..y1 {
-                            for xx in x0..x1 {
-                                sum += s[y * w + xx];
-                            }
-                        }
-                        o[i * ow + j] = sum / ((y1 - y0) * (x1 - x0)) as f32;
-                    }
-                }
-            })
-        });
-        Tensor::from_vec(out, &[n, c, oh, ow])
+        let win = |i, j| adaptive_window(i, j, h, w, out_hw);
+        window_mean(OP, self, (n * c, h, w), out_hw, win)
     }
 
     /// The gradient of [`adaptive_avg_pool2d`](Self::adaptive_avg_pool2d) with respect to its
@@ -387,55 +316,110 @@ impl Tensor {
                 format!("expected 4 dims, got {input_shape:?}"),
             ));
         };
-        let &[gn, gc, oh, ow] = grad_output.shape() else {
+        let &[_, _, oh, ow] = grad_output.shape() else {
             return Err(invalid(
                 OP,
                 "grad_output",
                 format!("expected 4 dims, got {:?}", grad_output.shape()),
             ));
         };
-        if (gn, gc) != (n, c) || oh == 0 || ow == 0 {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: grad_output.shape().to_vec(),
-                rhs: input_shape.to_vec(),
-            });
+        if oh == 0 || ow == 0 {
+            return Err(invalid(OP, "grad_output", "output size must be positive"));
         }
-        let g = grad_output.contiguous();
-        let gs = float_data(OP, &g)?;
-        let mut out = vec![0f32; n * c * h * w];
-        Par::current().install(|| {
-            out.par_chunks_mut((h * w).max(1))
-                .enumerate()
-                .for_each(|(pl, o)| {
-                    let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
-                    for i in 0..oh {
-                        let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
-                        for j in 0..ow {
-                            let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
-                            let v = g[i * ow + j] / ((y1 - y0) * (x1 - x0)) as f32;
-                            for y in y0..y1 {
-                                for xx in x0..x1 {
-                                    o[y * w + xx] += v;
-                                }
-                            }
-                        }
-                    }
-                })
-        });
-        Tensor::from_vec(out, input_shape)
+        let win = |i, j| adaptive_window(i, j, h, w, (oh, ow));
+        window_scatter(OP, grad_output, [n, c, h, w], (oh, ow), win)
     }
 }
 
+/// A pooling window: `(y0, x0, y1, x1, divisor)` for output cell `(i, j)`.
+type Window = (usize, usize, usize, usize, usize);
+
+/// Mean over `win(i, j)` of every plane of `x` (`planes × h × w`) into `planes × oh × ow`;
+/// each window summed row by row, in a fixed order.
+fn window_mean(
+    op: &'static str,
+    x: &Tensor,
+    (planes, h, w): (usize, usize, usize),
+    (oh, ow): (usize, usize),
+    win: impl Fn(usize, usize) -> Window + Sync,
+) -> Result<Tensor> {
+    let x = x.contiguous();
+    let src = float_data(op, &x)?;
+    let mut out = vec![0f32; planes * oh * ow];
+    Par::current().install(|| {
+        out.par_chunks_mut((oh * ow).max(1))
+            .enumerate()
+            .for_each(|(pl, o)| {
+                let s = &src[pl * h * w..(pl + 1) * h * w];
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let (y0, x0, y1, x1, div) = win(i, j);
+                        let mut sum = 0f32;
+                        for y in y0..y1 {
+                            for xx in x0..x1 {
+                                sum += s[y * w + xx];
+                            }
+                        }
+                        o[i * ow + j] = sum / div as f32;
+                    }
+                }
+            })
+    });
+    let mut shape = x.shape().to_vec();
+    (shape[2], shape[3]) = (oh, ow);
+    Tensor::from_vec(out, &shape)
+}
+
+/// The gradient of [`window_mean`]: each output gradient, divided by its window's divisor, is
+/// added to every input of the window, in output order within each plane.
+fn window_scatter(
+    op: &'static str,
+    grad_output: &Tensor,
+    input_shape: [usize; 4],
+    (oh, ow): (usize, usize),
+    win: impl Fn(usize, usize) -> Window + Sync,
+) -> Result<Tensor> {
+    let [n, c, h, w] = input_shape;
+    if grad_output.shape() != [n, c, oh, ow] {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: grad_output.shape().to_vec(),
+            rhs: vec![n, c, oh, ow],
+        });
+    }
+    let g = grad_output.contiguous();
+    let gs = float_data(op, &g)?;
+    let mut out = vec![0f32; n * c * h * w];
+    Par::current().install(|| {
+        out.par_chunks_mut((h * w).max(1))
+            .enumerate()
+            .for_each(|(pl, o)| {
+                let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let (y0, x0, y1, x1, div) = win(i, j);
+                        let v = g[i * ow + j] / div as f32;
+                        for y in y0..y1 {
+                            for xx in x0..x1 {
+                                o[y * w + xx] += v;
+                            }
+                        }
+                    }
+                }
+            })
+    });
+    Tensor::from_vec(out, &input_shape)
+}
+
+/// Adaptive pooling's window: rows `⌊i·H/oh⌋ .. ⌈(i+1)·H/oh⌉`, the same for columns.
+fn adaptive_window(i: usize, j: usize, h: usize, w: usize, (oh, ow): (usize, usize)) -> Window {
+    let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+    let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+    (y0, x0, y1, x1, ((y1 - y0) * (x1 - x0)).max(1))
+}
+
 /// Window `[y0, y1) × [x0, x1)` clipped to the input, and the divisor PyTorch uses.
-fn avg_window(
-    p: &Pool2d,
-    i: usize,
-    j: usize,
-    h: usize,
-    w: usize,
-    include_pad: bool,
-) -> (usize, usize, usize, usize, usize) {
+fn avg_window(p: &Pool2d, i: usize, j: usize, h: usize, w: usize, include_pad: bool) -> Window {
     let ys = (i * p.stride.0) as isize - p.padding.0 as isize;
     let xs = (j * p.stride.1) as isize - p.padding.1 as isize;
     let ye = (ys + p.kernel.0 as isize).min((h + p.padding.0) as isize);
