@@ -37,10 +37,13 @@ impl core::fmt::Debug for Tensor {
     }
 }
 
-fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+/// The element count of `shape`, refused (instead of overflowing or aborting the allocation)
+/// when the buffer could not exist: more than `isize::MAX` bytes at 8 bytes an element.
+pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize / 8)
         .ok_or_else(|| invalid(op, "shape", format!("{shape:?} has too many elements")))
 }
 
@@ -138,7 +141,7 @@ impl Tensor {
                 ),
             ));
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let n = checked_numel("arange", &[((end - start) / step).ceil().max(0.0) as usize])?;
         Ok(crate::with_dtype!(dtype, T => Self::from_storage(
             T::into_storage((0..n).map(|i| T::from_f64(start + i as f64 * step)).collect()),
             &[n]

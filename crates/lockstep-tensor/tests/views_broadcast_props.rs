@@ -128,3 +128,34 @@ proptest! {
         prop_assert!(r.is_ok());
     }
 }
+
+#[test]
+fn absurd_sizes_are_errors_not_panics() {
+    use lockstep_tensor::ops::conv::Conv2dParams;
+    use lockstep_tensor::ops::pool::Pool2d;
+    let big = usize::MAX / 2;
+    assert!(Tensor::zeros(&[big, 4], DType::F32).is_err());
+    assert!(Tensor::arange(0.0, 1e300, 1.0, DType::F32).is_err());
+    assert!(Tensor::randint(0, 5, &[big, 3], DType::I64, None).is_err());
+    let x = Tensor::zeros(&[1, 1, 4, 4], DType::F32).unwrap();
+    assert!(x.expand(&[isize::MAX, isize::MAX, 4, 4]).is_err());
+    let w = Tensor::zeros(&[1, 1, 3, 3], DType::F32).unwrap();
+    let huge = Conv2dParams {
+        dilation: (big, 1),
+        ..Conv2dParams::default()
+    };
+    assert!(x.conv2d(&w, None, huge).is_err());
+    let pad = Conv2dParams {
+        padding: (big, 0),
+        ..Conv2dParams::default()
+    };
+    assert!(x.conv2d(&w, None, pad).is_err());
+    let p = Pool2d {
+        kernel: (big, 1),
+        stride: (1, 1),
+        padding: (big / 2, 0),
+        dilation: (big, 1),
+        ceil_mode: true,
+    };
+    assert!(x.max_pool2d(p).is_err());
+}

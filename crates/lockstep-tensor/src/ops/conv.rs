@@ -102,9 +102,12 @@ impl Geometry {
                 "stride, dilation and kernel size must be positive",
             ));
         }
-        let span_h = dh * (kh - 1) + 1;
-        let span_w = dw * (kw - 1) + 1;
-        let (ph, pw) = (h + 2 * p.padding.0, w + 2 * p.padding.1);
+        // Saturating: absurd sizes then fail the checks below instead of overflowing.
+        let span_h = dh.saturating_mul(kh - 1).saturating_add(1);
+        let span_w = dw.saturating_mul(kw - 1).saturating_add(1);
+        let ph = h.saturating_add(p.padding.0.saturating_mul(2));
+        let pw = w.saturating_add(p.padding.1.saturating_mul(2));
+        crate::tensor::checked_numel(op, &[n, cout, ph, pw])?;
         if ph < span_h || pw < span_w {
             return Err(invalid(
                 op,

@@ -61,8 +61,8 @@ impl Pool2d {
                 ),
             ));
         }
-        let span = d * (k - 1) + 1;
-        let padded = len + 2 * p;
+        let span = d.saturating_mul(k - 1).saturating_add(1);
+        let padded = len.saturating_add(p.saturating_mul(2));
         if padded < span {
             return Err(invalid(
                 op,
@@ -77,7 +77,7 @@ impl Pool2d {
             num / s
         } + 1;
         // PyTorch: the last window must start inside the input or the left padding.
-        if self.ceil_mode && (out - 1) * s >= len + p {
+        if self.ceil_mode && (out - 1).saturating_mul(s) >= len.saturating_add(p) {
             out -= 1;
         }
         Ok(out)

@@ -197,7 +197,7 @@ impl Tensor {
         dtype: DType,
         g: Option<&mut Generator>,
     ) -> Result<Tensor> {
-        let n = shape.iter().product();
+        let n = crate::tensor::checked_numel("randint", shape)?;
         with_generator(g, |g| match dtype {
             DType::I64 => {
                 let mut v = vec![0i64; n];

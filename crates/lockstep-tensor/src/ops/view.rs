@@ -202,6 +202,7 @@ impl Tensor {
                 });
             }
         }
+        crate::tensor::checked_numel("expand", &out_shape)?;
         Ok(self.with_layout(Layout::new(out_shape, strides, self.layout().offset())))
     }
 
