@@ -28,6 +28,19 @@
 //! | `exponential` | `--scale` (1), `--shape` | `g.exponential(scale, size)` (float64; NumPy's has no dtype) |
 //! | `standard_exponential` | `--shape`, `--dtype` | `g.standard_exponential(size, dtype)` |
 use super::{Opts, SampleError, Values, check_count, fail, repeat_calls};
+
+/// `repeat` calls of a sampler that fills `n` float64 values.
+fn f64_calls(
+    repeat: usize,
+    n: usize,
+    mut fill: impl FnMut(&mut [f64]) -> lockstep_rng::Result<()>,
+) -> Result<Values, SampleError> {
+    repeat_calls(repeat, || {
+        let mut v = vec![0.0; n];
+        fill(&mut v)?;
+        Ok(Values::F64(v))
+    })
+}
 use lockstep_rng::compat::numpy::{RandomState, SeedSequence, default_rng_from};
 
 /// The number of values in `--shape` (one when absent), checked so that all `--repeat`
@@ -83,18 +96,16 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
     match func {
         "rand" => {
             let n = size(opts, repeat)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                rs.random_sample(&mut v);
-                Ok(Values::F64(v))
+            f64_calls(repeat, n, |v| {
+                rs.random_sample(v);
+                Ok(())
             })
         }
         "randn" => {
             let n = size(opts, repeat)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                rs.standard_normal(&mut v);
-                Ok(Values::F64(v))
+            f64_calls(repeat, n, |v| {
+                rs.standard_normal(v);
+                Ok(())
             })
         }
         "randint" => {
@@ -122,21 +133,13 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
             let high: f64 = opts.get_or("high", 1.0)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                rs.uniform(low, high, &mut v)?;
-                Ok(Values::F64(v))
-            })
+            f64_calls(repeat, n, |v| rs.uniform(low, high, v))
         }
         "normal" => {
             let n = size(opts, repeat)?;
             let loc: f64 = opts.get_or("loc", 0.0)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                rs.normal(loc, scale, &mut v)?;
-                Ok(Values::F64(v))
-            })
+            f64_calls(repeat, n, |v| rs.normal(loc, scale, v))
         }
         _ => fail(format!(
             "numpy-legacy: unknown function `{func}`; expected one of: rand, randn, randint, permutation, uniform, normal"
@@ -197,30 +200,18 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
             let high: f64 = opts.get_or("high", 1.0)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                g.uniform(low, high, &mut v)?;
-                Ok(Values::F64(v))
-            })
+            f64_calls(repeat, n, |v| g.uniform(low, high, v))
         }
         "normal" => {
             let n = size(opts, repeat)?;
             let loc: f64 = opts.get_or("loc", 0.0)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                g.normal(loc, scale, &mut v)?;
-                Ok(Values::F64(v))
-            })
+            f64_calls(repeat, n, |v| g.normal(loc, scale, v))
         }
         "exponential" => {
             let n = size(opts, repeat)?;
             let scale: f64 = opts.get_or("scale", 1.0)?;
-            repeat_calls(repeat, || {
-                let mut v = vec![0.0; n];
-                g.exponential(scale, &mut v)?;
-                Ok(Values::F64(v))
-            })
+            f64_calls(repeat, n, |v| g.exponential(scale, v))
         }
         _ => fail(format!(
             "numpy: unknown function `{func}`; expected one of: random, standard_normal, integers, permutation, uniform, normal, exponential, standard_exponential"
