@@ -543,20 +543,25 @@ impl<T: AccElem> RowJob<'_, T> {
 }
 
 /// Number of source blocks of the deterministic row kernel: a function of the shapes only.
-/// Many sources into a small destination (at least 16 source elements per destination element
+/// Many sources into a small destination (at least 32 source elements per destination element
 /// and 8192 source rows per block) use per-block partial sums; otherwise 1 (destination
-/// partitioning).
+/// partitioning). The partials of the blocks after the first together hold at most 1/32 of the
+/// source's elements, so zeroing and adding them costs little next to streaming the source.
 fn row_blocks(g: RowGeom) -> usize {
     let src = g.outer * g.m * g.inner;
     let dst = (g.outer * g.n * g.inner).max(1);
-    (src / (8 * dst)).min(g.m / 8192).clamp(1, 16)
+    (1 + src / (32 * dst)).min(g.m / 8192).clamp(1, 16)
 }
 
 /// Deterministic, for many sources into a small destination: the source rows are cut into `nb`
-/// blocks (fixed by the shapes), each block adds its rows in order into a private zeroed
-/// buffer, and every destination element then adds the block partials in block order. Both
-/// passes stream, like the nondeterministic kernel, and the order of every addition depends on
+/// blocks (fixed by the shapes); the first block adds its rows in order into the destination
+/// itself, every other block into a private zeroed buffer, and every destination element then
+/// adds the partials of blocks `1..nb` in block order. The order of every addition depends on
 /// the shapes only.
+///
+/// Each block is one task per destination-row range (`threads / nb` ranges, at least 1: more
+/// tasks than blocks only when there are more threads than blocks), so at up to `nb` threads
+/// every task streams its own contiguous part of the source.
 fn rows_det_blocks<T: AccElem>(
     dst: &mut [T],
     src: &[T],
@@ -565,22 +570,34 @@ fn rows_det_blocks<T: AccElem>(
     nb: usize,
     par: &Par,
 ) {
-    let m = g.m;
+    let RowGeom { n, m, .. } = g;
     let len = dst.len();
-    let mut parts = zeroed_vec::<T>(nb * len);
+    let mut parts = zeroed_vec::<T>((nb - 1) * len);
+    let rc = par.threads().div_ceil(nb).clamp(1, n.max(1));
     let simd = Simd::detect();
-    par.install(|| {
-        parts.par_chunks_mut(len).enumerate().for_each(|(b, p)| {
-            let ks = (m * b / nb, m * (b + 1) / nb);
-            // SAFETY: `simd` is supported by the CPU.
-            unsafe { block_rows(p, src, idx, g, ks, simd) }
-        })
-    });
+    let (dp, pp) = (SyncPtr(dst.as_mut_ptr()), SyncPtr(parts.as_mut_ptr()));
+    let run = |t: usize| {
+        let (b, j) = (t / rc, t % rc);
+        let buf = if b == 0 {
+            dp.get()
+        } else {
+            pp.get().wrapping_add((b - 1) * len)
+        };
+        let ks = (m * b / nb, m * (b + 1) / nb);
+        // SAFETY: `buf` is a buffer of `len` elements (the destination or partial b - 1); this
+        // task alone writes its rows `split(n, rc, j)` (tasks are disjoint); `simd` is
+        // supported by the CPU.
+        unsafe { block_rows(buf, src, idx, g, ks, split(n, rc, j, 1, 0), simd) }
+    };
+    par.install(|| (0..nb * rc).into_par_iter().for_each(run));
+    if nb == 1 {
+        return;
+    }
     const C: usize = 1 << 12;
     par.install(|| {
         dst.par_chunks_mut(C).enumerate().for_each(|(c, d)| {
             let lo = c * C;
-            for b in 0..nb {
+            for b in 0..nb - 1 {
                 let p = &parts[b * len + lo..b * len + lo + d.len()];
                 for (d, &v) in d.iter_mut().zip(p) {
                     *d = T::add(*d, v);
@@ -590,46 +607,75 @@ fn rows_det_blocks<T: AccElem>(
     });
 }
 
-/// Adds source rows `ks.0..ks.1` (of every outer index) into `p` in order.
+/// Adds the source rows `ks.0..ks.1` (of every outer index) whose destination row is in
+/// `rows.0..rows.1` into the buffer at `p` (laid out as the destination), in source order.
 ///
 /// # Safety
-/// `simd` must be supported by the CPU.
+/// `p` must point to `outer * n * inner` elements, whose rows `rows.0..rows.1` no one else
+/// touches meanwhile; the indices must be in `0..n`; `simd` must be supported by the CPU.
 unsafe fn block_rows<T: AccElem>(
-    p: &mut [T],
+    p: *mut T,
     src: &[T],
     idx: &[i64],
     g: RowGeom,
     ks: (usize, usize),
+    rows: (usize, usize),
     simd: Simd,
 ) {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    fn avx512<T: AccElem>(p: &mut [T], src: &[T], idx: &[i64], g: RowGeom, ks: (usize, usize)) {
-        generic(p, src, idx, g, ks);
+    unsafe fn avx512<T: AccElem>(
+        p: *mut T,
+        src: &[T],
+        idx: &[i64],
+        g: RowGeom,
+        ks: (usize, usize),
+        rows: (usize, usize),
+    ) {
+        // SAFETY: the caller's guarantees.
+        unsafe { generic(p, src, idx, g, ks, rows) };
     }
     #[inline(always)]
-    fn generic<T: AccElem>(p: &mut [T], src: &[T], idx: &[i64], g: RowGeom, ks: (usize, usize)) {
+    unsafe fn generic<T: AccElem>(
+        p: *mut T,
+        src: &[T],
+        idx: &[i64],
+        g: RowGeom,
+        ks: (usize, usize),
+        rows: (usize, usize),
+    ) {
         let RowGeom { outer, n, m, inner } = g;
         let bytes = inner * core::mem::size_of::<T>();
+        let mine = |r: usize| r >= rows.0 && r < rows.1;
         for o in 0..outer {
             for k in ks.0..ks.1 {
                 if k + PF_ROWS < ks.1 {
                     let ka = k + PF_ROWS;
-                    prefetch_row(src.as_ptr().wrapping_add((o * m + ka) * inner), bytes);
                     let ra = idx[ka] as usize;
-                    prefetch_row(p.as_ptr().wrapping_add((o * n + ra) * inner), bytes);
+                    if mine(ra) {
+                        prefetch_row(src.as_ptr().wrapping_add((o * m + ka) * inner), bytes);
+                        prefetch_row(p.cast_const().wrapping_add((o * n + ra) * inner), bytes);
+                    }
                 }
                 let r = idx[k] as usize;
+                if !mine(r) {
+                    continue;
+                }
                 let s = &src[(o * m + k) * inner..(o * m + k + 1) * inner];
-                add_row(&mut p[(o * n + r) * inner..(o * n + r + 1) * inner], s);
+                // SAFETY: r < n (checked indices), so the row is inside the buffer, and it is
+                // this task's alone (the caller's guarantees).
+                let d =
+                    unsafe { core::slice::from_raw_parts_mut(p.add((o * n + r) * inner), inner) };
+                add_row(d, s);
             }
         }
     }
     match simd {
-        // SAFETY: the caller checked the CPU.
+        // SAFETY: the caller's guarantees.
         #[cfg(target_arch = "x86_64")]
-        Simd::Avx512 => unsafe { avx512(p, src, idx, g, ks) },
-        Simd::Portable => generic(p, src, idx, g, ks),
+        Simd::Avx512 => unsafe { avx512(p, src, idx, g, ks, rows) },
+        // SAFETY: the caller's guarantees.
+        Simd::Portable => unsafe { generic(p, src, idx, g, ks, rows) },
     }
 }
 
@@ -2078,13 +2124,16 @@ mod tests {
 
     #[test]
     fn row_kernels_give_the_same_bits_on_every_simd_path() {
-        // Block partials (many sources, small destination), destination-partitioned with
-        // buckets, several outer rows; widths that leave vector remainders.
+        // Block partials (many sources, small destination; with more threads than blocks, so
+        // that blocks split their destination rows), destination-partitioned with buckets,
+        // several outer rows; widths that leave vector remainders.
         for (outer, n, m, inner) in [
             (1usize, 10usize, 40_000usize, 67usize),
             (1, 5000, 3000, 33),
             (2, 30, 5000, 17),
             (1, 3, 70_000, 1),
+            (1, 100, 20_000, 16),
+            (2, 40, 17_000, 8),
         ] {
             let src: Vec<f32> = data(outer * m * inner, 3)
                 .iter()
@@ -2107,7 +2156,7 @@ mod tests {
                 d.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
             };
             let want = run(true, 1);
-            for (portable, threads) in [(false, 1), (true, 3), (false, 3)] {
+            for (portable, threads) in [(false, 1), (true, 3), (false, 3), (false, 8)] {
                 assert!(
                     run(portable, threads) == want,
                     "{outer}x{n}x{m}x{inner}: portable={portable} threads={threads}"
