@@ -216,6 +216,112 @@ fn random_shapes_against_the_naive_reference() {
     }
 }
 
+/// Sums over `terms` products of standard normals, by Winograd F(4×4, 3×3): its error is a few
+/// 1e-6 of the terms' magnitude (≈ 0.8·terms for standard normals).
+fn winograd_close(got: &[f32], want: &[f64], terms: usize, what: &str) {
+    let tol = 2e-5 * terms as f64;
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (*a as f64 - b).abs() <= tol,
+            "{what}[{i}]: {a} vs {b} (tol {tol})"
+        );
+    }
+}
+
+#[test]
+fn winograd_shapes_match_the_reference_and_are_thread_invariant() {
+    // 3×3, stride 1, ≥ 16 channels: the heuristic picks `*.winograd_f4x3` for all three ops.
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let x = sample(&[3, 20, 11, 9], 11);
+    let w = sample(&[18, 20, 3, 3], 12);
+    let y = x.conv2d(&w, None, p).unwrap();
+    winograd_close(
+        &y.to_vec::<f32>().unwrap(),
+        &naive_conv(&x, &w, p),
+        20 * 9,
+        "forward",
+    );
+    let gy = sample(y.shape(), 13);
+    // The input gradient is the convolution of the output gradient with the flipped,
+    // transposed kernel (padding 2 - 1 = 1).
+    let wt = Tensor::from_vec(
+        {
+            let wv = w.to_vec::<f32>().unwrap();
+            let mut t = vec![0f32; wv.len()];
+            for o in 0..18 {
+                for i in 0..20 {
+                    for a in 0..3 {
+                        for b in 0..3 {
+                            t[((i * 18 + o) * 3 + 2 - a) * 3 + 2 - b] =
+                                wv[((o * 20 + i) * 3 + a) * 3 + b];
+                        }
+                    }
+                }
+            }
+            t
+        },
+        &[20, 18, 3, 3],
+    )
+    .unwrap();
+    let gx = Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap();
+    winograd_close(
+        &gx.to_vec::<f32>().unwrap(),
+        &naive_conv(&gy, &wt, p),
+        18 * 9,
+        "input grad",
+    );
+    let run = || {
+        scope(true, false, || {
+            (
+                bits(&x.conv2d(&w, None, p).unwrap()),
+                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
+                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
+            )
+        })
+    };
+    let one = with_num_threads(1, run);
+    for t in [2, 3, 8] {
+        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
+    }
+    // The weight gradient against the im2col path's (same sums, other order).
+    let gw = Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap();
+    let gw64 = {
+        let (xv, gv) = (x.to_vec::<f32>().unwrap(), gy.to_vec::<f32>().unwrap());
+        let mut d = vec![0f64; 18 * 20 * 9];
+        for n in 0..3 {
+            for o in 0..18 {
+                for i in 0..20 {
+                    for a in 0..3 {
+                        for b in 0..3 {
+                            let mut s = 0f64;
+                            for yy in 0..11 {
+                                for xx in 0..9 {
+                                    let (sy, sx) = (yy + a, xx + b);
+                                    if (1..12).contains(&sy) && (1..10).contains(&sx) {
+                                        s += gv[((n * 18 + o) * 11 + yy) * 9 + xx] as f64
+                                            * xv[((n * 20 + i) * 11 + sy - 1) * 9 + sx - 1] as f64;
+                                    }
+                                }
+                            }
+                            d[((o * 20 + i) * 3 + a) * 3 + b] += s;
+                        }
+                    }
+                }
+            }
+        }
+        d
+    };
+    winograd_close(
+        &gw.to_vec::<f32>().unwrap(),
+        &gw64,
+        3 * 11 * 9,
+        "weight grad",
+    );
+}
+
 #[test]
 fn conv_deterministic_switch_restricts_only_convolution() {
     let x = sample(&[4, 2, 6, 6], 7);
@@ -227,9 +333,19 @@ fn conv_deterministic_switch_restricts_only_convolution() {
     let a = scope(true, false, || {
         Tensor::conv2d_backward_weight(&gy, &x, w.shape(), Conv2dParams::default()).unwrap()
     });
-    let allowed = CONV2D_WEIGHT_GRAD.allowed(true).unwrap();
-    assert_eq!(allowed.len(), 1);
-    assert_eq!(allowed[0].algo, "conv2d_weight_grad.fixed_parts");
+    let allowed: Vec<_> = CONV2D_WEIGHT_GRAD
+        .allowed(true)
+        .unwrap()
+        .iter()
+        .map(|i| i.algo)
+        .collect();
+    assert_eq!(
+        allowed,
+        [
+            "conv2d_weight_grad.fixed_parts",
+            "conv2d_weight_grad.winograd_f4x3"
+        ]
+    );
     assert_eq!(
         bits(&a),
         bits(&scope(true, false, || Tensor::conv2d_backward_weight(

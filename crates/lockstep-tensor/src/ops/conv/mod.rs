@@ -2,16 +2,30 @@
 //!
 //! | op | implementations (algorithm id, guarantee) |
 //! |---|---|
-//! | `conv2d` | `conv2d.im2col_gemm` (thread-invariant), `conv2d.direct_1x1` (1×1, stride 1, no padding: the input is the GEMM operand, no copy), `conv2d.depthwise_direct` (groups = C_in = C_out) |
-//! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant) |
-//! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant) |
+//! | `conv2d` | `conv2d.im2col_gemm` (thread-invariant), `conv2d.direct_1x1` (1×1, stride 1, no padding: the input is the GEMM operand, no copy), `conv2d.depthwise_direct` (groups = C_in = C_out), `conv2d.winograd_f4x3` (3×3, stride 1: thread-invariant, see [`winograd`](self#winograd)) |
+//! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant), `conv2d_input_grad.winograd_f4x3` |
+//! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (parts fixed by N, added in order: thread-invariant) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
-//! timing); with it on, the applicable candidates are timed once per shape. In deterministic
-//! mode — or with [`autotune::set_conv_deterministic`](crate::autotune::set_conv_deterministic)
-//! — only thread-invariant candidates run. Every summation order here depends on the shapes
-//! only: GEMM never splits K across threads, `col2im` adds in a fixed loop order per channel,
-//! and the weight gradient's batch parts are fixed by N and added in order.
+//! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 stride-1
+//! convolutions with at least 16 input and 16 output channels, one group and outputs of at
+//! least 4×4; im2col + GEMM otherwise. With benchmark mode on, the applicable candidates are
+//! timed once per shape. In deterministic mode — or with
+//! [`autotune::set_conv_deterministic`](crate::autotune::set_conv_deterministic) — only
+//! thread-invariant candidates run. Every summation order here depends on the shapes only:
+//! GEMM never splits K across threads, `col2im` adds in a fixed loop order per channel, and
+//! the weight gradient's batch parts are fixed by N and added in order.
+//!
+//! # Winograd
+//! `*.winograd_f4x3` computes each 4×4 block of outputs from a 6×6 window with 4× fewer
+//! multiply-adds than direct convolution (Lavin & Gray's F(4×4, 3×3)); the input gradient is
+//! the same algorithm on the flipped kernel, the weight gradient its transpose. The
+//! transforms cost precision: errors are a few 1e-6 of the sum of the terms' magnitudes
+//! (tested below 2e-5), about ten times im2col's. Its bits depend on the shapes and values
+//! only, not on the thread count or instruction set (tested). To get GEMM-order sums for a
+//! shape, pin `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
+//! `conv2d_weight_grad.fixed_parts`) in a tuning file loaded with
+//! [`autotune::load`](crate::autotune::load) in benchmark mode.
 
 use crate::autotune;
 use crate::dispatch::{Guarantee, Impl, Op};
@@ -22,6 +36,8 @@ use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
 use std::sync::Mutex;
+
+mod winograd;
 
 /// Stride, padding, dilation and groups of a 2-D convolution (PyTorch's arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,6 +366,11 @@ pub static CONV2D: Op<FwdFn> = Op {
             guarantee: Guarantee::ThreadInvariant,
             f: fwd_depthwise,
         },
+        Impl {
+            algo: "conv2d.winograd_f4x3",
+            guarantee: Guarantee::ThreadInvariant,
+            f: winograd::forward,
+        },
     ],
 };
 
@@ -382,11 +403,18 @@ fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &
 /// `conv2d_input_grad`: the gradient of `conv2d` with respect to its input.
 pub static CONV2D_INPUT_GRAD: Op<InputGradFn> = Op {
     name: "conv2d_input_grad",
-    impls: &[Impl {
-        algo: "conv2d_input_grad.gemm_col2im",
-        guarantee: Guarantee::ThreadInvariant,
-        f: input_grad_gemm,
-    }],
+    impls: &[
+        Impl {
+            algo: "conv2d_input_grad.gemm_col2im",
+            guarantee: Guarantee::ThreadInvariant,
+            f: input_grad_gemm,
+        },
+        Impl {
+            algo: "conv2d_input_grad.winograd_f4x3",
+            guarantee: Guarantee::ThreadInvariant,
+            f: winograd::input_grad,
+        },
+    ],
 };
 
 /// im2row of samples `ns`, group `grp`: `rows` (`(|ns|·OHW) × K`, row-major — one patch per
@@ -557,6 +585,11 @@ pub static CONV2D_WEIGHT_GRAD: Op<WeightGradFn> = Op {
             guarantee: Guarantee::NotGuaranteed,
             f: weight_grad_partials,
         },
+        Impl {
+            algo: "conv2d_weight_grad.winograd_f4x3",
+            guarantee: Guarantee::ThreadInvariant,
+            f: winograd::weight_grad,
+        },
     ],
 };
 
@@ -570,6 +603,15 @@ fn f32_data<'a>(op: &'static str, what: &'static str, t: &'a Tensor) -> Result<&
     }
     t.data::<f32>()
         .map_err(|_| invalid(op, what, "internal: expected a contiguous tensor"))
+}
+
+/// The heuristic of the backward ops: Winograd where it is preferred (and allowed), else the
+/// first allowed candidate.
+fn winograd_or_first<F>(c: &[&'static Impl<F>], g: &Geometry, algo: &str) -> &'static Impl<F> {
+    c.iter()
+        .copied()
+        .find(|i| i.algo == algo && winograd::preferred(g))
+        .unwrap_or(c[0])
 }
 
 /// Runs a tunable conv op: picks the implementation (heuristic, or timed once per shape in
@@ -592,7 +634,7 @@ fn run<F: Copy + 'static>(
             call(imp.f, &mut scratch, par)
         },
     )?;
-    let mut out = vec![0f32; out_len];
+    let mut out = crate::ops::reduce::zeroed_vec::<f32>(out_len);
     call(choice.imp.f, &mut out, &choice.par)?;
     Ok(out)
 }
@@ -622,6 +664,7 @@ impl Tensor {
             |i| match i.algo {
                 "conv2d.direct_1x1" => g.is_1x1(),
                 "conv2d.depthwise_direct" => g.is_depthwise(),
+                "conv2d.winograd_f4x3" => winograd::applicable(&g),
                 _ => true,
             },
             |c| {
@@ -634,6 +677,13 @@ impl Tensor {
                 .or_else(|| {
                     if g.is_1x1() {
                         pick("conv2d.direct_1x1")
+                    } else {
+                        None
+                    }
+                })
+                .or_else(|| {
+                    if winograd::preferred(&g) {
+                        pick("conv2d.winograd_f4x3")
                     } else {
                         None
                     }
@@ -689,8 +739,8 @@ impl Tensor {
             &CONV2D_INPUT_GRAD,
             &g,
             g.n * g.cin * g.h * g.w,
-            |_| true,
-            |c| c[0],
+            |i| i.algo != "conv2d_input_grad.winograd_f4x3" || winograd::applicable(&g),
+            |c| winograd_or_first(c, &g, "conv2d_input_grad.winograd_f4x3"),
             |f, out, par| f(&g, gs, ws, out, par),
         )?;
         Tensor::from_vec(out, input_shape)
@@ -726,8 +776,8 @@ impl Tensor {
             &CONV2D_WEIGHT_GRAD,
             &g,
             g.cout * g.k(),
-            |_| true,
-            |c| c[0],
+            |i| i.algo != "conv2d_weight_grad.winograd_f4x3" || winograd::applicable(&g),
+            |c| winograd_or_first(c, &g, "conv2d_weight_grad.winograd_f4x3"),
             |f, out, par| f(&g, xs, gs, out, par),
         )?;
         Tensor::from_vec(out, weight_shape)

@@ -1,0 +1,1216 @@
+//! Winograd F(4×4, 3×3) convolution (Lavin & Gray, 2016) for 3×3 kernels with stride 1,
+//! dilation 1 and one group: the forward pass, the input gradient (a forward pass of the output
+//! gradient with the flipped, transposed kernel) and the weight gradient.
+//!
+//! Each 4×4 block of outputs (a *tile*) comes from a 6×6 window of the input. The window is
+//! transformed (`Bᵀ d B`), multiplied point by point with the transformed kernel (`G g Gᵀ`),
+//! summed over input channels — 36 independent products of (tiles × C_in) by (C_in × C_out),
+//! one per point ξ of the 6×6 transform — and transformed back (`Aᵀ m A`). The products take
+//! 4× fewer multiply-adds than direct convolution. The weight gradient uses the same transforms
+//! with the roles of `A` and `G` exchanged: `dW = Gᵀ [(A dY Aᵀ) ⊙ (Bᵀ d B)] G`, summed over
+//! tiles.
+//!
+//! # Bits and determinism
+//! Every transform is written out with a fixed order of operations (no fused multiply-adds), the
+//! products are fused multiply-add chains over the input channels (forward) or over the tiles
+//! (weight gradient) in increasing order, and the kernel transforms are computed in f64 and
+//! rounded once. Threads only decide which tiles (forward) or which fixed part of the batch
+//! (weight gradient, parts added in order) they compute, so the bits depend on the shapes and
+//! the values only — not on the thread count or the instruction set.
+//!
+//! # Precision
+//! The transforms' constants (up to 1/24 and 8) cost some precision against direct
+//! convolution: errors are a few units in 1e-6 of the operands' scale per channel summed, about
+//! ten times those of `im2col_gemm`. Pin the `*.im2col_gemm`/`*.gemm_col2im`/`*.fixed_parts`
+//! algorithms (see [`autotune`](crate::autotune)) for GEMM-order results.
+
+use super::Geometry;
+use crate::error::Result;
+use crate::ops::matmul::Isa;
+use crate::threads::Par;
+use rayon::prelude::*;
+
+/// Side of the transformed tile (`m + r - 1` with m = 4 outputs, r = 3 taps).
+const T6: usize = 6;
+/// Points of the 6×6 transform.
+const XI: usize = T6 * T6;
+/// Rows of one micro-tile of the products.
+const MR: usize = 6;
+/// Tiles per block: a block's transformed inputs and products (36 × TB × C floats each, with
+/// the transformed kernel) stay in a 2 MiB L2.
+const TB: usize = 36;
+/// Channels per transform step (the vector width the transforms are written for).
+const L: usize = 16;
+
+type Lanes = [f32; L];
+
+/// `G` of F(4, 3), exact in f64: the kernel transform is `G g Gᵀ`.
+const G: [[f64; 3]; T6] = [
+    [1.0 / 4.0, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// Whether the Winograd kernels apply: 3×3, stride 1, dilation 1, one group, padding at most
+/// 2 (so that the input gradient is a forward pass with padding `2 - p`), and outputs at least
+/// one tile wide.
+pub(super) fn applicable(g: &Geometry) -> bool {
+    g.kh == 3
+        && g.kw == 3
+        && g.p.stride == (1, 1)
+        && g.p.dilation == (1, 1)
+        && g.p.groups == 1
+        && g.p.padding.0 <= 2
+        && g.p.padding.1 <= 2
+        && g.oh >= 4
+        && g.ow >= 4
+}
+
+/// Whether the heuristic prefers Winograd: enough channels for the products to dominate the
+/// transforms.
+pub(super) fn preferred(g: &Geometry) -> bool {
+    applicable(g) && g.cin >= 16 && g.cout >= 16
+}
+
+// ---------------------------------------------------------------------------------------------
+// The products: micro-kernels computing `R × NR` outputs as fused multiply-add chains.
+
+/// `(kc, a, ars, acs, b, ldb, c, ldc, load)`: `c[i·ldc + j] (+)= Σ_p a[i·ars + p·acs] ·
+/// b[p·ldb + j]` for `i < R`, `j < NR`, each element a chain of fused multiply-adds over
+/// `p = 0..kc` in increasing order, from `+0.0` or (with `load`) from the value in `c`.
+type TileFn = unsafe fn(usize, *const f32, usize, usize, *const f32, usize, *mut f32, usize, bool);
+
+/// The micro-kernels of one instruction set, for 1..=MR rows.
+#[derive(Clone, Copy)]
+struct Kern {
+    isa: Isa,
+    nr: usize,
+    rows: [TileFn; MR],
+}
+
+impl Kern {
+    /// The fastest micro-kernels of the running CPU.
+    fn best() -> Kern {
+        Kern::for_isa(Isa::best())
+    }
+
+    /// The micro-kernels of `isa`, or the portable ones if the CPU lacks it.
+    fn for_isa(isa: Isa) -> Kern {
+        #[cfg(target_arch = "x86_64")]
+        match isa {
+            _ if !isa.available() => {}
+            Isa::Avx512 => {
+                return Kern {
+                    isa: Isa::Avx512,
+                    nr: 64,
+                    rows: [
+                        x86::avx512::<1>,
+                        x86::avx512::<2>,
+                        x86::avx512::<3>,
+                        x86::avx512::<4>,
+                        x86::avx512::<5>,
+                        x86::avx512::<6>,
+                    ],
+                };
+            }
+            Isa::Avx2 => {
+                return Kern {
+                    isa: Isa::Avx2,
+                    nr: 16,
+                    rows: [
+                        x86::avx2::<1>,
+                        x86::avx2::<2>,
+                        x86::avx2::<3>,
+                        x86::avx2::<4>,
+                        x86::avx2::<5>,
+                        x86::avx2::<6>,
+                    ],
+                };
+            }
+            Isa::Portable => {}
+        }
+        Kern {
+            isa: Isa::Portable,
+            nr: PORTABLE_NR,
+            rows: [
+                portable::<1>,
+                portable::<2>,
+                portable::<3>,
+                portable::<4>,
+                portable::<5>,
+                portable::<6>,
+            ],
+        }
+    }
+
+    /// `C (m × n, row stride ldc) (+)= A (m × kc; element (i, p) at a[i·ars + p·acs]) ·
+    /// B (kc × n, row stride ldb)`, `n` a multiple of `nr`.
+    ///
+    /// # Safety
+    /// Every element named lies inside its buffer.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn product(
+        &self,
+        m: usize,
+        n: usize,
+        kc: usize,
+        a: *const f32,
+        (ars, acs): (usize, usize),
+        b: *const f32,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+        load: bool,
+    ) {
+        debug_assert_eq!(n % self.nr, 0);
+        for j in (0..n).step_by(self.nr) {
+            for i in (0..m).step_by(MR) {
+                let r = MR.min(m - i);
+                // SAFETY: rows i..i+r, columns j..j+nr and steps 0..kc are inside the
+                // buffers (the caller's contract).
+                unsafe {
+                    (self.rows[r - 1])(
+                        kc,
+                        a.add(i * ars),
+                        ars,
+                        acs,
+                        b.add(j),
+                        ldb,
+                        c.add(i * ldc + j),
+                        ldc,
+                        load,
+                    )
+                };
+            }
+        }
+    }
+}
+
+const PORTABLE_NR: usize = 16;
+
+/// The portable micro-kernel: scalar `mul_add` (one rounding, as the vector kernels).
+///
+/// # Safety
+/// See [`TileFn`]: every element named lies inside its buffer.
+#[allow(clippy::too_many_arguments)]
+unsafe fn portable<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    ars: usize,
+    acs: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    let mut acc = [[0f32; PORTABLE_NR]; R];
+    // SAFETY (whole body): the caller guarantees the bounds.
+    unsafe {
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = *c.add(i * ldc + j);
+                }
+            }
+        }
+        for p in 0..kc {
+            let bp = b.add(p * ldb);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = *a.add(i * ars + p * acs);
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = ai.mul_add(*bp.add(j), *v);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                *c.add(i * ldc + j) = *v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The AVX-512 (R × 64) and AVX2+FMA (R × 16) micro-kernels: the R × NR accumulators stay
+    //! in registers, one element of A is broadcast per row and step.
+    use core::arch::x86_64::*;
+
+    macro_rules! tile_kernel {
+        ($name:ident, $feat:literal, $v:ty, $lanes:expr, $nv:expr,
+         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
+            /// See [`TileFn`](super::TileFn).
+            ///
+            /// # Safety
+            /// Every element named lies inside its buffer; the CPU has the target features.
+            #[target_feature(enable = $feat)]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn $name<const R: usize>(
+                kc: usize,
+                a: *const f32,
+                ars: usize,
+                acs: usize,
+                mut b: *const f32,
+                ldb: usize,
+                c: *mut f32,
+                ldc: usize,
+                load: bool,
+            ) {
+                // SAFETY (whole body): the caller guarantees bounds and CPU features.
+                unsafe {
+                    let mut acc: [[$v; $nv]; R] = [[$zero(); $nv]; R];
+                    if load {
+                        for i in 0..R {
+                            for v in 0..$nv {
+                                acc[i][v] = $load(c.add(i * ldc + v * $lanes));
+                            }
+                        }
+                    }
+                    let mut ap = [a; R];
+                    for i in 0..R {
+                        ap[i] = a.add(i * ars);
+                    }
+                    for _ in 0..kc {
+                        let mut bv: [$v; $nv] = [$zero(); $nv];
+                        for v in 0..$nv {
+                            bv[v] = $load(b.add(v * $lanes));
+                        }
+                        for i in 0..R {
+                            let ai = $bcast(*ap[i]);
+                            for v in 0..$nv {
+                                acc[i][v] = $fma(ai, bv[v], acc[i][v]);
+                            }
+                            ap[i] = ap[i].add(acs);
+                        }
+                        b = b.add(ldb);
+                    }
+                    for i in 0..R {
+                        for v in 0..$nv {
+                            $store(c.add(i * ldc + v * $lanes), acc[i][v]);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    tile_kernel!(
+        avx512,
+        "avx512f",
+        __m512,
+        16,
+        4,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    tile_kernel!(
+        avx2,
+        "avx2,fma",
+        __m256,
+        8,
+        2,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transforms, on 16 channels at a time. Written with plain f32 arithmetic in a fixed order
+// (Rust never contracts `a * b + c` into a fused multiply-add), so every instruction set gives
+// the same bits.
+
+/// `Bᵀ d` for one column of six inputs.
+#[inline(always)]
+fn bt(d: [&Lanes; T6]) -> [Lanes; T6] {
+    let mut r = [[0f32; L]; T6];
+    for l in 0..L {
+        let (d0, d1, d2, d3, d4, d5) = (d[0][l], d[1][l], d[2][l], d[3][l], d[4][l], d[5][l]);
+        let p = d4 - 4.0 * d2;
+        let q = d3 - 4.0 * d1;
+        let s = d4 - d2;
+        let t = 2.0 * (d3 - d1);
+        r[0][l] = 4.0 * d0 - 5.0 * d2 + d4;
+        r[1][l] = p + q;
+        r[2][l] = p - q;
+        r[3][l] = s + t;
+        r[4][l] = s - t;
+        r[5][l] = 4.0 * d1 - 5.0 * d3 + d5;
+    }
+    r
+}
+
+/// `Aᵀ m` for one column of six products (four outputs).
+#[inline(always)]
+fn at_m(m: [&Lanes; T6]) -> [Lanes; 4] {
+    let mut y = [[0f32; L]; 4];
+    for l in 0..L {
+        let s12 = m[1][l] + m[2][l];
+        let d12 = m[1][l] - m[2][l];
+        let s34 = m[3][l] + m[4][l];
+        let d34 = m[3][l] - m[4][l];
+        y[0][l] = m[0][l] + s12 + s34;
+        y[1][l] = d12 + 2.0 * d34;
+        y[2][l] = s12 + 4.0 * s34;
+        y[3][l] = d12 + 8.0 * d34 + m[5][l];
+    }
+    y
+}
+
+/// `A x` for one column of four output gradients (six points).
+#[inline(always)]
+fn a6(x: [&Lanes; 4]) -> [Lanes; T6] {
+    let mut e = [[0f32; L]; T6];
+    for l in 0..L {
+        let (x0, x1, x2, x3) = (x[0][l], x[1][l], x[2][l], x[3][l]);
+        let s02 = x0 + x2;
+        let s13 = x1 + x3;
+        let f02 = x0 + 4.0 * x2;
+        let f13 = 2.0 * x1 + 8.0 * x3;
+        e[0][l] = x0;
+        e[1][l] = s02 + s13;
+        e[2][l] = s02 - s13;
+        e[3][l] = f02 + f13;
+        e[4][l] = f02 - f13;
+        e[5][l] = x3;
+    }
+    e
+}
+
+#[inline(always)]
+fn lanes(s: &[f32], at: usize) -> &Lanes {
+    s[at..at + L].try_into().expect("16 lanes")
+}
+
+/// Transforms the 6×6 input window at `xp[base..]` (rows `row` apart, channels contiguous) of
+/// channels `c0..c0+16` into `v[ξ·vs + off + c0..]`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn input_tile(
+    xp: &[f32],
+    base: usize,
+    row: usize,
+    cp: usize,
+    c0: usize,
+    v: &mut [f32],
+    vs: usize,
+    off: usize,
+) {
+    let mut cols = [[[0f32; L]; T6]; T6];
+    for j in 0..T6 {
+        let get = |k: usize| lanes(xp, base + k * row + j * cp + c0);
+        let r = bt([get(0), get(1), get(2), get(3), get(4), get(5)]);
+        for (i, ri) in r.into_iter().enumerate() {
+            cols[i][j] = ri;
+        }
+    }
+    for (i, ci) in cols.iter().enumerate() {
+        let r = bt([&ci[0], &ci[1], &ci[2], &ci[3], &ci[4], &ci[5]]);
+        for (j, rj) in r.iter().enumerate() {
+            v[(i * T6 + j) * vs + off + c0..][..L].copy_from_slice(rj);
+        }
+    }
+}
+
+/// `Aᵀ m A` of the products `m[ξ·ms + off + c0..]` of channels `c0..c0+16`: `y[r][c]`.
+#[inline(always)]
+fn output_tile(m: &[f32], ms: usize, off: usize, c0: usize) -> [[Lanes; 4]; 4] {
+    let mut rows = [[[0f32; L]; T6]; 4];
+    for j in 0..T6 {
+        let get = |i: usize| lanes(m, (i * T6 + j) * ms + off + c0);
+        let r = at_m([get(0), get(1), get(2), get(3), get(4), get(5)]);
+        for (i, ri) in r.into_iter().enumerate() {
+            rows[i][j] = ri;
+        }
+    }
+    let mut y = [[[0f32; L]; 4]; 4];
+    for (i, ri) in rows.iter().enumerate() {
+        y[i] = at_m([&ri[0], &ri[1], &ri[2], &ri[3], &ri[4], &ri[5]]);
+    }
+    y
+}
+
+/// `A x Aᵀ` of the 4×4 output-gradient tile at `gp[base..]` (rows `row` apart) of channels
+/// `c0..c0+16`, into `d[ξ·ds + off + c0..]`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn grad_tile(
+    gp: &[f32],
+    base: usize,
+    row: usize,
+    cp: usize,
+    c0: usize,
+    d: &mut [f32],
+    ds: usize,
+    off: usize,
+) {
+    let mut cols = [[[0f32; L]; 4]; T6];
+    for j in 0..4 {
+        let get = |k: usize| lanes(gp, base + k * row + j * cp + c0);
+        let r = a6([get(0), get(1), get(2), get(3)]);
+        for (i, ri) in r.into_iter().enumerate() {
+            cols[i][j] = ri;
+        }
+    }
+    for (i, ci) in cols.iter().enumerate() {
+        let r = a6([&ci[0], &ci[1], &ci[2], &ci[3]]);
+        for (j, rj) in r.iter().enumerate() {
+            d[(i * T6 + j) * ds + off + c0..][..L].copy_from_slice(rj);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout.
+
+/// One stride-1 3×3 convolution as the Winograd kernels see it: `cin` input planes of `h × w`,
+/// padded by `(ph, pw)`, giving `cout` planes of `oh × ow`.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    n: usize,
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    ph: usize,
+    pw: usize,
+    oh: usize,
+    ow: usize,
+    /// Tiles down and across.
+    th: usize,
+    tw: usize,
+    /// Channels of the transform buffers: multiples of 16 (the transforms' width), and the
+    /// output channels also of the kernel's NR (the products' columns).
+    cinp: usize,
+    coutp: usize,
+}
+
+impl Plan {
+    fn new(
+        n: usize,
+        cin: usize,
+        (h, w): (usize, usize),
+        cout: usize,
+        (ph, pw): (usize, usize),
+        nr: usize,
+    ) -> Plan {
+        let (oh, ow) = (h + 2 * ph - 2, w + 2 * pw - 2);
+        let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
+        Plan {
+            n,
+            cin,
+            h,
+            w,
+            cout,
+            ph,
+            pw,
+            oh,
+            ow,
+            th,
+            tw,
+            cinp: cin.next_multiple_of(L),
+            coutp: cout.next_multiple_of(nr.max(L)),
+        }
+    }
+    /// Rows and columns of the padded, channels-last input: every tile's window inside.
+    fn hp(&self) -> usize {
+        self.th * 4 + 2
+    }
+    fn wp(&self) -> usize {
+        self.tw * 4 + 2
+    }
+    fn tiles(&self) -> usize {
+        self.th * self.tw
+    }
+    /// Offset of tile `t`'s window in the padded channels-last input.
+    fn window(&self, t: usize) -> usize {
+        let (ty, tx) = (t / self.tw, t % self.tw);
+        (ty * 4 * self.wp() + tx * 4) * self.cinp
+    }
+}
+
+/// Compiles `$imp` (an `#[inline(always)]` function) once per instruction set, so that the
+/// transforms vectorise to the widest registers; the bits are the same on every path (plain
+/// f32 arithmetic, no contraction).
+macro_rules! multiversion {
+    ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $imp:path) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        fn $name(isa: Isa, $($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx512($($arg: $ty),*) {
+                    $imp($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx2($($arg: $ty),*) {
+                    $imp($($arg),*)
+                }
+                match isa {
+                    // SAFETY: `Kern::best` reports an instruction set only if the CPU has it.
+                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    Isa::Portable => {}
+                }
+            }
+            $imp($($arg),*)
+        }
+    };
+}
+
+multiversion!(
+    /// Copies the planes `src` (`c × h × w`) into `dst` (`rows × wp × cp`, channels last) at
+    /// offset `(oy, ox)`, zeros elsewhere.
+    fn channels_last(src: &[f32], c: usize, hw: (usize, usize), dst: &mut [f32], wp: usize, cp: usize, o: (usize, usize))
+        => channels_last_impl
+);
+
+#[inline(always)]
+fn channels_last_impl(
+    src: &[f32],
+    c: usize,
+    (h, w): (usize, usize),
+    dst: &mut [f32],
+    wp: usize,
+    cp: usize,
+    (oy, ox): (usize, usize),
+) {
+    let row = wp * cp;
+    dst[..oy * row].fill(0.0);
+    dst[(oy + h) * row..].fill(0.0);
+    for y in 0..h {
+        let drow = &mut dst[(y + oy) * row..][..row];
+        drow[..ox * cp].fill(0.0);
+        drow[(ox + w) * cp..].fill(0.0);
+        // 16 channels × 16 columns at a time: read 16 rows of 16, write 16 runs of 16 channels.
+        for x0 in (0..w).step_by(L) {
+            let xn = L.min(w - x0);
+            for c0 in (0..cp).step_by(L) {
+                let mut blk = [[0f32; L]; L];
+                for (k, b) in blk.iter_mut().enumerate().take(c.saturating_sub(c0).min(L)) {
+                    let from = &src[((c0 + k) * h + y) * w + x0..];
+                    if xn == L {
+                        *b = *lanes(from, 0);
+                    } else {
+                        b.iter_mut().zip(&from[..xn]).for_each(|(d, s)| *d = *s);
+                    }
+                }
+                let blk = transpose16(&blk);
+                for (j, col) in blk.iter().enumerate().take(xn) {
+                    *lanes_mut(drow, (ox + x0 + j) * cp + c0) = *col;
+                }
+            }
+        }
+    }
+}
+
+/// The transpose of a 16×16 block.
+#[inline(always)]
+fn transpose16(b: &[Lanes; L]) -> [Lanes; L] {
+    core::array::from_fn(|j| core::array::from_fn(|k| b[k][j]))
+}
+
+#[inline(always)]
+fn lanes_mut(s: &mut [f32], at: usize) -> &mut Lanes {
+    (&mut s[at..at + L]).try_into().expect("16 lanes")
+}
+
+multiversion!(
+    /// Transforms the windows of tiles `t0..t1` of the channels-last input `xs` into
+    /// `v[ξ][t - t0][c]` (rows `cinp` apart, points `TB · cinp` apart).
+    fn inputs_block(pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: &mut [f32]) => inputs_block_impl
+);
+
+#[inline(always)]
+fn inputs_block_impl(pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: &mut [f32]) {
+    let cp = pl.cinp;
+    for t in t0..t1 {
+        for c0 in (0..cp).step_by(L) {
+            input_tile(
+                xs,
+                pl.window(t),
+                pl.wp() * cp,
+                cp,
+                c0,
+                v,
+                TB * cp,
+                (t - t0) * cp,
+            );
+        }
+    }
+}
+
+multiversion!(
+    /// Transforms the products `m[ξ][t - t0][co]` of tiles `t0..t1` of sample `s` back (through
+    /// the scratch `y`, `TB × 16 × coutp`) and writes the outputs (`n × cout × oh × ow` at
+    /// `out`).
+    fn outputs_block(pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, y: &mut [f32], out: Out) => outputs_block_impl
+);
+
+#[inline(always)]
+fn outputs_block_impl(
+    pl: &Plan,
+    m: &[f32],
+    s: usize,
+    t0: usize,
+    t1: usize,
+    y: &mut [f32],
+    out: Out,
+) {
+    // Back-transform every tile into `y[t - t0][r·4 + c][co]` (channels last) ...
+    for t in t0..t1 {
+        for c0 in (0..pl.cout).step_by(L) {
+            let tile = output_tile(m, TB * pl.coutp, (t - t0) * pl.coutp, c0);
+            for (r, row) in tile.iter().enumerate() {
+                for (c, v) in row.iter().enumerate() {
+                    *lanes_mut(y, ((t - t0) * 16 + r * 4 + c) * pl.coutp + c0) = *v;
+                }
+            }
+        }
+    }
+    // ... then write runs of up to four tiles of one tile row (16 columns) through 16×16
+    // transposes, so that each output row gets 16 contiguous values per channel.
+    let mut t = t0;
+    while t < t1 {
+        let (ty, tx) = (t / pl.tw, t % pl.tw);
+        let run = 4.min(pl.tw - tx).min(t1 - t);
+        let rows = 4.min(pl.oh - ty * 4);
+        let cols = (run * 4).min(pl.ow - tx * 4);
+        for c0 in (0..pl.cout).step_by(L) {
+            for r in 0..rows {
+                let mut blk = [[0f32; L]; L];
+                for (x, b) in blk.iter_mut().enumerate().take(cols) {
+                    let tile = t - t0 + x / 4;
+                    *b = *lanes(y, (tile * 16 + r * 4 + x % 4) * pl.coutp + c0);
+                }
+                let blk = transpose16(&blk);
+                for (l, v) in blk.iter().enumerate().take(L.min(pl.cout - c0)) {
+                    let at = ((s * pl.cout + c0 + l) * pl.oh + ty * 4 + r) * pl.ow + tx * 4;
+                    // SAFETY: sample s, channel c0 + l < cout, row ty·4 + r < oh, columns
+                    // tx·4 .. tx·4 + cols ≤ ow: inside `out`, and these tiles belong to this
+                    // task only.
+                    unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), out.get().add(at), cols) };
+                }
+            }
+        }
+        t += run;
+    }
+}
+
+multiversion!(
+    /// Transforms the output-gradient tiles `t0..t1` of the channels-last `gs` (`4·th × 4·tw ×
+    /// coutp`) into `d[ξ][t - t0][co]`.
+    fn grads_block(pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &mut [f32]) => grads_block_impl
+);
+
+#[inline(always)]
+fn grads_block_impl(pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &mut [f32]) {
+    let (op, gw) = (pl.coutp, pl.tw * 4);
+    for t in t0..t1 {
+        let (ty, tx) = (t / pl.tw, t % pl.tw);
+        let base = (ty * 4 * gw + tx * 4) * op;
+        for c0 in (0..op).step_by(L) {
+            grad_tile(gs, base, gw * op, op, c0, d, TB * op, (t - t0) * op);
+        }
+    }
+}
+
+/// A raw output pointer shared by tasks writing disjoint tiles.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+// SAFETY: tasks write disjoint elements only.
+unsafe impl Send for Out {}
+// SAFETY: as above.
+unsafe impl Sync for Out {}
+impl Out {
+    #[inline(always)]
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+thread_local! {
+    /// Scratch buffers kept by each thread for the next call (a training loop repeats the same
+    /// shapes; fresh buffers would cost page faults on every call).
+    static SPARE: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// A scratch buffer of `len` elements (contents unspecified: every user writes before reading),
+/// reused from this thread's spares when one is large enough.
+fn scratch(len: usize) -> Scratch {
+    let mut v = SPARE
+        .with(|s| {
+            let mut s = s.borrow_mut();
+            let i = s.iter().position(|b| b.len() >= len)?;
+            Some(s.swap_remove(i))
+        })
+        .unwrap_or_default();
+    if v.len() < len {
+        v.resize(len, 0.0);
+    }
+    Scratch(v, len)
+}
+
+/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped
+/// (at most eight, and none over 64 MiB).
+struct Scratch(Vec<f32>, usize);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let v = core::mem::take(&mut self.0);
+        if v.len() <= 16 << 20 {
+            SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < 8 {
+                    s.push(v);
+                }
+            });
+        }
+    }
+}
+
+impl core::ops::Deref for Scratch {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.0[..self.1]
+    }
+}
+impl core::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.0[..self.1]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward (and input gradient).
+
+/// The transformed kernel `U[ξ][ci][co]` (`36 × cin × coutp`), from `weight(co, ci, a, b)`,
+/// computed in f64 and rounded once.
+fn kernel_transform(pl: &Plan, weight: impl Fn(usize, usize, usize, usize) -> f32) -> Vec<f32> {
+    let mut u = vec![0f32; XI * pl.cin * pl.coutp];
+    for co in 0..pl.cout {
+        for ci in 0..pl.cin {
+            let g: [[f64; 3]; 3] =
+                core::array::from_fn(|a| core::array::from_fn(|b| weight(co, ci, a, b) as f64));
+            // t = G g (6×3), then t Gᵀ (6×6).
+            let t: [[f64; 3]; T6] = core::array::from_fn(|i| {
+                core::array::from_fn(|b| (0..3).map(|a| G[i][a] * g[a][b]).sum())
+            });
+            for i in 0..T6 {
+                for j in 0..T6 {
+                    let v: f64 = (0..3).map(|b| t[i][b] * G[j][b]).sum();
+                    u[((i * T6 + j) * pl.cin + ci) * pl.coutp + co] = v as f32;
+                }
+            }
+        }
+    }
+    u
+}
+
+/// Forward pass of `pl` on `x` (`n × cin × h × w`) with transformed kernel `u`, into `out`
+/// (`n × cout × oh × ow`). Work units are blocks of `TB` tiles of one sample, each computed
+/// whole by one thread.
+fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32], par: &Par) {
+    let (wp, cp) = (pl.wp(), pl.cinp);
+    let plane = pl.hp() * wp * cp;
+    let chw = pl.cin * pl.h * pl.w;
+    let mut xl = scratch(pl.n * plane);
+    par.install(|| {
+        xl.par_chunks_mut(plane).enumerate().for_each(|(s, d)| {
+            let src = &x[s * chw..][..chw];
+            channels_last(
+                kern.isa,
+                src,
+                pl.cin,
+                (pl.h, pl.w),
+                d,
+                wp,
+                cp,
+                (pl.ph, pl.pw),
+            )
+        })
+    });
+    let blocks = pl.tiles().div_ceil(TB);
+    let dst = Out(out.as_mut_ptr());
+    let xl = &*xl;
+    let block = |(v, m, y): &mut (Scratch, Scratch, Scratch), unit: usize| {
+        let (s, b) = (unit / blocks, unit % blocks);
+        let (t0, t1) = (b * TB, ((b + 1) * TB).min(pl.tiles()));
+        inputs_block(kern.isa, pl, &xl[s * plane..][..plane], t0, t1, v);
+        for xi in 0..XI {
+            // SAFETY: V holds TB × cinp per point, U cin × coutp, M TB × coutp; rows
+            // t1 - t0 ≤ TB, K = cin ≤ cinp, columns coutp.
+            unsafe {
+                kern.product(
+                    t1 - t0,
+                    pl.coutp,
+                    pl.cin,
+                    v.as_ptr().add(xi * TB * cp),
+                    (cp, 1),
+                    u.as_ptr().add(xi * pl.cin * pl.coutp),
+                    pl.coutp,
+                    m.as_mut_ptr().add(xi * TB * pl.coutp),
+                    pl.coutp,
+                    false,
+                )
+            };
+        }
+        outputs_block(kern.isa, pl, m, s, t0, t1, y, dst);
+    };
+    let units = pl.n * blocks;
+    let buffers = || {
+        (
+            scratch(XI * TB * cp),
+            scratch(XI * TB * pl.coutp),
+            scratch(TB * 16 * pl.coutp),
+        )
+    };
+    if par.threads() > 1 && units > 1 {
+        par.install(|| {
+            (0..units)
+                .into_par_iter()
+                .with_max_len(1)
+                .for_each_init(buffers, block)
+        });
+    } else {
+        let mut bufs = buffers();
+        (0..units).for_each(|u| block(&mut bufs, u));
+    }
+}
+
+/// `conv2d.winograd_f4x3`: the forward pass of `g` (see [`applicable`]).
+pub(super) fn forward(
+    g: &Geometry,
+    x: &[f32],
+    w: &[f32],
+    out: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    forward_with(Kern::best(), g, x, w, out, par);
+    Ok(())
+}
+
+fn forward_with(kern: Kern, g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) {
+    let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
+    let u = kernel_transform(&pl, |co, ci, a, b| w[((co * g.cin + ci) * 3 + a) * 3 + b]);
+    forward_planned(&pl, kern, x, &u, out, par);
+}
+
+/// `conv2d_input_grad.winograd_f4x3`: the input gradient of `g`, as the forward pass of the
+/// output gradient with the kernel flipped and its channels swapped, padding `2 - p`.
+pub(super) fn input_grad(
+    g: &Geometry,
+    gout: &[f32],
+    w: &[f32],
+    dx: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    input_grad_with(Kern::best(), g, gout, w, dx, par);
+    Ok(())
+}
+
+fn input_grad_with(kern: Kern, g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) {
+    let (ph, pw) = g.p.padding;
+    let pl = Plan::new(g.n, g.cout, (g.oh, g.ow), g.cin, (2 - ph, 2 - pw), kern.nr);
+    debug_assert_eq!((pl.oh, pl.ow), (g.h, g.w));
+    let u = kernel_transform(&pl, |ci, co, a, b| {
+        w[((co * g.cin + ci) * 3 + 2 - a) * 3 + 2 - b]
+    });
+    forward_planned(&pl, kern, gout, &u, dx, par);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weight gradient.
+
+/// Parts of the batch for the weight gradient: at most this many, fixed by N.
+const WEIGHT_GRAD_PARTS: usize = 8;
+
+/// `conv2d_weight_grad.winograd_f4x3`: the weight gradient of `g`. The batch is cut into a
+/// number of parts fixed by N; each part sums its tiles' products in tile order on one thread,
+/// and the parts are added in part order.
+pub(super) fn weight_grad(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    dw: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    weight_grad_with(Kern::best(), g, x, gout, dw, par);
+    Ok(())
+}
+
+fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut [f32], par: &Par) {
+    let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
+    let (wp, cp, op) = (pl.wp(), pl.cinp, pl.coutp);
+    let gw = pl.tw * 4;
+    let parts = pl.n.clamp(1, WEIGHT_GRAD_PARTS);
+    let per = pl.n.div_ceil(parts);
+    let psize = XI * pl.cin * op;
+    let chw = pl.cin * pl.h * pl.w;
+    let ohw = pl.cout * pl.oh * pl.ow;
+    let part = |k: usize| -> Scratch {
+        let mut p = scratch(psize);
+        let mut xl = scratch(pl.hp() * wp * cp);
+        let mut gl = scratch(pl.th * 4 * gw * op);
+        let mut v = scratch(XI * TB * cp);
+        let mut d = scratch(XI * TB * op);
+        let mut first = true;
+        for s in (k * per).min(pl.n)..((k + 1) * per).min(pl.n) {
+            let (xs, gs) = (&x[s * chw..][..chw], &gout[s * ohw..][..ohw]);
+            channels_last(
+                kern.isa,
+                xs,
+                pl.cin,
+                (pl.h, pl.w),
+                &mut xl,
+                wp,
+                cp,
+                (pl.ph, pl.pw),
+            );
+            channels_last(
+                kern.isa,
+                gs,
+                pl.cout,
+                (pl.oh, pl.ow),
+                &mut gl,
+                gw,
+                op,
+                (0, 0),
+            );
+            for t0 in (0..pl.tiles()).step_by(TB) {
+                let t1 = (t0 + TB).min(pl.tiles());
+                inputs_block(kern.isa, &pl, &xl, t0, t1, &mut v);
+                grads_block(kern.isa, &pl, &gl, t0, t1, &mut d);
+                for xi in 0..XI {
+                    // SAFETY: V holds TB × cinp per point (A: element (ci, t) at ci + t·cinp,
+                    // ci < cin), D TB × coutp (B: row t), P cin × coutp; K = t1 - t0 ≤ TB.
+                    unsafe {
+                        kern.product(
+                            pl.cin,
+                            op,
+                            t1 - t0,
+                            v.as_ptr().add(xi * TB * cp),
+                            (1, cp),
+                            d.as_ptr().add(xi * TB * op),
+                            op,
+                            p.as_mut_ptr().add(xi * pl.cin * op),
+                            op,
+                            !first,
+                        )
+                    };
+                }
+                first = false;
+            }
+        }
+        if first {
+            p.fill(0.0);
+        }
+        p
+    };
+    let partials: Vec<Scratch> = if par.threads() > 1 && parts > 1 {
+        par.install(|| {
+            (0..parts)
+                .into_par_iter()
+                .with_max_len(1)
+                .map(part)
+                .collect()
+        })
+    } else {
+        (0..parts).map(part).collect()
+    };
+    let mut total = scratch(psize);
+    total.fill(0.0);
+    for p in &partials {
+        for (t, v) in total.iter_mut().zip(p.iter()) {
+            *t += v;
+        }
+    }
+    // dW = Gᵀ P G per (co, ci), in f64, rounded once.
+    for co in 0..pl.cout {
+        for ci in 0..pl.cin {
+            let pt = |i: usize, j: usize| total[((i * T6 + j) * pl.cin + ci) * op + co] as f64;
+            // s = Gᵀ P (3×6), then s G (3×3).
+            let s: [[f64; T6]; 3] = core::array::from_fn(|a| {
+                core::array::from_fn(|j| (0..T6).map(|i| G[i][a] * pt(i, j)).sum())
+            });
+            for a in 0..3 {
+                for b in 0..3 {
+                    let v: f64 = (0..T6).map(|j| s[a][j] * G[j][b]).sum();
+                    dw[((co * pl.cin + ci) * 3 + a) * 3 + b] = v as f32;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::conv::Conv2dParams;
+
+    /// Values in [-1, 1) from a fixed xorshift stream.
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// `(n, cin, h, w, cout, padding)`: odd channel counts (not multiples of 16 or 64), sizes
+    /// that leave partial tiles, asymmetric padding, more samples than weight-gradient parts.
+    type Shape = (usize, usize, usize, usize, usize, (usize, usize));
+    const SHAPES: [Shape; 6] = [
+        (1, 1, 6, 6, 1, (0, 0)),
+        (2, 17, 9, 13, 20, (1, 1)),
+        (3, 5, 11, 7, 3, (2, 0)),
+        (1, 33, 8, 8, 70, (1, 2)),
+        (9, 4, 6, 5, 6, (1, 1)),
+        (2, 16, 14, 10, 16, (0, 1)),
+    ];
+
+    fn geometry(&(n, cin, h, w, cout, padding): &Shape) -> Geometry {
+        let p = Conv2dParams {
+            padding,
+            ..Conv2dParams::default()
+        };
+        let g = Geometry::new("test", &[n, cin, h, w], &[cout, cin, 3, 3], p).unwrap();
+        assert!(applicable(&g));
+        g
+    }
+
+    /// The textbook sums in f64, with the sum of the terms' magnitudes (the error scale):
+    /// `(forward, input grad, weight grad)`, each as `(value, magnitude)` per element.
+    #[allow(clippy::type_complexity)]
+    fn naive(g: &Geometry, x: &[f32], w: &[f32], gy: &[f32]) -> [(Vec<f64>, Vec<f64>); 3] {
+        let mut y = (
+            vec![0f64; g.n * g.cout * g.ohw()],
+            vec![0f64; g.n * g.cout * g.ohw()],
+        );
+        let mut dx = (vec![0f64; x.len()], vec![0f64; x.len()]);
+        let mut dw = (vec![0f64; w.len()], vec![0f64; w.len()]);
+        for n in 0..g.n {
+            for co in 0..g.cout {
+                for i in 0..g.oh {
+                    for j in 0..g.ow {
+                        let o = ((n * g.cout + co) * g.oh + i) * g.ow + j;
+                        for ci in 0..g.cin {
+                            for a in 0..3 {
+                                for b in 0..3 {
+                                    let (Some(yy), Some(xx)) = (g.in_y(i, a), g.in_x(j, b)) else {
+                                        continue;
+                                    };
+                                    let xi = ((n * g.cin + ci) * g.h + yy) * g.w + xx;
+                                    let wi = ((co * g.cin + ci) * 3 + a) * 3 + b;
+                                    let (xv, wv, gv) = (x[xi] as f64, w[wi] as f64, gy[o] as f64);
+                                    y.0[o] += xv * wv;
+                                    y.1[o] += (xv * wv).abs();
+                                    dx.0[xi] += gv * wv;
+                                    dx.1[xi] += (gv * wv).abs();
+                                    dw.0[wi] += gv * xv;
+                                    dw.1[wi] += (gv * xv).abs();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        [y, dx, dw]
+    }
+
+    /// Runs the three Winograd kernels with `kern` on `par`.
+    fn run(kern: Kern, g: &Geometry, x: &[f32], w: &[f32], gy: &[f32], par: &Par) -> [Vec<f32>; 3] {
+        let mut y = vec![f32::NAN; g.n * g.cout * g.ohw()];
+        let mut dx = vec![0f32; x.len()];
+        let mut dw = vec![f32::NAN; w.len()];
+        forward_with(kern, g, x, w, &mut y, par);
+        input_grad_with(kern, g, gy, w, &mut dx, par);
+        weight_grad_with(kern, g, x, gy, &mut dw, par);
+        [y, dx, dw]
+    }
+
+    fn inputs(g: &Geometry, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        (
+            data(g.n * g.cin * g.h * g.w, seed),
+            data(g.cout * g.cin * 9, seed + 1),
+            data(g.n * g.cout * g.ohw(), seed + 2),
+        )
+    }
+
+    #[test]
+    fn matches_the_textbook_sums() {
+        let mut worst = 0f64;
+        for (k, shape) in SHAPES.iter().enumerate() {
+            let g = geometry(shape);
+            let (x, w, gy) = inputs(&g, 10 * k as u64);
+            let got = run(Kern::best(), &g, &x, &w, &gy, &Par::new(1));
+            let want = naive(&g, &x, &w, &gy);
+            for (what, (got, (val, mag))) in ["forward", "input grad", "weight grad"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                for (i, ((&a, &b), &m)) in got.iter().zip(val).zip(mag).enumerate() {
+                    // F(4×4, 3×3) in f32: errors of a few 1e-6 of the terms' magnitude.
+                    let err = (a as f64 - b).abs() / (m + 1e-30);
+                    worst = worst.max(err);
+                    assert!(
+                        err < 2e-5,
+                        "shape {shape:?} {what}[{i}]: {a} vs {b} (magnitude {m})"
+                    );
+                }
+            }
+        }
+        eprintln!("worst relative error: {worst:e}");
+    }
+
+    #[test]
+    fn every_instruction_set_and_thread_count_gives_the_same_bits() {
+        let bits = |v: &[Vec<f32>; 3]| -> Vec<Vec<u32>> {
+            v.iter()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect())
+                .collect()
+        };
+        for (k, shape) in SHAPES.iter().enumerate() {
+            let g = geometry(shape);
+            let (x, w, gy) = inputs(&g, 100 + k as u64);
+            let want = bits(&run(
+                Kern::for_isa(Isa::Portable),
+                &g,
+                &x,
+                &w,
+                &gy,
+                &Par::new(1),
+            ));
+            for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+                if !isa.available() {
+                    continue;
+                }
+                for t in [1, 2, 3, 8] {
+                    let got = bits(&run(Kern::for_isa(isa), &g, &x, &w, &gy, &Par::new(t)));
+                    assert!(
+                        got == want,
+                        "shape {shape:?}: {isa:?} at {t} threads differs"
+                    );
+                }
+            }
+        }
+    }
+}
