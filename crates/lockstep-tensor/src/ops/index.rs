@@ -707,17 +707,15 @@ fn rows_nondet<T: AccElem>(
     }
     if !atomic {
         let total = Mutex::new(dst);
+        let simd = Simd::detect();
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
-                let mut buf = vec![T::default(); outer * n * inner];
-                for row in t * per..((t + 1) * per).min(rows) {
-                    let (o, k) = (row / m, row % m);
-                    let r = idx[k] as usize;
-                    let d = &mut buf[(o * n + r) * inner..(o * n + r + 1) * inner];
-                    for (d, &s) in d.iter_mut().zip(&src[row * inner..(row + 1) * inner]) {
-                        *d = T::add(*d, s);
-                    }
-                }
+                // Source rows k in one range per thread (for every outer index).
+                let mut buf = zeroed_vec::<T>(outer * n * inner);
+                let ks = (m * t / threads, m * (t + 1) / threads);
+                // SAFETY: `buf` is laid out as the destination and private; `simd` is
+                // supported by the CPU.
+                unsafe { block_rows(buf.as_mut_ptr(), src, idx, g, ks, (0, n), simd) };
                 let mut out = total.lock().unwrap_or_else(|e| e.into_inner());
                 for (d, &b) in out.iter_mut().zip(&buf) {
                     *d = T::add(*d, b);
