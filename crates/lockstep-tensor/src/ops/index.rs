@@ -22,6 +22,7 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, resolve_dim};
+use crate::ops::matmul::Isa;
 use crate::ops::reduce::{copied_vec, dense, zeroed_vec};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -420,27 +421,31 @@ fn add_row<T: AccElem>(d: &mut [T], s: &[T]) {
 enum Simd {
     Portable,
     #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
     Avx512,
 }
 
 #[cfg(test)]
 thread_local! {
-    /// Tests force the portable path on their thread to compare it with the detected one.
-    static FORCE_PORTABLE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    /// Tests force a path on their thread to compare it with the others.
+    static FORCE: core::cell::Cell<Option<Simd>> = const { core::cell::Cell::new(None) };
 }
 
 impl Simd {
     /// The widest path the CPU supports (read on the calling thread, before any task runs).
     fn detect() -> Simd {
         #[cfg(test)]
-        if FORCE_PORTABLE.with(|f| f.get()) {
-            return Simd::Portable;
+        if let Some(s) = FORCE.with(|f| f.get()) {
+            return s;
         }
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            return Simd::Avx512;
+        match crate::ops::reduce::detect_isa() {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Simd::Avx512,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Simd::Avx2,
+            _ => Simd::Portable,
         }
-        Simd::Portable
     }
 }
 
@@ -469,6 +474,9 @@ impl<T: AccElem> RowJob<'_, T> {
             #[cfg(target_arch = "x86_64")]
             Simd::Avx512 => unsafe { self.run_avx512(t) },
             // SAFETY: the caller's guarantees.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => unsafe { self.run_avx2(t) },
+            // SAFETY: the caller's guarantees.
             Simd::Portable => unsafe { self.run_generic(t) },
         }
     }
@@ -476,6 +484,13 @@ impl<T: AccElem> RowJob<'_, T> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn run_avx512(&self, t: &Task) {
+        // SAFETY: the caller's guarantees.
+        unsafe { self.run_generic(t) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, t: &Task) {
         // SAFETY: the caller's guarantees.
         unsafe { self.run_generic(t) }
     }
@@ -635,6 +650,19 @@ unsafe fn block_rows<T: AccElem>(
         // SAFETY: the caller's guarantees.
         unsafe { generic(p, src, idx, g, ks, rows) };
     }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2<T: AccElem>(
+        p: *mut T,
+        src: &[T],
+        idx: &[i64],
+        g: RowGeom,
+        ks: (usize, usize),
+        rows: (usize, usize),
+    ) {
+        // SAFETY: the caller's guarantees.
+        unsafe { generic(p, src, idx, g, ks, rows) };
+    }
     #[inline(always)]
     unsafe fn generic<T: AccElem>(
         p: *mut T,
@@ -674,6 +702,9 @@ unsafe fn block_rows<T: AccElem>(
         // SAFETY: the caller's guarantees.
         #[cfg(target_arch = "x86_64")]
         Simd::Avx512 => unsafe { avx512(p, src, idx, g, ks, rows) },
+        // SAFETY: the caller's guarantees.
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 => unsafe { avx2(p, src, idx, g, ks, rows) },
         // SAFETY: the caller's guarantees.
         Simd::Portable => unsafe { generic(p, src, idx, g, ks, rows) },
     }
@@ -2146,19 +2177,31 @@ mod tests {
                 .iter()
                 .map(|&v| v as f32)
                 .collect();
-            let run = |portable: bool, threads: usize| {
-                FORCE_PORTABLE.with(|f| f.set(portable));
+            let run = |simd: Simd, threads: usize| {
+                FORCE.with(|f| f.set(Some(simd)));
                 let mut d = base.clone();
                 rows_det_add(&mut d, &src, &idx, g, &Par::new(threads));
-                FORCE_PORTABLE.with(|f| f.set(false));
+                FORCE.with(|f| f.set(None));
                 d.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
             };
-            let want = run(true, 1);
-            for (portable, threads) in [(false, 1), (true, 3), (false, 3), (false, 8)] {
-                assert!(
-                    run(portable, threads) == want,
-                    "{outer}x{n}x{m}x{inner}: portable={portable} threads={threads}"
-                );
+            let want = run(Simd::Portable, 1);
+            let mut paths = vec![Simd::Portable];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if Isa::Avx2.available() {
+                    paths.push(Simd::Avx2);
+                }
+                if Isa::Avx512.available() {
+                    paths.push(Simd::Avx512);
+                }
+            }
+            for simd in paths {
+                for threads in [1, 3, 8] {
+                    assert!(
+                        run(simd, threads) == want,
+                        "{outer}x{n}x{m}x{inner}: {simd:?} threads={threads}"
+                    );
+                }
             }
         }
     }

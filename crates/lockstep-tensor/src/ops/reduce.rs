@@ -12,6 +12,7 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::resolve_dim;
+use crate::ops::matmul::Isa;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
@@ -77,8 +78,8 @@ fn advise_huge<T>(v: &[T]) {
 pub trait Float: Element + core::ops::Add<Output = Self> + Default {
     /// [`LANES`] lane sums of `x` (element `i` added to lane `i mod LANES`, each lane in index
     /// order, from `+0`) computed with the instructions of `isa` — the same bits on every
-    /// path, since each lane is one chain of additions in the same order. `isa` must be one
-    /// the CPU supports ([`Isa::detect`]); others fall back to the portable loop.
+    /// path, since each lane is one chain of additions in the same order. A path the CPU does
+    /// not support ([`Isa::available`]) falls back to the portable loop.
     #[doc(hidden)]
     fn lane_sums(x: &[Self], isa: Isa) -> [Self; LANES] {
         let _ = isa;
@@ -90,9 +91,10 @@ impl Float for f32 {
     fn lane_sums(x: &[Self], isa: Isa) -> [Self; LANES] {
         #[cfg(target_arch = "x86_64")]
         match isa {
-            // SAFETY: `Isa::detect` only reports what the CPU supports (see `isa_supported`).
-            Isa::Avx512 if isa_supported(isa) => return unsafe { x86::sums_f32_avx512(x) },
-            Isa::Avx2 if isa_supported(isa) => return unsafe { x86::sums_f32_avx2(x) },
+            // SAFETY: the CPU supports the path (checked by `available`).
+            Isa::Avx512 if isa.available() => return unsafe { x86::sums_f32_avx512(x) },
+            // SAFETY: as above.
+            Isa::Avx2 if isa.available() => return unsafe { x86::sums_f32_avx2(x) },
             _ => {}
         }
         let _ = isa;
@@ -105,8 +107,9 @@ impl Float for f64 {
         #[cfg(target_arch = "x86_64")]
         match isa {
             // SAFETY: as for `f32`.
-            Isa::Avx512 if isa_supported(isa) => return unsafe { x86::sums_f64_avx512(x) },
-            Isa::Avx2 if isa_supported(isa) => return unsafe { x86::sums_f64_avx2(x) },
+            Isa::Avx512 if isa.available() => return unsafe { x86::sums_f64_avx512(x) },
+            // SAFETY: as for `f32`.
+            Isa::Avx2 if isa.available() => return unsafe { x86::sums_f64_avx2(x) },
             _ => {}
         }
         let _ = isa;
@@ -114,58 +117,26 @@ impl Float for f64 {
     }
 }
 
-/// The instruction sets the reduction kernels have paths for. Every path gives the same bits
-/// (the lane assignment and the combining tree do not depend on it); only the speed differs.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// Plain Rust (SSE2 on x86_64).
-    Portable,
-    /// AVX2 (x86_64).
-    Avx2,
-    /// AVX-512F (x86_64).
-    Avx512,
-}
-
-impl Isa {
-    /// The widest path this CPU supports (detected once).
-    #[inline]
-    pub fn detect() -> Isa {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static CACHE: AtomicU8 = AtomicU8::new(0);
-        match CACHE.load(Ordering::Relaxed) {
-            1 => Isa::Portable,
-            2 => Isa::Avx2,
-            3 => Isa::Avx512,
-            _ => {
-                let isa = [Isa::Avx512, Isa::Avx2]
-                    .into_iter()
-                    .find(|&i| isa_supported(i))
-                    .unwrap_or(Isa::Portable);
-                CACHE.store(isa as u8 + 1, Ordering::Relaxed);
-                isa
-            }
+/// The widest instruction set this CPU supports (detected once: the reductions call it per
+/// line, and each check of `is_x86_feature_detected!` is an atomic load).
+#[inline]
+pub(crate) fn detect_isa() -> Isa {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static CACHE: AtomicU8 = AtomicU8::new(0);
+    match CACHE.load(Ordering::Relaxed) {
+        1 => Isa::Portable,
+        2 => Isa::Avx2,
+        3 => Isa::Avx512,
+        _ => {
+            let isa = Isa::best();
+            let code = match isa {
+                Isa::Portable => 1,
+                Isa::Avx2 => 2,
+                Isa::Avx512 => 3,
+            };
+            CACHE.store(code, Ordering::Relaxed);
+            isa
         }
-    }
-
-    /// Every path this CPU supports (for tests that compare them).
-    pub fn available() -> Vec<Isa> {
-        [Isa::Portable, Isa::Avx2, Isa::Avx512]
-            .into_iter()
-            .filter(|&i| isa_supported(i))
-            .collect()
-    }
-}
-
-fn isa_supported(isa: Isa) -> bool {
-    match isa {
-        Isa::Portable => true,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => std::is_x86_feature_detected!("avx2"),
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => false,
     }
 }
 
@@ -317,7 +288,7 @@ pub fn fold_lanes_into<T: Copy>(acc: &mut [T; LANES], x: &[T], f: impl Fn(T, T) 
 /// every [`Isa`]).
 #[inline]
 pub fn sum_lanes<T: Float>(x: &[T]) -> T {
-    let mut acc = T::lane_sums(x, Isa::detect());
+    let mut acc = T::lane_sums(x, detect_isa());
     tree_sum(&mut acc)
 }
 
@@ -864,7 +835,9 @@ fn line_max_value<T: Real>(x: &[T]) -> T {
     m
 }
 
-fn line_logsumexp<T: Real>(x: &[T], tmp: &mut Vec<T>) -> T {
+/// `ln Σ exp(x - m) + m`: the exponentials a block at a time, summed in lanes on the fly (the
+/// bits of [`sum_lanes`] over all of them, without a buffer the size of the line).
+fn line_logsumexp<T: Real>(x: &[T]) -> T {
     if x.is_empty() {
         return T::NEG_INFINITY;
     }
@@ -875,13 +848,18 @@ fn line_logsumexp<T: Real>(x: &[T], tmp: &mut Vec<T>) -> T {
     } else {
         m
     };
-    tmp.clear();
-    tmp.extend(x.iter().map(|&v| v - m));
-    let src = core::mem::take(tmp);
-    let mut e = vec![T::default(); src.len()];
-    T::exp_slice(&src, &mut e);
-    *tmp = src;
-    sum_lanes(&e).ln() + m
+    const B: usize = 256;
+    let (mut a, mut e) = ([T::default(); B], [T::default(); B]);
+    let mut acc = [T::default(); LANES];
+    for xc in x.chunks(B) {
+        let (a, e) = (&mut a[..xc.len()], &mut e[..xc.len()]);
+        for (a, &v) in a.iter_mut().zip(xc) {
+            *a = v - m;
+        }
+        T::exp_slice(a, e);
+        fold_lanes_into(&mut acc, e, |p, q| p + q);
+    }
+    tree_sum(&mut acc).ln() + m
 }
 
 /// Softmax (or log-softmax) of one line in three passes: the max (NaN-propagating, in lanes),
@@ -962,7 +940,7 @@ fn softmax_line_avx512<T: Real>(x: &[T], out: &mut [T], log: bool, next: bool) {
 fn softmax_line<T: Real>(x: &[T], out: &mut [T], log: bool, isa: Isa, next: bool) {
     #[cfg(target_arch = "x86_64")]
     match isa {
-        // SAFETY: the caller passes a path the CPU supports (`Isa::detect`).
+        // SAFETY: the caller passes a path the CPU supports (`detect_isa`).
         Isa::Avx512 => return unsafe { softmax_line_avx512(x, out, log, next) },
         // SAFETY: as above.
         Isa::Avx2 => return unsafe { softmax_line_avx2(x, out, log, next) },
@@ -1089,7 +1067,7 @@ fn logsumexp_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     let xc = x.contiguous();
     with_float!("logsumexp", x, T => {
         let d = dense::<T>(&xc)?;
-        let v = reduce_lines(d, g, par, |l| line_logsumexp(l, &mut Vec::new()));
+        let v = reduce_lines(d, g, par, line_logsumexp);
         Ok(vec![Tensor::from_vec(v, &shape)?])
     })
 }
@@ -1104,7 +1082,7 @@ fn softmax_kernel(x: &Tensor, a: &RedArgs, par: &Par, log: bool) -> Result<Vec<T
         },
     };
     let xc = x.contiguous();
-    let isa = Isa::detect();
+    let isa = detect_isa();
     with_float!(if log { "log_softmax" } else { "softmax" }, x, T => {
         let data = dense::<T>(&xc)?;
         let next = g.inner == 1;
@@ -1447,10 +1425,18 @@ mod tests {
         3 * CHUNK + 13,
     ];
 
+    fn isas() -> Vec<Isa> {
+        [Isa::Portable, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+
     #[test]
     fn every_isa_path_gives_the_same_lane_sums() {
-        let isas = Isa::available();
+        let isas = isas();
         assert!(isas.contains(&Isa::Portable));
+        assert_eq!(detect_isa(), Isa::best());
         for n in ISA_LENS {
             let v = data(n);
             let v64: Vec<f64> = v.iter().map(|&x| x as f64 * 1.1).collect();
@@ -1499,7 +1485,7 @@ mod tests {
                     let w: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
                     assert_eq!(r, w, "n={n}");
                 }
-                for &isa in &Isa::available() {
+                for &isa in &isas() {
                     let mut got = vec![0f32; n];
                     softmax_line(&v, &mut got, log, isa, true);
                     let g: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
