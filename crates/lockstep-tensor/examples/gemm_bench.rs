@@ -3,28 +3,67 @@
 //! ```text
 //! cargo run --release -p lockstep-tensor --example gemm_bench -- peak
 //! cargo run --release -p lockstep-tensor --example gemm_bench -- gemm f32 1024 1024 1024 1 [isa] [algo]
+//! cargo run --release -p lockstep-tensor --example gemm_bench -- kernel f64 [isa] [kc]
 //! ```
 //! `isa` is `best` (default), `avx512`, `avx2` or `portable` (slice-level `gemm_with`); `algo`
 //! (`matmul.blocked`, `matmul.splitk_fixed`, `matmul.splitk_completion`) times a tensor-level
-//! implementation instead. Reports the best of several runs, in GFLOP/s (2·m·n·k flops).
+//! implementation instead. Reports the best of several runs, in GFLOP/s (2·m·n·k flops): by
+//! wall time (`gflops`) and, for one thread, by the calling thread's CPU time (`cpu_gflops`,
+//! x86-64 Linux only), which stays comparable while other processes share the cores. The peak
+//! uses CPU time where it is available. `kernel` times the micro-kernel alone on panels hot in
+//! L1 (`kc` steps per call, the dtype's KC by default): the ceiling for the blocked product.
 
 use lockstep_tensor::ops::matmul::{GemmFloat, Isa, MATMUL, gemm_with};
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::{Element, Tensor};
 use std::time::Instant;
 
-fn best_of(min_secs: f64, mut f: impl FnMut()) -> f64 {
+/// On-CPU time of the calling thread in seconds (`CLOCK_THREAD_CPUTIME_ID`), or `None` where
+/// it is not implemented (anything but x86-64 Linux). Unlike wall time it does not count the
+/// time other processes hold the core, so one-thread timings stay comparable on a busy machine.
+fn thread_cpu_secs() -> Option<f64> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let mut ts = [0i64; 2];
+        let ret: i64;
+        // SAFETY: the Linux syscall clock_gettime (228) with CLOCK_THREAD_CPUTIME_ID (3) writes
+        // one `struct timespec` (two i64) to `ts`; `syscall` clobbers only rcx and r11.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") 228i64 => ret,
+                in("rdi") 3i64,
+                in("rsi") ts.as_mut_ptr(),
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        if ret == 0 {
+            return Some(ts[0] as f64 + ts[1] as f64 * 1e-9);
+        }
+    }
+    None
+}
+
+/// Best wall time and best on-CPU time of the calling thread (see [`thread_cpu_secs`]) over
+/// several runs after a warm-up.
+fn best_of(min_secs: f64, mut f: impl FnMut()) -> (f64, Option<f64>) {
     f(); // warm-up
     let start = Instant::now();
-    let mut best = f64::INFINITY;
+    let (mut best, mut best_cpu) = (f64::INFINITY, None::<f64>);
     let mut runs = 0;
     while runs < 3 || (start.elapsed().as_secs_f64() < min_secs && runs < 50) {
+        let c = thread_cpu_secs();
         let t = Instant::now();
         f();
         best = best.min(t.elapsed().as_secs_f64());
+        if let (Some(c0), Some(c1)) = (c, thread_cpu_secs()) {
+            best_cpu = Some(best_cpu.map_or(c1 - c0, |b| b.min(c1 - c0)));
+        }
         runs += 1;
     }
-    best
+    (best, best_cpu)
 }
 
 fn data<T: Element>(n: usize, seed: u64) -> Vec<T> {
@@ -51,7 +90,7 @@ fn run<T: GemmFloat>(
     let par = Par::new(threads);
     let a = data::<T>(m * k, 1);
     let b = data::<T>(k * n, 2);
-    let secs = if let Some(algo) = algo {
+    let (secs, cpu) = if let Some(algo) = algo {
         let imp = MATMUL.by_algo(algo).expect("known algo");
         let ta = Tensor::from_vec(a, &[m, k]).unwrap();
         let tb = Tensor::from_vec(b, &[k, n]).unwrap();
@@ -71,8 +110,17 @@ fn run<T: GemmFloat>(
         })
     };
     let gflops = 2.0 * (m * n * k) as f64 / secs / 1e9;
+    // One thread computes on the calling thread, so its CPU time is the product's; with more
+    // threads the caller's CPU time means nothing and is left out.
+    let cpu = match cpu {
+        Some(c) if threads == 1 && c > 0.0 => format!(
+            ",\"cpu_secs\":{c:.6},\"cpu_gflops\":{:.2}",
+            2.0 * (m * n * k) as f64 / c / 1e9
+        ),
+        _ => String::new(),
+    };
     println!(
-        "{{\"kind\":\"gemm\",\"dtype\":\"{dt}\",\"m\":{m},\"n\":{n},\"k\":{k},\"threads\":{threads},\"isa\":\"{isa}\",\"algo\":\"{}\",\"secs\":{secs:.6},\"gflops\":{gflops:.2}}}",
+        "{{\"kind\":\"gemm\",\"dtype\":\"{dt}\",\"m\":{m},\"n\":{n},\"k\":{k},\"threads\":{threads},\"isa\":\"{isa}\",\"algo\":\"{}\",\"secs\":{secs:.6},\"gflops\":{gflops:.2}{cpu}}}",
         algo.unwrap_or("gemm")
     );
 }
@@ -128,11 +176,12 @@ fn peak() {
         let iters = 20_000_000;
         let report = |name: &str, f: &dyn Fn() -> (f64, f32)| {
             let mut flops = 0.0;
-            let secs = best_of(0.5, || {
+            let (wall, cpu) = best_of(0.5, || {
                 let (fl, s) = f();
                 flops = fl;
                 std::hint::black_box(s);
             });
+            let secs = cpu.map_or(wall, |c| c.min(wall));
             println!(
                 "{{\"kind\":\"peak\",\"isa\":\"{name}\",\"dtype\":\"f32\",\"threads\":1,\"gflops\":{:.2},\"f64_gflops\":{:.2}}}",
                 flops / secs / 1e9,
@@ -150,6 +199,35 @@ fn peak() {
     }
 }
 
+/// The micro-kernel alone: `reps` calls on the same packed panels of `kc` steps (hot in L1),
+/// accumulating into one tile, as a ceiling for the blocked product.
+fn kernel_only<T: GemmFloat>(dt: &str, isa: &str, kc: usize) {
+    let isa_v = match isa {
+        "avx2" => Isa::Avx2,
+        "portable" => Isa::Portable,
+        _ => Isa::best(),
+    };
+    let kern = T::kernel(isa_v);
+    let a = data::<T>(kc * kern.mr, 1);
+    let b = data::<T>(kc * kern.nr, 2);
+    let mut c = vec![T::ZERO; kern.mr * kern.nr];
+    let reps = (1usize << 27) / (kc * kern.mr * kern.nr);
+    let (wall, cpu) = best_of(0.5, || {
+        for r in 0..reps {
+            // SAFETY: the panels hold `kc` steps of MR and NR elements, C one dense tile.
+            unsafe { (kern.f)(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), kern.nr, r > 0) };
+        }
+        std::hint::black_box(&mut c);
+    });
+    let secs = cpu.map_or(wall, |c| c.min(wall));
+    let flops = 2.0 * (reps * kc * kern.mr * kern.nr) as f64;
+    println!(
+        "{{\"kind\":\"kernel\",\"dtype\":\"{dt}\",\"kernel\":\"{}\",\"kc\":{kc},\"gflops\":{:.2}}}",
+        kern.name,
+        flops / secs / 1e9
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -164,6 +242,25 @@ fn main() {
                 _ => run::<f32>("f32", m, n, k, t, isa, algo),
             }
         }
-        _ => eprintln!("usage: gemm_bench peak | gemm f32|f64 M N K THREADS [isa] [algo]"),
+        Some("kernel") if args.len() >= 2 => {
+            let isa = args.get(2).map_or("best", String::as_str);
+            match args[1].as_str() {
+                "f64" => kernel_only::<f64>(
+                    "f64",
+                    isa,
+                    args.get(3)
+                        .map_or(f64::KC, |s| s.parse().expect("a number")),
+                ),
+                _ => kernel_only::<f32>(
+                    "f32",
+                    isa,
+                    args.get(3)
+                        .map_or(f32::KC, |s| s.parse().expect("a number")),
+                ),
+            }
+        }
+        _ => eprintln!(
+            "usage: gemm_bench peak | gemm f32|f64 M N K THREADS [isa] [algo] | kernel f32|f64 [isa] [kc]"
+        ),
     }
 }

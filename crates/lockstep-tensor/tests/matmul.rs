@@ -114,6 +114,9 @@ fn same_bits_everywhere<T: GemmFloat>() {
         (25, 33, 520),
         (30, 70, 9),
         (250, 20, 130), // more than one MC row of tiles: B packed up front, not per task
+        // More than one NC column of tiles even at one thread (A packed up front), more than
+        // one KC block (partial sums in the tile buffer), edge tiles in both directions.
+        (19, 790, 260),
     ] {
         let a = data::<T>(m * k, 3);
         let b = data::<T>(k * n, 4);

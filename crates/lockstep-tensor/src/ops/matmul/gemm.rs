@@ -107,6 +107,9 @@ impl<T: GemmFloat> Aligned<T> {
             )
         }
     }
+    fn as_mut_ptr(&mut self) -> *mut T {
+        self.as_mut_slice().as_mut_ptr()
+    }
     fn as_ptr(&self) -> *const T {
         // SAFETY: `off` is inside `buf` (see `as_mut_slice`).
         unsafe { (self.buf.as_ptr() as *const u8).add(self.off) as *const T }
@@ -119,7 +122,7 @@ impl<T> Drop for Aligned<T> {
         if buf.len() * 8 <= KEEP_BYTES {
             SPARE.with(|s| {
                 let mut s = s.borrow_mut();
-                if s.len() < 2 {
+                if s.len() < 4 {
                     s.push(buf);
                 }
             });
@@ -298,12 +301,20 @@ fn pack_a_panel<T: GemmFloat>(
     if rows < mr {
         dst.fill(T::ZERO);
     }
+    // The last element read; the operand was checked to fit, this keeps the loop below sound.
+    let last = (i0 + rows - 1) * rs + (p0 + kc - 1) * cs;
+    assert!(last < p.a.len() && kc * mr <= dst.len());
     // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
-    for q in 0..kc {
-        let base = i0 * rs + (p0 + q) * cs;
-        let d = &mut dst[q * mr..q * mr + rows];
-        for (i, v) in d.iter_mut().enumerate() {
-            *v = p.a[base + i * rs];
+    // Raw pointers: checked indexing cost more than the copy itself.
+    // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
+    unsafe {
+        let src = p.a.as_ptr().add(i0 * rs + p0 * cs);
+        let d = dst.as_mut_ptr();
+        for q in 0..kc {
+            let (s, dq) = (src.add(q * cs), d.add(q * mr));
+            for i in 0..rows {
+                *dq.add(i) = *s.add(i * rs);
+            }
         }
     }
 }
@@ -323,17 +334,39 @@ fn pack_b_panel<T: GemmFloat>(
     if cols < nr {
         dst.fill(T::ZERO);
     }
-    for q in 0..kc {
-        let base = (p0 + q) * rs + j0 * cs;
-        let d = &mut dst[q * nr..q * nr + cols];
-        if cs == 1 {
-            d.copy_from_slice(&p.b[base..base + cols]);
-        } else {
-            for (j, v) in d.iter_mut().enumerate() {
-                *v = p.b[base + j * cs];
+    let last = (p0 + kc - 1) * rs + (j0 + cols - 1) * cs;
+    assert!(last < p.b.len() && kc * nr <= dst.len());
+    // SAFETY: every read is at most `last` (checked above) and every write below `kc * nr`.
+    unsafe {
+        let src = p.b.as_ptr().add(p0 * rs + j0 * cs);
+        let d = dst.as_mut_ptr();
+        for q in 0..kc {
+            let (s, dq) = (src.add(q * rs), d.add(q * nr));
+            // Whole rows of a dense B as fixed-size copies (inlined vector moves; a `memcpy`
+            // call per 64-byte row cost a sixth of a wide product's time).
+            match (cs, cols) {
+                (1, 8) => copy_row::<T, 8>(s, dq),
+                (1, 16) => copy_row::<T, 16>(s, dq),
+                (1, 24) => copy_row::<T, 24>(s, dq),
+                (1, 32) => copy_row::<T, 32>(s, dq),
+                _ => {
+                    for j in 0..cols {
+                        *dq.add(j) = *s.add(j * cs);
+                    }
+                }
             }
         }
     }
+}
+
+/// Copies `N` elements.
+///
+/// # Safety
+/// `src` must hold `N` readable elements, `dst` `N` writable ones, not overlapping.
+#[inline(always)]
+unsafe fn copy_row<T: Copy, const N: usize>(src: *const T, dst: *mut T) {
+    // SAFETY: as documented; unaligned accesses because neither is aligned to `[T; N]`'s size.
+    unsafe { (dst as *mut [T; N]).write_unaligned((src as *const [T; N]).read_unaligned()) }
 }
 
 /// Packs a whole operand: for each KC block in order, its panels (`panels` of `width` rows of
@@ -410,10 +443,65 @@ unsafe fn micro_tile<T: GemmFloat>(
     }
 }
 
+/// Asks the CPU to fetch `lines` cache lines from `p` on into L1 (`l1`) or L2. Only a hint: an
+/// address outside any allocation does not fault.
+#[inline(always)]
+fn prefetch<T>(p: *const T, lines: core::ops::Range<usize>, l1: bool) {
+    #[cfg(target_arch = "x86_64")]
+    for l in lines {
+        use core::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
+        let q = (p as *const i8).wrapping_add(l * 64);
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe {
+            if l1 {
+                _mm_prefetch::<_MM_HINT_T0>(q)
+            } else {
+                _mm_prefetch::<_MM_HINT_T1>(q)
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines, l1);
+}
+
+/// Copies the top-left `rows × cols` of a dense micro-tile (rows `rst` apart) into C.
+///
+/// # Safety
+/// `src` must hold `rows` rows of `cols` readable elements, and the tile at `dst` must be
+/// writable.
+#[inline]
+unsafe fn copy_out<T: Copy>(
+    src: *const T,
+    rst: usize,
+    dst: *mut T,
+    (rsc, csc): Strides,
+    rows: usize,
+    cols: usize,
+) {
+    // SAFETY: as documented above.
+    unsafe {
+        for i in 0..rows {
+            let (s, d) = (src.add(i * rst), dst.add(i * rsc));
+            match (csc, cols) {
+                (1, 8) => copy_row::<T, 8>(s, d),
+                (1, 16) => copy_row::<T, 16>(s, d),
+                (1, 24) => copy_row::<T, 24>(s, d),
+                (1, 32) => copy_row::<T, 32>(s, d),
+                (1, _) => core::ptr::copy_nonoverlapping(s, d, cols),
+                _ => {
+                    for j in 0..cols {
+                        *d.add(j * csc) = *s.add(j);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The blocked product into C (`m, n` may be 0). Output tiles of `MC × nc` run in parallel;
-/// each runs the KC blocks in order, packing its `MC × KC` block of A per step (so it is hot in
-/// L2). B is packed once up front and shared when there are several rows of tiles, or per task
-/// and per step when there is one (wide products: each B block is then used by one task only).
+/// each runs the KC blocks in order. B is packed once up front and shared when there are
+/// several rows of tiles, or per task and per step when there is one (wide products: each B
+/// block is then used by one task only); A likewise with columns of tiles.
 pub(crate) fn blocked<T: GemmFloat>(
     kern: &Kernel<T>,
     p: &Problem<T>,
@@ -457,6 +545,21 @@ pub(crate) fn blocked<T: GemmFloat>(
         nc_panels = nc_panels.div_ceil(2);
     }
     let tiles_n = np.div_ceil(nc_panels);
+    // Likewise A: with several columns of tiles each A block is used by each of them, so all of
+    // A is packed once up front (repacking it per tile cost a tenth of the time at 2048³); with
+    // one column each task packs its own block per KC step, straight into L2.
+    let local_a = tiles_n == 1;
+    let pa = if local_a {
+        None
+    } else {
+        Some(pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
+            pack_a_panel(p, mr, i0, p0, kc, d)
+        }))
+    };
+    let pa_ptr = SendPtr(
+        pa.as_ref()
+            .map_or(core::ptr::null_mut(), |a| a.as_ptr() as *mut T),
+    );
     // Even out the tiles (22 panels make 11 + 11, not 20 + 2), for balance between threads.
     let mc_panels = mp.div_ceil(tiles_m);
     let nc_panels = np.div_ceil(tiles_n);
@@ -469,9 +572,12 @@ pub(crate) fn blocked<T: GemmFloat>(
         let (ip0, ip1) = (tm * mc_panels, ((tm + 1) * mc_panels).min(mp));
         let (jp0, jp1) = (tn * nc_panels, ((tn + 1) * nc_panels).min(np));
         let mut local = local_b.then(|| Aligned::<T>::new(T::KC.min(k) * (jp1 - jp0) * nr));
-        // Each task packs its own MC × KC block of A per KC step (it stays in L2 while the
-        // tile's B panels stream past it).
-        let mut abuf = Aligned::<T>::new(T::KC.min(k) * (ip1 - ip0) * mr);
+        let mut abuf = local_a.then(|| Aligned::<T>::new(T::KC.min(k) * (ip1 - ip0) * mr));
+        // With several KC blocks, the tile's partial sums live in a dense buffer of
+        // contiguous micro-tiles between blocks: rows of C a power of two apart would map a
+        // micro-tile onto a few L1 sets and evict the B panel. Copied out after the last block.
+        let mut cbuf = (k > T::KC).then(|| Aligned::<T>::new((ip1 - ip0) * mr * (jp1 - jp0) * nr));
+        let cbuf_ptr = cbuf.as_mut().map(Aligned::as_mut_ptr);
         let mut p0 = 0;
         while p0 < k {
             let kc = T::KC.min(k - p0);
@@ -488,39 +594,55 @@ pub(crate) fn blocked<T: GemmFloat>(
                 // SAFETY: block `p0` of the packed B starts `p0 * np * nr` elements in.
                 None => (unsafe { pb_ptr.get().add(p0 * np * nr) as *const T }, 0),
             };
-            {
-                let d = abuf.as_mut_slice();
-                for (x, ip) in (ip0..ip1).enumerate() {
-                    pack_a_panel(
-                        p,
-                        mr,
-                        ip * mr,
-                        p0,
-                        kc,
-                        &mut d[x * mr * kc..(x + 1) * mr * kc],
-                    );
+            // Panel `ip` of this KC block is at `ablk + (ip - ip_first) * mr * kc`.
+            let (ablk, ip_first) = match abuf.as_mut() {
+                Some(buf) => {
+                    let d = buf.as_mut_slice();
+                    for (x, ip) in (ip0..ip1).enumerate() {
+                        let panel = &mut d[x * mr * kc..(x + 1) * mr * kc];
+                        pack_a_panel(p, mr, ip * mr, p0, kc, panel);
+                    }
+                    (buf.as_ptr(), ip0)
                 }
-            }
-            // SAFETY: the A block holds panels `ip0..ip1` and the B block panels from
-            // `jp_first`, each of `kc` steps; the tile rows/cols are clipped to the output.
+                // SAFETY: block `p0` of the packed A starts `p0 * mp * mr` elements in.
+                None => (unsafe { pa_ptr.get().add(p0 * mp * mr) as *const T }, 0),
+            };
+            // SAFETY: the A block holds panels from `ip_first` and the B block panels from
+            // `jp_first`, each of `kc` steps; the tile rows/cols are clipped to the output, and
+            // the C buffer holds one full micro-tile per (ip, jp) of the tile.
             unsafe {
-                let ablk = abuf.as_ptr();
+                let last = p0 + kc == k;
+                // The next B panel, a slice per micro-tile, into L2 (it is read from L3 else).
+                let b_lines = (nr * kc * size_of::<T>()).div_ceil(64);
+                let b_step = b_lines.div_ceil(ip1 - ip0);
                 for jp in jp0..jp1 {
                     let bp = bblk.add((jp - jp_first) * nr * kc);
                     let j = jp * nr;
                     for ip in ip0..ip1 {
+                        if jp + 1 < jp1 {
+                            let x = (ip - ip0) * b_step;
+                            prefetch(bp.add(nr * kc), x..(x + b_step).min(b_lines), false);
+                        }
                         let i = ip * mr;
-                        micro_tile(
-                            kern,
-                            kc,
-                            ablk.add((ip - ip0) * mr * kc),
-                            bp,
-                            c.get().add(i * sc.0 + j * sc.1),
-                            sc,
-                            mr.min(m - i),
-                            nr.min(n - j),
-                            p0 > 0,
-                        );
+                        let ap = ablk.add((ip - ip_first) * mr * kc);
+                        let (rows, cols) = (mr.min(m - i), nr.min(n - j));
+                        let out = c.get().add(i * sc.0 + j * sc.1);
+                        match cbuf_ptr {
+                            Some(buf) => {
+                                let t = buf.add(((jp - jp0) * (ip1 - ip0) + (ip - ip0)) * mr * nr);
+                                // The next micro-tile's partial sums, read first thing.
+                                prefetch(
+                                    t.add(mr * nr),
+                                    0..(mr * nr * size_of::<T>()).div_ceil(64),
+                                    true,
+                                );
+                                (kern.f)(kc, ap, bp, t, nr, p0 > 0);
+                                if last {
+                                    copy_out(t, nr, out, sc, rows, cols);
+                                }
+                            }
+                            None => micro_tile(kern, kc, ap, bp, out, sc, rows, cols, p0 > 0),
+                        }
                     }
                 }
             }

@@ -8,8 +8,8 @@
 //! of different `MR × NR`: the tile shape decides which elements are computed together, never
 //! the order of the operations on one element.
 //!
-//! Packed layouts (written by `pack.rs`): an A panel holds `kc` columns of `MR` rows,
-//! `a[p * MR + i]`; a B panel holds `kc` rows of `NR` columns, `b[p * NR + j]`.
+//! Packed layouts (written by the packing in `gemm.rs`): an A panel holds `kc` columns of `MR`
+//! rows, `a[p * MR + i]`; a B panel holds `kc` rows of `NR` columns, `b[p * NR + j]`.
 
 use super::GemmFloat;
 
@@ -152,7 +152,18 @@ pub(crate) mod x86 {
                             }
                         }
                     }
+                    // A streams from L2 (B stays in L1): fetch it a few steps ahead, every
+                    // line of the panel (a step may span two lines). Past the panel's end the
+                    // hint is harmless (prefetches do not fault).
+                    const PF: usize = 8 * MR;
+                    const STEP_BYTES: usize = MR * core::mem::size_of::<$t>();
                     for _ in 0..kc {
+                        _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF) as *const i8);
+                        if STEP_BYTES > 64 {
+                            _mm_prefetch::<_MM_HINT_T0>(
+                                (a.wrapping_add(PF) as *const i8).wrapping_add(64),
+                            );
+                        }
                         let mut bv: [$v; NV] = [$zero(); NV];
                         for v in 0..NV {
                             bv[v] = $load(b.add(v * $lanes));
