@@ -65,6 +65,8 @@ unsafe impl<T> Sync for SendPtr<T> {}
 /// the same shapes; fresh buffers would cost page faults and zeroing on every call). Buffers
 /// over [`KEEP_BYTES`] are freed instead.
 const KEEP_BYTES: usize = 64 << 20;
+/// At most this many spare buffers per thread (packed A, packed B, a tile's A, B and C blocks).
+const SPARES: usize = 5;
 
 thread_local! {
     static SPARE: core::cell::RefCell<Vec<Vec<u64>>> = const { core::cell::RefCell::new(Vec::new()) };
@@ -83,7 +85,19 @@ struct Aligned<T> {
 impl<T: GemmFloat> Aligned<T> {
     fn new(len: usize) -> Self {
         let words = (len * core::mem::size_of::<T>()).div_ceil(8) + 8;
-        let mut buf = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+        // The smallest spare that is large enough, else the largest: a product takes buffers
+        // of very different sizes (whole packed operands, per-tile blocks), and growing a small
+        // one costs page faults and zeroing on every call.
+        let mut buf = SPARE
+            .with(|s| {
+                let mut s = s.borrow_mut();
+                let fits = (0..s.len())
+                    .filter(|&i| s[i].len() >= words)
+                    .min_by_key(|&i| s[i].len());
+                fits.or_else(|| (0..s.len()).max_by_key(|&i| s[i].len()))
+                    .map(|i| s.swap_remove(i))
+            })
+            .unwrap_or_default();
         if buf.len() < words {
             buf.resize(words, 0);
         }
@@ -122,8 +136,13 @@ impl<T> Drop for Aligned<T> {
         if buf.len() * 8 <= KEEP_BYTES {
             SPARE.with(|s| {
                 let mut s = s.borrow_mut();
-                if s.len() < 4 {
+                if s.len() < SPARES {
                     s.push(buf);
+                } else if let Some(i) = (0..s.len()).min_by_key(|&i| s[i].len()) {
+                    // Full: keep the larger buffers.
+                    if s[i].len() < buf.len() {
+                        s[i] = buf;
+                    }
                 }
             });
         }
