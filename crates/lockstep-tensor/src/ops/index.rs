@@ -22,7 +22,6 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, resolve_dim};
-use crate::ops::matmul::Isa;
 use crate::ops::reduce::{copied_vec, dense, zeroed_vec};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -441,9 +440,9 @@ impl Simd {
         }
         match crate::ops::reduce::detect_isa() {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Simd::Avx512,
+            crate::ops::matmul::Isa::Avx512 => Simd::Avx512,
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => Simd::Avx2,
+            crate::ops::matmul::Isa::Avx2 => Simd::Avx2,
             _ => Simd::Portable,
         }
     }
@@ -2188,10 +2187,10 @@ mod tests {
             let mut paths = vec![Simd::Portable];
             #[cfg(target_arch = "x86_64")]
             {
-                if Isa::Avx2.available() {
+                if crate::ops::matmul::Isa::Avx2.available() {
                     paths.push(Simd::Avx2);
                 }
-                if Isa::Avx512.available() {
+                if crate::ops::matmul::Isa::Avx512.available() {
                     paths.push(Simd::Avx512);
                 }
             }
