@@ -17,7 +17,8 @@ through ctypes (`scipy_openblas_get_corename64_`, `…_get_num_threads64_`).
 
 One-thread rows compare CPU time of the computing thread (best of several runs, for every
 library), which other processes sharing the cores inflate far less than wall time; `--wall`
-compares wall time throughout. Rows at more threads always use wall time.
+compares wall time throughout. Rows at more threads always use wall time, and so do the
+split-K candidates (they compute in a pool thread even at one thread), which understates them.
 
 Usage: /opt/pyref/bin/python bench/gemm.py [--bin PATH] [--threads 1 2] [--quick] [--wall]
                                            [--dtype float32 float64] [--shapes 1024 2048]

@@ -8,9 +8,9 @@
 //! `isa` is `best` (default), `avx512`, `avx2` or `portable` (slice-level `gemm_with`); `algo`
 //! (`matmul.blocked`, `matmul.splitk_fixed`, `matmul.splitk_completion`) times a tensor-level
 //! implementation instead. Reports the best of several runs, in GFLOP/s (2·m·n·k flops): by
-//! wall time (`gflops`) and, for one thread, by the calling thread's CPU time (`cpu_gflops`,
-//! x86-64 Linux only), which stays comparable while other processes share the cores. The peak
-//! uses CPU time where it is available. `kernel` times the micro-kernel alone on panels hot in
+//! wall time (`gflops`) and, for `gemm_with` at one thread, by the calling thread's CPU time
+//! (`cpu_gflops`, x86-64 Linux only), which stays comparable while other processes share the
+//! cores. The peak uses CPU time where it is available. `kernel` times the micro-kernel alone on panels hot in
 //! L1 (`kc` steps per call, the dtype's KC by default): the ceiling for the blocked product.
 
 use lockstep_tensor::ops::matmul::{GemmFloat, Isa, MATMUL, gemm_with};
@@ -110,10 +110,11 @@ fn run<T: GemmFloat>(
         })
     };
     let gflops = 2.0 * (m * n * k) as f64 / secs / 1e9;
-    // One thread computes on the calling thread, so its CPU time is the product's; with more
-    // threads the caller's CPU time means nothing and is left out.
+    // One thread of the slice-level GEMM computes on the calling thread, so its CPU time is
+    // the product's; with more threads, or a tensor-level candidate (split-K runs in the pool
+    // even at one thread), the caller's CPU time means nothing and is left out.
     let cpu = match cpu {
-        Some(c) if threads == 1 && c > 0.0 => format!(
+        Some(c) if threads == 1 && algo.is_none() && c > 0.0 => format!(
             ",\"cpu_secs\":{c:.6},\"cpu_gflops\":{:.2}",
             2.0 * (m * n * k) as f64 / c / 1e9
         ),
