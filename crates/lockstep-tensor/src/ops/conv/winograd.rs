@@ -298,6 +298,49 @@ mod x86 {
         };
     }
 
+    /// `out = bᵀ` for a 16×16 block: 32-bit and 64-bit interleaves within 128-bit lanes, then
+    /// two rounds of 128-bit lane shuffles.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) unsafe fn transpose16(b: &[[f32; 16]; 16], out: &mut [[f32; 16]; 16]) {
+        // SAFETY: 16 rows of 16 floats in and out; the CPU has AVX-512F.
+        unsafe {
+            let r: [__m512; 16] = core::array::from_fn(|i| _mm512_loadu_ps(b[i].as_ptr()));
+            let mut a = [_mm512_setzero_ps(); 16];
+            for i in 0..8 {
+                a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+            }
+            // b4[4i + j], 128-bit lane k: rows 4i..4i+4 of column 4k + j.
+            let mut b4 = [_mm512_setzero_ps(); 16];
+            for i in 0..4 {
+                let pd = |v: __m512| _mm512_castps_pd(v);
+                let (x0, x1) = (pd(a[4 * i]), pd(a[4 * i + 2]));
+                let (y0, y1) = (pd(a[4 * i + 1]), pd(a[4 * i + 3]));
+                b4[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x1));
+                b4[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x1));
+                b4[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(y0, y1));
+                b4[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(y0, y1));
+            }
+            for j in 0..4 {
+                let p = _mm512_shuffle_f32x4::<0x44>(b4[j], b4[4 + j]);
+                let q = _mm512_shuffle_f32x4::<0xEE>(b4[j], b4[4 + j]);
+                let p2 = _mm512_shuffle_f32x4::<0x44>(b4[8 + j], b4[12 + j]);
+                let q2 = _mm512_shuffle_f32x4::<0xEE>(b4[8 + j], b4[12 + j]);
+                _mm512_storeu_ps(out[j].as_mut_ptr(), _mm512_shuffle_f32x4::<0x88>(p, p2));
+                _mm512_storeu_ps(out[4 + j].as_mut_ptr(), _mm512_shuffle_f32x4::<0xDD>(p, p2));
+                _mm512_storeu_ps(out[8 + j].as_mut_ptr(), _mm512_shuffle_f32x4::<0x88>(q, q2));
+                _mm512_storeu_ps(
+                    out[12 + j].as_mut_ptr(),
+                    _mm512_shuffle_f32x4::<0xDD>(q, q2),
+                );
+            }
+        }
+    }
+
     tile_kernel!(
         avx512,
         "avx512f",
@@ -551,12 +594,12 @@ macro_rules! multiversion {
                 #[target_feature(enable = "avx512f")]
                 #[allow(clippy::too_many_arguments)]
                 fn avx512($($arg: $ty),*) {
-                    $imp($($arg),*)
+                    $imp(Isa::Avx512, $($arg),*)
                 }
                 #[target_feature(enable = "avx2")]
                 #[allow(clippy::too_many_arguments)]
                 fn avx2($($arg: $ty),*) {
-                    $imp($($arg),*)
+                    $imp(Isa::Avx2, $($arg),*)
                 }
                 match isa {
                     // SAFETY: `Kern::best` reports an instruction set only if the CPU has it.
@@ -566,7 +609,7 @@ macro_rules! multiversion {
                     Isa::Portable => {}
                 }
             }
-            $imp($($arg),*)
+            $imp(Isa::Portable, $($arg),*)
         }
     };
 }
@@ -580,6 +623,7 @@ multiversion!(
 
 #[inline(always)]
 fn channels_last_impl(
+    isa: Isa,
     src: &[f32],
     c: usize,
     (h, w): (usize, usize),
@@ -595,12 +639,17 @@ fn channels_last_impl(
         let drow = &mut dst[(y + oy) * row..][..row];
         drow[..ox * cp].fill(0.0);
         drow[(ox + w) * cp..].fill(0.0);
-        // 16 channels × 16 columns at a time: read 16 rows of 16, write 16 runs of 16 channels.
-        for x0 in (0..w).step_by(L) {
-            let xn = L.min(w - x0);
-            for c0 in (0..cp).step_by(L) {
+    }
+    // 16 channels × 16 columns at a time: read 16 rows of 16, write 16 runs of 16 channels.
+    // Channel blocks outermost, so that only 16 planes are streamed at a time.
+    for c0 in (0..cp).step_by(L) {
+        let planes = c.saturating_sub(c0).min(L);
+        for y in 0..h {
+            let drow = &mut dst[(y + oy) * row..][..row];
+            for x0 in (0..w).step_by(L) {
+                let xn = L.min(w - x0);
                 let mut blk = [[0f32; L]; L];
-                for (k, b) in blk.iter_mut().enumerate().take(c.saturating_sub(c0).min(L)) {
+                for (k, b) in blk.iter_mut().enumerate().take(planes) {
                     let from = &src[((c0 + k) * h + y) * w + x0..];
                     if xn == L {
                         *b = *lanes(from, 0);
@@ -608,8 +657,9 @@ fn channels_last_impl(
                         b.iter_mut().zip(&from[..xn]).for_each(|(d, s)| *d = *s);
                     }
                 }
-                let blk = transpose16(&blk);
-                for (j, col) in blk.iter().enumerate().take(xn) {
+                let mut cols = [[0f32; L]; L];
+                transpose16(isa, &blk, &mut cols);
+                for (j, col) in cols.iter().enumerate().take(xn) {
                     *lanes_mut(drow, (ox + x0 + j) * cp + c0) = *col;
                 }
             }
@@ -617,10 +667,21 @@ fn channels_last_impl(
     }
 }
 
-/// The transpose of a 16×16 block.
+/// `out = bᵀ` for a 16×16 block (data movement only: the same on every path).
 #[inline(always)]
-fn transpose16(b: &[Lanes; L]) -> [Lanes; L] {
-    core::array::from_fn(|j| core::array::from_fn(|k| b[k][j]))
+fn transpose16(isa: Isa, b: &[Lanes; L], out: &mut [Lanes; L]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        // SAFETY: `isa` is Avx512 only when the CPU has AVX-512F (`Kern::best`).
+        unsafe { x86::transpose16(b, out) };
+        return;
+    }
+    let _ = isa;
+    for (j, o) in out.iter_mut().enumerate() {
+        for (k, v) in o.iter_mut().enumerate() {
+            *v = b[k][j];
+        }
+    }
 }
 
 #[inline(always)]
@@ -635,7 +696,7 @@ multiversion!(
 );
 
 #[inline(always)]
-fn inputs_block_impl(pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: &mut [f32]) {
+fn inputs_block_impl(_isa: Isa, pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: &mut [f32]) {
     let cp = pl.cinp;
     for t in t0..t1 {
         for c0 in (0..cp).step_by(L) {
@@ -654,35 +715,16 @@ fn inputs_block_impl(pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: &mut [f32])
 }
 
 multiversion!(
-    /// Transforms the products `m[ξ][t - t0][co]` of tiles `t0..t1` of sample `s` back (through
-    /// the scratch `y`, `TB × 16 × coutp`) and writes the outputs (`n × cout × oh × ow` at
-    /// `out`).
-    fn outputs_block(pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, y: &mut [f32], out: Out) => outputs_block_impl
+    /// Transforms the products `m[ξ][t - t0][co]` of tiles `t0..t1` of sample `s` back and
+    /// writes the outputs (`n × cout × oh × ow` at `out`).
+    fn outputs_block(pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: Out) => outputs_block_impl
 );
 
 #[inline(always)]
-fn outputs_block_impl(
-    pl: &Plan,
-    m: &[f32],
-    s: usize,
-    t0: usize,
-    t1: usize,
-    y: &mut [f32],
-    out: Out,
-) {
-    // Back-transform every tile into `y[t - t0][r·4 + c][co]` (channels last) ...
-    for t in t0..t1 {
-        for c0 in (0..pl.cout).step_by(L) {
-            let tile = output_tile(m, TB * pl.coutp, (t - t0) * pl.coutp, c0);
-            for (r, row) in tile.iter().enumerate() {
-                for (c, v) in row.iter().enumerate() {
-                    *lanes_mut(y, ((t - t0) * 16 + r * 4 + c) * pl.coutp + c0) = *v;
-                }
-            }
-        }
-    }
-    // ... then write runs of up to four tiles of one tile row (16 columns) through 16×16
-    // transposes, so that each output row gets 16 contiguous values per channel.
+fn outputs_block_impl(isa: Isa, pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: Out) {
+    // Runs of up to four tiles of one tile row (16 columns): back-transform 16 channels of each
+    // tile, then write each output row through a 16×16 transpose, so that every channel gets
+    // 16 contiguous values.
     let mut t = t0;
     while t < t1 {
         let (ty, tx) = (t / pl.tw, t % pl.tw);
@@ -690,19 +732,29 @@ fn outputs_block_impl(
         let rows = 4.min(pl.oh - ty * 4);
         let cols = (run * 4).min(pl.ow - tx * 4);
         for c0 in (0..pl.cout).step_by(L) {
+            let mut tiles = [[[[0f32; L]; 4]; 4]; 4];
+            for (i, tile) in tiles.iter_mut().enumerate().take(run) {
+                *tile = output_tile(m, TB * pl.coutp, (t + i - t0) * pl.coutp, c0);
+            }
             for r in 0..rows {
                 let mut blk = [[0f32; L]; L];
-                for (x, b) in blk.iter_mut().enumerate().take(cols) {
-                    let tile = t - t0 + x / 4;
-                    *b = *lanes(y, (tile * 16 + r * 4 + x % 4) * pl.coutp + c0);
+                for (x, b) in blk.iter_mut().enumerate() {
+                    *b = tiles[x / 4][r][x % 4];
                 }
-                let blk = transpose16(&blk);
-                for (l, v) in blk.iter().enumerate().take(L.min(pl.cout - c0)) {
+                let mut chans = [[0f32; L]; L];
+                transpose16(isa, &blk, &mut chans);
+                for (l, v) in chans.iter().enumerate().take(L.min(pl.cout - c0)) {
                     let at = ((s * pl.cout + c0 + l) * pl.oh + ty * 4 + r) * pl.ow + tx * 4;
                     // SAFETY: sample s, channel c0 + l < cout, row ty·4 + r < oh, columns
                     // tx·4 .. tx·4 + cols ≤ ow: inside `out`, and these tiles belong to this
                     // task only.
-                    unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), out.get().add(at), cols) };
+                    unsafe {
+                        if cols == L {
+                            core::ptr::copy_nonoverlapping(v.as_ptr(), out.get().add(at), L)
+                        } else {
+                            core::ptr::copy_nonoverlapping(v.as_ptr(), out.get().add(at), cols)
+                        }
+                    };
                 }
             }
         }
@@ -717,7 +769,7 @@ multiversion!(
 );
 
 #[inline(always)]
-fn grads_block_impl(pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &mut [f32]) {
+fn grads_block_impl(_isa: Isa, pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &mut [f32]) {
     let (op, gw) = (pl.coutp, pl.tw * 4);
     for t in t0..t1 {
         let (ty, tx) = (t / pl.tw, t % pl.tw);
@@ -846,7 +898,7 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
     let blocks = pl.tiles().div_ceil(TB);
     let dst = Out(out.as_mut_ptr());
     let xl = &*xl;
-    let block = |(v, m, y): &mut (Scratch, Scratch, Scratch), unit: usize| {
+    let block = |(v, m): &mut (Scratch, Scratch), unit: usize| {
         let (s, b) = (unit / blocks, unit % blocks);
         let (t0, t1) = (b * TB, ((b + 1) * TB).min(pl.tiles()));
         inputs_block(kern.isa, pl, &xl[s * plane..][..plane], t0, t1, v);
@@ -868,16 +920,10 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
                 )
             };
         }
-        outputs_block(kern.isa, pl, m, s, t0, t1, y, dst);
+        outputs_block(kern.isa, pl, m, s, t0, t1, dst);
     };
     let units = pl.n * blocks;
-    let buffers = || {
-        (
-            scratch(XI * TB * cp),
-            scratch(XI * TB * pl.coutp),
-            scratch(TB * 16 * pl.coutp),
-        )
-    };
+    let buffers = || (scratch(XI * TB * cp), scratch(XI * TB * pl.coutp));
     if par.threads() > 1 && units > 1 {
         par.install(|| {
             (0..units)
@@ -1031,28 +1077,40 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
     } else {
         (0..parts).map(part).collect()
     };
-    let mut total = scratch(psize);
-    total.fill(0.0);
-    for p in &partials {
-        for (t, v) in total.iter_mut().zip(p.iter()) {
-            *t += v;
-        }
-    }
-    // dW = Gᵀ P G per (co, ci), in f64, rounded once.
-    for co in 0..pl.cout {
-        for ci in 0..pl.cin {
-            let pt = |i: usize, j: usize| total[((i * T6 + j) * pl.cin + ci) * op + co] as f64;
-            // s = Gᵀ P (3×6), then s G (3×3).
-            let s: [[f64; T6]; 3] = core::array::from_fn(|a| {
-                core::array::from_fn(|j| (0..T6).map(|i| G[i][a] * pt(i, j)).sum())
-            });
-            for a in 0..3 {
-                for b in 0..3 {
-                    let v: f64 = (0..T6).map(|j| s[a][j] * G[j][b]).sum();
-                    dw[((co * pl.cin + ci) * 3 + a) * 3 + b] = v as f32;
+    // dW = Gᵀ (Σ parts) G per (co, ci): the parts added in part order (f32), the transform in
+    // f64, rounded once; chunks of 16 output channels in parallel (each element's order is
+    // the same whatever the chunking).
+    let (cin, cout) = (pl.cin, pl.cout);
+    let chunk = |(k, dwc): (usize, &mut [f32])| {
+        for co in k * L..((k + 1) * L).min(cout) {
+            for ci in 0..cin {
+                let pt = |i: usize, j: usize| {
+                    let at = ((i * T6 + j) * cin + ci) * op + co;
+                    partials.iter().fold(0f32, |t, p| t + p[at]) as f64
+                };
+                let p: [[f64; T6]; T6] =
+                    core::array::from_fn(|i| core::array::from_fn(|j| pt(i, j)));
+                // s = Gᵀ P (3×6), then s G (3×3).
+                let s: [[f64; T6]; 3] = core::array::from_fn(|a| {
+                    core::array::from_fn(|j| (0..T6).map(|i| G[i][a] * p[i][j]).sum())
+                });
+                for a in 0..3 {
+                    for b in 0..3 {
+                        let v: f64 = (0..T6).map(|j| s[a][j] * G[j][b]).sum();
+                        dwc[(((co - k * L) * cin + ci) * 3 + a) * 3 + b] = v as f32;
+                    }
                 }
             }
         }
+    };
+    let per = L * cin * 9;
+    if per == 0 {
+        return;
+    }
+    if par.threads() > 1 {
+        par.install(|| dw.par_chunks_mut(per).enumerate().for_each(chunk));
+    } else {
+        dw.chunks_mut(per).enumerate().for_each(chunk);
     }
 }
 
@@ -1153,6 +1211,22 @@ mod tests {
             data(g.cout * g.cin * 9, seed + 1),
             data(g.n * g.cout * g.ohw(), seed + 2),
         )
+    }
+
+    #[test]
+    fn transposes_agree() {
+        let b: [Lanes; L] = core::array::from_fn(|i| core::array::from_fn(|j| (i * L + j) as f32));
+        for isa in [Isa::Portable, Isa::Avx512] {
+            if isa.available() {
+                let mut out = [[0f32; L]; L];
+                transpose16(isa, &b, &mut out);
+                for (j, o) in out.iter().enumerate() {
+                    for (k, v) in o.iter().enumerate() {
+                        assert_eq!(*v, b[k][j], "{isa:?} [{j}][{k}]");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
