@@ -622,6 +622,7 @@ multiversion!(
 );
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn channels_last_impl(
     isa: Isa,
     src: &[f32],
@@ -721,6 +722,7 @@ multiversion!(
 );
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn outputs_block_impl(isa: Isa, pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: Out) {
     // Runs of up to four tiles of one tile row (16 columns): back-transform 16 channels of each
     // tile, then write each output row through a 16×16 transpose, so that every channel gets
