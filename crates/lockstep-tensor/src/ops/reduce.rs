@@ -7,6 +7,12 @@
 //!   the same at any thread count;
 //! * the nondeterministic kernel gives each thread a contiguous range and adds the per-thread
 //!   sums in the order the threads finish.
+//!
+//! The lane sums have explicit AVX-512 and AVX2 paths (one vector register per group of
+//! lanes, software prefetch for long slices) chosen at run time; each lane is still one chain
+//! of additions in index order, so every path gives the bits of the portable loop (tested).
+//! Softmax likewise runs one generic line kernel compiled for each instruction set, with no
+//! fused operations: the same bits everywhere.
 
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
