@@ -778,7 +778,7 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     if dst.is_empty() || src.is_empty() {
         return;
     }
-    let nb = row_blocks(g);
+    let nb = scatter_blocks(g);
     if nb > 1 {
         return scatter_det_blocks(dst, src, idx, g, nb, par);
     }
@@ -817,6 +817,16 @@ fn scatter_det<T: AccElem>(dst: &mut [T], src: &[T], idx: &[i64], g: RowGeom, pa
     } else {
         par.install(|| ts.par_iter().for_each(run));
     }
+}
+
+/// Number of source blocks of the deterministic scatter kernel (a function of the shapes only):
+/// partials when there are at least 16 source elements per destination element, 8192 source
+/// rows per block, up to 16 blocks. More blocks than [`row_blocks`] gives: the blocks are the
+/// only parallelism of [`scatter_det_blocks`].
+fn scatter_blocks(g: RowGeom) -> usize {
+    let src = g.outer * g.m * g.inner;
+    let dst = (g.outer * g.n * g.inner).max(1);
+    (src / (8 * dst)).min(g.m / 8192).clamp(1, 16)
 }
 
 /// [`rows_det_blocks`] per element: source-row blocks fixed by the shapes, each summed in order
