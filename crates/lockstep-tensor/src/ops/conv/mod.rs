@@ -25,7 +25,8 @@
 //! only, not on the thread count or instruction set (tested). To get GEMM-order sums for a
 //! shape, pin `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
 //! `conv2d_weight_grad.fixed_parts`) in a tuning file loaded with
-//! [`autotune::load`](crate::autotune::load) in benchmark mode.
+//! [`autotune::load`](crate::autotune::load), in benchmark mode (pinned choices are read only
+//! there).
 
 use crate::autotune;
 use crate::dispatch::{Guarantee, Impl, Op};

@@ -818,21 +818,23 @@ fn scratch(len: usize) -> Scratch {
     Scratch(v, len)
 }
 
-/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped
-/// (at most eight, and none over 64 MiB).
+/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped,
+/// as long as they stay within [`SPARE_FLOATS`] in all.
 struct Scratch(Vec<f32>, usize);
+
+/// The most each thread keeps for later calls: 64 MiB.
+const SPARE_FLOATS: usize = 16 << 20;
 
 impl Drop for Scratch {
     fn drop(&mut self) {
         let v = core::mem::take(&mut self.0);
-        if v.len() <= 16 << 20 {
-            SPARE.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < 8 {
-                    s.push(v);
-                }
-            });
-        }
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            let kept: usize = s.iter().map(Vec::len).sum();
+            if kept + v.len() <= SPARE_FLOATS {
+                s.push(v);
+            }
+        });
     }
 }
 
