@@ -854,11 +854,16 @@ impl core::ops::DerefMut for Scratch {
 // Forward (and input gradient).
 
 /// The transformed kernel `U[ξ][ci][co]` (`36 × cin × coutp`), from `weight(co, ci, a, b)`,
-/// computed in f64 and rounded once.
-fn kernel_transform(pl: &Plan, weight: impl Fn(usize, usize, usize, usize) -> f32) -> Vec<f32> {
+/// computed in f64 and rounded once; input channels in parallel.
+fn kernel_transform(
+    pl: &Plan,
+    weight: impl Fn(usize, usize, usize, usize) -> f32 + Sync,
+    par: &Par,
+) -> Vec<f32> {
     let mut u = vec![0f32; XI * pl.cin * pl.coutp];
-    for co in 0..pl.cout {
-        for ci in 0..pl.cin {
+    let dst = Out(u.as_mut_ptr());
+    let channel = |ci: usize| {
+        for co in 0..pl.cout {
             let g: [[f64; 3]; 3] =
                 core::array::from_fn(|a| core::array::from_fn(|b| weight(co, ci, a, b) as f64));
             // t = G g (6×3), then t Gᵀ (6×6).
@@ -868,10 +873,18 @@ fn kernel_transform(pl: &Plan, weight: impl Fn(usize, usize, usize, usize) -> f3
             for i in 0..T6 {
                 for j in 0..T6 {
                     let v: f64 = (0..3).map(|b| t[i][b] * G[j][b]).sum();
-                    u[((i * T6 + j) * pl.cin + ci) * pl.coutp + co] = v as f32;
+                    // SAFETY: inside `u`; row (ξ, ci) is written by this task only.
+                    unsafe {
+                        *dst.get().add(((i * T6 + j) * pl.cin + ci) * pl.coutp + co) = v as f32
+                    };
                 }
             }
         }
+    };
+    if par.threads() > 1 {
+        par.install(|| (0..pl.cin).into_par_iter().for_each(channel));
+    } else {
+        (0..pl.cin).for_each(channel);
     }
     u
 }
@@ -955,7 +968,11 @@ pub(super) fn forward(
 
 fn forward_with(kern: Kern, g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) {
     let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
-    let u = kernel_transform(&pl, |co, ci, a, b| w[((co * g.cin + ci) * 3 + a) * 3 + b]);
+    let u = kernel_transform(
+        &pl,
+        |co, ci, a, b| w[((co * g.cin + ci) * 3 + a) * 3 + b],
+        par,
+    );
     forward_planned(&pl, kern, x, &u, out, par);
 }
 
@@ -976,9 +993,11 @@ fn input_grad_with(kern: Kern, g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [
     let (ph, pw) = g.p.padding;
     let pl = Plan::new(g.n, g.cout, (g.oh, g.ow), g.cin, (2 - ph, 2 - pw), kern.nr);
     debug_assert_eq!((pl.oh, pl.ow), (g.h, g.w));
-    let u = kernel_transform(&pl, |ci, co, a, b| {
-        w[((co * g.cin + ci) * 3 + 2 - a) * 3 + 2 - b]
-    });
+    let u = kernel_transform(
+        &pl,
+        |ci, co, a, b| w[((co * g.cin + ci) * 3 + 2 - a) * 3 + 2 - b],
+        par,
+    );
     forward_planned(&pl, kern, gout, &u, dx, par);
 }
 
