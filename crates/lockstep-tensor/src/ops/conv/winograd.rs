@@ -897,20 +897,23 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
     let plane = pl.hp() * wp * cp;
     let chw = pl.cin * pl.h * pl.w;
     let mut xl = scratch(pl.n * plane);
+    // (No input channels: nothing to copy, and every product is an empty sum.)
     par.install(|| {
-        xl.par_chunks_mut(plane).enumerate().for_each(|(s, d)| {
-            let src = &x[s * chw..][..chw];
-            channels_last(
-                kern.isa,
-                src,
-                pl.cin,
-                (pl.h, pl.w),
-                d,
-                wp,
-                cp,
-                (pl.ph, pl.pw),
-            )
-        })
+        xl.par_chunks_mut(plane.max(1))
+            .enumerate()
+            .for_each(|(s, d)| {
+                let src = &x[s * chw..][..chw];
+                channels_last(
+                    kern.isa,
+                    src,
+                    pl.cin,
+                    (pl.h, pl.w),
+                    d,
+                    wp,
+                    cp,
+                    (pl.ph, pl.pw),
+                )
+            })
     });
     let blocks = pl.tiles().div_ceil(TB);
     let dst = Out(out.as_mut_ptr());
@@ -1276,6 +1279,25 @@ mod tests {
             }
         }
         eprintln!("worst relative error: {worst:e}");
+    }
+
+    #[test]
+    fn empty_batches_and_channels_give_zeros() {
+        for shape in [
+            (0, 3, 6, 6, 2, (1, 1)),
+            (2, 0, 6, 6, 2, (1, 1)),
+            (2, 3, 6, 6, 0, (1, 1)),
+        ] {
+            let g = geometry(&shape);
+            let (x, w, gy) = inputs(&g, 1);
+            for t in [1, 3] {
+                let [y, dx, dw] = run(Kern::best(), &g, &x, &w, &gy, &Par::new(t));
+                assert!(
+                    y.iter().chain(&dx).chain(&dw).all(|v| *v == 0.0),
+                    "{shape:?}"
+                );
+            }
+        }
     }
 
     #[test]
