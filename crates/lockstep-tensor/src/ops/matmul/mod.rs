@@ -5,11 +5,13 @@
 //!   (AVX-512, AVX2+FMA, or portable scalar `mul_add`, all giving the same bits), output tiles
 //!   split over threads, K never split. The bits of every output depend on the shape and the
 //!   values only (see [`gemm`](mod@gemm)'s module docs).
-//! * [`MATMUL`] — the dispatch point, with three implementations: `matmul.splitk_completion`
+//! * [`MATMUL`] — the dispatch point, with four implementations: `matmul.splitk_completion`
 //!   (nondeterministic split-K for skinny shapes, the blocked kernel otherwise),
-//!   `matmul.blocked` (thread-invariant, used in deterministic mode) and `matmul.splitk_fixed`
+//!   `matmul.blocked` (thread-invariant, used in deterministic mode), `matmul.splitk_fixed`
 //!   (thread-invariant split-K with partial products added in a fixed order; bits depend on
-//!   the shape only, but differ from `matmul.blocked`'s).
+//!   the shape only, but differ from `matmul.blocked`'s) and `matmul.gemm_crate` (the `gemm`
+//!   crate, candle's CPU GEMM: blocking from detected cache sizes, no documented thread
+//!   invariance, so `NotGuaranteed`; only benchmark mode with deterministic mode off picks it).
 //!
 //! # Blocking constants
 //! `KC × MC × NC` are per-dtype constants ([`GemmFloat::KC`] …), never derived from the thread
@@ -33,6 +35,7 @@
 //! MR), NC of 16 and 32 (every NR). The AVX2 (6×16 f32, 6×8 f64) and portable kernels use the
 //! same constants.
 
+mod external;
 pub mod gemm;
 pub mod kernel;
 
@@ -94,6 +97,7 @@ enum Algo {
     Blocked,
     SplitKFixed,
     SplitKCompletion,
+    GemmCrate,
 }
 
 /// The entry point of a `matmul` implementation: `(a, b, par)` with PyTorch's `matmul` rules.
@@ -119,6 +123,11 @@ pub static MATMUL: Op<MatmulFn> = Op {
             algo: "matmul.splitk_fixed",
             guarantee: Guarantee::ThreadInvariant,
             f: |a, b, par| matmul_impl(a, b, par, Algo::SplitKFixed),
+        },
+        Impl {
+            algo: "matmul.gemm_crate",
+            guarantee: Guarantee::NotGuaranteed,
+            f: |a, b, par| matmul_impl(a, b, par, Algo::GemmCrate),
         },
     ],
 };
@@ -203,6 +212,17 @@ fn run<T: GemmFloat>(
             b: sb.get(ob..).unwrap_or(&[]),
             sb: b.strides,
         };
+        if algo == Algo::GemmCrate {
+            return external::product(
+                (m, n, k),
+                p.a,
+                p.sa,
+                p.b,
+                p.sb,
+                c,
+                par.unwrap_or(&Par::new(1)),
+            );
+        }
         let ptr = OutPtr(c.as_mut_ptr());
         match (algo, par) {
             (Algo::SplitKFixed, Some(par)) if is_skinny(m, n, k) => {
@@ -213,6 +233,7 @@ fn run<T: GemmFloat>(
             }
             _ => gemm::blocked(&kern, &p, ptr, (n, 1), par),
         }
+        Ok(())
     };
     let items = offs_a.len();
     if items > 1 && par.threads() > 1 && m * n * k <= SMALL_BATCH_ITEM {
@@ -220,11 +241,11 @@ fn run<T: GemmFloat>(
         par.install(|| {
             out.par_chunks_mut(mn)
                 .zip(offs_a.par_iter().zip(&offs_b))
-                .for_each(|(c, (&oa, &ob))| one(oa, ob, c, None))
-        });
+                .try_for_each(|(c, (&oa, &ob))| one(oa, ob, c, None))
+        })?;
     } else {
         for ((c, &oa), &ob) in out.chunks_mut(mn).zip(&offs_a).zip(&offs_b) {
-            one(oa, ob, c, Some(par));
+            one(oa, ob, c, Some(par))?;
         }
     }
     Ok(out)
