@@ -7,9 +7,9 @@
 //! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (parts fixed by N, added in order: thread-invariant) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
-//! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 stride-1
-//! convolutions with at least 16 input and 16 output channels, one group and outputs of at
-//! least 4×4; im2col + GEMM otherwise. With benchmark mode on, the applicable candidates are
+//! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 convolutions
+//! with stride 1, dilation 1, one group, padding at most 2, outputs of at least 4×4 and at
+//! least 16 input and 16 output channels; im2col + GEMM otherwise. With benchmark mode on, the applicable candidates are
 //! timed once per shape. In deterministic mode — or with
 //! [`autotune::set_conv_deterministic`](crate::autotune::set_conv_deterministic) — only
 //! thread-invariant candidates run. Every summation order here depends on the shapes only:

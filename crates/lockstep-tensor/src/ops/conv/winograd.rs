@@ -36,15 +36,16 @@ const T6: usize = 6;
 const XI: usize = T6 * T6;
 /// Rows of one micro-tile of the products.
 const MR: usize = 6;
-/// Tiles per block: a block's transformed inputs and products (36 × TB × C floats each, with
-/// the transformed kernel) stay in a 2 MiB L2.
+/// Tiles per block: for up to 64 channels, a block's transformed inputs and products
+/// (36 × TB × C floats each) and the transformed kernel stay in a 2 MiB L2.
 const TB: usize = 36;
 /// Channels per transform step (the vector width the transforms are written for).
 const L: usize = 16;
 
 type Lanes = [f32; L];
 
-/// `G` of F(4, 3), exact in f64: the kernel transform is `G g Gᵀ`.
+/// `G` of F(4, 3) (in f64; the transformed kernels are rounded to f32 once): the kernel
+/// transform is `G g Gᵀ`.
 const G: [[f64; 3]; T6] = [
     [1.0 / 4.0, 0.0, 0.0],
     [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
@@ -284,9 +285,11 @@ mod x86 {
                             for v in 0..$nv {
                                 acc[i][v] = $fma(ai, bv[v], acc[i][v]);
                             }
-                            ap[i] = ap[i].add(acs);
+                            // Wrapping: after the last step the pointers may leave the buffer
+                            // (never dereferenced there).
+                            ap[i] = ap[i].wrapping_add(acs);
                         }
-                        b = b.add(ldb);
+                        b = b.wrapping_add(ldb);
                     }
                     for i in 0..R {
                         for v in 0..$nv {
@@ -893,6 +896,12 @@ fn kernel_transform(
 /// (`n × cout × oh × ow`). Work units are blocks of `TB` tiles of one sample, each computed
 /// whole by one thread.
 fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32], par: &Par) {
+    // The tasks write `out` through a raw pointer: its size is checked here, once.
+    assert_eq!(
+        out.len(),
+        pl.n * pl.cout * pl.oh * pl.ow,
+        "internal: output size"
+    );
     let (wp, cp) = (pl.wp(), pl.cinp);
     let plane = pl.hp() * wp * cp;
     let chw = pl.cin * pl.h * pl.w;
@@ -1129,14 +1138,14 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
             }
         }
     };
-    let per = L * cin * 9;
-    if per == 0 {
+    let chunk_len = L * cin * 9;
+    if chunk_len == 0 {
         return;
     }
     if par.threads() > 1 {
-        par.install(|| dw.par_chunks_mut(per).enumerate().for_each(chunk));
+        par.install(|| dw.par_chunks_mut(chunk_len).enumerate().for_each(chunk));
     } else {
-        dw.chunks_mut(per).enumerate().for_each(chunk);
+        dw.chunks_mut(chunk_len).enumerate().for_each(chunk);
     }
 }
 
@@ -1161,13 +1170,16 @@ mod tests {
     /// `(n, cin, h, w, cout, padding)`: odd channel counts (not multiples of 16 or 64), sizes
     /// that leave partial tiles, asymmetric padding, more samples than weight-gradient parts.
     type Shape = (usize, usize, usize, usize, usize, (usize, usize));
-    const SHAPES: [Shape; 6] = [
+    const SHAPES: [Shape; 7] = [
         (1, 1, 6, 6, 1, (0, 0)),
         (2, 17, 9, 13, 20, (1, 1)),
         (3, 5, 11, 7, 3, (2, 0)),
         (1, 33, 8, 8, 70, (1, 2)),
         (9, 4, 6, 5, 6, (1, 1)),
         (2, 16, 14, 10, 16, (0, 1)),
+        // 56 tiles: two blocks per sample (a run cut at the block edge, products continued
+        // across blocks), and one sample's blocks on several threads.
+        (1, 17, 26, 30, 20, (1, 1)),
     ];
 
     fn geometry(&(n, cin, h, w, cout, padding): &Shape) -> Geometry {
