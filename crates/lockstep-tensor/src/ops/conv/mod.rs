@@ -606,6 +606,20 @@ fn f32_data<'a>(op: &'static str, what: &'static str, t: &'a Tensor) -> Result<&
         .map_err(|_| invalid(op, what, "internal: expected a contiguous tensor"))
 }
 
+/// `grad_output` must have the convolution's output shape.
+fn check_grad_output(op: &'static str, g: &Geometry, grad_output: &Tensor) -> Result<()> {
+    let want = [g.n, g.cout, g.oh, g.ow];
+    if grad_output.shape() == want {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            op,
+            lhs: grad_output.shape().to_vec(),
+            rhs: want.to_vec(),
+        })
+    }
+}
+
 /// The heuristic of the backward ops: Winograd where it is preferred (and allowed), else the
 /// first allowed candidate.
 fn winograd_or_first<F>(c: &[&'static Impl<F>], g: &Geometry, algo: &str) -> &'static Impl<F> {
@@ -724,13 +738,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "conv2d_input_grad";
         let g = Geometry::new(OP, input_shape, weight.shape(), p)?;
-        if grad_output.shape() != [g.n, g.cout, g.oh, g.ow] {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: grad_output.shape().to_vec(),
-                rhs: vec![g.n, g.cout, g.oh, g.ow],
-            });
-        }
+        check_grad_output(OP, &g, grad_output)?;
         let (go, w) = (grad_output.contiguous(), weight.contiguous());
         let (gs, ws) = (
             f32_data(OP, "grad_output", &go)?,
@@ -761,13 +769,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "conv2d_weight_grad";
         let g = Geometry::new(OP, input.shape(), weight_shape, p)?;
-        if grad_output.shape() != [g.n, g.cout, g.oh, g.ow] {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: grad_output.shape().to_vec(),
-                rhs: vec![g.n, g.cout, g.oh, g.ow],
-            });
-        }
+        check_grad_output(OP, &g, grad_output)?;
         let (go, x) = (grad_output.contiguous(), input.contiguous());
         let (gs, xs) = (
             f32_data(OP, "grad_output", &go)?,

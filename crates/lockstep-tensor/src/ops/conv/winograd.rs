@@ -1016,8 +1016,9 @@ fn input_grad_with(kern: Kern, g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [
 // ---------------------------------------------------------------------------------------------
 // Weight gradient.
 
-/// Parts of the batch for the weight gradient: at most this many, fixed by N.
-const WEIGHT_GRAD_PARTS: usize = 8;
+// Parts of the batch for the weight gradient: at most this many, fixed by N (as
+// `conv2d_weight_grad.fixed_parts`).
+use super::WEIGHT_GRAD_PARTS;
 
 /// `conv2d_weight_grad.winograd_f4x3`: the weight gradient of `g`. The batch is cut into a
 /// number of parts fixed by N; each part sums its tiles' products in tile order on one thread,
