@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `conv2d` | `conv2d.im2col_gemm` (thread-invariant), `conv2d.direct_1x1` (1×1, stride 1, no padding: the input is the GEMM operand, no copy), `conv2d.depthwise_direct` (groups = C_in = C_out), `conv2d.winograd_f4x3` (3×3, stride 1: thread-invariant, see [`winograd`](self#winograd)) |
 //! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant), `conv2d_input_grad.winograd_f4x3` |
-//! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (parts fixed by N, added in order: thread-invariant) |
+//! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (the batch's tiles cut into ranges fixed by the shape, added in order: thread-invariant, parallel even for one sample) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
 //! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 convolutions

@@ -1016,13 +1016,12 @@ fn input_grad_with(kern: Kern, g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [
 // ---------------------------------------------------------------------------------------------
 // Weight gradient.
 
-// Parts of the batch for the weight gradient: at most this many, fixed by N (as
-// `conv2d_weight_grad.fixed_parts`).
+// Parts of the weight gradient: at most this many (as `conv2d_weight_grad.fixed_parts`).
 use super::WEIGHT_GRAD_PARTS;
 
-/// `conv2d_weight_grad.winograd_f4x3`: the weight gradient of `g`. The batch is cut into a
-/// number of parts fixed by N; each part sums its tiles' products in tile order on one thread,
-/// and the parts are added in part order.
+/// `conv2d_weight_grad.winograd_f4x3`: the weight gradient of `g`. The batch's tiles (sample
+/// after sample) are cut into a number of ranges fixed by the shape; each range sums its
+/// tiles' products in tile order on one thread, and the ranges are added in order.
 pub(super) fn weight_grad(
     g: &Geometry,
     x: &[f32],
@@ -1038,8 +1037,12 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
     let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
     let (wp, cp, op) = (pl.wp(), pl.cinp, pl.coutp);
     let gw = pl.tw * 4;
-    let parts = pl.n.clamp(1, WEIGHT_GRAD_PARTS);
-    let per = pl.n.div_ceil(parts);
+    // The batch's tiles, sample after sample, cut into a number of ranges fixed by the shape
+    // (one per block of TB tiles, at most WEIGHT_GRAD_PARTS): even one sample is split.
+    let tiles = pl.tiles();
+    let total = pl.n * tiles;
+    let parts = total.div_ceil(TB).clamp(1, WEIGHT_GRAD_PARTS);
+    let per = total.div_ceil(parts);
     let psize = XI * pl.cin * op;
     let chw = pl.cin * pl.h * pl.w;
     let ohw = pl.cout * pl.oh * pl.ow;
@@ -1050,7 +1053,13 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
         let mut v = scratch(XI * TB * cp);
         let mut d = scratch(XI * TB * op);
         let mut first = true;
-        for s in (k * per).min(pl.n)..((k + 1) * per).min(pl.n) {
+        let (g0, g1) = ((k * per).min(total), ((k + 1) * per).min(total));
+        let mut at = g0;
+        while at < g1 {
+            // Tiles `from..to` of sample `s`.
+            let s = at / tiles;
+            let (from, to) = (at % tiles, (g1 - s * tiles).min(tiles));
+            at = s * tiles + to;
             let (xs, gs) = (&x[s * chw..][..chw], &gout[s * ohw..][..ohw]);
             channels_last(
                 kern.isa,
@@ -1072,8 +1081,8 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
                 op,
                 (0, 0),
             );
-            for t0 in (0..pl.tiles()).step_by(TB) {
-                let t1 = (t0 + TB).min(pl.tiles());
+            for t0 in (from..to).step_by(TB) {
+                let t1 = (t0 + TB).min(to);
                 inputs_block(kern.isa, &pl, &xl, t0, t1, &mut v);
                 grads_block(kern.isa, &pl, &gl, t0, t1, &mut d);
                 for xi in 0..XI {
