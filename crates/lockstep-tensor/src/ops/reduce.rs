@@ -631,7 +631,7 @@ fn exp_f32_avx2(src: &[f32], dst: &mut [f32]) {
     exp_f32_generic(src, dst);
 }
 
-/// `dst[i] = exp(src[i])` for `f32` (see [`exp_f32_generic`]); uses AVX2 when present, with
+/// `dst[i] = exp(src[i])` for `f32` (see `exp_f32_generic`); uses AVX2 when present, with
 /// identical results.
 pub fn exp_f32_slice(src: &[f32], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]

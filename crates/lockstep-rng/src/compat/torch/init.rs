@@ -1,6 +1,6 @@
 //! `torch.nn.init` and the default initialisation of `nn.Linear`, on slices with an explicit
 //! shape. Scale factors are computed in f64 in exactly PyTorch's order, then handed to
-//! [`uniform_`](super::uniform_) / [`normal_`](super::normal_).
+//! [`uniform_`] / [`normal_`].
 
 use super::{Float, normal_, uniform_};
 use crate::{Generator, Result, invalid};

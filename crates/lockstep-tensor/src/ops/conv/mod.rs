@@ -9,12 +9,12 @@
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
 //! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 convolutions
 //! with stride 1, dilation 1, one group, padding at most 2, outputs of at least 4×4 and at
-//! least 16 input and 16 output channels; im2col + GEMM otherwise. With benchmark mode on, the applicable candidates are
-//! timed once per shape. In deterministic mode — or with
-//! [`autotune::set_conv_deterministic`](crate::autotune::set_conv_deterministic) — only
-//! thread-invariant candidates run. Every summation order here depends on the shapes only:
-//! GEMM never splits K across threads, `col2im` adds in a fixed loop order per channel, and
-//! the weight gradient's batch parts are fixed by N and added in order.
+//! least 16 input and 16 output channels; im2col + GEMM otherwise. With benchmark mode on, the
+//! applicable candidates are timed once per shape. In deterministic mode — or with
+//! [`autotune::set_conv_deterministic`] — only thread-invariant candidates run. Every
+//! summation order here depends on the shapes only: GEMM never splits K across threads,
+//! `col2im` adds in a fixed loop order per channel, and the weight gradients' parts are fixed
+//! by the shape and added in order.
 //!
 //! # Winograd
 //! `*.winograd_f4x3` computes each 4×4 block of outputs from a 6×6 window with 4× fewer
@@ -25,7 +25,7 @@
 //! only, not on the thread count or instruction set (tested). To get GEMM-order sums for a
 //! shape, pin `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
 //! `conv2d_weight_grad.fixed_parts`) in a tuning file loaded with
-//! [`autotune::load`](crate::autotune::load), in benchmark mode (pinned choices are read only
+//! [`autotune::load`], in benchmark mode (pinned choices are read only
 //! there).
 
 use crate::autotune;

@@ -237,10 +237,10 @@ pub fn gemm<T: GemmFloat>(
     )
 }
 
-/// [`gemm`] with a chosen instruction set (tests and benches compare them).
+/// [`gemm()`] with a chosen instruction set (tests and benches compare them).
 ///
 /// # Errors
-/// As [`gemm`], and if the CPU does not support `isa`.
+/// As [`gemm()`], and if the CPU does not support `isa`.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_with<T: GemmFloat>(
     isa: Isa,
