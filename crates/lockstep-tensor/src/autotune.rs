@@ -10,6 +10,10 @@
 //! version and CPU features it was made on) and [`load`] reads it back; loaded choices are used
 //! as they are, without timing. A file made by another lockstep version or on a CPU with other
 //! features is refused with an error rather than silently used.
+//!
+//! [`with_algorithm`] pins one algorithm for the calls a closure makes on this thread, whatever
+//! the heuristic or benchmark mode would choose — e.g. `conv2d.im2col_gemm` for GEMM-order sums
+//! where the heuristic picks Winograd.
 
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::{Error, Result};
@@ -25,6 +29,43 @@ static BENCHMARK: AtomicBool = AtomicBool::new(false);
 static CONV_DETERMINISTIC: AtomicBool = AtomicBool::new(false);
 /// (op, shape key) → algorithm id.
 static CACHE: Mutex<BTreeMap<(String, String), String>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// Algorithms pinned by [`with_algorithm`] on this thread, innermost last.
+    static PINNED: core::cell::RefCell<Vec<&'static str>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with the algorithm `algo` (an id such as `"conv2d.im2col_gemm"`; its op is the part
+/// before the last `.`) pinned for the tunable calls `f` makes on this thread: where it applies
+/// to the shapes it runs instead of the heuristic's or benchmark mode's choice; where it does
+/// not (say, a 1×1 kernel pinned for a 3×3 convolution) the usual choice runs. Nested pins of
+/// the same op: the innermost wins. Safe under `cargo test`'s parallel threads.
+///
+/// Calls then fail with [`Error::InvalidArgument`] if `algo` names no implementation of its
+/// op, or if it is not thread-invariant while deterministic mode (or, for convolution,
+/// [`set_conv_deterministic`]) requires that.
+pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
+    struct Unpin;
+    impl Drop for Unpin {
+        fn drop(&mut self) {
+            PINNED.with(|p| p.borrow_mut().pop());
+        }
+    }
+    PINNED.with(|p| p.borrow_mut().push(algo));
+    let _unpin = Unpin;
+    f()
+}
+
+/// The innermost algorithm pinned on this thread for `op`.
+fn pinned(op: &str) -> Option<&'static str> {
+    PINNED.with(|p| {
+        p.borrow()
+            .iter()
+            .rev()
+            .copied()
+            .find(|a| a.rsplit_once('.').is_some_and(|(o, _)| o == op))
+    })
+}
 
 /// `torch.backends.cudnn.benchmark = on`: time the candidates once per shape and keep the
 /// fastest. Off by default.
@@ -86,8 +127,9 @@ pub fn cpu_features() -> Vec<&'static str> {
 impl<F: Copy + 'static> Op<F> {
     /// Picks an implementation for a tunable op call with shape key `key`.
     ///
-    /// Only the candidates the policy permits (see [`Op::allowed`]) and `applicable` accepts
-    /// for these shapes are considered. With
+    /// An algorithm pinned by [`with_algorithm`] runs if it applies. Otherwise only the
+    /// candidates the policy permits (see [`Op::allowed`]) and `applicable` accepts for these
+    /// shapes are considered. With
     /// benchmark mode off, `heuristic` chooses among them from the shapes alone. With it on, a
     /// cached or loaded choice for `key` is reused if still allowed; otherwise `time` runs each
     /// candidate once on the real inputs, the fastest is kept and cached.
@@ -101,6 +143,28 @@ impl<F: Copy + 'static> Op<F> {
     ) -> Result<crate::dispatch::Choice<'static, F>> {
         let par = Par::current();
         let mut allowed = self.allowed(restrict_deterministic)?;
+        if let Some(algo) = pinned(self.name) {
+            let bad = |reason: String| Error::InvalidArgument {
+                op: self.name,
+                arg: "algorithm",
+                reason,
+            };
+            let Some(imp) = self.impls.iter().find(|i| i.algo == algo) else {
+                return Err(bad(format!(
+                    "{algo} is not an implementation of {}",
+                    self.name
+                )));
+            };
+            if !allowed.iter().any(|i| i.algo == algo) {
+                return Err(bad(format!(
+                    "{algo} is pinned but is not thread-invariant, and deterministic mode \
+                     allows only thread-invariant implementations"
+                )));
+            }
+            if applicable(imp) {
+                return Ok(crate::dispatch::Choice { imp, par });
+            }
+        }
         allowed.retain(|i| applicable(i));
         if allowed.is_empty() {
             return Err(Error::InvalidArgument {

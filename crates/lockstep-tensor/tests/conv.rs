@@ -323,6 +323,42 @@ fn winograd_shapes_match_the_reference_and_are_thread_invariant() {
 }
 
 #[test]
+fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
+    use lockstep_tensor::autotune::with_algorithm;
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let x = sample(&[2, 16, 8, 8], 31);
+    let w = sample(&[16, 16, 3, 3], 32);
+    // The heuristic picks Winograd here; pinned, im2col's GEMM-order sums run instead.
+    let winograd = x.conv2d(&w, None, p).unwrap();
+    let gemm = with_algorithm("conv2d.im2col_gemm", || x.conv2d(&w, None, p).unwrap());
+    assert_ne!(bits(&winograd), bits(&gemm));
+    let want = naive_conv(&x, &w, p);
+    close(
+        &gemm,
+        &want.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+        16 * 9,
+        "im2col",
+    );
+    // A pin that does not apply to these shapes (1×1 only) leaves the usual choice.
+    let other = with_algorithm("conv2d.direct_1x1", || x.conv2d(&w, None, p).unwrap());
+    assert_eq!(bits(&other), bits(&winograd));
+    // Unknown names and nondeterministic pins in deterministic mode are errors, not silence.
+    assert!(with_algorithm("conv2d.no_such", || x.conv2d(&w, None, p)).is_err());
+    let y = x.conv2d(&w, None, p).unwrap();
+    let pinned_nondet = with_algorithm("conv2d_weight_grad.batch_partials", || {
+        scope(true, false, || {
+            Tensor::conv2d_backward_weight(&y, &x, w.shape(), p)
+        })
+    });
+    assert!(pinned_nondet.is_err());
+    // Outside the closure the pin is gone.
+    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&winograd));
+}
+
+#[test]
 fn conv_deterministic_switch_restricts_only_convolution() {
     let x = sample(&[4, 2, 6, 6], 7);
     let w = sample(&[3, 2, 3, 3], 8);

@@ -22,11 +22,9 @@
 //! the same algorithm on the flipped kernel, the weight gradient its transpose. The
 //! transforms cost precision: errors are a few 1e-6 of the sum of the terms' magnitudes
 //! (tested below 2e-5), about ten times im2col's. Its bits depend on the shapes and values
-//! only, not on the thread count or instruction set (tested). To get GEMM-order sums for a
-//! shape, pin `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
-//! `conv2d_weight_grad.fixed_parts`) in a tuning file loaded with
-//! [`autotune::load`], in benchmark mode (pinned choices are read only
-//! there).
+//! only, not on the thread count or instruction set (tested). For GEMM-order sums, pin
+//! `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
+//! `conv2d_weight_grad.fixed_parts`) with [`autotune::with_algorithm`].
 
 use crate::autotune;
 use crate::dispatch::{Guarantee, Impl, Op};
