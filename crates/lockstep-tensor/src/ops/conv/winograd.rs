@@ -592,6 +592,7 @@ macro_rules! multiversion {
         $(#[$m])*
         #[allow(clippy::too_many_arguments)]
         fn $name(isa: Isa, $($arg: $ty),*) {
+            debug_assert!(isa.available());
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f")]
@@ -605,7 +606,7 @@ macro_rules! multiversion {
                     $imp(Isa::Avx2, $($arg),*)
                 }
                 match isa {
-                    // SAFETY: `Kern::best` reports an instruction set only if the CPU has it.
+                    // SAFETY: `Kern::for_isa` reports an instruction set only if the CPU has it.
                     Isa::Avx512 => return unsafe { avx512($($arg),*) },
                     // SAFETY: as above.
                     Isa::Avx2 => return unsafe { avx2($($arg),*) },
@@ -676,7 +677,8 @@ fn channels_last_impl(
 fn transpose16(isa: Isa, b: &[Lanes; L], out: &mut [Lanes; L]) {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 {
-        // SAFETY: `isa` is Avx512 only when the CPU has AVX-512F (`Kern::best`).
+        debug_assert!(isa.available());
+        // SAFETY: `isa` is Avx512 only when the CPU has AVX-512F (`Kern::for_isa` checks).
         unsafe { x86::transpose16(b, out) };
         return;
     }
