@@ -22,6 +22,8 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, resolve_dim};
+use crate::ops::matmul::Isa;
+use crate::ops::matmul::kernel::prefetch;
 use crate::ops::reduce::{copied_vec, dense, zeroed_vec};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -369,7 +371,7 @@ fn rows_det<T: AccElem>(
         mode,
         buckets: &buckets,
     };
-    let simd = Simd::detect();
+    let simd = row_isa();
     // SAFETY: the tasks are disjoint (see `RowJob::run`), and `simd` is supported.
     let run = |t: &Task| unsafe { job.run(t, simd) };
     if ts.len() <= 1 {
@@ -384,26 +386,10 @@ fn rows_det<T: AccElem>(
 /// rows are random.
 const PF_ROWS: usize = 8;
 
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Prefetches the `bytes` bytes from `p` (one hint per 64-byte line, at most 8 lines).
 #[inline(always)]
 fn prefetch_row<T>(p: *const T, bytes: usize) {
-    let p = p.cast::<u8>();
-    let mut b = 0;
-    while b < bytes.min(512) {
-        prefetch(p.wrapping_add(b));
-        b += 64;
-    }
+    prefetch(p, 0..bytes.min(512).div_ceil(64), true);
 }
 
 /// `d[i] += s[i]` (one addition per element: the same bits however it is vectorised).
@@ -414,38 +400,20 @@ fn add_row<T: AccElem>(d: &mut [T], s: &[T]) {
     }
 }
 
-/// Which vector instructions the row loops are compiled for (elementwise adds: the results
-/// do not depend on it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Simd {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
 #[cfg(test)]
 thread_local! {
-    /// Tests force a path on their thread to compare it with the others.
-    static FORCE: core::cell::Cell<Option<Simd>> = const { core::cell::Cell::new(None) };
+    /// Tests force an instruction set on their thread to compare it with the others.
+    static FORCE: core::cell::Cell<Option<Isa>> = const { core::cell::Cell::new(None) };
 }
 
-impl Simd {
-    /// The widest path the CPU supports (read on the calling thread, before any task runs).
-    fn detect() -> Simd {
-        #[cfg(test)]
-        if let Some(s) = FORCE.with(|f| f.get()) {
-            return s;
-        }
-        match crate::ops::reduce::detect_isa() {
-            #[cfg(target_arch = "x86_64")]
-            crate::ops::matmul::Isa::Avx512 => Simd::Avx512,
-            #[cfg(target_arch = "x86_64")]
-            crate::ops::matmul::Isa::Avx2 => Simd::Avx2,
-            _ => Simd::Portable,
-        }
+/// The instruction set the row loops are compiled for (elementwise adds: the results do not
+/// depend on it): the widest the CPU has, read on the calling thread before any task runs.
+fn row_isa() -> Isa {
+    #[cfg(test)]
+    if let Some(s) = FORCE.with(|f| f.get()) {
+        return s;
     }
+    Isa::best()
 }
 
 /// One deterministic row kernel run: what every task of [`rows_det`] shares.
@@ -467,16 +435,16 @@ impl<T: AccElem> RowJob<'_, T> {
     /// # Safety
     /// No other task may overlap `t`'s destination block while it runs, and `simd` must be
     /// supported by the CPU.
-    unsafe fn run(&self, t: &Task, simd: Simd) {
+    unsafe fn run(&self, t: &Task, simd: Isa) {
         match simd {
             // SAFETY: the caller's guarantees.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { self.run_avx512(t) },
+            Isa::Avx512 => unsafe { self.run_avx512(t) },
             // SAFETY: the caller's guarantees.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { self.run_avx2(t) },
+            Isa::Avx2 => unsafe { self.run_avx2(t) },
             // SAFETY: the caller's guarantees.
-            Simd::Portable => unsafe { self.run_generic(t) },
+            _ => unsafe { self.run_generic(t) },
         }
     }
 
@@ -588,7 +556,7 @@ fn rows_det_blocks<T: AccElem>(
     let len = dst.len();
     let mut parts = zeroed_vec::<T>((nb - 1) * len);
     let rc = par.threads().div_ceil(nb).clamp(1, n.max(1));
-    let simd = Simd::detect();
+    let simd = row_isa();
     let (dp, pp) = (SyncPtr(dst.as_mut_ptr()), SyncPtr(parts.as_mut_ptr()));
     let run = |t: usize| {
         let (b, j) = (t / rc, t % rc);
@@ -634,7 +602,7 @@ unsafe fn block_rows<T: AccElem>(
     g: RowGeom,
     ks: (usize, usize),
     rows: (usize, usize),
-    simd: Simd,
+    simd: Isa,
 ) {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
@@ -700,12 +668,12 @@ unsafe fn block_rows<T: AccElem>(
     match simd {
         // SAFETY: the caller's guarantees.
         #[cfg(target_arch = "x86_64")]
-        Simd::Avx512 => unsafe { avx512(p, src, idx, g, ks, rows) },
+        Isa::Avx512 => unsafe { avx512(p, src, idx, g, ks, rows) },
         // SAFETY: the caller's guarantees.
         #[cfg(target_arch = "x86_64")]
-        Simd::Avx2 => unsafe { avx2(p, src, idx, g, ks, rows) },
+        Isa::Avx2 => unsafe { avx2(p, src, idx, g, ks, rows) },
         // SAFETY: the caller's guarantees.
-        Simd::Portable => unsafe { generic(p, src, idx, g, ks, rows) },
+        _ => unsafe { generic(p, src, idx, g, ks, rows) },
     }
 }
 
@@ -737,7 +705,7 @@ fn rows_nondet<T: AccElem>(
     }
     if !atomic {
         let total = Mutex::new(dst);
-        let simd = Simd::detect();
+        let simd = row_isa();
         par.install(|| {
             (0..threads).into_par_iter().for_each(|t| {
                 // Source rows k in one range per thread (for every outer index).
@@ -2186,25 +2154,16 @@ mod tests {
                 .iter()
                 .map(|&v| v as f32)
                 .collect();
-            let run = |simd: Simd, threads: usize| {
+            let run = |simd: Isa, threads: usize| {
                 FORCE.with(|f| f.set(Some(simd)));
                 let mut d = base.clone();
                 rows_det_add(&mut d, &src, &idx, g, &Par::new(threads));
                 FORCE.with(|f| f.set(None));
                 d.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
             };
-            let want = run(Simd::Portable, 1);
-            let mut paths = vec![Simd::Portable];
-            #[cfg(target_arch = "x86_64")]
-            {
-                if crate::ops::matmul::Isa::Avx2.available() {
-                    paths.push(Simd::Avx2);
-                }
-                if crate::ops::matmul::Isa::Avx512.available() {
-                    paths.push(Simd::Avx512);
-                }
-            }
-            for simd in paths {
+            let want = run(Isa::Portable, 1);
+            let paths = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+            for simd in paths.into_iter().filter(|i| i.available()) {
                 for threads in [1, 3, 8] {
                     assert!(
                         run(simd, threads) == want,

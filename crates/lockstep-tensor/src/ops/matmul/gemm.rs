@@ -16,7 +16,7 @@
 //! partial products in the order the threads finish.
 
 use super::GemmFloat;
-use super::kernel::{Isa, Kernel};
+use super::kernel::{Isa, Kernel, prefetch};
 use crate::error::{Error, Result};
 use crate::threads::Par;
 use rayon::prelude::*;
@@ -460,27 +460,6 @@ unsafe fn micro_tile<T: GemmFloat>(
             }
         }
     }
-}
-
-/// Asks the CPU to fetch `lines` cache lines from `p` on into L1 (`l1`) or L2. Only a hint: an
-/// address outside any allocation does not fault.
-#[inline(always)]
-fn prefetch<T>(p: *const T, lines: core::ops::Range<usize>, l1: bool) {
-    #[cfg(target_arch = "x86_64")]
-    for l in lines {
-        use core::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
-        let q = (p as *const i8).wrapping_add(l * 64);
-        // SAFETY: a prefetch never faults, whatever the address.
-        unsafe {
-            if l1 {
-                _mm_prefetch::<_MM_HINT_T0>(q)
-            } else {
-                _mm_prefetch::<_MM_HINT_T1>(q)
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, lines, l1);
 }
 
 /// Copies the top-left `rows × cols` of a dense micro-tile (rows `rst` apart) into C.

@@ -49,16 +49,49 @@ impl Isa {
         }
     }
 
-    /// The fastest instruction set the running CPU supports.
+    /// The fastest instruction set the running CPU supports (detected once: per-line kernels
+    /// ask for it often, and each feature check is an atomic load and a branch).
     pub fn best() -> Isa {
-        if Isa::Avx512.available() {
-            Isa::Avx512
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static CACHE: AtomicU8 = AtomicU8::new(0);
+        match CACHE.load(Ordering::Relaxed) {
+            1 => return Isa::Portable,
+            2 => return Isa::Avx2,
+            3 => return Isa::Avx512,
+            _ => {}
+        }
+        let (isa, code) = if Isa::Avx512.available() {
+            (Isa::Avx512, 3)
         } else if Isa::Avx2.available() {
-            Isa::Avx2
+            (Isa::Avx2, 2)
         } else {
-            Isa::Portable
+            (Isa::Portable, 1)
+        };
+        CACHE.store(code, Ordering::Relaxed);
+        isa
+    }
+}
+
+/// Asks the CPU to fetch the cache lines `lines` (64 bytes each, counted from `p`) into L1
+/// (`l1`) or L2: the one software-prefetch helper of the crate's kernels. Only a hint: an
+/// address outside any allocation does not fault; nothing happens off x86-64.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T, lines: core::ops::Range<usize>, l1: bool) {
+    #[cfg(target_arch = "x86_64")]
+    for l in lines {
+        use core::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
+        let q = (p as *const i8).wrapping_add(l * 64);
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe {
+            if l1 {
+                _mm_prefetch::<_MM_HINT_T0>(q)
+            } else {
+                _mm_prefetch::<_MM_HINT_T1>(q)
+            }
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines, l1);
 }
 
 /// A micro-kernel and its tile shape.
