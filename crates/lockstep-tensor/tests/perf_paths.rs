@@ -8,21 +8,8 @@ use lockstep_tensor::Tensor;
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::reduce::{CHUNK, LANES};
 use lockstep_tensor::threads::with_num_threads;
-
-/// SplitMix64 test data.
-struct Mix(u64);
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-    }
-}
+mod common;
+use common::Mix;
 
 fn rand_f32(seed: u64, n: usize) -> Vec<f32> {
     let mut m = Mix(seed);

@@ -10,27 +10,12 @@ use lockstep_tensor::ops::reduce::{LOG_SOFTMAX, SOFTMAX};
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Error, Tensor};
 use proptest::prelude::*;
+mod common;
+use common::Mix;
+use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-/// SplitMix64: test data without depending on any RNG crate's stream.
-struct Mix(u64);
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-    }
-    fn below(&mut self, n: usize) -> i64 {
-        (self.next() % n as u64) as i64
-    }
-}
 
 fn randn(seed: u64, shape: &[usize], dt: DType) -> Tensor {
     let n: usize = shape.iter().product();
@@ -990,128 +975,34 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Golden values from PyTorch.
 
-#[derive(Debug, Clone)]
-enum J {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
+/// The accessors the golden file needs, on serde_json's values (NaN and the infinities are
+/// written as the strings "nan", "inf", "-inf").
+trait Golden {
+    fn num(&self) -> f64;
+    fn arr(&self) -> &[Value];
+    fn str(&self) -> &str;
 }
 
-impl J {
-    fn get(&self, k: &str) -> Option<&J> {
-        match self {
-            J::Obj(v) => v.iter().find(|(a, _)| a == k).map(|(_, v)| v),
-            _ => None,
-        }
-    }
+impl Golden for Value {
     fn num(&self) -> f64 {
         match self {
-            J::Num(x) => *x,
-            J::Str(s) if s == "nan" => f64::NAN,
-            J::Str(s) if s == "inf" => f64::INFINITY,
-            J::Str(s) if s == "-inf" => f64::NEG_INFINITY,
-            J::Bool(b) => f64::from(u8::from(*b)),
+            Value::Number(x) => x.as_f64().expect("finite number"),
+            Value::String(s) if s == "nan" => f64::NAN,
+            Value::String(s) if s == "inf" => f64::INFINITY,
+            Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+            Value::Bool(b) => f64::from(u8::from(*b)),
             other => panic!("not a number: {other:?}"),
         }
     }
-    fn arr(&self) -> &[J] {
-        match self {
-            J::Arr(v) => v,
-            other => panic!("not an array: {other:?}"),
-        }
+    fn arr(&self) -> &[Value] {
+        self.as_array().expect("an array")
     }
     fn str(&self) -> &str {
-        match self {
-            J::Str(s) => s,
-            other => panic!("not a string: {other:?}"),
-        }
+        self.as_str().expect("a string")
     }
 }
 
-fn parse_json(s: &str) -> J {
-    fn ws(b: &[u8], i: &mut usize) {
-        while *i < b.len() && b[*i].is_ascii_whitespace() {
-            *i += 1;
-        }
-    }
-    fn val(b: &[u8], i: &mut usize) -> J {
-        ws(b, i);
-        match b[*i] {
-            b'{' => {
-                *i += 1;
-                let mut v = Vec::new();
-                loop {
-                    ws(b, i);
-                    if b[*i] == b'}' {
-                        *i += 1;
-                        return J::Obj(v);
-                    }
-                    let J::Str(k) = val(b, i) else { panic!("key") };
-                    ws(b, i);
-                    *i += 1; // ':'
-                    let x = val(b, i);
-                    v.push((k, x));
-                    ws(b, i);
-                    if b[*i] == b',' {
-                        *i += 1;
-                    }
-                }
-            }
-            b'[' => {
-                *i += 1;
-                let mut v = Vec::new();
-                loop {
-                    ws(b, i);
-                    if b[*i] == b']' {
-                        *i += 1;
-                        return J::Arr(v);
-                    }
-                    v.push(val(b, i));
-                    ws(b, i);
-                    if b[*i] == b',' {
-                        *i += 1;
-                    }
-                }
-            }
-            b'"' => {
-                *i += 1;
-                let st = *i;
-                while b[*i] != b'"' {
-                    *i += 1;
-                }
-                *i += 1;
-                J::Str(String::from_utf8(b[st..*i - 1].to_vec()).unwrap())
-            }
-            b't' => {
-                *i += 4;
-                J::Bool(true)
-            }
-            b'f' => {
-                *i += 5;
-                J::Bool(false)
-            }
-            b'n' => {
-                *i += 4;
-                J::Null
-            }
-            _ => {
-                let st = *i;
-                while *i < b.len()
-                    && matches!(b[*i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
-                {
-                    *i += 1;
-                }
-                J::Num(std::str::from_utf8(&b[st..*i]).unwrap().parse().unwrap())
-            }
-        }
-    }
-    val(s.as_bytes(), &mut 0)
-}
-
-fn tensor_of(j: &J) -> Tensor {
+fn tensor_of(j: &Value) -> Tensor {
     let shape: Vec<usize> = j
         .get("shape")
         .unwrap()
@@ -1119,7 +1010,13 @@ fn tensor_of(j: &J) -> Tensor {
         .iter()
         .map(|v| v.num() as usize)
         .collect();
-    let data: Vec<f64> = j.get("data").unwrap().arr().iter().map(J::num).collect();
+    let data: Vec<f64> = j
+        .get("data")
+        .unwrap()
+        .arr()
+        .iter()
+        .map(Golden::num)
+        .collect();
     match j.get("dtype").unwrap().str() {
         "f32" => Tensor::from_vec(data.iter().map(|&v| v as f32).collect::<Vec<_>>(), &shape),
         "f64" => Tensor::from_vec(data, &shape),
@@ -1153,12 +1050,7 @@ fn ulps(dt: DType, a: f64, b: f64) -> u64 {
 
 #[test]
 fn golden_values_from_pytorch() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/golden/tensor/ops.json"
-    );
-    let text = std::fs::read_to_string(path).expect("run tools/golden_tensor_ops.py");
-    let root = parse_json(&text);
+    let root = common::golden("ops.json");
     let cases = root.get("cases").unwrap().arr();
     assert!(cases.len() > 100);
     for c in cases {

@@ -1,4 +1,5 @@
-//! Readers for the golden JSON files under `tests/golden/tensor/`, shared by the test files.
+//! Shared by the test files: readers for the golden JSON files under `tests/golden/tensor/`,
+//! and seeded test data.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -35,4 +36,24 @@ pub fn dims(v: &Value) -> Vec<usize> {
 pub fn pair(v: &Value) -> (usize, usize) {
     let d = dims(v);
     (d[0], d[1])
+}
+
+/// SplitMix64: test data without depending on any RNG crate's stream.
+pub struct Mix(pub u64);
+impl Mix {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [-2, 2).
+    pub fn f(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+    }
+    /// An index in `0..n`.
+    pub fn below(&mut self, n: usize) -> i64 {
+        (self.next() % n as u64) as i64
+    }
 }
