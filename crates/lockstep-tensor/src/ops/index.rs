@@ -22,6 +22,7 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, resolve_dim};
+use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;
 use crate::ops::reduce::{copied_vec, dense, zeroed_vec};
@@ -92,22 +93,6 @@ impl AccElem for i64 {
     unsafe fn atomic_add(p: *mut Self, v: Self) {
         // SAFETY: as for f32, with `AtomicI64`.
         unsafe { AtomicI64::from_ptr(p) }.fetch_add(v, Ordering::Relaxed);
-    }
-}
-
-/// A raw pointer that tasks writing disjoint elements may share.
-#[derive(Clone, Copy)]
-struct SyncPtr<T>(*mut T);
-// SAFETY: used only where each element is written by one task (documented at each use) or
-// atomically.
-unsafe impl<T> Send for SyncPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for SyncPtr<T> {}
-
-impl<T> SyncPtr<T> {
-    /// The pointer (a method, so that closures capture the whole `SyncPtr`, not its field).
-    fn get(self) -> *mut T {
-        self.0
     }
 }
 

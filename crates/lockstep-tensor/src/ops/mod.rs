@@ -10,3 +10,21 @@ pub mod pool;
 pub mod random;
 pub mod reduce;
 pub mod view;
+
+/// A raw pointer shared by parallel tasks that write disjoint elements (or write atomically):
+/// each use documents why no two tasks touch the same element.
+#[derive(Clone, Copy)]
+pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
+
+impl<T> SyncPtr<T> {
+    /// The pointer (a method, so that closures capture the whole `SyncPtr`, not its field).
+    #[inline(always)]
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: used only where each element is written by one task (documented at each use) or
+// atomically.
+unsafe impl<T> Send for SyncPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SyncPtr<T> {}

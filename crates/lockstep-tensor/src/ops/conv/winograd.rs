@@ -26,6 +26,7 @@
 
 use super::Geometry;
 use crate::error::Result;
+use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::threads::Par;
 use rayon::prelude::*;
@@ -723,12 +724,20 @@ fn inputs_block_impl(_isa: Isa, pl: &Plan, xs: &[f32], t0: usize, t1: usize, v: 
 multiversion!(
     /// Transforms the products `m[ξ][t - t0][co]` of tiles `t0..t1` of sample `s` back and
     /// writes the outputs (`n × cout × oh × ow` at `out`).
-    fn outputs_block(pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: Out) => outputs_block_impl
+    fn outputs_block(pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: SyncPtr<f32>) => outputs_block_impl
 );
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn outputs_block_impl(isa: Isa, pl: &Plan, m: &[f32], s: usize, t0: usize, t1: usize, out: Out) {
+fn outputs_block_impl(
+    isa: Isa,
+    pl: &Plan,
+    m: &[f32],
+    s: usize,
+    t0: usize,
+    t1: usize,
+    out: SyncPtr<f32>,
+) {
     // Runs of up to four tiles of one tile row (16 columns): back-transform 16 channels of each
     // tile, then write each output row through a 16×16 transpose, so that every channel gets
     // 16 contiguous values.
@@ -784,20 +793,6 @@ fn grads_block_impl(_isa: Isa, pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &
         for c0 in (0..op).step_by(L) {
             grad_tile(gs, base, gw * op, op, c0, d, TB * op, (t - t0) * op);
         }
-    }
-}
-
-/// A raw output pointer shared by tasks writing disjoint tiles.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: tasks write disjoint elements only.
-unsafe impl Send for Out {}
-// SAFETY: as above.
-unsafe impl Sync for Out {}
-impl Out {
-    #[inline(always)]
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 
@@ -866,7 +861,7 @@ fn kernel_transform(
     par: &Par,
 ) -> Vec<f32> {
     let mut u = vec![0f32; XI * pl.cin * pl.coutp];
-    let dst = Out(u.as_mut_ptr());
+    let dst = SyncPtr(u.as_mut_ptr());
     let channel = |ci: usize| {
         for co in 0..pl.cout {
             let g: [[f64; 3]; 3] =
@@ -927,7 +922,7 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
             })
     });
     let blocks = pl.tiles().div_ceil(TB);
-    let dst = Out(out.as_mut_ptr());
+    let dst = SyncPtr(out.as_mut_ptr());
     let xl = &*xl;
     let block = |(v, m): &mut (Scratch, Scratch), unit: usize| {
         let (s, b) = (unit / blocks, unit % blocks);

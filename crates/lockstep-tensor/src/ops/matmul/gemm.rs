@@ -18,6 +18,7 @@
 use super::GemmFloat;
 use super::kernel::{Isa, Kernel, prefetch};
 use crate::error::{Error, Result};
+use crate::ops::SyncPtr;
 use crate::threads::Par;
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -44,22 +45,6 @@ pub fn is_skinny(m: usize, n: usize, k: usize) -> bool {
 pub fn splitk_parts(k: usize) -> usize {
     k.div_ceil(SPLITK_RANGE_K).clamp(1, SPLITK_MAX_PARTS)
 }
-
-/// A raw output pointer shared by the tasks that write disjoint tiles of C.
-#[derive(Clone, Copy)]
-pub(crate) struct SendPtr<T>(pub(crate) *mut T);
-
-impl<T> SendPtr<T> {
-    /// The pointer (a method, so closures capture the `Sync` wrapper, not the raw field).
-    #[inline(always)]
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
-// SAFETY: the pointer is only used to write disjoint tiles of C from different tasks.
-unsafe impl<T> Send for SendPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for SendPtr<T> {}
 
 /// Packing buffers kept by each calling thread for its next product (a training loop repeats
 /// the same shapes; fresh buffers would cost page faults and zeroing on every call). Buffers
@@ -274,7 +259,7 @@ pub fn gemm_with<T: GemmFloat>(
     blocked(
         &T::kernel(isa),
         &p,
-        SendPtr(c.as_mut_ptr()),
+        SyncPtr(c.as_mut_ptr()),
         c_strides,
         Some(par),
     );
@@ -503,7 +488,7 @@ unsafe fn copy_out<T: Copy>(
 pub(crate) fn blocked<T: GemmFloat>(
     kern: &Kernel<T>,
     p: &Problem<T>,
-    c: SendPtr<T>,
+    c: SyncPtr<T>,
     sc: Strides,
     par: Option<&Par>,
 ) {
@@ -554,14 +539,14 @@ pub(crate) fn blocked<T: GemmFloat>(
             pack_a_panel(p, mr, i0, p0, kc, d)
         }))
     };
-    let pa_ptr = SendPtr(
+    let pa_ptr = SyncPtr(
         pa.as_ref()
             .map_or(core::ptr::null_mut(), |a| a.as_ptr() as *mut T),
     );
     // Even out the tiles (22 panels make 11 + 11, not 20 + 2), for balance between threads.
     let mc_panels = mp.div_ceil(tiles_m);
     let nc_panels = np.div_ceil(tiles_n);
-    let pb_ptr = SendPtr(
+    let pb_ptr = SyncPtr(
         pb.as_ref()
             .map_or(core::ptr::null_mut(), |b| b.as_ptr() as *mut T),
     );
@@ -664,12 +649,12 @@ fn partial<T: GemmFloat>(kern: &Kernel<T>, p: &Problem<T>, parts: usize, r: usiz
     let mut out = vec![T::ZERO; p.m * p.n];
     if k1 > k0 {
         let sub = p.k_range(k0, k1);
-        blocked(kern, &sub, SendPtr(out.as_mut_ptr()), (p.n, 1), None);
+        blocked(kern, &sub, SyncPtr(out.as_mut_ptr()), (p.n, 1), None);
     }
     out
 }
 
-fn write_out<T: GemmFloat>(src: &[T], m: usize, n: usize, c: SendPtr<T>, sc: Strides) {
+fn write_out<T: GemmFloat>(src: &[T], m: usize, n: usize, c: SyncPtr<T>, sc: Strides) {
     for i in 0..m {
         for j in 0..n {
             // SAFETY: (i, j) is inside the checked output.
@@ -683,7 +668,7 @@ fn write_out<T: GemmFloat>(src: &[T], m: usize, n: usize, c: SendPtr<T>, sc: Str
 pub(crate) fn splitk_fixed<T: GemmFloat>(
     kern: &Kernel<T>,
     p: &Problem<T>,
-    c: SendPtr<T>,
+    c: SyncPtr<T>,
     sc: Strides,
     par: &Par,
 ) {
@@ -711,7 +696,7 @@ pub(crate) fn splitk_fixed<T: GemmFloat>(
 pub(crate) fn splitk_completion<T: GemmFloat>(
     kern: &Kernel<T>,
     p: &Problem<T>,
-    c: SendPtr<T>,
+    c: SyncPtr<T>,
     sc: Strides,
     par: &Par,
 ) {

@@ -42,9 +42,10 @@ pub mod kernel;
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
-use gemm::{Problem, SendPtr as OutPtr};
+use gemm::Problem;
 pub use gemm::{Strides, gemm, gemm_with, is_skinny, splitk_parts};
 pub use kernel::{Isa, Kernel};
 use rayon::prelude::*;
@@ -223,7 +224,7 @@ fn run<T: GemmFloat>(
                 par.unwrap_or(&Par::new(1)),
             );
         }
-        let ptr = OutPtr(c.as_mut_ptr());
+        let ptr = SyncPtr(c.as_mut_ptr());
         match (algo, par) {
             (Algo::SplitKFixed, Some(par)) if is_skinny(m, n, k) => {
                 gemm::splitk_fixed(&kern, &p, ptr, (n, 1), par)
