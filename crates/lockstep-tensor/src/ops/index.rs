@@ -46,44 +46,32 @@ pub trait AccElem: Element + Default {
     unsafe fn atomic_add(p: *mut Self, v: Self);
 }
 
-impl AccElem for f32 {
-    #[inline(always)]
-    fn add(a: Self, b: Self) -> Self {
-        a + b
-    }
-    unsafe fn atomic_add(p: *mut Self, v: Self) {
-        // SAFETY: `f32` and `AtomicU32` have the same size and alignment; the caller guarantees
-        // validity and atomic-only access.
-        let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-        let mut old = a.load(Ordering::Relaxed);
-        loop {
-            let new = (f32::from_bits(old) + v).to_bits();
-            match a.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(x) => old = x,
+/// Floats add through a compare-and-swap loop on the atomic integer of their size.
+macro_rules! float_acc {
+    ($t:ty, $atomic:ty) => {
+        impl AccElem for $t {
+            #[inline(always)]
+            fn add(a: Self, b: Self) -> Self {
+                a + b
+            }
+            unsafe fn atomic_add(p: *mut Self, v: Self) {
+                // SAFETY: the float and its atomic integer have the same size and alignment;
+                // the caller guarantees validity and atomic-only access.
+                let a = unsafe { <$atomic>::from_ptr(p.cast()) };
+                let mut old = a.load(Ordering::Relaxed);
+                loop {
+                    let new = (<$t>::from_bits(old) + v).to_bits();
+                    match a.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => break,
+                        Err(x) => old = x,
+                    }
+                }
             }
         }
-    }
+    };
 }
-
-impl AccElem for f64 {
-    #[inline(always)]
-    fn add(a: Self, b: Self) -> Self {
-        a + b
-    }
-    unsafe fn atomic_add(p: *mut Self, v: Self) {
-        // SAFETY: as for f32, with `AtomicU64`.
-        let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-        let mut old = a.load(Ordering::Relaxed);
-        loop {
-            let new = (f64::from_bits(old) + v).to_bits();
-            match a.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(x) => old = x,
-            }
-        }
-    }
-}
+float_acc!(f32, AtomicU32);
+float_acc!(f64, AtomicU64);
 
 impl AccElem for i64 {
     #[inline(always)]
@@ -91,7 +79,7 @@ impl AccElem for i64 {
         a.wrapping_add(b)
     }
     unsafe fn atomic_add(p: *mut Self, v: Self) {
-        // SAFETY: as for f32, with `AtomicI64`.
+        // SAFETY: `AtomicI64` has the size and alignment of `i64`; the caller's guarantees.
         unsafe { AtomicI64::from_ptr(p) }.fetch_add(v, Ordering::Relaxed);
     }
 }
