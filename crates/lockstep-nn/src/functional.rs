@@ -1,0 +1,775 @@
+//! `torch.nn.functional`: convolution, pooling, normalisation, embedding and the losses, with
+//! their gradients. Normalisation statistics and loss sums are accumulated in f64 in index
+//! order, so they are deterministic at any thread count.
+
+use crate::autograd::{Var, no_grad};
+use crate::ops::invalid;
+use lockstep_tensor::ops::conv::Conv2dParams;
+use lockstep_tensor::ops::pool::Pool2d;
+use lockstep_tensor::{DType, Element, Error, Result, Tensor};
+
+/// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, H, W]`,
+/// weight `[Cout, Cin/groups, kh, kw]`, bias `[Cout]`. The gradients use the convolution's own
+/// backward kernels (deterministic ones in deterministic mode).
+///
+/// # Errors
+/// As [`Tensor::conv2d`].
+pub fn conv2d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv2dParams) -> Result<Var> {
+    let (xv, wv) = (x.data(), weight.data());
+    let bv = bias.map(|b| b.data());
+    let y = xv.conv2d(&wv, bv.as_ref(), p)?;
+    let (rx, rw) = (x.requires_grad(), weight.requires_grad());
+    let rb = bias.is_some_and(|b| b.requires_grad());
+    let mut inputs = vec![x, weight];
+    inputs.extend(bias);
+    let has_bias = bias.is_some();
+    Ok(Var::from_op("conv2d", y, &inputs, move |g| {
+        let gx = if rx {
+            Some(Tensor::conv2d_backward_input(g, xv.shape(), &wv, p)?)
+        } else {
+            None
+        };
+        let gw = if rw {
+            Some(Tensor::conv2d_backward_weight(g, &xv, wv.shape(), p)?)
+        } else {
+            None
+        };
+        let mut out = vec![gx, gw];
+        if has_bias {
+            out.push(if rb {
+                Some(g.sum_dim(3, false)?.sum_dim(2, false)?.sum_dim(0, false)?)
+            } else {
+                None
+            });
+        }
+        Ok(out)
+    }))
+}
+
+/// `F.max_pool2d(x, …)` (f32, `[N, C, H, W]`); the gradient goes to the first maximum of
+/// each window, as PyTorch's.
+///
+/// # Errors
+/// As [`Tensor::max_pool2d`].
+pub fn max_pool2d(x: &Var, p: Pool2d) -> Result<Var> {
+    let (y, idx) = x.data().max_pool2d(p)?;
+    let shape = x.shape().to_vec();
+    Ok(Var::from_op("max_pool2d", y, &[x], move |g| {
+        Ok(vec![Some(Tensor::max_pool2d_backward(g, &idx, &shape)?)])
+    }))
+}
+
+/// `F.avg_pool2d(x, …, count_include_pad)` (f32, `[N, C, H, W]`).
+///
+/// # Errors
+/// As [`Tensor::avg_pool2d`].
+pub fn avg_pool2d(x: &Var, p: Pool2d, count_include_pad: bool) -> Result<Var> {
+    let y = x.data().avg_pool2d(p, count_include_pad)?;
+    let shape = x.shape().to_vec();
+    Ok(Var::from_op("avg_pool2d", y, &[x], move |g| {
+        Ok(vec![Some(Tensor::avg_pool2d_backward(
+            g,
+            &shape,
+            p,
+            count_include_pad,
+        )?)])
+    }))
+}
+
+/// `F.adaptive_avg_pool2d(x, (oh, ow))` (f32, `[N, C, H, W]`).
+///
+/// # Errors
+/// As [`Tensor::adaptive_avg_pool2d`].
+pub fn adaptive_avg_pool2d(x: &Var, out_hw: (usize, usize)) -> Result<Var> {
+    let y = x.data().adaptive_avg_pool2d(out_hw)?;
+    let shape = x.shape().to_vec();
+    Ok(Var::from_op("adaptive_avg_pool2d", y, &[x], move |g| {
+        Ok(vec![Some(Tensor::adaptive_avg_pool2d_backward(g, &shape)?)])
+    }))
+}
+
+fn f64s(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec()
+}
+
+fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    match dtype {
+        DType::F32 => Tensor::from_vec(v.into_iter().map(|x| x as f32).collect(), shape),
+        _ => Tensor::from_vec(v, shape),
+    }
+}
+
+fn float_check(op: &'static str, t: &Var) -> Result<()> {
+    if t.dtype().is_float() {
+        Ok(())
+    } else {
+        Err(Error::DType {
+            op,
+            expected: DType::F32,
+            got: t.dtype(),
+        })
+    }
+}
+
+fn check_param(op: &'static str, what: &'static str, p: Option<&Var>, c: usize) -> Result<()> {
+    if let Some(p) = p
+        && p.shape() != [c]
+    {
+        return Err(invalid(
+            op,
+            what,
+            format!(
+                "expected {what} of shape [{c}], got {:?}",
+                p.shape().to_vec()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)` for `x`
+/// of shape `[N, C, …]`. In training the batch statistics normalise (biased variance) and the
+/// running statistics, if given, are updated in place as PyTorch does:
+/// `running = (1 − momentum)·running + momentum·stat`, with the unbiased variance. In
+/// evaluation the running statistics normalise.
+///
+/// # Errors
+/// `x` with fewer than 2 dimensions, parameters not of shape `[C]`, a training batch with one
+/// value per channel ("Expected more than 1 value per channel when training").
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm(
+    x: &Var,
+    running_mean: Option<&Var>,
+    running_var: Option<&Var>,
+    weight: Option<&Var>,
+    bias: Option<&Var>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<Var> {
+    const OP: &str = "batch_norm";
+    float_check(OP, x)?;
+    if x.ndim() < 2 {
+        return Err(invalid(
+            OP,
+            "input",
+            format!(
+                "expected at least 2-D input [N, C, ...], got {:?}",
+                x.shape()
+            ),
+        ));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let s: usize = x.shape()[2..].iter().product();
+    let m = n * s;
+    for (name, p) in [
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ] {
+        check_param(OP, name, p, c)?;
+    }
+    if training && m <= 1 {
+        return Err(invalid(
+            OP,
+            "input",
+            format!(
+                "Expected more than 1 value per channel when training, got input size {:?}",
+                x.shape()
+            ),
+        ));
+    }
+    let xs = f64s(&x.data());
+    let at = move |i: usize, ch: usize, j: usize| (i * c + ch) * s + j;
+    let (mean, var) = if training || running_mean.is_none() || running_var.is_none() {
+        let mut mean = vec![0.0; c];
+        let mut var = vec![0.0; c];
+        for ch in 0..c {
+            let mut acc = 0.0;
+            for i in 0..n {
+                for j in 0..s {
+                    acc += xs[at(i, ch, j)];
+                }
+            }
+            let mu = acc / m as f64;
+            let mut sq = 0.0;
+            for i in 0..n {
+                for j in 0..s {
+                    let d = xs[at(i, ch, j)] - mu;
+                    sq += d * d;
+                }
+            }
+            mean[ch] = mu;
+            var[ch] = sq / m as f64;
+        }
+        (mean, var)
+    } else {
+        (
+            f64s(&running_mean.expect("checked").data()),
+            f64s(&running_var.expect("checked").data()),
+        )
+    };
+    let batch_stats = training || running_mean.is_none() || running_var.is_none();
+    if training {
+        no_grad(|| -> Result<()> {
+            if let Some(rm) = running_mean {
+                let old = f64s(&rm.data());
+                let new: Vec<f64> = old
+                    .iter()
+                    .zip(&mean)
+                    .map(|(&r, &mu)| momentum * mu + (1.0 - momentum) * r)
+                    .collect();
+                rm.set_data(from_f64s(new, &[c], rm.dtype())?)?;
+            }
+            if let Some(rv) = running_var {
+                let old = f64s(&rv.data());
+                let unbias = m as f64 / (m as f64 - 1.0);
+                let new: Vec<f64> = old
+                    .iter()
+                    .zip(&var)
+                    .map(|(&r, &v)| momentum * v * unbias + (1.0 - momentum) * r)
+                    .collect();
+                rv.set_data(from_f64s(new, &[c], rv.dtype())?)?;
+            }
+            Ok(())
+        })?;
+    }
+    let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
+    let w = weight.map(|w| f64s(&w.data()));
+    let b = bias.map(|b| f64s(&b.data()));
+    let mut xhat = vec![0.0; xs.len()];
+    let mut y = vec![0.0; xs.len()];
+    for i in 0..n {
+        for ch in 0..c {
+            let (wc, bc) = (
+                w.as_ref().map_or(1.0, |w| w[ch]),
+                b.as_ref().map_or(0.0, |b| b[ch]),
+            );
+            for j in 0..s {
+                let k = at(i, ch, j);
+                xhat[k] = (xs[k] - mean[ch]) * invstd[ch];
+                y[k] = xhat[k] * wc + bc;
+            }
+        }
+    }
+    let dtype = x.dtype();
+    let y = from_f64s(y, x.shape(), dtype)?;
+    let mut inputs = vec![x];
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    inputs.extend(weight);
+    inputs.extend(bias);
+    let shape = x.shape().to_vec();
+    Ok(Var::from_op(OP, y, &inputs, move |g| {
+        let gs = f64s(g);
+        let mut sg = vec![0.0; c];
+        let mut sgx = vec![0.0; c];
+        for ch in 0..c {
+            let (mut a, mut bb) = (0.0, 0.0);
+            for i in 0..n {
+                for j in 0..s {
+                    let k = at(i, ch, j);
+                    a += gs[k];
+                    bb += gs[k] * xhat[k];
+                }
+            }
+            sg[ch] = a;
+            sgx[ch] = bb;
+        }
+        let mut gx = vec![0.0; gs.len()];
+        for i in 0..n {
+            for ch in 0..c {
+                let wc = w.as_ref().map_or(1.0, |w| w[ch]);
+                for j in 0..s {
+                    let k = at(i, ch, j);
+                    gx[k] = if batch_stats {
+                        wc * invstd[ch] / m as f64 * (m as f64 * gs[k] - sg[ch] - xhat[k] * sgx[ch])
+                    } else {
+                        gs[k] * wc * invstd[ch]
+                    };
+                }
+            }
+        }
+        let mut out = vec![Some(from_f64s(gx, &shape, dtype)?)];
+        if has_w {
+            out.push(Some(from_f64s(sgx, &[c], dtype)?));
+        }
+        if has_b {
+            out.push(Some(from_f64s(sg, &[c], dtype)?));
+        }
+        Ok(out)
+    }))
+}
+
+/// `F.layer_norm(x, normalized_shape, weight, bias, eps)`: each row over the last
+/// `normalized_shape.len()` dimensions normalised by its mean and biased variance.
+///
+/// # Errors
+/// If `x`'s trailing dimensions are not `normalized_shape`, or weight/bias are not of that
+/// shape.
+pub fn layer_norm(
+    x: &Var,
+    normalized_shape: &[usize],
+    weight: Option<&Var>,
+    bias: Option<&Var>,
+    eps: f64,
+) -> Result<Var> {
+    const OP: &str = "layer_norm";
+    float_check(OP, x)?;
+    let k = normalized_shape.len();
+    if k == 0 || x.ndim() < k || x.shape()[x.ndim() - k..] != *normalized_shape {
+        return Err(invalid(
+            OP,
+            "input",
+            format!(
+                "Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size {:?}",
+                normalized_shape
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                x.shape()
+            ),
+        ));
+    }
+    for (name, p) in [("weight", weight), ("bias", bias)] {
+        if let Some(p) = p
+            && p.shape() != normalized_shape
+        {
+            return Err(invalid(
+                OP,
+                name,
+                format!(
+                    "expected {name} of shape {normalized_shape:?}, got {:?}",
+                    p.shape()
+                ),
+            ));
+        }
+    }
+    let l: usize = normalized_shape.iter().product();
+    let xs = f64s(&x.data());
+    let rows = if l == 0 { 0 } else { xs.len() / l };
+    let w = weight.map(|w| f64s(&w.data()));
+    let b = bias.map(|b| f64s(&b.data()));
+    let mut xhat = vec![0.0; xs.len()];
+    let mut invstd = vec![0.0; rows];
+    let mut y = vec![0.0; xs.len()];
+    for r in 0..rows {
+        let row = &xs[r * l..(r + 1) * l];
+        let mu = row.iter().sum::<f64>() / l as f64;
+        let var = row.iter().map(|&v| (v - mu) * (v - mu)).sum::<f64>() / l as f64;
+        let is = 1.0 / (var + eps).sqrt();
+        invstd[r] = is;
+        for j in 0..l {
+            let h = (row[j] - mu) * is;
+            xhat[r * l + j] = h;
+            y[r * l + j] = h * w.as_ref().map_or(1.0, |w| w[j]) + b.as_ref().map_or(0.0, |b| b[j]);
+        }
+    }
+    let dtype = x.dtype();
+    let shape = x.shape().to_vec();
+    let ns = normalized_shape.to_vec();
+    let y = from_f64s(y, &shape, dtype)?;
+    let mut inputs = vec![x];
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    inputs.extend(weight);
+    inputs.extend(bias);
+    Ok(Var::from_op(OP, y, &inputs, move |g| {
+        let gs = f64s(g);
+        let mut gx = vec![0.0; gs.len()];
+        let mut gw = vec![0.0; l];
+        let mut gb = vec![0.0; l];
+        for r in 0..rows {
+            let (mut a, mut bb) = (0.0, 0.0);
+            for j in 0..l {
+                let k = r * l + j;
+                let gwv = gs[k] * w.as_ref().map_or(1.0, |w| w[j]);
+                a += gwv;
+                bb += gwv * xhat[k];
+                gw[j] += gs[k] * xhat[k];
+                gb[j] += gs[k];
+            }
+            for j in 0..l {
+                let k = r * l + j;
+                let gwv = gs[k] * w.as_ref().map_or(1.0, |w| w[j]);
+                gx[k] = invstd[r] / l as f64 * (l as f64 * gwv - a - xhat[k] * bb);
+            }
+        }
+        let mut out = vec![Some(from_f64s(gx, &shape, dtype)?)];
+        if has_w {
+            out.push(Some(from_f64s(gw, &ns, dtype)?));
+        }
+        if has_b {
+            out.push(Some(from_f64s(gb, &ns, dtype)?));
+        }
+        Ok(out)
+    }))
+}
+
+/// `F.embedding(indices, weight, padding_idx)`: rows of the `[V, D]` weight for `i64`
+/// indices of any shape. The weight's gradient adds rows in token order (deterministic);
+/// the `padding_idx` row gets none.
+///
+/// # Errors
+/// A weight that is not 2-D, non-`i64` indices or an index outside `0..V`.
+pub fn embedding(indices: &Tensor, weight: &Var, padding_idx: Option<usize>) -> Result<Var> {
+    let w = weight.data();
+    let y = w.embedding(indices)?;
+    let idx = indices.clone();
+    let v = w.shape()[0];
+    Ok(Var::from_op("embedding", y, &[weight], move |g| {
+        let mut gw = Tensor::embedding_backward(g, &idx, v)?;
+        if let Some(p) = padding_idx
+            && p < v
+        {
+            let d = gw.shape()[1];
+            let mut rows = Vec::with_capacity(3);
+            if p > 0 {
+                rows.push(gw.narrow(0, 0, p)?);
+            }
+            rows.push(Tensor::zeros(&[1, d], gw.dtype())?);
+            if p + 1 < v {
+                rows.push(gw.narrow(0, p + 1, v - p - 1)?);
+            }
+            gw = Tensor::cat(&rows, 0)?;
+        }
+        Ok(vec![Some(gw)])
+    }))
+}
+
+/// How a loss combines its per-sample values (`reduction=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reduction {
+    /// One value per sample.
+    None,
+    /// The (weighted) mean — PyTorch's default.
+    #[default]
+    Mean,
+    /// The sum.
+    Sum,
+}
+
+impl core::str::FromStr for Reduction {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Self::None),
+            "mean" => Ok(Self::Mean),
+            "sum" => Ok(Self::Sum),
+            _ => Err(invalid(
+                "loss",
+                "reduction",
+                format!("{s} is not a valid value for reduction (none, mean, sum)"),
+            )),
+        }
+    }
+}
+
+fn targets(op: &'static str, target: &Tensor, n: usize) -> Result<Vec<i64>> {
+    if target.dtype() != DType::I64 {
+        return Err(Error::DType {
+            op,
+            expected: DType::I64,
+            got: target.dtype(),
+        });
+    }
+    if target.shape() != [n] {
+        return Err(invalid(
+            op,
+            "target",
+            format!(
+                "Expected target of shape [{n}] (one class index per sample), got {:?}",
+                target.shape()
+            ),
+        ));
+    }
+    let t = target.to_vec::<i64>()?;
+    Ok(t)
+}
+
+fn check_class(op: &'static str, t: i64, c: usize, ignore: i64) -> Result<()> {
+    if t != ignore && (t < 0 || t as u64 >= c as u64) {
+        return Err(Error::IndexOutOfRange {
+            op,
+            index: t,
+            size: c,
+        });
+    }
+    Ok(())
+}
+
+/// `F.nll_loss(log_probs, target, weight, ignore_index, reduction)` for `log_probs` `[N, C]`
+/// and `i64` targets `[N]`. The mean divides by the sum of the targets' weights.
+///
+/// # Errors
+/// Shapes that do not fit, a target outside `0..C` (other than `ignore_index`).
+pub fn nll_loss(
+    log_probs: &Var,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    ignore_index: i64,
+    reduction: Reduction,
+) -> Result<Var> {
+    const OP: &str = "nll_loss";
+    float_check(OP, log_probs)?;
+    let &[n, c] = log_probs.shape() else {
+        return Err(invalid(
+            OP,
+            "input",
+            format!(
+                "expected input of shape [N, C], got {:?}",
+                log_probs.shape()
+            ),
+        ));
+    };
+    let t = targets(OP, target, n)?;
+    let w = match weight {
+        Some(w) if w.shape() != [c] => {
+            return Err(invalid(
+                OP,
+                "weight",
+                format!(
+                    "weight tensor should be defined either for all {c} classes or no classes but got weight tensor of shape: {:?}",
+                    w.shape()
+                ),
+            ));
+        }
+        Some(w) => Some(w.to_f64_vec()),
+        None => None,
+    };
+    let lp = f64s(&log_probs.data());
+    let mut per = vec![0.0; n];
+    let mut wsum = 0.0;
+    let mut wi = vec![0.0; n];
+    for i in 0..n {
+        check_class(OP, t[i], c, ignore_index)?;
+        if t[i] == ignore_index {
+            continue;
+        }
+        let ti = t[i] as usize;
+        let wt = w.as_ref().map_or(1.0, |w| w[ti]);
+        wi[i] = wt;
+        per[i] = -wt * lp[i * c + ti];
+        wsum += wt;
+    }
+    let dtype = log_probs.dtype();
+    let value = match reduction {
+        Reduction::None => from_f64s(per, &[n], dtype)?,
+        Reduction::Sum => from_f64s(vec![per.iter().sum()], &[], dtype)?,
+        Reduction::Mean => from_f64s(vec![per.iter().sum::<f64>() / wsum], &[], dtype)?,
+    };
+    Ok(Var::from_op(OP, value, &[log_probs], move |g| {
+        let gs = f64s(g);
+        let mut gx = vec![0.0; n * c];
+        for i in 0..n {
+            if t[i] == ignore_index {
+                continue;
+            }
+            let gi = match reduction {
+                Reduction::None => gs[i],
+                Reduction::Sum => gs[0],
+                Reduction::Mean => gs[0] / wsum,
+            };
+            gx[i * c + t[i] as usize] = -wi[i] * gi;
+        }
+        Ok(vec![Some(from_f64s(gx, &[n, c], dtype)?)])
+    }))
+}
+
+/// Options of [`cross_entropy`] beyond the inputs (PyTorch's defaults by `Default`).
+#[derive(Clone, Debug)]
+pub struct CrossEntropy {
+    /// A weight per class (`weight=`).
+    pub weight: Option<Tensor>,
+    /// A target value that contributes nothing (`ignore_index=`, default −100).
+    pub ignore_index: i64,
+    /// `label_smoothing=` in `[0, 1]`.
+    pub label_smoothing: f64,
+    /// `reduction=`.
+    pub reduction: Reduction,
+}
+
+impl Default for CrossEntropy {
+    fn default() -> Self {
+        Self {
+            weight: None,
+            ignore_index: -100,
+            label_smoothing: 0.0,
+            reduction: Reduction::Mean,
+        }
+    }
+}
+
+/// `F.cross_entropy(logits, target)` with class indices and PyTorch's defaults.
+///
+/// # Errors
+/// As [`cross_entropy_with`].
+pub fn cross_entropy(logits: &Var, target: &Tensor) -> Result<Var> {
+    cross_entropy_with(logits, target, &CrossEntropy::default())
+}
+
+/// `F.cross_entropy(logits, target, weight, ignore_index, reduction, label_smoothing)` for
+/// logits `[N, C]` and `i64` class indices `[N]`: `nll_loss(log_softmax(logits))`, and with
+/// label smoothing `ε` PyTorch's `(1 − ε)·nll + ε/C · smooth` where `smooth` is the
+/// (weighted) sum of `−log p` over classes, reduced like the nll term.
+///
+/// # Errors
+/// Logits not `[N, C]`, targets not `[N]` or outside `0..C`, `label_smoothing` outside
+/// `[0, 1]`.
+pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Result<Var> {
+    const OP: &str = "cross_entropy";
+    if !(0.0..=1.0).contains(&o.label_smoothing) {
+        return Err(invalid(
+            OP,
+            "label_smoothing",
+            format!(
+                "label_smoothing must be between 0.0 and 1.0. Got: {}",
+                o.label_smoothing
+            ),
+        ));
+    }
+    if logits.ndim() != 2 {
+        return Err(invalid(
+            OP,
+            "input",
+            format!("expected logits of shape [N, C], got {:?}", logits.shape()),
+        ));
+    }
+    let logp = logits.log_softmax(1)?;
+    let nll = nll_loss(
+        &logp,
+        target,
+        o.weight.as_ref(),
+        o.ignore_index,
+        o.reduction,
+    )?;
+    if o.label_smoothing == 0.0 {
+        return Ok(nll);
+    }
+    let (n, c) = (logits.shape()[0], logits.shape()[1]);
+    let t = targets(OP, target, n)?;
+    let dtype = logits.dtype();
+    let keep: Vec<f64> = t
+        .iter()
+        .map(|&ti| if ti == o.ignore_index { 0.0 } else { 1.0 })
+        .collect();
+    let keep_t = Var::constant(from_f64s(keep.clone(), &[n], dtype)?);
+    let weighted = match &o.weight {
+        Some(w) => logp.mul(&Var::constant(w.reshape(&[1, c as isize])?))?,
+        None => logp.clone(),
+    };
+    let smooth = weighted.sum_dim(1, false)?.neg()?.mul(&keep_t)?;
+    let smooth = match o.reduction {
+        Reduction::None => smooth,
+        Reduction::Sum => smooth.sum()?,
+        Reduction::Mean => {
+            let denom: f64 = match &o.weight {
+                Some(w) => {
+                    let wv = w.to_f64_vec();
+                    t.iter()
+                        .filter(|&&ti| ti != o.ignore_index)
+                        .map(|&ti| wv[ti as usize])
+                        .sum()
+                }
+                None => keep.iter().sum(),
+            };
+            smooth.sum()?.div_scalar(denom)?
+        }
+    };
+    let eps = o.label_smoothing;
+    nll.mul_scalar(1.0 - eps)?
+        .add(&smooth.mul_scalar(eps / c as f64)?)
+}
+
+/// `F.mse_loss(input, target, reduction)`: `(input − target)²`, reduced.
+///
+/// # Errors
+/// Shapes that do not broadcast; non-float dtype.
+pub fn mse_loss(input: &Var, target: &Var, reduction: Reduction) -> Result<Var> {
+    let d = input.sub(target)?;
+    let sq = d.mul(&d)?;
+    match reduction {
+        Reduction::None => Ok(sq),
+        Reduction::Sum => sq.sum(),
+        Reduction::Mean => sq.mean(),
+    }
+}
+
+/// `F.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)`, in
+/// PyTorch's stable form `(1 − t)·x + (1 + (pw − 1)·t)·(log1p(exp(−|x|)) + max(−x, 0))`,
+/// computed per element in f64.
+///
+/// # Errors
+/// `target`, `weight` or `pos_weight` that do not broadcast to `input`'s shape.
+pub fn binary_cross_entropy_with_logits(
+    input: &Var,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    pos_weight: Option<&Tensor>,
+    reduction: Reduction,
+) -> Result<Var> {
+    const OP: &str = "binary_cross_entropy_with_logits";
+    float_check(OP, input)?;
+    let shape = input.shape().to_vec();
+    let full = |t: &Tensor| -> Result<Vec<f64>> {
+        if t.dtype() != input.dtype() {
+            return Err(Error::DType {
+                op: OP,
+                expected: input.dtype(),
+                got: t.dtype(),
+            });
+        }
+        let s = lockstep_tensor::ops::elementwise::broadcast_shapes(OP, t.shape(), &shape)?;
+        if s != shape {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: t.shape().to_vec(),
+                rhs: shape.clone(),
+            });
+        }
+        Ok(f64s(&crate::ops::expand_to(t, &shape)?))
+    };
+    let x = f64s(&input.data());
+    let t = full(target)?;
+    let w = weight.map(&full).transpose()?;
+    let pw = pos_weight.map(&full).transpose()?;
+    let k = x.len();
+    let mut per = vec![0.0; k];
+    let mut grad = vec![0.0; k];
+    for i in 0..k {
+        let lw = pw.as_ref().map_or(1.0, |p| 1.0 + (p[i] - 1.0) * t[i]);
+        let sp = (-x[i].abs()).exp().ln_1p() + (-x[i]).max(0.0);
+        let wi = w.as_ref().map_or(1.0, |w| w[i]);
+        per[i] = wi * ((1.0 - t[i]) * x[i] + lw * sp);
+        // d/dx: (1 − t) − lw · sigmoid(−x)
+        grad[i] = wi * ((1.0 - t[i]) - lw / (1.0 + x[i].exp()));
+    }
+    let dtype = input.dtype();
+    let value = match reduction {
+        Reduction::None => from_f64s(per, &shape, dtype)?,
+        Reduction::Sum => from_f64s(vec![per.iter().sum()], &[], dtype)?,
+        Reduction::Mean => from_f64s(vec![per.iter().sum::<f64>() / k as f64], &[], dtype)?,
+    };
+    Ok(Var::from_op(OP, value, &[input], move |g| {
+        let gs = f64s(g);
+        let gx: Vec<f64> = (0..k)
+            .map(|i| {
+                grad[i]
+                    * match reduction {
+                        Reduction::None => gs[i],
+                        Reduction::Sum => gs[0],
+                        Reduction::Mean => gs[0] / k as f64,
+                    }
+            })
+            .collect();
+        Ok(vec![Some(from_f64s(gx, &shape, dtype)?)])
+    }))
+}
+
+/// The elements of a float tensor as `T` (a convenience for tests and reports).
+///
+/// # Errors
+/// If `T` is not the tensor's dtype.
+pub fn values<T: Element>(t: &Tensor) -> Result<Vec<T>> {
+    t.to_vec::<T>()
+}

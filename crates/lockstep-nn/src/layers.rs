@@ -1,0 +1,766 @@
+//! The layers of `torch.nn`, initialised exactly as PyTorch initialises them: after
+//! `manual_seed(s)`, constructing the same layers in the same order draws the same numbers
+//! from the default generator and gives bit-identical parameters.
+
+use crate::autograd::Var;
+use crate::functional as F;
+use crate::module::{Module, Named, module_error, push_buffer, push_param};
+use crate::ops::invalid;
+use lockstep_rng::Generator;
+use lockstep_rng::compat::torch::{self as t, init};
+use lockstep_tensor::ops::conv::Conv2dParams;
+use lockstep_tensor::ops::pool::Pool2d;
+use lockstep_tensor::{DType, Result, Tensor};
+
+fn param(v: Vec<f32>, shape: &[usize]) -> Result<Var> {
+    Ok(Var::new(Tensor::from_vec(v, shape)?, true))
+}
+
+/// `uniform_(−b, b)` with `b = 1/sqrt(fan_in)` (0 when `fan_in` is 0), PyTorch's bias init.
+fn bias_init(g: &mut Generator, n: usize, fan_in: usize) -> Result<Vec<f32>> {
+    let bound = if fan_in > 0 {
+        1.0 / (fan_in as f64).sqrt()
+    } else {
+        0.0
+    };
+    let mut b = vec![0f32; n];
+    t::uniform_(g, &mut b, -bound, bound)?;
+    Ok(b)
+}
+
+/// `nn.Linear(in_features, out_features, bias)`: `y = x·Wᵀ + b`.
+pub struct Linear {
+    /// `[out, in]`.
+    pub weight: Var,
+    /// `[out]`.
+    pub bias: Option<Var>,
+    training: bool,
+}
+
+impl Linear {
+    /// Initialised from the default generator, as `nn.Linear(in, out, bias)`.
+    ///
+    /// # Errors
+    /// Sizes whose product overflows.
+    pub fn new(in_features: usize, out_features: usize, bias: bool) -> Result<Self> {
+        Self::with_generator(
+            &mut lockstep_rng::default_generator(),
+            in_features,
+            out_features,
+            bias,
+        )
+    }
+
+    /// Initialised from `g`.
+    ///
+    /// # Errors
+    /// Sizes whose product overflows.
+    pub fn with_generator(
+        g: &mut Generator,
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        in_features
+            .checked_mul(out_features)
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| {
+                invalid(
+                    "Linear",
+                    "in_features",
+                    format!("Linear({in_features}, {out_features}) is too large"),
+                )
+            })?;
+        let (w, b) = init::linear::<f32>(g, in_features, out_features, bias)?;
+        Ok(Self {
+            weight: param(w, &[out_features, in_features])?,
+            bias: match b {
+                Some(b) => Some(param(b, &[out_features])?),
+                None => None,
+            },
+            training: true,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let s = self.weight.shape();
+        format!(
+            "Linear(in_features={}, out_features={}, bias={})",
+            s[1],
+            s[0],
+            self.bias.is_some()
+        )
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let i = self.weight.shape()[1];
+        if x.ndim() == 0 || x.shape()[x.ndim() - 1] != i {
+            return Err(module_error(
+                self.describe(),
+                format!(
+                    "expected input of shape [*, {i}], got {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        x.linear(&self.weight, self.bias.as_ref())
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        push_param(out, prefix, "weight", &self.weight);
+        if let Some(b) = &self.bias {
+            push_param(out, prefix, "bias", b);
+        }
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.Conv2d(in, out, kernel_size, stride, padding, dilation, groups, bias)` (f32).
+pub struct Conv2d {
+    /// `[out, in/groups, kh, kw]`.
+    pub weight: Var,
+    /// `[out]`.
+    pub bias: Option<Var>,
+    /// Stride, padding, dilation, groups.
+    pub params: Conv2dParams,
+    training: bool,
+}
+
+impl Conv2d {
+    /// `nn.Conv2d(in_channels, out_channels, kernel_size, padding=padding)` with stride 1,
+    /// initialised from the default generator.
+    ///
+    /// # Errors
+    /// As [`with_options`](Self::with_options).
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        padding: usize,
+    ) -> Result<Self> {
+        let p = Conv2dParams {
+            padding: (padding, padding),
+            ..Conv2dParams::default()
+        };
+        Self::with_options(
+            &mut lockstep_rng::default_generator(),
+            in_channels,
+            out_channels,
+            (kernel_size, kernel_size),
+            p,
+            true,
+        )
+    }
+
+    /// Every option, initialised from `g` as PyTorch: `kaiming_uniform_(a=√5)` on the weight,
+    /// then `uniform_(±1/√fan_in)` on the bias.
+    ///
+    /// # Errors
+    /// Zero groups, channels not divisible by `groups`, sizes that overflow.
+    pub fn with_options(
+        g: &mut Generator,
+        in_channels: usize,
+        out_channels: usize,
+        kernel: (usize, usize),
+        params: Conv2dParams,
+        bias: bool,
+    ) -> Result<Self> {
+        let groups = params.groups;
+        if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+            return Err(invalid(
+                "Conv2d",
+                "groups",
+                format!(
+                    "in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})"
+                ),
+            ));
+        }
+        let shape = [out_channels, in_channels / groups, kernel.0, kernel.1];
+        let n = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| invalid("Conv2d", "kernel_size", format!("{shape:?} is too large")))?;
+        let mut w = vec![0f32; n];
+        init::kaiming_uniform_(
+            g,
+            &mut w,
+            &shape,
+            5.0f64.sqrt(),
+            init::FanMode::FanIn,
+            "leaky_relu",
+        )?;
+        let fan_in = shape[1] * shape[2] * shape[3];
+        let b = if bias {
+            Some(param(bias_init(g, out_channels, fan_in)?, &[out_channels])?)
+        } else {
+            None
+        };
+        Ok(Self {
+            weight: param(w, &shape)?,
+            bias: b,
+            params,
+            training: true,
+        })
+    }
+}
+
+impl Module for Conv2d {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let s = self.weight.shape();
+        let cin = s[1] * self.params.groups;
+        if x.ndim() != 4 || x.shape()[1] != cin {
+            return Err(module_error(
+                format!("Conv2d({cin}, {}, kernel_size=({}, {}))", s[0], s[2], s[3]),
+                format!(
+                    "expected input of shape [N, {cin}, H, W], got {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        F::conv2d(x, &self.weight, self.bias.as_ref(), self.params)
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        push_param(out, prefix, "weight", &self.weight);
+        if let Some(b) = &self.bias {
+            push_param(out, prefix, "bias", b);
+        }
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.BatchNorm1d` / `nn.BatchNorm2d`: weight 1, bias 0, running mean 0, running var 1,
+/// `num_batches_tracked` 0 (no draws); `eps = 1e-5`, `momentum = 0.1` by default.
+pub struct BatchNorm {
+    /// `[C]`, 1 at init.
+    pub weight: Var,
+    /// `[C]`, 0 at init.
+    pub bias: Var,
+    /// Buffer `[C]`.
+    pub running_mean: Var,
+    /// Buffer `[C]`.
+    pub running_var: Var,
+    /// Buffer, an `i64` scalar.
+    pub num_batches_tracked: Var,
+    /// Added to the variance.
+    pub eps: f64,
+    /// Weight of the new statistic in the running average.
+    pub momentum: f64,
+    dims: usize,
+    training: bool,
+}
+
+impl BatchNorm {
+    fn new(c: usize, dims: usize) -> Result<Self> {
+        Ok(Self {
+            weight: Var::new(Tensor::ones(&[c], DType::F32)?, true),
+            bias: Var::new(Tensor::zeros(&[c], DType::F32)?, true),
+            running_mean: Var::constant(Tensor::zeros(&[c], DType::F32)?),
+            running_var: Var::constant(Tensor::ones(&[c], DType::F32)?),
+            num_batches_tracked: Var::constant(Tensor::scalar(0i64)),
+            eps: 1e-5,
+            momentum: 0.1,
+            dims,
+            training: true,
+        })
+    }
+
+    /// `nn.BatchNorm1d(num_features)`: input `[N, C]` or `[N, C, L]`.
+    ///
+    /// # Errors
+    /// A size that overflows.
+    pub fn new_1d(num_features: usize) -> Result<Self> {
+        Self::new(num_features, 1)
+    }
+
+    /// `nn.BatchNorm2d(num_features)`: input `[N, C, H, W]`.
+    ///
+    /// # Errors
+    /// A size that overflows.
+    pub fn new_2d(num_features: usize) -> Result<Self> {
+        Self::new(num_features, 2)
+    }
+}
+
+impl Module for BatchNorm {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let c = self.weight.shape()[0];
+        let ok = match self.dims {
+            1 => (x.ndim() == 2 || x.ndim() == 3) && x.shape()[1] == c,
+            _ => x.ndim() == 4 && x.shape()[1] == c,
+        };
+        if !ok {
+            let want = if self.dims == 1 {
+                format!("[N, {c}] or [N, {c}, L]")
+            } else {
+                format!("[N, {c}, H, W]")
+            };
+            return Err(module_error(
+                format!("BatchNorm{}d({c})", self.dims),
+                format!(
+                    "expected input of shape {want}, got {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        if self.training {
+            let n = self.num_batches_tracked.data().item::<i64>()?;
+            self.num_batches_tracked.set_data(Tensor::scalar(n + 1))?;
+        }
+        F::batch_norm(
+            x,
+            Some(&self.running_mean),
+            Some(&self.running_var),
+            Some(&self.weight),
+            Some(&self.bias),
+            self.training,
+            self.momentum,
+            self.eps,
+        )
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        push_param(out, prefix, "weight", &self.weight);
+        push_param(out, prefix, "bias", &self.bias);
+        push_buffer(out, prefix, "running_mean", &self.running_mean);
+        push_buffer(out, prefix, "running_var", &self.running_var);
+        push_buffer(
+            out,
+            prefix,
+            "num_batches_tracked",
+            &self.num_batches_tracked,
+        );
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True)`.
+pub struct LayerNorm {
+    /// The trailing shape normalised over.
+    pub normalized_shape: Vec<usize>,
+    /// 1 at init.
+    pub weight: Option<Var>,
+    /// 0 at init.
+    pub bias: Option<Var>,
+    /// Added to the variance.
+    pub eps: f64,
+    training: bool,
+}
+
+impl LayerNorm {
+    /// `nn.LayerNorm(normalized_shape)` (no draws).
+    ///
+    /// # Errors
+    /// An empty `normalized_shape` or one that overflows.
+    pub fn new(normalized_shape: &[usize], elementwise_affine: bool) -> Result<Self> {
+        if normalized_shape.is_empty() {
+            return Err(invalid(
+                "LayerNorm",
+                "normalized_shape",
+                "normalized_shape must have at least one dimension",
+            ));
+        }
+        let (w, b) = if elementwise_affine {
+            (
+                Some(Var::new(Tensor::ones(normalized_shape, DType::F32)?, true)),
+                Some(Var::new(Tensor::zeros(normalized_shape, DType::F32)?, true)),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            normalized_shape: normalized_shape.to_vec(),
+            weight: w,
+            bias: b,
+            eps: 1e-5,
+            training: true,
+        })
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        F::layer_norm(
+            x,
+            &self.normalized_shape,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        if let Some(w) = &self.weight {
+            push_param(out, prefix, "weight", w);
+        }
+        if let Some(b) = &self.bias {
+            push_param(out, prefix, "bias", b);
+        }
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.Embedding(num_embeddings, embedding_dim, padding_idx)`: weight `normal_(0, 1)` from the
+/// default generator, the padding row then zeroed.
+pub struct Embedding {
+    /// `[num_embeddings, embedding_dim]`.
+    pub weight: Var,
+    /// The row that gets no gradient.
+    pub padding_idx: Option<usize>,
+    training: bool,
+}
+
+impl Embedding {
+    /// As `nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)`.
+    ///
+    /// # Errors
+    /// `padding_idx` outside `0..num_embeddings`; sizes that overflow.
+    pub fn new(
+        num_embeddings: usize,
+        embedding_dim: usize,
+        padding_idx: Option<usize>,
+    ) -> Result<Self> {
+        if let Some(p) = padding_idx
+            && p >= num_embeddings
+        {
+            return Err(invalid(
+                "Embedding",
+                "padding_idx",
+                format!("Padding_idx {p} must be within num_embeddings ({num_embeddings})"),
+            ));
+        }
+        let n = num_embeddings
+            .checked_mul(embedding_dim)
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| invalid("Embedding", "embedding_dim", "too large"))?;
+        let mut w = vec![0f32; n];
+        t::normal_(&mut lockstep_rng::default_generator(), &mut w, 0.0, 1.0)?;
+        if let Some(p) = padding_idx {
+            w[p * embedding_dim..(p + 1) * embedding_dim].fill(0.0);
+        }
+        Ok(Self {
+            weight: param(w, &[num_embeddings, embedding_dim])?,
+            padding_idx,
+            training: true,
+        })
+    }
+
+    /// Looks up `indices` (`i64`, any shape) → `[*indices.shape, embedding_dim]`.
+    ///
+    /// # Errors
+    /// Non-`i64` indices or one outside the table.
+    pub fn lookup(&self, indices: &Tensor) -> Result<Var> {
+        F::embedding(indices, &self.weight, self.padding_idx)
+    }
+}
+
+impl Module for Embedding {
+    /// The input's value holds the indices (`i64`).
+    fn forward(&self, x: &Var) -> Result<Var> {
+        self.lookup(&x.data())
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        push_param(out, prefix, "weight", &self.weight);
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.Dropout(p)`: in training, zeroes each element with probability `p` and scales the rest
+/// by `1/(1 − p)`, drawing PyTorch's mask from the default generator; the identity in eval.
+pub struct Dropout {
+    /// The probability of zeroing.
+    pub p: f64,
+    training: bool,
+}
+
+impl Dropout {
+    /// `nn.Dropout(p)`.
+    ///
+    /// # Errors
+    /// `p` outside `[0, 1]`.
+    pub fn new(p: f64) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(invalid(
+                "Dropout",
+                "p",
+                format!("dropout probability has to be between 0 and 1, but got {p}"),
+            ));
+        }
+        Ok(Self { p, training: true })
+    }
+}
+
+impl Module for Dropout {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        crate::rng::dropout(x, self.p, self.training)
+    }
+    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+macro_rules! stateless {
+    ($($(#[$doc:meta])* $name:ident => |$x:ident, $s:ident| $e:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $name { training: bool }
+        impl Default for $name {
+            fn default() -> Self { Self { training: true } }
+        }
+        impl Module for $name {
+            fn forward(&self, $x: &Var) -> Result<Var> {
+                let $s = self;
+                let _ = $s;
+                $e
+            }
+            fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+            fn train(&mut self, on: bool) { self.training = on; }
+            fn is_training(&self) -> bool { self.training }
+        }
+    )*};
+}
+
+stateless! {
+    /// `nn.ReLU()`.
+    ReLU => |x, s| x.relu();
+    /// `nn.GELU()` (exact form).
+    GELU => |x, s| x.gelu();
+    /// `nn.Tanh()`.
+    Tanh => |x, s| x.tanh();
+    /// `nn.Sigmoid()`.
+    Sigmoid => |x, s| x.sigmoid();
+}
+
+/// `nn.Flatten(start_dim=1, end_dim=-1)`.
+#[derive(Clone, Debug)]
+pub struct Flatten {
+    /// First dimension flattened.
+    pub start_dim: isize,
+    /// Last dimension flattened.
+    pub end_dim: isize,
+    training: bool,
+}
+
+impl Default for Flatten {
+    fn default() -> Self {
+        Self {
+            start_dim: 1,
+            end_dim: -1,
+            training: true,
+        }
+    }
+}
+
+impl Module for Flatten {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        x.flatten(self.start_dim, self.end_dim)
+    }
+    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.Unflatten(dim, sizes)`.
+#[derive(Clone, Debug)]
+pub struct Unflatten {
+    /// The dimension split.
+    pub dim: isize,
+    /// What it becomes.
+    pub sizes: Vec<usize>,
+    training: bool,
+}
+
+impl Unflatten {
+    /// `nn.Unflatten(dim, sizes)`.
+    pub fn new(dim: isize, sizes: &[usize]) -> Self {
+        Self {
+            dim,
+            sizes: sizes.to_vec(),
+            training: true,
+        }
+    }
+}
+
+impl Module for Unflatten {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let d = lockstep_tensor::layout::resolve_dim("Unflatten", self.dim, x.ndim())?;
+        let prod: usize = self.sizes.iter().product();
+        if x.shape()[d] != prod {
+            return Err(module_error(
+                format!(
+                    "Unflatten(dim={}, unflattened_size={:?})",
+                    self.dim, self.sizes
+                ),
+                format!(
+                    "dimension {d} of input {:?} has size {}, not {prod}",
+                    x.shape().to_vec(),
+                    x.shape()[d]
+                ),
+            ));
+        }
+        let mut shape: Vec<isize> = x.shape()[..d].iter().map(|&v| v as isize).collect();
+        shape.extend(self.sizes.iter().map(|&v| v as isize));
+        shape.extend(x.shape()[d + 1..].iter().map(|&v| v as isize));
+        x.reshape(&shape)
+    }
+    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// Which pooling a [`Pool`] layer does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PoolKind {
+    /// `nn.MaxPool2d`.
+    Max(Pool2d),
+    /// `nn.AvgPool2d(…, count_include_pad)`.
+    Avg(Pool2d, bool),
+    /// `nn.AdaptiveAvgPool2d((oh, ow))`.
+    AdaptiveAvg(usize, usize),
+}
+
+/// `nn.MaxPool2d`, `nn.AvgPool2d`, `nn.AdaptiveAvgPool2d` (f32, `[N, C, H, W]`).
+#[derive(Clone, Debug)]
+pub struct Pool {
+    /// The pooling.
+    pub kind: PoolKind,
+    training: bool,
+}
+
+impl Pool {
+    /// `nn.MaxPool2d(k)`.
+    pub fn max2d(k: usize) -> Self {
+        Self::new(PoolKind::Max(Pool2d::new(k)))
+    }
+    /// `nn.AvgPool2d(k)`.
+    pub fn avg2d(k: usize) -> Self {
+        Self::new(PoolKind::Avg(Pool2d::new(k), true))
+    }
+    /// `nn.AdaptiveAvgPool2d((oh, ow))`.
+    pub fn adaptive_avg2d(oh: usize, ow: usize) -> Self {
+        Self::new(PoolKind::AdaptiveAvg(oh, ow))
+    }
+    /// Any pooling.
+    pub fn new(kind: PoolKind) -> Self {
+        Self {
+            kind,
+            training: true,
+        }
+    }
+}
+
+impl Module for Pool {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        if x.ndim() != 4 {
+            return Err(module_error(
+                format!("{:?}", self.kind),
+                format!(
+                    "expected input of shape [N, C, H, W], got {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        match self.kind {
+            PoolKind::Max(p) => F::max_pool2d(x, p),
+            PoolKind::Avg(p, cip) => F::avg_pool2d(x, p, cip),
+            PoolKind::AdaptiveAvg(h, w) => F::adaptive_avg_pool2d(x, (h, w)),
+        }
+    }
+    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `nn.Sequential(m0, m1, …)`: children named `0`, `1`, ….
+pub struct Sequential {
+    /// The layers, in order.
+    pub layers: Vec<Box<dyn Module>>,
+    training: bool,
+}
+
+impl Sequential {
+    /// An empty container (in training mode).
+    pub fn new() -> Self {
+        Self {
+            layers: Vec::new(),
+            training: true,
+        }
+    }
+
+    /// Appends a layer (builder style).
+    #[allow(clippy::should_implement_trait)]
+    pub fn add(mut self, m: impl Module + 'static) -> Self {
+        self.layers.push(Box::new(m));
+        self
+    }
+}
+
+impl Default for Sequential {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let mut h = x.clone();
+        for m in &self.layers {
+            h = m.forward(&h)?;
+        }
+        Ok(h)
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        for (i, m) in self.layers.iter().enumerate() {
+            m.named_tensors(&format!("{prefix}{i}."), out);
+        }
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+        for m in &mut self.layers {
+            m.train(on);
+        }
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}

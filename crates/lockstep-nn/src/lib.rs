@@ -1,0 +1,52 @@
+//! # lockstep-nn
+//!
+//! The training layer: reverse-mode autograd ([`Var`]), the layers of `torch.nn` with
+//! PyTorch's parameter names and bit-identical default initialisation ([`layers`], [`rnn`]),
+//! the functional ops and losses ([`functional`]), optimizers, schedulers and gradient
+//! clipping ([`optim`]).
+//!
+//! Every forward and backward kernel is a tensor op, so deterministic mode covers training:
+//! with `use_deterministic_algorithms(true)` a training step gives the same bits at any number
+//! of threads. Gradients that meet at one tensor are added in an order fixed by the graph.
+//!
+//! | PyTorch | lockstep-nn |
+//! |---|---|
+//! | `torch.tensor(x, requires_grad=True)`, `loss.backward()`, `x.grad` | [`Var::new`], [`Var::backward`], [`Var::grad`] |
+//! | `with torch.no_grad():` | [`no_grad`] |
+//! | `nn.Module`, `state_dict()`, `load_state_dict()`, `train()`/`eval()` | [`Module`] |
+//! | `nn.Linear`, `nn.Conv2d`, `nn.BatchNorm1d/2d`, `nn.LayerNorm`, `nn.Dropout`, `nn.Embedding` | [`layers`] |
+//! | `nn.RNN`, `nn.GRU`, `nn.LSTM` | [`rnn::Rnn`] |
+//! | `F.cross_entropy`, `F.nll_loss`, `F.mse_loss`, `F.binary_cross_entropy_with_logits` | [`functional`] |
+//! | `torch.optim.SGD/Adam/AdamW`, `lr_scheduler.*`, `clip_grad_norm_` | [`optim`] |
+//!
+//! ```
+//! use lockstep_nn::{Module, Var, functional as F, layers::{Linear, ReLU, Sequential}};
+//! use lockstep_tensor::Tensor;
+//!
+//! lockstep_rng::default_generator().manual_seed(0);          // torch.manual_seed(0)
+//! let model = Sequential::new()
+//!     .add(Linear::new(4, 8, true)?)
+//!     .add(ReLU::default())
+//!     .add(Linear::new(8, 3, true)?);
+//! let x = Var::constant(Tensor::ones(&[2, 4], lockstep_tensor::DType::F32)?);
+//! let y = Tensor::from_vec(vec![0i64, 2], &[2])?;
+//! let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
+//! loss.backward()?;
+//! assert_eq!(model.named_parameters()[0].0, "0.weight");
+//! assert!(model.parameters()[0].grad().is_some());
+//! # Ok::<(), lockstep_tensor::Error>(())
+//! ```
+
+pub mod autograd;
+pub mod functional;
+pub mod gradcheck;
+pub mod layers;
+pub mod module;
+mod ops;
+pub mod rng;
+pub mod rnn;
+
+pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
+pub use lockstep_tensor::{Error, Result};
+pub use module::{Kind, Module, Named};
+pub use ops::sum_to;

@@ -1,0 +1,745 @@
+//! Differentiable ops on [`Var`]: each computes its value with the tensor op of the same name
+//! and records the backward. Names and semantics follow PyTorch's (`torch.add`, `x.view`,
+//! `F.linear`, …); shapes broadcast as there, and a gradient flowing to a broadcast input is
+//! summed back to the input's shape.
+
+use crate::autograd::Var;
+use lockstep_tensor::ops::elementwise::{map1, map2};
+use lockstep_tensor::{DType, Error, Result, Tensor};
+
+pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        op,
+        arg,
+        reason: reason.into(),
+    }
+}
+
+/// `f(a, b)` elementwise (broadcast) over two float tensors of one dtype.
+macro_rules! float_map2 {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $e:expr) => {
+        match $a.dtype() {
+            DType::F32 => map2($op, $a, $b, |$x: f32, $y: f32| $e),
+            DType::F64 => map2($op, $a, $b, |$x: f64, $y: f64| $e),
+            got => Err(Error::DType {
+                op: $op,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    };
+}
+
+/// Sums `g` down to `shape` (the reverse of broadcasting): leading dimensions are summed away,
+/// and dimensions where `shape` has 1 are summed with `keepdim`. Deterministic (`sum_dim`).
+///
+/// # Errors
+/// If `g` cannot have been broadcast from `shape`.
+pub fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    if g.ndim() < shape.len() {
+        return Err(Error::ShapeMismatch {
+            op: "sum_to",
+            lhs: g.shape().to_vec(),
+            rhs: shape.to_vec(),
+        });
+    }
+    let mut r = g.clone();
+    for _ in 0..g.ndim() - shape.len() {
+        r = r.sum_dim(0, false)?;
+    }
+    for (d, &s) in shape.iter().enumerate() {
+        if s == 1 && r.shape()[d] != 1 {
+            r = r.sum_dim(d as isize, true)?;
+        }
+    }
+    if r.shape() != shape {
+        return Err(Error::ShapeMismatch {
+            op: "sum_to",
+            lhs: g.shape().to_vec(),
+            rhs: shape.to_vec(),
+        });
+    }
+    Ok(r)
+}
+
+fn isz(shape: &[usize]) -> Vec<isize> {
+    shape.iter().map(|&d| d as isize).collect()
+}
+
+/// `g` broadcast to `shape` and made dense.
+pub(crate) fn expand_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    Ok(g.expand(&isz(shape))?.contiguous())
+}
+
+fn resolve(op: &'static str, dim: isize, ndim: usize) -> Result<usize> {
+    lockstep_tensor::layout::resolve_dim(op, dim, ndim)
+}
+
+impl Var {
+    /// `torch.add(a, b)` with broadcasting.
+    ///
+    /// # Errors
+    /// Dtypes that differ, shapes that do not broadcast.
+    pub fn add(&self, other: &Var) -> Result<Var> {
+        let v = self.data().add(&other.data())?;
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(Var::from_op("add", v, &[self, other], move |g| {
+            Ok(vec![Some(sum_to(g, &sa)?), Some(sum_to(g, &sb)?)])
+        }))
+    }
+
+    /// `torch.sub(a, b)` with broadcasting.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn sub(&self, other: &Var) -> Result<Var> {
+        let v = self.data().sub(&other.data())?;
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(Var::from_op("sub", v, &[self, other], move |g| {
+            Ok(vec![Some(sum_to(g, &sa)?), Some(sum_to(&g.neg()?, &sb)?)])
+        }))
+    }
+
+    /// `torch.mul(a, b)` with broadcasting.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn mul(&self, other: &Var) -> Result<Var> {
+        let (a, b) = (self.data(), other.data());
+        let v = a.mul(&b)?;
+        let (ra, rb) = (self.requires_grad(), other.requires_grad());
+        Ok(Var::from_op("mul", v, &[self, other], move |g| {
+            let ga = if ra {
+                Some(sum_to(&g.mul(&b)?, a.shape())?)
+            } else {
+                None
+            };
+            let gb = if rb {
+                Some(sum_to(&g.mul(&a)?, b.shape())?)
+            } else {
+                None
+            };
+            Ok(vec![ga, gb])
+        }))
+    }
+
+    /// `torch.div(a, b)` with broadcasting (floats).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn div(&self, other: &Var) -> Result<Var> {
+        let (a, b) = (self.data(), other.data());
+        let v = a.div(&b)?;
+        let (ra, rb) = (self.requires_grad(), other.requires_grad());
+        Ok(Var::from_op("div", v, &[self, other], move |g| {
+            let ga = if ra {
+                Some(sum_to(&g.div(&b)?, a.shape())?)
+            } else {
+                None
+            };
+            let gb = if rb {
+                // −g·a / b²
+                let q = g.mul(&a)?.div(&b.mul(&b)?)?.neg()?;
+                Some(sum_to(&q, b.shape())?)
+            } else {
+                None
+            };
+            Ok(vec![ga, gb])
+        }))
+    }
+
+    /// `x + c` for a number `c` (converted to the tensor's dtype).
+    ///
+    /// # Errors
+    /// Non-numeric dtype.
+    pub fn add_scalar(&self, c: f64) -> Result<Var> {
+        let v = self.data().add_scalar(c)?;
+        Ok(Var::from_op("add", v, &[self], |g| {
+            Ok(vec![Some(g.clone())])
+        }))
+    }
+
+    /// `x · c` for a number `c` (converted to the tensor's dtype).
+    ///
+    /// # Errors
+    /// Non-numeric dtype.
+    pub fn mul_scalar(&self, c: f64) -> Result<Var> {
+        let v = self.data().mul_scalar(c)?;
+        Ok(Var::from_op("mul", v, &[self], move |g| {
+            Ok(vec![Some(g.mul_scalar(c)?)])
+        }))
+    }
+
+    /// `x / c` for a number `c`.
+    ///
+    /// # Errors
+    /// Non-numeric dtype.
+    pub fn div_scalar(&self, c: f64) -> Result<Var> {
+        let v = self.data().div_scalar(c)?;
+        Ok(Var::from_op("div", v, &[self], move |g| {
+            Ok(vec![Some(g.div_scalar(c)?)])
+        }))
+    }
+
+    /// `−x`.
+    ///
+    /// # Errors
+    /// Non-numeric dtype.
+    pub fn neg(&self) -> Result<Var> {
+        let v = self.data().neg()?;
+        Ok(Var::from_op("neg", v, &[self], |g| {
+            Ok(vec![Some(g.neg()?)])
+        }))
+    }
+
+    /// `torch.exp`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn exp(&self) -> Result<Var> {
+        let y = self.data().exp()?;
+        let out = y.clone();
+        Ok(Var::from_op("exp", y, &[self], move |g| {
+            Ok(vec![Some(g.mul(&out)?)])
+        }))
+    }
+
+    /// `torch.log`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn log(&self) -> Result<Var> {
+        let x = self.data();
+        let y = x.log()?;
+        Ok(Var::from_op("log", y, &[self], move |g| {
+            Ok(vec![Some(g.div(&x)?)])
+        }))
+    }
+
+    /// `torch.sqrt`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn sqrt(&self) -> Result<Var> {
+        let y = self.data().sqrt()?;
+        let out = y.clone();
+        Ok(Var::from_op("sqrt", y, &[self], move |g| {
+            Ok(vec![Some(float_map2!(
+                "sqrt_backward",
+                g,
+                &out,
+                |g, y| g / (y + y)
+            )?)])
+        }))
+    }
+
+    /// `x ** p` for a number `p`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn pow_scalar(&self, p: f64) -> Result<Var> {
+        let x = self.data();
+        let y = x.pow_scalar(p)?;
+        Ok(Var::from_op("pow", y, &[self], move |g| {
+            let d = x.pow_scalar(p - 1.0)?.mul_scalar(p)?;
+            Ok(vec![Some(g.mul(&d)?)])
+        }))
+    }
+
+    /// `torch.tanh`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn tanh(&self) -> Result<Var> {
+        let y = self.data().tanh()?;
+        let out = y.clone();
+        Ok(Var::from_op("tanh", y, &[self], move |g| {
+            // PyTorch's tanh_backward: g · (1 − y²)
+            Ok(vec![Some(float_map2!(
+                "tanh_backward",
+                g,
+                &out,
+                |g, y| g * (1.0 - y * y)
+            )?)])
+        }))
+    }
+
+    /// `torch.sigmoid`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn sigmoid(&self) -> Result<Var> {
+        let y = self.data().sigmoid()?;
+        let out = y.clone();
+        Ok(Var::from_op("sigmoid", y, &[self], move |g| {
+            // PyTorch's sigmoid_backward: g · (1 − y) · y
+            Ok(vec![Some(float_map2!(
+                "sigmoid_backward",
+                g,
+                &out,
+                |g, y| g * ((1.0 - y) * y)
+            )?)])
+        }))
+    }
+
+    /// `torch.relu`.
+    ///
+    /// # Errors
+    /// Non-numeric dtype.
+    pub fn relu(&self) -> Result<Var> {
+        let y = self.data().relu()?;
+        let out = y.clone();
+        Ok(Var::from_op("relu", y, &[self], move |g| {
+            // threshold_backward(g, y, 0): g where y > 0, else 0
+            Ok(vec![Some(float_map2!(
+                "relu_backward",
+                g,
+                &out,
+                |g, y| if y > 0.0 { g } else { 0.0 }
+            )?)])
+        }))
+    }
+
+    /// `F.gelu(x)` (exact, erf form).
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn gelu(&self) -> Result<Var> {
+        let x = self.data();
+        let y = x.gelu()?;
+        Ok(Var::from_op("gelu", y, &[self], move |g| {
+            let d = match x.dtype() {
+                DType::F32 => map1("gelu_backward", &x, |x: f32| gelu_grad(x as f64) as f32)?,
+                _ => map1("gelu_backward", &x, gelu_grad)?,
+            };
+            Ok(vec![Some(g.mul(&d)?)])
+        }))
+    }
+
+    /// `torch.matmul(a, b)` for operands of at least 2 dimensions (batch dimensions
+    /// broadcast); 1-D operands are taken as a row (left) or a column (right) vector and the
+    /// added dimension removed, as in PyTorch.
+    ///
+    /// # Errors
+    /// As [`Tensor::matmul`].
+    pub fn matmul(&self, other: &Var) -> Result<Var> {
+        if self.ndim() == 0 || other.ndim() == 0 {
+            return Err(invalid(
+                "matmul",
+                "input",
+                "both arguments to matmul need to be at least 1D",
+            ));
+        }
+        if self.ndim() == 1 {
+            let r = self.unsqueeze(0)?.matmul(other)?;
+            let d = r.ndim() as isize - 2;
+            return r.squeeze(d);
+        }
+        if other.ndim() == 1 {
+            let r = self.matmul(&other.unsqueeze(1)?)?;
+            return r.squeeze(-1);
+        }
+        let (a, b) = (self.data(), other.data());
+        let v = a.matmul(&b)?;
+        let (ra, rb) = (self.requires_grad(), other.requires_grad());
+        Ok(Var::from_op("matmul", v, &[self, other], move |g| {
+            let ga = if ra {
+                let bt = b.transpose(-1, -2)?;
+                Some(sum_to(&g.matmul(&bt)?, a.shape())?)
+            } else {
+                None
+            };
+            let gb = if rb {
+                let at = a.transpose(-1, -2)?;
+                Some(sum_to(&at.matmul(g)?, b.shape())?)
+            } else {
+                None
+            };
+            Ok(vec![ga, gb])
+        }))
+    }
+
+    /// `F.linear(x, weight, bias)`: `x · weightᵀ + bias` for `x` of shape `[…, in]`, weight
+    /// `[out, in]` and bias `[out]`.
+    ///
+    /// # Errors
+    /// As [`Tensor::linear`].
+    pub fn linear(&self, weight: &Var, bias: Option<&Var>) -> Result<Var> {
+        let (x, w) = (self.data(), weight.data());
+        let b = bias.map(|b| b.data());
+        let v = x.linear(&w, b.as_ref())?;
+        let (rx, rw) = (self.requires_grad(), weight.requires_grad());
+        let rb = bias.is_some_and(|b| b.requires_grad());
+        let mut inputs = vec![self, weight];
+        inputs.extend(bias);
+        let has_bias = bias.is_some();
+        Ok(Var::from_op("linear", v, &inputs, move |g| {
+            let (o, i) = (w.shape()[0], w.shape()[1]);
+            let g2 = g.reshape(&[-1, o as isize])?;
+            let gx = if rx { Some(g.matmul(&w)?) } else { None };
+            let gw = if rw {
+                let x2 = x.reshape(&[-1, i as isize])?;
+                Some(g2.transpose(0, 1)?.matmul(&x2)?)
+            } else {
+                None
+            };
+            let mut out = vec![gx, gw];
+            if has_bias {
+                out.push(if rb {
+                    Some(g2.sum_dim(0, false)?)
+                } else {
+                    None
+                });
+            }
+            Ok(out)
+        }))
+    }
+
+    /// `torch.sum(x)`.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn sum(&self) -> Result<Var> {
+        let v = self.data().sum()?;
+        let shape = self.shape().to_vec();
+        Ok(Var::from_op("sum", v, &[self], move |g| {
+            Ok(vec![Some(expand_to(g, &shape)?)])
+        }))
+    }
+
+    /// `torch.sum(x, dim, keepdim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range; non-float dtype.
+    pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Var> {
+        let d = resolve("sum", dim, self.ndim())?;
+        let v = self.data().sum_dim(dim, keepdim)?;
+        let shape = self.shape().to_vec();
+        Ok(Var::from_op("sum", v, &[self], move |g| {
+            let g = if keepdim {
+                g.clone()
+            } else {
+                g.unsqueeze(d as isize)?
+            };
+            Ok(vec![Some(expand_to(&g, &shape)?)])
+        }))
+    }
+
+    /// `torch.mean(x)`.
+    ///
+    /// # Errors
+    /// Non-float dtype or an empty tensor.
+    pub fn mean(&self) -> Result<Var> {
+        let v = self.data().mean()?;
+        let shape = self.shape().to_vec();
+        let n = self.numel() as f64;
+        Ok(Var::from_op("mean", v, &[self], move |g| {
+            Ok(vec![Some(expand_to(&g.div_scalar(n)?, &shape)?)])
+        }))
+    }
+
+    /// `torch.mean(x, dim, keepdim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range; non-float dtype.
+    pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Var> {
+        let d = resolve("mean", dim, self.ndim())?;
+        let v = self.data().mean_dim(dim, keepdim)?;
+        let shape = self.shape().to_vec();
+        let n = shape[d] as f64;
+        Ok(Var::from_op("mean", v, &[self], move |g| {
+            let g = if keepdim {
+                g.clone()
+            } else {
+                g.unsqueeze(d as isize)?
+            };
+            Ok(vec![Some(expand_to(&g.div_scalar(n)?, &shape)?)])
+        }))
+    }
+
+    /// `torch.softmax(x, dim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range; non-float dtype.
+    pub fn softmax(&self, dim: isize) -> Result<Var> {
+        let y = self.data().softmax(dim)?;
+        let out = y.clone();
+        Ok(Var::from_op("softmax", y, &[self], move |g| {
+            // y · (g − Σ g·y)
+            let s = g.mul(&out)?.sum_dim(dim, true)?;
+            Ok(vec![Some(out.mul(&g.sub(&s)?)?)])
+        }))
+    }
+
+    /// `torch.log_softmax(x, dim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range; non-float dtype.
+    pub fn log_softmax(&self, dim: isize) -> Result<Var> {
+        let y = self.data().log_softmax(dim)?;
+        let out = y.clone();
+        Ok(Var::from_op("log_softmax", y, &[self], move |g| {
+            // g − exp(y) · Σ g
+            let s = g.sum_dim(dim, true)?;
+            Ok(vec![Some(g.sub(&out.exp()?.mul(&s)?)?)])
+        }))
+    }
+
+    /// `torch.logsumexp(x, dim, keepdim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range; non-float dtype.
+    pub fn logsumexp(&self, dim: isize, keepdim: bool) -> Result<Var> {
+        let d = resolve("logsumexp", dim, self.ndim())?;
+        let x = self.data();
+        let y = x.logsumexp(dim, keepdim)?;
+        let out = y.clone();
+        Ok(Var::from_op("logsumexp", y, &[self], move |g| {
+            let (g, o) = if keepdim {
+                (g.clone(), out.clone())
+            } else {
+                (g.unsqueeze(d as isize)?, out.unsqueeze(d as isize)?)
+            };
+            // g · exp(x − lse)
+            Ok(vec![Some(g.mul(&x.sub(&o)?.exp()?)?)])
+        }))
+    }
+
+    /// `x.view(shape)` / `x.reshape(shape)` (one entry may be −1). The result is a new node
+    /// whose gradient is reshaped back.
+    ///
+    /// # Errors
+    /// If the element count does not match.
+    pub fn reshape(&self, shape: &[isize]) -> Result<Var> {
+        let v = self.data().reshape(shape)?;
+        let s = isz(self.shape());
+        Ok(Var::from_op("reshape", v, &[self], move |g| {
+            Ok(vec![Some(g.reshape(&s)?)])
+        }))
+    }
+
+    /// `x.flatten(start_dim, end_dim)`.
+    ///
+    /// # Errors
+    /// Dimensions out of range or `start_dim > end_dim`.
+    pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Var> {
+        if self.ndim() == 0 {
+            return self.reshape(&[1]);
+        }
+        let s = resolve("flatten", start_dim, self.ndim())?;
+        let e = resolve("flatten", end_dim, self.ndim())?;
+        if s > e {
+            return Err(invalid(
+                "flatten",
+                "start_dim",
+                "flatten() has invalid args: start_dim cannot come after end_dim",
+            ));
+        }
+        let mut shape = isz(&self.shape()[..s]);
+        shape.push(self.shape()[s..=e].iter().product::<usize>() as isize);
+        shape.extend(isz(&self.shape()[e + 1..]));
+        self.reshape(&shape)
+    }
+
+    /// `x.transpose(d0, d1)`.
+    ///
+    /// # Errors
+    /// Dimensions out of range.
+    pub fn transpose(&self, d0: isize, d1: isize) -> Result<Var> {
+        let v = self.data().transpose(d0, d1)?;
+        Ok(Var::from_op("transpose", v, &[self], move |g| {
+            Ok(vec![Some(g.transpose(d0, d1)?.contiguous())])
+        }))
+    }
+
+    /// `x.permute(dims)`.
+    ///
+    /// # Errors
+    /// If `dims` is not a permutation of the dimensions.
+    pub fn permute(&self, dims: &[isize]) -> Result<Var> {
+        let v = self.data().permute(dims)?;
+        let n = self.ndim();
+        let mut inv = vec![0isize; n];
+        for (i, &d) in dims.iter().enumerate() {
+            inv[resolve("permute", d, n)?] = i as isize;
+        }
+        Ok(Var::from_op("permute", v, &[self], move |g| {
+            Ok(vec![Some(g.permute(&inv)?.contiguous())])
+        }))
+    }
+
+    /// `x.unsqueeze(dim)`.
+    ///
+    /// # Errors
+    /// `dim` out of range.
+    pub fn unsqueeze(&self, dim: isize) -> Result<Var> {
+        let v = self.data().unsqueeze(dim)?;
+        let s = isz(self.shape());
+        Ok(Var::from_op("unsqueeze", v, &[self], move |g| {
+            Ok(vec![Some(g.reshape(&s)?)])
+        }))
+    }
+
+    /// `x.squeeze(dim)` (no change if that dimension is not 1).
+    ///
+    /// # Errors
+    /// `dim` out of range.
+    pub fn squeeze(&self, dim: isize) -> Result<Var> {
+        let v = self.data().squeeze(dim)?;
+        let s = isz(self.shape());
+        Ok(Var::from_op("squeeze", v, &[self], move |g| {
+            Ok(vec![Some(g.reshape(&s)?)])
+        }))
+    }
+
+    /// `x.expand(shape)` (−1 keeps a dimension).
+    ///
+    /// # Errors
+    /// If the shape is not a broadcast of `x`'s.
+    pub fn expand(&self, shape: &[isize]) -> Result<Var> {
+        let v = self.data().expand(shape)?.contiguous();
+        let s = self.shape().to_vec();
+        Ok(Var::from_op("expand", v, &[self], move |g| {
+            Ok(vec![Some(sum_to(g, &s)?)])
+        }))
+    }
+
+    /// `x.narrow(dim, start, length)`.
+    ///
+    /// # Errors
+    /// `dim` out of range or the slice outside the dimension.
+    pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Var> {
+        let d = resolve("narrow", dim, self.ndim())?;
+        let v = self.data().narrow(dim, start, length)?.contiguous();
+        let shape = self.shape().to_vec();
+        let dtype = self.dtype();
+        Ok(Var::from_op("narrow", v, &[self], move |g| {
+            Ok(vec![Some(pad_dim(g, d, start, &shape, dtype)?)])
+        }))
+    }
+
+    /// `x.select(dim, index)` (`x[:, index]` for `dim = 1`): the dimension is removed.
+    ///
+    /// # Errors
+    /// `dim` or `index` out of range.
+    pub fn select(&self, dim: isize, index: usize) -> Result<Var> {
+        let d = resolve("select", dim, self.ndim())?;
+        self.narrow(dim, index, 1)?.squeeze(d as isize)
+    }
+
+    /// `x.chunk(n, dim)` for a dimension divisible by `n` (what RNN gates use).
+    ///
+    /// # Errors
+    /// `dim` out of range or not divisible by `n`.
+    pub fn chunk(&self, n: usize, dim: isize) -> Result<Vec<Var>> {
+        let d = resolve("chunk", dim, self.ndim())?;
+        let len = self.shape()[d];
+        if n == 0 || len % n != 0 {
+            return Err(invalid(
+                "chunk",
+                "chunks",
+                format!("dimension {d} of size {len} is not divisible into {n} chunks"),
+            ));
+        }
+        let l = len / n;
+        (0..n).map(|i| self.narrow(dim, i * l, l)).collect()
+    }
+
+    /// `torch.cat(vars, dim)`.
+    ///
+    /// # Errors
+    /// No tensors, or shapes that differ outside `dim`.
+    pub fn cat(vars: &[Var], dim: isize) -> Result<Var> {
+        let ts: Vec<Tensor> = vars.iter().map(|v| v.data()).collect();
+        let v = Tensor::cat(&ts, dim)?;
+        let d = resolve("cat", dim, v.ndim())?;
+        let lens: Vec<usize> = vars.iter().map(|v| v.shape()[d]).collect();
+        let refs: Vec<&Var> = vars.iter().collect();
+        Ok(Var::from_op("cat", v, &refs, move |g| {
+            let mut off = 0;
+            let mut out = Vec::with_capacity(lens.len());
+            for &l in &lens {
+                out.push(Some(g.narrow(d as isize, off, l)?.contiguous()));
+                off += l;
+            }
+            Ok(out)
+        }))
+    }
+
+    /// `torch.stack(vars, dim)`.
+    ///
+    /// # Errors
+    /// No tensors, or shapes that differ.
+    pub fn stack(vars: &[Var], dim: isize) -> Result<Var> {
+        let un: Vec<Var> = vars
+            .iter()
+            .map(|v| v.unsqueeze(dim))
+            .collect::<Result<_>>()?;
+        Var::cat(&un, dim)
+    }
+
+    /// `F.dropout(x, p, training)` drawing PyTorch's mask from `g` (the default generator when
+    /// `None`): `x · bernoulli(1 − p) / (1 − p)`, the mask in `x`'s row-major order, exactly
+    /// the draws of `torch.nn.Dropout` on the CPU.
+    ///
+    /// # Errors
+    /// Non-float dtype; `p` outside `[0, 1]`.
+    pub fn dropout(
+        &self,
+        p: f64,
+        training: bool,
+        g: Option<&mut lockstep_rng::Generator>,
+    ) -> Result<Var> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(invalid(
+                "dropout",
+                "p",
+                format!("dropout probability has to be between 0 and 1, but got {p}"),
+            ));
+        }
+        if !training || p == 0.0 || self.numel() == 0 {
+            return Ok(self.clone());
+        }
+        // The mask is what dropout does to ones: bernoulli(1 − p) / (1 − p), drawn as PyTorch.
+        let ones = Tensor::ones(self.shape(), self.dtype())?;
+        let mask = ones.dropout(p, true, g)?;
+        self.mul(&Var::constant(mask))
+    }
+}
+
+/// `g` placed at `start` along `d` inside zeros of `shape` (the gradient of `narrow`).
+fn pad_dim(g: &Tensor, d: usize, start: usize, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    let len = g.shape()[d];
+    if start == 0 && len == shape[d] {
+        return Ok(g.clone());
+    }
+    let mut parts = Vec::with_capacity(3);
+    let mut zs = shape.to_vec();
+    if start > 0 {
+        zs[d] = start;
+        parts.push(Tensor::zeros(&zs, dtype)?);
+    }
+    parts.push(g.clone());
+    let after = shape[d] - start - len;
+    if after > 0 {
+        zs[d] = after;
+        parts.push(Tensor::zeros(&zs, dtype)?);
+    }
+    Tensor::cat(&parts, d as isize)
+}
+
+unsafe extern "C" {
+    safe fn erf(x: f64) -> f64;
+}
+
+/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`.
+fn gelu_grad(x: f64) -> f64 {
+    let cdf = 0.5 * (1.0 + erf(x * core::f64::consts::FRAC_1_SQRT_2));
+    let pdf = (-0.5 * x * x).exp()
+        * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
+        * core::f64::consts::FRAC_1_SQRT_2;
+    cdf + x * pdf
+}
