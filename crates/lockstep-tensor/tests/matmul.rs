@@ -106,6 +106,24 @@ fn every_candidate_matches_the_f64_reference() {
     all_candidates::<f64>();
 }
 
+#[test]
+fn the_gemm_crate_is_a_candidate_only_with_its_feature() {
+    let algos: Vec<&str> = MATMUL.impls.iter().map(|i| i.algo).collect();
+    assert_eq!(
+        algos.contains(&"matmul.gemm_crate"),
+        cfg!(feature = "gemm-crate"),
+        "{algos:?}"
+    );
+    assert_eq!(
+        algos[..3],
+        [
+            "matmul.splitk_completion",
+            "matmul.blocked",
+            "matmul.splitk_fixed"
+        ]
+    );
+}
+
 fn same_bits_everywhere<T: GemmFloat>() {
     for &(m, n, k) in &[
         (1, 1, 1),

@@ -5,13 +5,15 @@
 //!   (AVX-512, AVX2+FMA, or portable scalar `mul_add`, all giving the same bits), output tiles
 //!   split over threads, K never split. The bits of every output depend on the shape and the
 //!   values only (see [`gemm`](mod@gemm)'s module docs).
-//! * [`MATMUL`] — the dispatch point, with four implementations: `matmul.splitk_completion`
+//! * [`MATMUL`] — the dispatch point, with three implementations: `matmul.splitk_completion`
 //!   (nondeterministic split-K for skinny shapes, the blocked kernel otherwise),
-//!   `matmul.blocked` (thread-invariant, used in deterministic mode), `matmul.splitk_fixed`
+//!   `matmul.blocked` (thread-invariant, used in deterministic mode) and `matmul.splitk_fixed`
 //!   (thread-invariant split-K with partial products added in a fixed order; bits depend on
-//!   the shape only, but differ from `matmul.blocked`'s) and `matmul.gemm_crate` (the `gemm`
-//!   crate, candle's CPU GEMM: blocking from detected cache sizes, no documented thread
-//!   invariance, so `NotGuaranteed`; only benchmark mode with deterministic mode off picks it).
+//!   the shape only, but differ from `matmul.blocked`'s). With the crate's `gemm-crate`
+//!   feature (off by default) there is a fourth, `matmul.gemm_crate`: the `gemm` crate,
+//!   candle's CPU GEMM (blocking from detected cache sizes, no documented thread invariance,
+//!   so `NotGuaranteed`; only benchmark mode with deterministic mode off picks it). Without the
+//!   feature that name is not an implementation of `matmul` (pinning it is an error).
 //!
 //! # Blocking constants
 //! `KC × MC × NC` are per-dtype constants ([`GemmFloat::KC`] …), never derived from the thread
@@ -35,6 +37,7 @@
 //! MR), NC of 16 and 32 (every NR). The AVX2 (6×16 f32, 6×8 f64) and portable kernels use the
 //! same constants.
 
+#[cfg(feature = "gemm-crate")]
 mod external;
 pub mod gemm;
 pub mod kernel;
@@ -98,6 +101,7 @@ enum Algo {
     Blocked,
     SplitKFixed,
     SplitKCompletion,
+    #[cfg(feature = "gemm-crate")]
     GemmCrate,
 }
 
@@ -106,7 +110,8 @@ pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
 
 /// `torch.matmul`: nondeterministic split-K for skinny shapes first (used only when
 /// deterministic mode is off), then the thread-invariant blocked kernel, then the
-/// thread-invariant fixed-order split-K (reachable through [`Op::by_algo`] and tuning).
+/// thread-invariant fixed-order split-K (reachable through [`Op::by_algo`] and tuning), and
+/// with the `gemm-crate` feature the `gemm` crate last (`NotGuaranteed`, benchmark mode only).
 pub static MATMUL: Op<MatmulFn> = Op {
     name: "matmul",
     impls: &[
@@ -125,6 +130,7 @@ pub static MATMUL: Op<MatmulFn> = Op {
             guarantee: Guarantee::ThreadInvariant,
             f: |a, b, par| matmul_impl(a, b, par, Algo::SplitKFixed),
         },
+        #[cfg(feature = "gemm-crate")]
         Impl {
             algo: "matmul.gemm_crate",
             guarantee: Guarantee::NotGuaranteed,
@@ -213,6 +219,7 @@ fn run<T: GemmFloat>(
             b: sb.get(ob..).unwrap_or(&[]),
             sb: b.strides,
         };
+        #[cfg(feature = "gemm-crate")]
         if algo == Algo::GemmCrate {
             return external::product(
                 (m, n, k),
@@ -234,7 +241,7 @@ fn run<T: GemmFloat>(
             }
             _ => gemm::blocked(&kern, &p, ptr, (n, 1), par),
         }
-        Ok(())
+        Ok::<(), Error>(())
     };
     let items = offs_a.len();
     if items > 1 && par.threads() > 1 && m * n * k <= SMALL_BATCH_ITEM {
