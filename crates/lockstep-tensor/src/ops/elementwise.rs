@@ -52,6 +52,17 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     Ok(out)
 }
 
+/// `t`'s elements broadcast to `shape`, borrowed when `t` is already dense in that shape.
+fn dense_cow<'a, T: Element>(
+    t: &'a Tensor,
+    shape: &[usize],
+) -> Result<std::borrow::Cow<'a, [T]>> {
+    if t.shape() == shape && t.is_contiguous() {
+        return Ok(std::borrow::Cow::Borrowed(t.data::<T>()?));
+    }
+    Ok(std::borrow::Cow::Owned(dense::<T>(t, shape)?))
+}
+
 fn dense<T: Element>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
     let isz: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
     let e = if t.shape() == shape {
@@ -84,6 +95,13 @@ pub fn map1<T: Element, U: Element>(
     let c = x.contiguous();
     let src = c.data::<T>()?;
     let mut out = vec![U::ZERO; src.len()];
+    // One chunk: no hop into the pool (small tensors are most of a training step's ops).
+    if src.len() <= CHUNK {
+        for (o, &s) in out.iter_mut().zip(src) {
+            *o = f(s);
+        }
+        return Tensor::from_vec(out, x.shape());
+    }
     Par::current().install(|| {
         out.par_chunks_mut(CHUNK)
             .zip(src.par_chunks(CHUNK))
@@ -112,8 +130,15 @@ pub fn map2<T: Element, U: Element>(
     }
     check_dtype(op, a, T::DTYPE)?;
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    let (va, vb) = (dense::<T>(a, &shape)?, dense::<T>(b, &shape)?);
+    let (va, vb) = (dense_cow::<T>(a, &shape)?, dense_cow::<T>(b, &shape)?);
+    let (va, vb) = (&*va, &*vb);
     let mut out = vec![U::ZERO; va.len()];
+    if va.len() <= CHUNK {
+        for ((o, &x), &y) in out.iter_mut().zip(va).zip(vb) {
+            *o = f(x, y);
+        }
+        return Tensor::from_vec(out, &shape);
+    }
     Par::current().install(|| {
         out.par_chunks_mut(CHUNK)
             .zip(va.par_chunks(CHUNK).zip(vb.par_chunks(CHUNK)))
