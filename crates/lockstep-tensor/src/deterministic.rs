@@ -71,6 +71,17 @@ impl Drop for Restore {
 
 /// Runs `f` with deterministic mode set to `mode` (warn-only `warn_only`) on this thread only,
 /// restoring the previous setting afterwards, also if `f` panics.
+///
+/// ```
+/// use lockstep_tensor::{are_deterministic_algorithms_enabled, deterministic};
+/// let before = are_deterministic_algorithms_enabled();
+/// deterministic::scope(true, false, || {
+///     assert!(are_deterministic_algorithms_enabled());
+///     deterministic::scope(false, false, || assert!(!are_deterministic_algorithms_enabled()));
+///     assert!(are_deterministic_algorithms_enabled()); // the inner scope is undone
+/// });
+/// assert_eq!(are_deterministic_algorithms_enabled(), before); // and so is this one
+/// ```
 pub fn scope<R>(mode: bool, warn_only: bool, f: impl FnOnce() -> R) -> R {
     let old = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
@@ -84,6 +95,22 @@ pub fn scope<R>(mode: bool, warn_only: bool, f: impl FnOnce() -> R) -> R {
 
 /// Runs `f` with deterministic mode lifted for `op` alone on this thread: "deterministic
 /// everywhere except this op".
+///
+/// ```
+/// use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
+/// use lockstep_tensor::{Error, deterministic};
+///
+/// // An op of your own whose only implementation is not thread-invariant.
+/// static MY_OP: Op<fn(f32) -> f32> = Op {
+///     name: "my_op",
+///     impls: &[Impl { algo: "my_op.atomic", guarantee: Guarantee::NotGuaranteed, f: |x| x }],
+/// };
+/// deterministic::scope(true, false, || {
+///     let refused = MY_OP.select().err();
+///     assert_eq!(refused, Some(Error::Nondeterministic { op: "my_op".into() }));
+///     deterministic::allow_nondeterministic("my_op", || assert!(MY_OP.select().is_ok()));
+/// });
+/// ```
 pub fn allow_nondeterministic<R>(op: &str, f: impl FnOnce() -> R) -> R {
     let old = LOCAL.with(|l| {
         let mut l = l.borrow_mut();

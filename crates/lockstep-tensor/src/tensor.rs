@@ -59,7 +59,17 @@ impl Tensor {
         Self::from_parts(Arc::new(storage), Layout::contiguous(shape))
     }
 
-    /// A tensor from a row-major buffer.
+    /// A tensor from a row-major buffer (`torch.tensor(data).reshape(shape)`); the dtype is
+    /// the element type's.
+    ///
+    /// ```
+    /// use lockstep_tensor::{DType, Tensor};
+    /// let t = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!((t.shape(), t.dtype()), (&[2, 3][..], DType::I64));
+    /// assert_eq!(t.to_vec::<i64>()?, [1, 2, 3, 4, 5, 6]);
+    /// assert!(Tensor::from_vec(vec![1f32, 2.], &[3]).is_err()); // 2 values for 3 elements
+    /// # Ok::<(), lockstep_tensor::Error>(())
+    /// ```
     ///
     /// # Errors
     /// If `data.len()` is not the product of `shape`.

@@ -176,7 +176,20 @@ impl Tensor {
         Ok(x)
     }
 
-    /// `torch.randn(shape, dtype)`: standard normal.
+    /// `torch.randn(shape, dtype)`: standard normal, from `g` or the default generator
+    /// (`None`), bit for bit as PyTorch's CPU draws.
+    ///
+    /// ```
+    /// use lockstep_rng::Generator;
+    /// use lockstep_tensor::{DType, Tensor};
+    /// // torch.manual_seed(0); torch.randn(2, 3)
+    /// let x = Tensor::randn(&[2, 3], DType::F32, Some(&mut Generator::with_seed(0)))?;
+    /// assert_eq!(
+    ///     x.to_vec::<f32>()?,
+    ///     [1.5409961, -0.2934289, -2.1787894, 0.56843126, -1.0845224, -1.3985955]
+    /// );
+    /// # Ok::<(), lockstep_tensor::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Non-float dtype.
