@@ -50,13 +50,18 @@ enum Command {
     /// Print what a random function of PyTorch, CPython or NumPy draws, as JSON.
     ///
     /// LIB is one of torch, python, numpy-legacy, numpy. Options are --name=value, e.g.
-    /// `lockstep sample torch randn --seed=0 --shape=2,3`.
+    /// `lockstep sample torch randn --seed=0 --shape=2,3`. `lockstep sample --list [LIB]`
+    /// lists every function with the call it mirrors and its options.
     Sample {
+        /// List the functions of LIB (of every library without LIB) with their options.
+        #[arg(long)]
+        list: bool,
         /// torch | python | numpy-legacy | numpy
-        lib: String,
+        #[arg(required_unless_present = "list")]
+        lib: Option<String>,
         /// The function, e.g. rand, randn, randint, randperm, shuffle, standard_normal
-        #[arg(name = "FN")]
-        func: String,
+        #[arg(name = "FN", required_unless_present = "list")]
+        func: Option<String>,
         /// --seed=S --shape=D0,D1 --dtype=float32 --repeat=R and the function's own options
         #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
         options: Vec<String>,
@@ -107,7 +112,22 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Command::Sample { lib, func, options } => {
+        Command::Sample {
+            list: true, lib, ..
+        } => match lockstep_cli::sample::list(lib.as_deref()) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: lockstep sample --list: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Sample {
+            lib, func, options, ..
+        } => {
+            let (lib, func) = (lib.unwrap_or_default(), func.unwrap_or_default());
             match lockstep_cli::sample::run(&lib, &func, &options) {
                 Ok(v) => {
                     println!("{v}");

@@ -7,6 +7,8 @@
 //!   after the calls equals `torch.get_rng_state()`, and torch's bytes loaded into a fresh
 //!   generator draw what torch drew next.
 //! * `bad_input_is_an_error_not_a_panic`.
+//! * `every_golden_call_is_in_the_list`: every function and option the golden cases use is in
+//!   [`lockstep_cli::sample::LIBRARIES`] (what `lockstep sample --list` prints).
 //!
 //! Failures are collected and reported together at the end, not one at a time.
 
@@ -536,5 +538,58 @@ fn bad_input_is_an_error_not_a_panic() {
         failures.len(),
         bad.len(),
         failures.join("\n  ")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test 4: `lockstep sample --list` documents every function and option the golden cases use
+
+#[test]
+fn every_golden_call_is_in_the_list() {
+    let dir = workspace_root().join("tests/golden");
+    let mut missing = std::collections::BTreeSet::new();
+    let mut calls = 0;
+    for entry in std::fs::read_dir(&dir).expect("tests/golden") {
+        let path = entry.expect("directory entry").path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let doc = read_json(&path);
+        for case in cases_of(&doc, &path) {
+            let args = string_list(&case["args"], "args").expect("args");
+            let (lib, func) = (&args[0], &args[1]);
+            calls += 1;
+            let Some(l) = sample::LIBRARIES.iter().find(|l| l.name == lib.as_str()) else {
+                missing.insert(format!("library {lib}"));
+                continue;
+            };
+            let Some(f) = l.functions.iter().find(|f| f.name == func.as_str()) else {
+                missing.insert(format!("{lib} {func}"));
+                continue;
+            };
+            for a in &args[2..] {
+                let Some(name) = a.strip_prefix("--") else {
+                    continue; // the value of `--name value`
+                };
+                let name = name.split('=').next().unwrap_or(name).replace('_', "-");
+                let known = l
+                    .common
+                    .iter()
+                    .chain(f.options)
+                    .any(|o| o.names.contains(&&*name));
+                if !known {
+                    missing.insert(format!("{lib} {func} --{name}"));
+                }
+            }
+        }
+    }
+    assert!(
+        calls > 100,
+        "only {calls} golden calls in {}",
+        dir.display()
+    );
+    assert!(
+        missing.is_empty(),
+        "used by golden cases but not in `lockstep sample --list`: {missing:?}"
     );
 }

@@ -3,6 +3,9 @@
 //!
 //! Every sampler seeds a fresh generator with `--seed` (default 0), calls FN `--repeat` times
 //! in a row on it (default 1) and reports everything drawn, flat and row-major, in `"values"`.
+//!
+//! [`LIBRARIES`] lists every library, function and option (`lockstep sample --list` prints
+//! it); its tests run every function's example and check the list against the golden cases.
 
 mod numpy;
 mod python;
@@ -279,6 +282,117 @@ pub fn check_count(n: usize) -> Result<(), SampleError> {
     }
 }
 
+/// One option of a `lockstep sample` function, as [`list`] prints it.
+#[derive(Debug, Clone, Copy)]
+pub struct OptDoc {
+    /// Its names without `--`: the first, then its aliases (`uniform`'s `--low` or `--a`).
+    pub names: &'static [&'static str],
+    /// Its default, or `required`, and the values it takes.
+    pub default: &'static str,
+}
+
+/// `--name` (aliases) with `default`.
+const fn opt(names: &'static [&'static str], default: &'static str) -> OptDoc {
+    OptDoc { names, default }
+}
+
+/// One function of a library: `lockstep sample LIB FN`.
+#[derive(Debug, Clone, Copy)]
+pub struct FnDoc {
+    /// FN.
+    pub name: &'static str,
+    /// What one call does, in the real library's terms.
+    pub call: &'static str,
+    /// Its own options (besides the library's common ones).
+    pub options: &'static [OptDoc],
+    /// The options of an example call, which give every option in `options` (by its first
+    /// name); the tests run it.
+    pub example: &'static str,
+}
+
+/// One library of `lockstep sample`.
+#[derive(Debug, Clone, Copy)]
+pub struct LibDoc {
+    /// LIB.
+    pub name: &'static str,
+    /// How the generator is made from `--seed`.
+    pub seeding: &'static str,
+    /// The options every function of the library takes.
+    pub common: &'static [OptDoc],
+    /// Its functions.
+    pub functions: &'static [FnDoc],
+}
+
+/// Every library `lockstep sample` knows, with its functions and their options.
+pub const LIBRARIES: &[LibDoc] = &[torch::LIB, python::LIB, numpy::LEGACY, numpy::GENERATOR];
+
+/// `--name (default)` for each option, aliases joined by `|`.
+fn options_line(opts: &[OptDoc]) -> String {
+    opts.iter()
+        .map(|o| {
+            let names: Vec<String> = o.names.iter().map(|n| format!("--{n}")).collect();
+            format!("{} ({})", names.join("|"), o.default)
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+/// The text of `lockstep sample --list [LIB]`: every function of `lib` (of every library when
+/// `None`), the call it mirrors, its options with their defaults, and an example.
+///
+/// # Errors
+/// An unknown library.
+pub fn list(lib: Option<&str>) -> Result<String, SampleError> {
+    let libs: Vec<&LibDoc> = match lib {
+        None => LIBRARIES.iter().collect(),
+        Some(l) => match LIBRARIES.iter().find(|d| d.name == l) {
+            Some(d) => vec![d],
+            None => return fail(unknown_library(l)),
+        },
+    };
+    let mut out = String::from(
+        "lockstep sample LIB FN [options]: seeds a fresh generator, calls FN --repeat times \
+         on it and prints\nall it drew as JSON. Options are --name=value; the default is in \
+         parentheses.\n",
+    );
+    const W: usize = 22;
+    for l in libs {
+        out.push_str(&format!("\n{}: {}\n", l.name, l.seeding));
+        out.push_str(&format!("  every FN: {}\n", options_line(l.common)));
+        for f in l.functions {
+            out.push_str(&format!("  {:<W$}{}\n", f.name, f.call));
+            if !f.options.is_empty() {
+                out.push_str(&format!("  {:<W$}{}\n", "", options_line(f.options)));
+            }
+            out.push_str(&format!(
+                "  {:<W$}e.g. lockstep sample {} {} {}\n",
+                "", l.name, f.name, f.example
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The error for a function `lib` does not have, naming those it has.
+fn unknown_function<T>(lib: &LibDoc, func: &str) -> Result<T, SampleError> {
+    let names: Vec<&str> = lib.functions.iter().map(|f| f.name).collect();
+    fail(format!(
+        "{}: unknown function `{func}`; expected one of: {} (`lockstep sample --list {}` \
+         lists them with their options)",
+        lib.name,
+        names.join(", "),
+        lib.name
+    ))
+}
+
+fn unknown_library(lib: &str) -> String {
+    let names: Vec<&str> = LIBRARIES.iter().map(|l| l.name).collect();
+    format!(
+        "unknown library `{lib}`; expected one of: {}",
+        names.join(", ")
+    )
+}
+
 /// Runs `lockstep sample LIB FN [options]` and returns the JSON object to print.
 pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, SampleError> {
     let opts = Opts::parse(args)?;
@@ -296,11 +410,7 @@ pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, 
         "python" => python::run(func, &opts, repeat)?,
         "numpy-legacy" => numpy::run_legacy(func, &opts, repeat)?,
         "numpy" => numpy::run_generator(func, &opts, repeat)?,
-        _ => {
-            return fail(format!(
-                "unknown library `{lib}`; expected one of: torch, python, numpy-legacy, numpy"
-            ));
-        }
+        _ => return fail(unknown_library(lib)),
     };
     opts.finish()?;
     let seed = opts.raw("seed").unwrap_or("0").to_string();
@@ -342,4 +452,75 @@ pub fn repeat_calls(
         all.extend(draw()?)?;
     }
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_example_runs_and_gives_every_option() {
+        for l in LIBRARIES {
+            for f in l.functions {
+                let args: Vec<String> = f.example.split_whitespace().map(String::from).collect();
+                let what = format!("lockstep sample {} {} {}", l.name, f.name, f.example);
+                if let Err(e) = run(l.name, f.name, &args) {
+                    panic!("{what}: {e}");
+                }
+                for o in f.options {
+                    let first = format!("--{}=", o.names[0]);
+                    let given = args.iter().find(|a| a.starts_with(&first));
+                    let given = given.unwrap_or_else(|| panic!("{what}: no --{}", o.names[0]));
+                    // Every alias is accepted in its place.
+                    for alias in &o.names[1..] {
+                        let value = &given[first.len()..];
+                        let swapped: Vec<String> = args
+                            .iter()
+                            .map(|a| {
+                                if a == given {
+                                    format!("--{alias}={value}")
+                                } else {
+                                    a.clone()
+                                }
+                            })
+                            .collect();
+                        if let Err(e) = run(l.name, f.name, &swapped) {
+                            panic!("{what} with --{alias}: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_list_names_every_function_and_rejects_unknown_libraries() {
+        let all = list(None).unwrap();
+        for l in LIBRARIES {
+            let one = list(Some(l.name)).unwrap();
+            for f in l.functions {
+                let line = format!("e.g. lockstep sample {} {} ", l.name, f.name);
+                assert!(one.contains(&line) && all.contains(&line), "{line}");
+            }
+        }
+        let e = list(Some("jax")).unwrap_err();
+        assert!(e.0.contains("torch, python, numpy-legacy, numpy"), "{e}");
+        assert!(
+            run("jax", "rand", &[])
+                .unwrap_err()
+                .0
+                .contains("unknown library")
+        );
+    }
+
+    #[test]
+    fn unlisted_functions_are_unknown() {
+        for l in LIBRARIES {
+            let e = run(l.name, "no_such_fn", &[]).unwrap_err();
+            assert!(e.0.contains("unknown") && e.0.contains("no_such_fn"), "{e}");
+            for f in l.functions {
+                assert!(e.0.contains(f.name), "{}: {e}", l.name);
+            }
+        }
+    }
 }

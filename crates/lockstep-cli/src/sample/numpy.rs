@@ -5,29 +5,133 @@
 //! `--shape=D0,D1,..` is NumPy's `size` (default: one value); `--repeat` calls FN again on
 //! the same `rs`.
 //!
-//! | FN | options (default) | one call |
-//! |---|---|---|
-//! | `rand` | `--shape` | `rs.rand(*shape)` (float64) |
-//! | `randn` | `--shape` | `rs.randn(*shape)` (float64) |
-//! | `randint` | `--low` (0), `--high` (required), `--dtype` (int64\|int32), `--shape` | `rs.randint(low, high, size, dtype)` (printed as int64) |
-//! | `permutation` | `--n` (required) | `rs.permutation(n)` (int64) |
-//! | `uniform` | `--low` (0), `--high` (1), `--shape` | `rs.uniform(low, high, size)` |
-//! | `normal` | `--loc` (0), `--scale` (1), `--shape` | `rs.normal(loc, scale, size)` |
+//! Its functions and their options: [`LEGACY`] (printed by `lockstep sample --list
+//! numpy-legacy`).
 //!
 //! `numpy`: `g = np.random.default_rng(seed)`; `--seed` is an integer in `[0, 2^128)` or a
 //! comma list of them (`default_rng([a, b])`).
 //!
-//! | FN | options (default) | one call |
-//! |---|---|---|
-//! | `random` | `--shape`, `--dtype` (float64\|float32) | `g.random(size, dtype)` |
-//! | `standard_normal` | `--shape`, `--dtype` | `g.standard_normal(size, dtype)` |
-//! | `integers` | `--low` (0), `--high` (required), `--endpoint` (false), `--dtype` (int64\|int32), `--shape` | `g.integers(low, high, size, dtype, endpoint)` |
-//! | `permutation` | `--n` (required) | `g.permutation(n)` |
-//! | `uniform` | `--low` (0), `--high` (1), `--shape` | `g.uniform(low, high, size)` |
-//! | `normal` | `--loc` (0), `--scale` (1), `--shape` | `g.normal(loc, scale, size)` |
-//! | `exponential` | `--scale` (1), `--shape` | `g.exponential(scale, size)` (float64; NumPy's has no dtype) |
-//! | `standard_exponential` | `--shape`, `--dtype` | `g.standard_exponential(size, dtype)` |
-use super::{Opts, SampleError, Values, check_count, fail, repeat_calls};
+//! Its functions and their options: [`GENERATOR`] (printed by `lockstep sample --list
+//! numpy`).
+use super::{
+    FnDoc, LibDoc, OptDoc, Opts, SampleError, Values, check_count, fail, opt, repeat_calls,
+    unknown_function,
+};
+
+/// `--shape`: NumPy's `size`.
+const SIZE: OptDoc = opt(&["shape"], "one value; D0,D1,..");
+const LOW: OptDoc = opt(&["low"], "0");
+const HIGH: OptDoc = opt(&["high"], "required");
+const INT: OptDoc = opt(&["dtype"], "int64; or int32 (printed as int64)");
+const FLOAT: OptDoc = opt(&["dtype"], "float64; or float32");
+
+/// `lockstep sample numpy-legacy FN`: what `rs = np.random.RandomState(S)` then one call draws.
+pub(super) const LEGACY: LibDoc = LibDoc {
+    name: "numpy-legacy",
+    seeding: "rs = np.random.RandomState(S)",
+    common: &[
+        opt(&["seed"], "0; an integer in [0, 2^32), or a list S1,S2,.."),
+        opt(&["repeat"], "1"),
+    ],
+    functions: &[
+        FnDoc {
+            name: "rand",
+            call: "rs.rand(*shape) (float64)",
+            options: &[SIZE],
+            example: "--shape=2,3",
+        },
+        FnDoc {
+            name: "randn",
+            call: "rs.randn(*shape) (float64)",
+            options: &[SIZE],
+            example: "--shape=2,3",
+        },
+        FnDoc {
+            name: "randint",
+            call: "rs.randint(low, high, size=shape, dtype=dtype)",
+            options: &[LOW, HIGH, INT, SIZE],
+            example: "--low=-3 --high=3 --dtype=int32 --shape=5",
+        },
+        FnDoc {
+            name: "permutation",
+            call: "rs.permutation(n) (int64)",
+            options: &[opt(&["n"], "required")],
+            example: "--n=10",
+        },
+        FnDoc {
+            name: "uniform",
+            call: "rs.uniform(low, high, size=shape) (float64)",
+            options: &[LOW, opt(&["high"], "1"), SIZE],
+            example: "--low=-1 --high=1 --shape=3",
+        },
+        FnDoc {
+            name: "normal",
+            call: "rs.normal(loc, scale, size=shape) (float64)",
+            options: &[opt(&["loc"], "0"), opt(&["scale"], "1"), SIZE],
+            example: "--loc=1 --scale=2 --shape=3",
+        },
+    ],
+};
+
+/// `lockstep sample numpy FN`: what `g = np.random.default_rng(S)` then one call draws.
+pub(super) const GENERATOR: LibDoc = LibDoc {
+    name: "numpy",
+    seeding: "g = np.random.default_rng(S)",
+    common: &[
+        opt(&["seed"], "0; an integer in [0, 2^128), or a list S1,S2,.."),
+        opt(&["repeat"], "1"),
+    ],
+    functions: &[
+        FnDoc {
+            name: "random",
+            call: "g.random(size=shape, dtype=dtype)",
+            options: &[SIZE, FLOAT],
+            example: "--shape=2,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "standard_normal",
+            call: "g.standard_normal(size=shape, dtype=dtype)",
+            options: &[SIZE, FLOAT],
+            example: "--shape=2,3 --dtype=float64",
+        },
+        FnDoc {
+            name: "integers",
+            call: "g.integers(low, high, size=shape, dtype=dtype, endpoint=endpoint)",
+            options: &[LOW, HIGH, opt(&["endpoint"], "false"), INT, SIZE],
+            example: "--low=0 --high=6 --endpoint=true --dtype=int64 --shape=4",
+        },
+        FnDoc {
+            name: "permutation",
+            call: "g.permutation(n) (int64)",
+            options: &[opt(&["n"], "required")],
+            example: "--n=10",
+        },
+        FnDoc {
+            name: "uniform",
+            call: "g.uniform(low, high, size=shape) (float64)",
+            options: &[LOW, opt(&["high"], "1"), SIZE],
+            example: "--low=-1 --high=1 --shape=3",
+        },
+        FnDoc {
+            name: "normal",
+            call: "g.normal(loc, scale, size=shape) (float64)",
+            options: &[opt(&["loc"], "0"), opt(&["scale"], "1"), SIZE],
+            example: "--loc=1 --scale=2 --shape=3",
+        },
+        FnDoc {
+            name: "exponential",
+            call: "g.exponential(scale, size=shape) (float64; NumPy's has no dtype)",
+            options: &[opt(&["scale"], "1"), SIZE],
+            example: "--scale=2 --shape=3",
+        },
+        FnDoc {
+            name: "standard_exponential",
+            call: "g.standard_exponential(size=shape, dtype=dtype)",
+            options: &[SIZE, FLOAT],
+            example: "--shape=3 --dtype=float32",
+        },
+    ],
+};
 
 /// `repeat` calls of a sampler that fills `n` float64 values.
 fn f64_calls(
@@ -141,9 +245,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             let scale: f64 = opts.get_or("scale", 1.0)?;
             f64_calls(repeat, n, |v| rs.normal(loc, scale, v))
         }
-        _ => fail(format!(
-            "numpy-legacy: unknown function `{func}`; expected one of: rand, randn, randint, permutation, uniform, normal"
-        )),
+        _ => unknown_function(&LEGACY, func),
     }
 }
 
@@ -213,8 +315,6 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             let scale: f64 = opts.get_or("scale", 1.0)?;
             f64_calls(repeat, n, |v| g.exponential(scale, v))
         }
-        _ => fail(format!(
-            "numpy: unknown function `{func}`; expected one of: random, standard_normal, integers, permutation, uniform, normal, exponential, standard_exponential"
-        )),
+        _ => unknown_function(&GENERATOR, func),
     }
 }

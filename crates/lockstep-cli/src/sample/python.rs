@@ -3,19 +3,74 @@
 //! Each run does `r = random.Random(seed)` with `--seed` (default 0; any integer, negative
 //! and larger than 64 bits included) and calls FN `--repeat` times (default 1) on `r`:
 //!
-//! | FN | options (default) | one call draws | dtype |
-//! |---|---|---|---|
-//! | `random` | `--n` (1) | `[r.random() for _ in range(n)]` | float64 |
-//! | `randint` | `--low` (0), `--high` (required), `--n` (1) | `[r.randint(low, high) ...]`, `high` inclusive | int64 |
-//! | `gauss` | `--mu` (0), `--sigma` (1), `--n` (1) | `[r.gauss(mu, sigma) ...]` (cache carries over) | float64 |
-//! | `shuffle` | `--n` (required) | `x = list(range(n)); r.shuffle(x); x` | int64 |
-//! | `uniform` | `--low` (0), `--high` (1), `--n` (1) | `[r.uniform(low, high) ...]` | float64 |
-//! | `choice` | `--k` (required), `--n` (1) | `[r.choice(range(k)) ...]` | int64 |
-//! | `getrandbits` | `--k` (32, at most 65536), `--n` (1) | `[r.getrandbits(k) ...]` | int64 for k ≤ 63, else int (decimal) |
+//! The functions, what one call draws and their options are in [`LIB`] (printed by
+//! `lockstep sample --list python`).
 //!
 //! `--n` times `--repeat` may not exceed the print cap of `lockstep sample`.
-use super::{Opts, SampleError, Values, check_count, fail, repeat_calls};
+use super::{
+    FnDoc, LibDoc, Opts, SampleError, Values, check_count, fail, opt, repeat_calls,
+    unknown_function,
+};
 use lockstep_rng::compat::python::Random;
+
+/// `lockstep sample python FN`: what `r = random.Random(S)` then one call on `r` draws.
+pub(super) const LIB: LibDoc = LibDoc {
+    name: "python",
+    seeding: "r = random.Random(S)",
+    common: &[
+        opt(&["seed"], "0; any integer, negative or beyond 64 bits"),
+        opt(&["repeat"], "1"),
+    ],
+    functions: &[
+        FnDoc {
+            name: "random",
+            call: "[r.random() for _ in range(n)] (float64)",
+            options: &[N],
+            example: "--n=3",
+        },
+        FnDoc {
+            name: "randint",
+            call: "[r.randint(low, high) for _ in range(n)], high inclusive (int64)",
+            options: &[opt(&["low"], "0"), opt(&["high"], "required"), N],
+            example: "--low=1 --high=6 --n=5",
+        },
+        FnDoc {
+            name: "gauss",
+            call: "[r.gauss(mu, sigma) for _ in range(n)] (float64; the cached second value \
+                   carries over)",
+            options: &[opt(&["mu"], "0"), opt(&["sigma"], "1"), N],
+            example: "--mu=1 --sigma=2 --n=3",
+        },
+        FnDoc {
+            name: "uniform",
+            call: "[r.uniform(low, high) for _ in range(n)] (float64)",
+            options: &[opt(&["low"], "0"), opt(&["high"], "1"), N],
+            example: "--low=-1 --high=1 --n=3",
+        },
+        FnDoc {
+            name: "shuffle",
+            call: "x = list(range(n)); r.shuffle(x); x (int64)",
+            options: &[opt(&["n"], "required")],
+            example: "--n=10",
+        },
+        FnDoc {
+            name: "choice",
+            call: "[r.choice(range(k)) for _ in range(n)] (int64)",
+            options: &[opt(&["k"], "required"), N],
+            example: "--k=7 --n=4",
+        },
+        FnDoc {
+            name: "getrandbits",
+            call: "[r.getrandbits(k) for _ in range(n)] (int64 for k <= 63, else decimal \
+                   integers)",
+            options: &[opt(&["k"], "32; at most 65536"), N],
+            example: "--k=100 --n=2",
+        },
+    ],
+};
+
+/// `--n`: values per call.
+const N: super::OptDoc = opt(&["n"], "1");
 
 /// Widest `getrandbits(k)` printed: decimal conversion is quadratic in the size.
 const MAX_BITS: usize = 1 << 16;
@@ -105,8 +160,6 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
                 }
             })
         }
-        _ => fail(format!(
-            "python: unknown function `{func}`; expected one of: random, randint, gauss, shuffle, uniform, choice, getrandbits"
-        )),
+        _ => unknown_function(&LIB, func),
     }
 }

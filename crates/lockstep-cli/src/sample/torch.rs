@@ -1,28 +1,10 @@
 //! `lockstep sample torch FN`: PyTorch's CPU samplers after `torch.manual_seed(S)`.
 //!
-//! | FN | the PyTorch call it mirrors | options (default) |
-//! |---|---|---|
-//! | `rand` | `torch.rand(shape, dtype)` | |
-//! | `randn` | `torch.randn(shape, dtype)` | |
-//! | `normal` | `torch.empty(shape, dtype).normal_(mean, std)` | `--mean` (0) `--std` (1) |
-//! | `uniform` | `torch.empty(shape, dtype).uniform_(low, high)` | `--low`/`--a` (0) `--high`/`--b` (1) |
-//! | `exponential` | `torch.empty(shape, dtype).exponential_(lambd)` | `--lambd` (1) |
-//! | `bernoulli` | `torch.empty(shape, dtype).bernoulli_(p)`; with a list `--p=p1,p2,..`: `torch.bernoulli(torch.tensor([p1,p2,..], dtype))` | `--p` (0.5) |
-//! | `dropout` | `F.dropout(torch.ones(shape, dtype), p, training=True)` | `--p` (0.5) |
-//! | `randint` | `torch.randint(low, high, shape, dtype)` (dtype default int64) | `--low` (0) `--high` (required) |
-//! | `randperm` | `torch.randperm(n, dtype)` (dtype default int64) | `--n` (required) |
-//! | `multinomial` | `torch.multinomial(torch.tensor(weights, dtype).reshape(shape), num_samples, replacement)` | `--weights` (required) `--num-samples` (1) `--replacement` (false); `--shape=R,C` for rows |
-//! | `kaiming_uniform`, `kaiming_normal` | `nn.init.kaiming_*_(torch.empty(shape, dtype), a, mode, nonlinearity)` | `--a` (0) `--mode` (fan_in) `--nonlinearity` (leaky_relu) |
-//! | `xavier_uniform`, `xavier_normal` | `nn.init.xavier_*_(torch.empty(shape, dtype), gain)` | `--gain` (1) |
-//! | `trunc_normal` | `nn.init.trunc_normal_(torch.empty(shape, dtype), mean, std, a, b)` | `--mean` (0) `--std` (1) `--a` (-2) `--b` (2) |
-//! | `linear` | `nn.Linear(in, out, bias, dtype)`: weight (flat), then bias | `--in-features` `--out-features` (required) `--bias` (true) |
-//! | `dataloader` | the indices of `DataLoader(range(n), batch_size, shuffle)` over `epochs` epochs | `--n` (required) `--batch-size` (1) `--epochs` (1) `--shuffle` (true) |
-//! | `worker-seeds` | `get_worker_info().seed` of each of `workers` workers, per epoch, same loader | `--workers` (required) `--epochs` (1) `--n` (16) `--batch-size` (1) `--shuffle` (true) |
-//!
-//! Common options: `--seed` (0; any integer in `[-2^63, 2^64)`), `--shape` (`1`), `--dtype`
-//! (`float32`, or `int64` for `randint`/`randperm`), `--repeat` (1).
-
-use super::{MAX_VALUES, Opts, SampleError, Values, fail, repeat_calls};
+//! The functions, the PyTorch call each mirrors and their options are in [`LIB`] (printed by
+//! `lockstep sample --list torch`).
+use super::{
+    FnDoc, LibDoc, MAX_VALUES, Opts, SampleError, Values, fail, opt, repeat_calls, unknown_function,
+};
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch::{self as t, Float, init};
 
@@ -36,6 +18,188 @@ pub fn seed_arg(opts: &Opts) -> Result<u64, SampleError> {
         )),
     }
 }
+
+const SHAPE: super::OptDoc = opt(&["shape"], "1; D0,D1,..");
+const FLOAT: super::OptDoc = opt(&["dtype"], "float32; or float64");
+
+/// `lockstep sample torch FN`: what `torch.manual_seed(S)` then one PyTorch call draws.
+pub(super) const LIB: LibDoc = LibDoc {
+    name: "torch",
+    seeding: "torch.manual_seed(S)",
+    common: &[
+        opt(&["seed"], "0; any integer in [-2^63, 2^64)"),
+        opt(&["repeat"], "1"),
+    ],
+    functions: &[
+        FnDoc {
+            name: "rand",
+            call: "torch.rand(shape, dtype)",
+            options: &[SHAPE, FLOAT],
+            example: "--shape=2,3 --dtype=float64",
+        },
+        FnDoc {
+            name: "randn",
+            call: "torch.randn(shape, dtype)",
+            options: &[SHAPE, FLOAT],
+            example: "--shape=2,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "normal",
+            call: "torch.empty(shape, dtype).normal_(mean, std)",
+            options: &[opt(&["mean"], "0"), opt(&["std"], "1"), SHAPE, FLOAT],
+            example: "--mean=1 --std=2 --shape=20 --dtype=float64",
+        },
+        FnDoc {
+            name: "uniform",
+            call: "torch.empty(shape, dtype).uniform_(low, high)",
+            options: &[
+                opt(&["low", "a"], "0"),
+                opt(&["high", "b"], "1"),
+                SHAPE,
+                FLOAT,
+            ],
+            example: "--low=-1 --high=3 --shape=4 --dtype=float32",
+        },
+        FnDoc {
+            name: "exponential",
+            call: "torch.empty(shape, dtype).exponential_(lambd)",
+            options: &[opt(&["lambd"], "1"), SHAPE, FLOAT],
+            example: "--lambd=0.5 --shape=4 --dtype=float64",
+        },
+        FnDoc {
+            name: "bernoulli",
+            call: "torch.empty(shape, dtype).bernoulli_(p); with a list --p=p1,p2,..: \
+                   torch.bernoulli(torch.tensor([p1,p2,..], dtype))",
+            options: &[opt(&["p"], "0.5; or a list p1,p2,.."), SHAPE, FLOAT],
+            example: "--p=0.25 --shape=8 --dtype=float32",
+        },
+        FnDoc {
+            name: "dropout",
+            call: "F.dropout(torch.ones(shape, dtype), p, training=True)",
+            options: &[opt(&["p"], "0.5"), SHAPE, FLOAT],
+            example: "--p=0.3 --shape=8 --dtype=float32",
+        },
+        FnDoc {
+            name: "randint",
+            call: "torch.randint(low, high, shape, dtype)",
+            options: &[
+                opt(&["low"], "0"),
+                opt(&["high"], "required"),
+                SHAPE,
+                opt(&["dtype"], "int64; or float32, float64"),
+            ],
+            example: "--low=-5 --high=10 --shape=2,3 --dtype=int64",
+        },
+        FnDoc {
+            name: "randperm",
+            call: "torch.randperm(n, dtype)",
+            options: &[
+                opt(&["n"], "required"),
+                opt(&["dtype"], "int64; or float32, float64"),
+            ],
+            example: "--n=10 --dtype=int64",
+        },
+        FnDoc {
+            name: "multinomial",
+            call: "torch.multinomial(torch.tensor(weights, dtype).reshape(shape), num_samples, \
+                   replacement)",
+            options: &[
+                opt(&["weights"], "required; w1,w2,.."),
+                opt(&["num-samples"], "1"),
+                opt(&["replacement"], "false"),
+                opt(&["shape"], "one row; R,C for R rows of C weights"),
+                FLOAT,
+            ],
+            example: "--weights=1,2,3,4,5,6 --num-samples=2 --replacement=true --shape=2,3 \
+                      --dtype=float32",
+        },
+        FnDoc {
+            name: "kaiming_uniform",
+            call: "nn.init.kaiming_uniform_(torch.empty(shape, dtype), a, mode, nonlinearity)",
+            options: KAIMING,
+            example: "--a=0.1 --mode=fan_out --nonlinearity=relu --shape=4,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "kaiming_normal",
+            call: "nn.init.kaiming_normal_(torch.empty(shape, dtype), a, mode, nonlinearity)",
+            options: KAIMING,
+            example: "--a=0 --mode=fan_in --nonlinearity=leaky_relu --shape=4,3 --dtype=float64",
+        },
+        FnDoc {
+            name: "xavier_uniform",
+            call: "nn.init.xavier_uniform_(torch.empty(shape, dtype), gain)",
+            options: &[opt(&["gain"], "1"), SHAPE, FLOAT],
+            example: "--gain=2 --shape=4,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "xavier_normal",
+            call: "nn.init.xavier_normal_(torch.empty(shape, dtype), gain)",
+            options: &[opt(&["gain"], "1"), SHAPE, FLOAT],
+            example: "--gain=2 --shape=4,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "trunc_normal",
+            call: "nn.init.trunc_normal_(torch.empty(shape, dtype), mean, std, a, b)",
+            options: &[
+                opt(&["mean"], "0"),
+                opt(&["std"], "1"),
+                opt(&["a"], "-2"),
+                opt(&["b"], "2"),
+                SHAPE,
+                FLOAT,
+            ],
+            example: "--mean=0 --std=1 --a=-1 --b=1 --shape=10 --dtype=float32",
+        },
+        FnDoc {
+            name: "linear",
+            call: "nn.Linear(in_features, out_features, bias, dtype=dtype): the weight (flat), \
+                   then the bias",
+            options: &[
+                opt(&["in-features"], "required"),
+                opt(&["out-features"], "required"),
+                opt(&["bias"], "true"),
+                FLOAT,
+            ],
+            example: "--in-features=4 --out-features=3 --bias=true --dtype=float32",
+        },
+        FnDoc {
+            name: "dataloader",
+            call: "the indices DataLoader(range(n), batch_size, shuffle) yields, over `epochs` \
+                   epochs",
+            options: &[
+                opt(&["n"], "required"),
+                opt(&["batch-size"], "1"),
+                opt(&["epochs"], "1"),
+                opt(&["shuffle"], "true"),
+            ],
+            example: "--n=10 --batch-size=3 --epochs=2 --shuffle=true",
+        },
+        FnDoc {
+            name: "worker-seeds",
+            call: "get_worker_info().seed of each of `workers` workers, per epoch, for \
+                   DataLoader(range(n), batch_size, shuffle, num_workers=workers)",
+            options: &[
+                opt(&["workers"], "required"),
+                opt(&["epochs"], "1"),
+                opt(&["n"], "16"),
+                opt(&["batch-size"], "1"),
+                opt(&["shuffle"], "true"),
+            ],
+            example: "--workers=2 --epochs=2 --n=16 --batch-size=4 --shuffle=true",
+        },
+    ],
+};
+
+const KAIMING: &[super::OptDoc] = &[
+    opt(&["a"], "0"),
+    opt(&["mode"], "fan_in; or fan_out"),
+    opt(
+        &["nonlinearity"],
+        "leaky_relu; or relu, tanh, sigmoid, selu, linear, conv2d, ..",
+    ),
+    SHAPE,
+    FLOAT,
+];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Dtype {
@@ -313,11 +477,7 @@ pub fn run(
                 Ok(Values::U64(out))
             })
         }
-        _ => fail(format!(
-            "unknown torch function `{func}`; expected one of: rand randn normal uniform \
-             exponential bernoulli dropout randint randperm multinomial kaiming_uniform \
-             kaiming_normal xavier_uniform xavier_normal trunc_normal linear dataloader worker-seeds"
-        )),
+        _ => unknown_function(&LIB, func),
     }
 }
 
