@@ -1,8 +1,117 @@
 //! # lockstep
 //!
-//! A deep-learning runtime in which every source of randomness is under your control. This
-//! crate is the facade: the global seeding functions under PyTorch's names, and the layers
-//! re-exported ([`rng`]).
+//! A deep-learning runtime in which every source of randomness and nondeterminism is under
+//! your control: for the same seed it draws bit for bit what PyTorch (CPU), CPython's `random`
+//! and NumPy draw, its deterministic kernels give the same bits at any number of threads, and
+//! its data loader is seeded per sample and resumable mid-epoch.
+//!
+//! This crate is the facade most programs depend on: the global seeding functions under
+//! PyTorch's names, the layers re-exported ([`rng`], [`tensor`], [`data`]) and one error type
+//! for all of them ([`Error`]).
+//!
+//! # A short tour
+//!
+//! ## Seeding
+//!
+//! [`seed_everything`] seeds every generator a run draws from (PyTorch's default generator,
+//! Python's and NumPy's global ones, and any you [`register_rng`]); the draws are PyTorch's:
+//!
+//! ```
+//! use lockstep::{DType, Tensor};
+//!
+//! fn main() -> lockstep::Result<()> {
+//!     let _loader_generator = lockstep::seed_everything(0)?; // see "Data loading" below
+//!     let x = Tensor::rand(&[3], DType::F32, None)?; // torch.manual_seed(0); torch.rand(3)
+//!     assert_eq!(x.to_vec::<f32>()?, [0.49625658988952637, 0.7682217955589294, 0.08847743272781372]);
+//!     assert_eq!(lockstep::python_random().random(), 0.8444218515250481); // random.seed(0); random.random()
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## Deterministic mode
+//!
+//! With deterministic algorithms on, every op runs an implementation whose bits do not depend
+//! on the number of threads, or fails with an error naming the op. [`use_deterministic_algorithms`]
+//! sets it for the process, as in PyTorch; [`deterministic::scope`] sets it for one closure on
+//! the calling thread (safe under `cargo test`'s parallel tests):
+//!
+//! ```
+//! use lockstep::{DType, Tensor, deterministic, tensor::threads::with_num_threads};
+//!
+//! fn main() -> lockstep::Result<()> {
+//!     let mut g = lockstep::Generator::with_seed(0);
+//!     let x = Tensor::randn(&[100_000], DType::F32, Some(&mut g))?;
+//!     let sum_at = |threads| with_num_threads(threads, || x.sum()?.item::<f32>());
+//!     deterministic::scope(true, false, || -> lockstep::Result<()> {
+//!         let one = sum_at(1)?;
+//!         for threads in [2, 3, 8] {
+//!             assert_eq!(sum_at(threads)?.to_bits(), one.to_bits());
+//!         }
+//!         Ok(())
+//!     })
+//! }
+//! ```
+//!
+//! ## Data loading
+//!
+//! The generator [`seed_everything`] returns is PyTorch's `torch.Generator().manual_seed(seed)`;
+//! hand it to the [`DataLoader`](data::DataLoader) as PyTorch's reproducibility notes do with
+//! `DataLoader(..., generator=g)`, and the shuffle order is fixed by the seed:
+//!
+//! ```
+//! use lockstep::data::{DataLoader, Digits, Seeding, SharedGenerator};
+//!
+//! fn first_labels(seed: u64) -> lockstep::Result<Vec<i64>> {
+//!     let g = lockstep::seed_everything(seed)?;
+//!     let mut loader = DataLoader::builder(Digits::new()?) // the embedded UCI digits set
+//!         .batch_size(8)
+//!         .shuffle(true)
+//!         .num_workers(2)
+//!         .generator(SharedGenerator::new(g)) // DataLoader(..., generator=g)
+//!         .seeding(Seeding::PerSample { seed })
+//!         .build()?;
+//!     let (_images, labels) = loader.iter().next().expect("a non-empty data set")?;
+//!     Ok(labels.to_vec::<i64>()?)
+//! }
+//!
+//! fn main() -> lockstep::Result<()> {
+//!     assert_eq!(first_labels(0)?, first_labels(0)?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## One error type
+//!
+//! Each layer returns its own error ([`rng::Error`], [`tensor::Error`], [`data::Error`]);
+//! [`Error`] converts from all three, so `?` works across layers in a function returning
+//! [`Result`], and a match finds the layer that raised the error:
+//!
+//! ```
+//! use lockstep::{DType, Error, Tensor};
+//!
+//! fn product(n: usize) -> lockstep::Result<Tensor> {
+//!     let g = lockstep::seed_everything(0)?; // a lockstep_rng::Error
+//!     let a = Tensor::ones(&[2, 3], DType::F32)?; // a lockstep_tensor::Error
+//!     let _loader = lockstep::data::DataLoader::builder(lockstep::data::Digits::new()?) // a lockstep_data::Error
+//!         .generator(lockstep::data::SharedGenerator::new(g))
+//!         .build()?;
+//!     Ok(a.matmul(&Tensor::ones(&[n, 4], DType::F32)?)?)
+//! }
+//!
+//! assert_eq!(product(3).unwrap().shape(), &[2, 4]);
+//! assert!(matches!(
+//!     product(5),
+//!     Err(Error::Tensor(lockstep::tensor::Error::ShapeMismatch { op: "matmul", .. }))
+//! ));
+//! ```
+//!
+//! ## Training
+//!
+//! `lockstep demo` (in the `lockstep-cli` crate) trains a small network on the digits data
+//! with the pieces above, twice, and compares the two runs bit for bit; an autograd layer is
+//! on its way.
+//!
+//! # For PyTorch and Python users
 //!
 //! | PyTorch / Python | lockstep |
 //! |---|---|
@@ -18,16 +127,6 @@
 //! | `torch.set_num_threads(n)` | [`set_num_threads`] |
 //! | `torch.Tensor` | [`Tensor`] (re-exported from [`tensor`]) |
 //! | `torch.utils.data` (`DataLoader`, samplers, `worker_init_fn`, `generator=`) | [`data`] |
-//!
-//! ```
-//! let mut loader_gen = lockstep::seed_everything(0)?;
-//! let mut x = [0f32; 3];
-//! lockstep::rng::compat::torch::rand(&mut lockstep::default_generator(), &mut x);
-//! assert_eq!(x, [0.49625658988952637, 0.7682217955589294, 0.08847743272781372]);
-//! assert_eq!(lockstep::python_random().random(), 0.8444218515250481); // random.seed(0); random.random()
-//! # let _ = loader_gen.next_u32();
-//! # Ok::<(), lockstep::rng::Error>(())
-//! ```
 
 pub use lockstep_data as data;
 pub use lockstep_rng as rng;
@@ -40,8 +139,58 @@ pub use lockstep_tensor::{
 };
 
 use lockstep_rng::compat::{numpy, python};
-use lockstep_rng::{Error, Result};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// Any lockstep error: one type for a program that calls several layers, so that `?` works
+/// across them (see [the tour](crate#one-error-type)).
+///
+/// Every error is kept whole, message included, under the layer that raised it: an RNG error
+/// that reached you through the tensor or the data layer (whose errors wrap the layers below
+/// them) is still [`Error::Rng`], and a tensor error through the data layer is still
+/// [`Error::Tensor`], so one `match` arm per layer catches all of its errors.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// From [`rng`]: bad distribution parameters, generator states, OS entropy.
+    #[error(transparent)]
+    Rng(lockstep_rng::Error),
+    /// From [`tensor`]: shapes, dtypes, indices, deterministic mode.
+    #[error(transparent)]
+    Tensor(lockstep_tensor::Error),
+    /// From [`data`]: data sets, samplers, loaders, workers, file readers.
+    #[error(transparent)]
+    Data(lockstep_data::Error),
+}
+
+impl From<lockstep_rng::Error> for Error {
+    fn from(e: lockstep_rng::Error) -> Self {
+        Error::Rng(e)
+    }
+}
+
+impl From<lockstep_tensor::Error> for Error {
+    /// A tensor error, or the RNG error it wraps as [`Error::Rng`].
+    fn from(e: lockstep_tensor::Error) -> Self {
+        match e {
+            lockstep_tensor::Error::Rng(e) => Error::Rng(e),
+            e => Error::Tensor(e),
+        }
+    }
+}
+
+impl From<lockstep_data::Error> for Error {
+    /// A data error, or the RNG or tensor error it wraps under its own layer.
+    fn from(e: lockstep_data::Error) -> Self {
+        match e {
+            lockstep_data::Error::Rng(e) => Error::Rng(e),
+            lockstep_data::Error::Tensor(e) => e.into(),
+            e => Error::Data(e),
+        }
+    }
+}
+
+/// `Result` with lockstep's [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves a valid generator; keep serving it.
@@ -61,7 +210,7 @@ pub fn initial_seed() -> u64 {
 }
 
 /// Seeds the default generator from OS entropy and returns the seed (`torch.seed()`).
-pub fn seed() -> Result<u64> {
+pub fn seed() -> rng::Result<u64> {
     default_generator().seed()
 }
 
@@ -74,7 +223,7 @@ pub fn get_rng_state() -> Vec<u8> {
 ///
 /// # Errors
 /// On a state of the wrong size or with an invalid field; the generator is then unchanged.
-pub fn set_rng_state(state: &[u8]) -> Result<()> {
+pub fn set_rng_state(state: &[u8]) -> rng::Result<()> {
     default_generator().set_state(state)
 }
 
@@ -96,11 +245,11 @@ pub fn fork_rng<R>(f: impl FnOnce() -> R) -> R {
 /// [`register_rng`] it.
 pub trait Reseed: Send {
     /// Reseeds from `seed`, the way the library it mirrors seeds from an integer.
-    fn reseed(&mut self, seed: u64) -> Result<()>;
+    fn reseed(&mut self, seed: u64) -> rng::Result<()>;
 }
 
 impl Reseed for Generator {
-    fn reseed(&mut self, seed: u64) -> Result<()> {
+    fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         self.manual_seed(seed);
         Ok(())
     }
@@ -108,7 +257,7 @@ impl Reseed for Generator {
 
 impl Reseed for python::Random {
     /// `random.seed(seed)`.
-    fn reseed(&mut self, seed: u64) -> Result<()> {
+    fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         self.seed_u64(seed);
         Ok(())
     }
@@ -116,7 +265,7 @@ impl Reseed for python::Random {
 
 impl Reseed for numpy::RandomState {
     /// `numpy.random.seed(seed)`; NumPy refuses seeds of 2^32 and above, and so does this.
-    fn reseed(&mut self, seed: u64) -> Result<()> {
+    fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         *self = numpy::RandomState::from_u64(seed)?;
         Ok(())
     }
@@ -124,7 +273,7 @@ impl Reseed for numpy::RandomState {
 
 impl Reseed for numpy::Generator {
     /// `numpy.random.default_rng(seed)`.
-    fn reseed(&mut self, seed: u64) -> Result<()> {
+    fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         *self = numpy::Generator::from_u64(seed);
         Ok(())
     }
@@ -171,9 +320,9 @@ pub fn register_rng(rng: Arc<Mutex<dyn Reseed>>) {
 /// # Errors
 /// If `seed >= 2^32` (NumPy's global generator refuses such seeds) or a registered generator
 /// refuses the seed; nothing is reseeded in the first case.
-pub fn seed_everything(seed: u64) -> Result<Generator> {
+pub fn seed_everything(seed: u64) -> rng::Result<Generator> {
     if seed > u32::MAX as u64 {
-        return Err(Error::InvalidArgument {
+        return Err(lockstep_rng::Error::InvalidArgument {
             op: "seed_everything",
             arg: "seed",
             reason: format!(
@@ -190,6 +339,12 @@ pub fn seed_everything(seed: u64) -> Result<Generator> {
     }
     Ok(Generator::with_seed(seed))
 }
+
+/// The README's Rust examples, compiled and run as doc tests (`cargo test --doc -p lockstep`),
+/// so that they cannot drift from the API.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
@@ -225,7 +380,7 @@ mod tests {
         let _s = lock(&SERIAL);
         struct Counter(u64);
         impl Reseed for Counter {
-            fn reseed(&mut self, seed: u64) -> Result<()> {
+            fn reseed(&mut self, seed: u64) -> rng::Result<()> {
                 self.0 = seed + 1;
                 Ok(())
             }
@@ -247,6 +402,56 @@ mod tests {
             42,
             "a refused seed must not reseed anything"
         );
+    }
+
+    #[test]
+    fn errors_land_under_the_layer_that_raised_them() {
+        let rng = lockstep_rng::Error::InvalidArgument {
+            op: "uniform_",
+            arg: "from",
+            reason: "from=1 > to=0".into(),
+        };
+        let tensor = lockstep_tensor::Error::DimOutOfRange {
+            op: "sum",
+            dim: 3,
+            ndim: 1,
+        };
+        let data = lockstep_data::Error::State {
+            op: "load_state_dict",
+            reason: "wrong length".into(),
+        };
+        let cases: [(Error, Error); 6] = [
+            (rng.clone().into(), Error::Rng(rng.clone())),
+            (
+                lockstep_tensor::Error::Rng(rng.clone()).into(),
+                Error::Rng(rng.clone()),
+            ),
+            (
+                lockstep_data::Error::Rng(rng.clone()).into(),
+                Error::Rng(rng.clone()),
+            ),
+            (
+                lockstep_data::Error::Tensor(lockstep_tensor::Error::Rng(rng.clone())).into(),
+                Error::Rng(rng.clone()),
+            ),
+            (
+                lockstep_data::Error::Tensor(tensor.clone()).into(),
+                Error::Tensor(tensor.clone()),
+            ),
+            (data.clone().into(), Error::Data(data.clone())),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        // The message is the layer's own.
+        assert_eq!(Error::from(rng.clone()).to_string(), rng.to_string());
+        assert_eq!(Error::from(data.clone()).to_string(), data.to_string());
+        // `?` converts from each layer.
+        fn all() -> Result<()> {
+            Tensor::zeros(&[2], DType::F32)?.sum_dim(3, false)?;
+            Ok(())
+        }
+        assert_eq!(all(), Err(Error::Tensor(tensor)));
     }
 
     #[test]
