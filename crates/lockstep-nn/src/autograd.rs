@@ -67,7 +67,6 @@ struct GradFn {
 struct Node {
     id: u64,
     shape: Vec<usize>,
-    dtype: DType,
     data: RwLock<Tensor>,
     requires_grad: bool,
     grad: Mutex<Option<Tensor>>,
@@ -125,7 +124,6 @@ impl Var {
         Self(Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             shape: data.shape().to_vec(),
-            dtype: data.dtype(),
             data: RwLock::new(data),
             requires_grad,
             grad: Mutex::new(None),
@@ -214,6 +212,39 @@ impl Var {
         Ok(())
     }
 
+    /// Converts a floating-point leaf's value, and its gradient if it has one, to the float
+    /// dtype `dtype` in place: what `module.to(torch.float64)` / `module.double()` does to
+    /// each parameter (the handle stays the same, so a model and an optimizer holding it
+    /// both see the new dtype). Integer tensors cannot be converted this way (PyTorch's
+    /// `module.to(dtype)` leaves them alone too; see [`Module::to_dtype`](crate::Module::to_dtype)).
+    ///
+    /// # Errors
+    /// If `self` is not a leaf, or `self` or `dtype` is not a float dtype.
+    pub fn set_dtype(&self, dtype: DType) -> Result<()> {
+        if self.0.grad_fn.is_some() {
+            return Err(invalid(
+                "set_dtype",
+                "self",
+                "only a leaf's dtype can be changed (this tensor was computed by an op)",
+            ));
+        }
+        if !dtype.is_float() || !self.dtype().is_float() {
+            return Err(invalid(
+                "set_dtype",
+                "dtype",
+                format!(
+                    "only floating-point tensors can be converted between float dtypes (from {:?} to {dtype:?})",
+                    self.dtype()
+                ),
+            ));
+        }
+        let mut data = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let mut grad = lock(&self.0.grad);
+        *data = data.to_dtype(dtype);
+        *grad = grad.as_ref().map(|g| g.to_dtype(dtype));
+        Ok(())
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.0.shape
@@ -231,7 +262,11 @@ impl Var {
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        self.0.dtype
+        self.0
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .dtype()
     }
 
     /// Whether gradients flow to this tensor.
@@ -427,6 +462,37 @@ mod tests {
             x.grad().is_none(),
             "a failed backward leaves grads unchanged"
         );
+    }
+
+    #[test]
+    fn set_dtype_converts_value_and_gradient_in_place() {
+        let x = Var::new(Tensor::from_slice(&[1.5f32, -2.0], &[2]).unwrap(), true);
+        x.mul(&x).unwrap().sum().unwrap().backward().unwrap();
+        let alias = x.clone();
+        x.set_dtype(DType::F64).unwrap();
+        assert_eq!(alias.dtype(), DType::F64);
+        assert_eq!(alias.data().to_vec::<f64>().unwrap(), [1.5, -2.0]);
+        assert_eq!(alias.grad().unwrap().to_vec::<f64>().unwrap(), [3.0, -4.0]);
+        let y = x.mul(&x).unwrap();
+        assert!(y.set_dtype(DType::F32).is_err(), "not a leaf");
+        let i = Var::constant(Tensor::from_vec(vec![1i64], &[1]).unwrap());
+        assert!(i.set_dtype(DType::F64).is_err());
+        assert!(x.set_dtype(DType::I64).is_err());
+        assert_eq!(x.dtype(), DType::F64);
+    }
+
+    #[test]
+    fn accumulation_order_is_the_graph_order() {
+        // Three uses of x meet in one gradient, added in decreasing creation order of the
+        // using nodes (c, b, a), whatever the order in which they finish.
+        let x = Var::new(t(&[1.0]), true);
+        let a = x.mul_scalar(1e16).unwrap();
+        let b = x.mul_scalar(1.0).unwrap();
+        let c = x.mul_scalar(1.0).unwrap();
+        let y = a.add(&b).unwrap().add(&c).unwrap().sum().unwrap();
+        y.backward().unwrap();
+        // (1 + 1) + 1e16 = 1e16 + 2 exactly; starting from a would give (1e16 + 1) + 1 = 1e16.
+        assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), [1e16 + 2.0]);
     }
 
     #[test]

@@ -134,6 +134,30 @@ pub trait Module: Send + Sync {
         Ok(())
     }
 
+    /// `module.to(dtype)` for a float `dtype` (`module.double()` is `to_dtype(DType::F64)`):
+    /// converts every floating-point parameter and buffer in place, keeping the handles;
+    /// integer buffers such as `num_batches_tracked` are left alone, as in PyTorch. Layers whose
+    /// kernels exist in `f32` only (`Conv2d`, the pools) then fail at `forward` with an error
+    /// naming the op.
+    ///
+    /// # Errors
+    /// If `dtype` is not a float dtype (nothing is changed then).
+    fn to_dtype(&self, dtype: lockstep_tensor::DType) -> Result<()> {
+        if !dtype.is_float() {
+            return Err(invalid(
+                "Module::to_dtype",
+                "dtype",
+                format!("nn.Module.to only accepts floating point dtypes, but got {dtype:?}"),
+            ));
+        }
+        for n in self.named_all() {
+            if n.var.dtype().is_float() {
+                n.var.set_dtype(dtype)?;
+            }
+        }
+        Ok(())
+    }
+
     /// `zero_grad()`: clears every parameter's gradient (sets it to `None`, PyTorch's default).
     fn zero_grad(&self) {
         for p in self.parameters() {
@@ -182,4 +206,24 @@ pub fn module_error(module: String, reason: impl Into<String>) -> Error {
         arg: "input",
         reason: format!("{module}: {}", reason.into()),
     }
+}
+
+/// Checks that a layer's input has the dtype of its parameters (`weight`), naming the module
+/// and the input's shape otherwise (`mat1 and mat2 must have the same dtype` in PyTorch).
+///
+/// # Errors
+/// If the dtypes differ.
+pub fn check_input_dtype(module: impl FnOnce() -> String, x: &Var, weight: &Var) -> Result<()> {
+    if x.dtype() == weight.dtype() {
+        return Ok(());
+    }
+    Err(module_error(
+        module(),
+        format!(
+            "expected input of dtype {:?} (the parameters' dtype), got {:?} of shape {:?}; convert the input, or the module with to_dtype",
+            weight.dtype(),
+            x.dtype(),
+            x.shape()
+        ),
+    ))
 }
