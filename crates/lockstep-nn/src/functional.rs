@@ -111,16 +111,27 @@ fn float_check(op: &'static str, t: &Var) -> Result<()> {
     }
 }
 
-fn check_param(op: &'static str, what: &'static str, p: Option<&Var>, c: usize) -> Result<()> {
+/// A normalisation's parameter or statistic: shape `shape` and the input's dtype (its
+/// gradient, or its update, has that dtype).
+fn check_param(
+    op: &'static str,
+    what: &'static str,
+    p: Option<&Var>,
+    shape: &[usize],
+    x: &Var,
+) -> Result<()> {
     if let Some(p) = p
-        && p.shape() != [c]
+        && (p.shape() != shape || p.dtype() != x.dtype())
     {
         return Err(invalid(
             op,
             what,
             format!(
-                "expected {what} of shape [{c}], got {:?}",
-                p.shape().to_vec()
+                "expected {what} of shape {shape:?} and dtype {:?} (the input's, of shape {:?}), got {:?} ({:?})",
+                x.dtype(),
+                x.shape(),
+                p.shape(),
+                p.dtype()
             ),
         ));
     }
@@ -168,7 +179,7 @@ pub fn batch_norm(
         ("weight", weight),
         ("bias", bias),
     ] {
-        check_param(OP, name, p, c)?;
+        check_param(OP, name, p, &[c], x)?;
     }
     if training && m <= 1 {
         return Err(invalid(
@@ -182,9 +193,11 @@ pub fn batch_norm(
     }
     let xs = f64s(&x.data());
     let at = move |i: usize, ch: usize, j: usize| (i * c + ch) * s + j;
-    let (mean, var) = if training || running_mean.is_none() || running_var.is_none() {
+    // Batch statistics: the mean and the sum of squared deviations per channel, in f64.
+    let batch_stats = training || running_mean.is_none() || running_var.is_none();
+    let (mean, var_sum) = if batch_stats {
         let mut mean = vec![0.0; c];
-        let mut var = vec![0.0; c];
+        let mut var_sum = vec![0.0; c];
         for ch in 0..c {
             let mut acc = 0.0;
             for i in 0..n {
@@ -201,8 +214,17 @@ pub fn batch_norm(
                 }
             }
             mean[ch] = mu;
-            var[ch] = sq / m as f64;
+            var_sum[ch] = sq;
         }
+        (mean, var_sum)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    if training {
+        no_grad(|| update_running_stats(running_mean, running_var, &mean, &var_sum, m, momentum))?;
+    }
+    let (mean, var) = if batch_stats {
+        let var = var_sum.iter().map(|&v| v / m as f64).collect();
         (mean, var)
     } else {
         (
@@ -210,31 +232,6 @@ pub fn batch_norm(
             f64s(&running_var.expect("checked").data()),
         )
     };
-    let batch_stats = training || running_mean.is_none() || running_var.is_none();
-    if training {
-        no_grad(|| -> Result<()> {
-            if let Some(rm) = running_mean {
-                let old = f64s(&rm.data());
-                let new: Vec<f64> = old
-                    .iter()
-                    .zip(&mean)
-                    .map(|(&r, &mu)| momentum * mu + (1.0 - momentum) * r)
-                    .collect();
-                rm.set_data(from_f64s(new, &[c], rm.dtype())?)?;
-            }
-            if let Some(rv) = running_var {
-                let old = f64s(&rv.data());
-                let unbias = m as f64 / (m as f64 - 1.0);
-                let new: Vec<f64> = old
-                    .iter()
-                    .zip(&var)
-                    .map(|(&r, &v)| momentum * v * unbias + (1.0 - momentum) * r)
-                    .collect();
-                rv.set_data(from_f64s(new, &[c], rv.dtype())?)?;
-            }
-            Ok(())
-        })?;
-    }
     let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
     let w = weight.map(|w| f64s(&w.data()));
     let b = bias.map(|b| f64s(&b.data()));
@@ -301,6 +298,80 @@ pub fn batch_norm(
     }))
 }
 
+/// The running statistics' update of `batch_norm_cpu_update_stats_template`, formula by
+/// formula and in the buffers' precision: `momentum·mean + (1 − momentum)·running` and
+/// `momentum·var_sum/(m − 1) + (1 − momentum)·running` (the unbiased variance in the
+/// accumulation type, `f64`).
+fn update_running_stats(
+    running_mean: Option<&Var>,
+    running_var: Option<&Var>,
+    mean: &[f64],
+    var_sum: &[f64],
+    m: usize,
+    momentum: f64,
+) -> Result<()> {
+    let c = mean.len();
+    let unbiased = |var_sum: f64, narrow: bool| {
+        let var_sum = if narrow {
+            f64::from(var_sum as f32)
+        } else {
+            var_sum
+        };
+        var_sum / (m as f64 - 1.0)
+    };
+    if let Some(rm) = running_mean {
+        let new = match rm.dtype() {
+            DType::F32 => {
+                let mo = momentum as f32;
+                let old = rm.data().to_vec::<f32>()?;
+                let v: Vec<f32> = old
+                    .iter()
+                    .zip(mean)
+                    .map(|(&r, &mu)| mo * mu as f32 + (1.0 - mo) * r)
+                    .collect();
+                Tensor::from_vec(v, &[c])?
+            }
+            _ => {
+                let old = f64s(&rm.data());
+                let v: Vec<f64> = old
+                    .iter()
+                    .zip(mean)
+                    .map(|(&r, &mu)| momentum * mu + (1.0 - momentum) * r)
+                    .collect();
+                from_f64s(v, &[c], rm.dtype())?
+            }
+        };
+        rm.set_data(new)?;
+    }
+    if let Some(rv) = running_var {
+        let new = match rv.dtype() {
+            DType::F32 => {
+                let mo = momentum as f32;
+                let old = rv.data().to_vec::<f32>()?;
+                let v: Vec<f32> = old
+                    .iter()
+                    .zip(var_sum)
+                    .map(|(&r, &v)| {
+                        (f64::from(mo) * unbiased(v, true) + f64::from((1.0 - mo) * r)) as f32
+                    })
+                    .collect();
+                Tensor::from_vec(v, &[c])?
+            }
+            _ => {
+                let old = f64s(&rv.data());
+                let v: Vec<f64> = old
+                    .iter()
+                    .zip(var_sum)
+                    .map(|(&r, &v)| momentum * unbiased(v, false) + (1.0 - momentum) * r)
+                    .collect();
+                from_f64s(v, &[c], rv.dtype())?
+            }
+        };
+        rv.set_data(new)?;
+    }
+    Ok(())
+}
+
 /// `F.layer_norm(x, normalized_shape, weight, bias, eps)`: each row over the last
 /// `normalized_shape.len()` dimensions normalised by its mean and biased variance.
 ///
@@ -333,22 +404,11 @@ pub fn layer_norm(
         ));
     }
     for (name, p) in [("weight", weight), ("bias", bias)] {
-        if let Some(p) = p
-            && p.shape() != normalized_shape
-        {
-            return Err(invalid(
-                OP,
-                name,
-                format!(
-                    "expected {name} of shape {normalized_shape:?}, got {:?}",
-                    p.shape()
-                ),
-            ));
-        }
+        check_param(OP, name, p, normalized_shape, x)?;
     }
     let l: usize = normalized_shape.iter().product();
     let xs = f64s(&x.data());
-    let rows = if l == 0 { 0 } else { xs.len() / l };
+    let rows = xs.len().checked_div(l).unwrap_or(0);
     let w = weight.map(|w| f64s(&w.data()));
     let b = bias.map(|b| f64s(&b.data()));
     let mut xhat = vec![0.0; xs.len()];
@@ -465,7 +525,15 @@ impl core::str::FromStr for Reduction {
     }
 }
 
-fn targets(op: &'static str, target: &Tensor, n: usize) -> Result<Vec<i64>> {
+/// The input as rows `[M, C]` and the targets as `[M]` class indices, for an input `[C]`
+/// (target `[]`), `[N, C]` (target `[N]`) or `[N, C, d1, …, dk]` (target `[N, d1, …, dk]`,
+/// the class dimension moved last), with the shape of an unreduced loss.
+fn class_rows(
+    op: &'static str,
+    input: &Var,
+    target: &Tensor,
+) -> Result<(Var, Vec<i64>, Vec<usize>)> {
+    float_check(op, input)?;
     if target.dtype() != DType::I64 {
         return Err(Error::DType {
             op,
@@ -473,33 +541,51 @@ fn targets(op: &'static str, target: &Tensor, n: usize) -> Result<Vec<i64>> {
             got: target.dtype(),
         });
     }
-    if target.shape() != [n] {
+    let shape = input.shape().to_vec();
+    let want: Vec<usize> = match shape.len() {
+        0 => Vec::new(),
+        1 => Vec::new(),
+        _ => shape[..1].iter().chain(&shape[2..]).copied().collect(),
+    };
+    if shape.is_empty() || target.shape() != want.as_slice() {
         return Err(invalid(
             op,
             "target",
             format!(
-                "Expected target of shape [{n}] (one class index per sample), got {:?}",
+                "expected an input of shape [C], [N, C] or [N, C, d1, ...] and a target of shape {want:?} (one class index per position; the input without its class dimension), got input {shape:?} and target {:?}",
                 target.shape()
             ),
         ));
     }
-    let t = target.to_vec::<i64>()?;
-    Ok(t)
+    let t = target.contiguous().to_vec::<i64>()?;
+    let rows = match shape.len() {
+        1 => input.unsqueeze(0)?,
+        2 => input.clone(),
+        k => {
+            let mut perm: Vec<isize> = vec![0];
+            perm.extend((2..k as isize).chain([1]));
+            input.permute(&perm)?.reshape(&[-1, shape[1] as isize])?
+        }
+    };
+    Ok((rows, t, want))
 }
 
-fn check_class(op: &'static str, t: i64, c: usize, ignore: i64) -> Result<()> {
+fn check_class(op: &'static str, t: i64, c: usize, ignore: i64, shape: &[usize]) -> Result<()> {
     if t != ignore && (t < 0 || t as u64 >= c as u64) {
-        return Err(Error::IndexOutOfRange {
+        return Err(invalid(
             op,
-            index: t,
-            size: c,
-        });
+            "target",
+            format!(
+                "Target {t} is out of bounds: the input of shape {shape:?} has {c} classes (valid targets 0..{c}, or ignore_index {ignore})"
+            ),
+        ));
     }
     Ok(())
 }
 
 /// `F.nll_loss(log_probs, target, weight, ignore_index, reduction)` for `log_probs` `[N, C]`
-/// and `i64` targets `[N]`. The mean divides by the sum of the targets' weights.
+/// and `i64` targets `[N]` (or `[C]` and `[]`, or `[N, C, d1, …]` and `[N, d1, …]`). The mean
+/// divides by the sum of the targets' weights.
 ///
 /// # Errors
 /// Shapes that do not fit, a target outside `0..C` (other than `ignore_index`).
@@ -511,22 +597,45 @@ pub fn nll_loss(
     reduction: Reduction,
 ) -> Result<Var> {
     const OP: &str = "nll_loss";
-    float_check(OP, log_probs)?;
-    let &[n, c] = log_probs.shape() else {
-        return Err(invalid(
-            OP,
-            "input",
-            format!(
-                "expected input of shape [N, C], got {:?}",
-                log_probs.shape()
-            ),
-        ));
-    };
-    let t = targets(OP, target, n)?;
+    let (rows, t, out_shape) = class_rows(OP, log_probs, target)?;
+    let loss = nll_rows(
+        OP,
+        &rows,
+        log_probs.shape(),
+        &t,
+        weight,
+        ignore_index,
+        reduction,
+    )?;
+    unrows(loss, reduction, &out_shape)
+}
+
+/// An unreduced loss over rows back to the target's shape.
+fn unrows(loss: Var, reduction: Reduction, out_shape: &[usize]) -> Result<Var> {
+    if reduction == Reduction::None && loss.shape() != out_shape {
+        let s: Vec<isize> = out_shape.iter().map(|&d| d as isize).collect();
+        return loss.reshape(&s);
+    }
+    Ok(loss)
+}
+
+/// `nll_loss` on rows `[N, C]` with targets `[N]` (`shape`: the caller's input shape, for
+/// messages).
+fn nll_rows(
+    op: &'static str,
+    log_probs: &Var,
+    shape: &[usize],
+    t: &[i64],
+    weight: Option<&Tensor>,
+    ignore_index: i64,
+    reduction: Reduction,
+) -> Result<Var> {
+    let (n, c) = (log_probs.shape()[0], log_probs.shape()[1]);
+    let t = t.to_vec();
     let w = match weight {
         Some(w) if w.shape() != [c] => {
             return Err(invalid(
-                OP,
+                op,
                 "weight",
                 format!(
                     "weight tensor should be defined either for all {c} classes or no classes but got weight tensor of shape: {:?}",
@@ -542,7 +651,7 @@ pub fn nll_loss(
     let mut wsum = 0.0;
     let mut wi = vec![0.0; n];
     for i in 0..n {
-        check_class(OP, t[i], c, ignore_index)?;
+        check_class(op, t[i], c, ignore_index, shape)?;
         if t[i] == ignore_index {
             continue;
         }
@@ -558,7 +667,7 @@ pub fn nll_loss(
         Reduction::Sum => from_f64s(vec![per.iter().sum()], &[], dtype)?,
         Reduction::Mean => from_f64s(vec![per.iter().sum::<f64>() / wsum], &[], dtype)?,
     };
-    Ok(Var::from_op(OP, value, &[log_probs], move |g| {
+    Ok(Var::from_op(op, value, &[log_probs], move |g| {
         let gs = f64s(g);
         let mut gx = vec![0.0; n * c];
         for i in 0..n {
@@ -609,13 +718,14 @@ pub fn cross_entropy(logits: &Var, target: &Tensor) -> Result<Var> {
 }
 
 /// `F.cross_entropy(logits, target, weight, ignore_index, reduction, label_smoothing)` for
-/// logits `[N, C]` and `i64` class indices `[N]`: `nll_loss(log_softmax(logits))`, and with
+/// logits `[N, C]` and `i64` class indices `[N]` (or logits `[C]` and a target `[]`, or
+/// `[N, C, d1, …]` and `[N, d1, …]`): `nll_loss(log_softmax(logits, 1))`, and with
 /// label smoothing `ε` PyTorch's `(1 − ε)·nll + ε/C · smooth` where `smooth` is the
 /// (weighted) sum of `−log p` over classes, reduced like the nll term.
 ///
 /// # Errors
-/// Logits not `[N, C]`, targets not `[N]` or outside `0..C`, `label_smoothing` outside
-/// `[0, 1]`.
+/// Shapes that do not fit (the message names both), a target outside `0..C` (other than
+/// `ignore_index`), `label_smoothing` outside `[0, 1]`.
 pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Result<Var> {
     const OP: &str = "cross_entropy";
     if !(0.0..=1.0).contains(&o.label_smoothing) {
@@ -628,26 +738,21 @@ pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Re
             ),
         ));
     }
-    if logits.ndim() != 2 {
-        return Err(invalid(
-            OP,
-            "input",
-            format!("expected logits of shape [N, C], got {:?}", logits.shape()),
-        ));
-    }
-    let logp = logits.log_softmax(1)?;
-    let nll = nll_loss(
+    let (rows, t, out_shape) = class_rows(OP, logits, target)?;
+    let logp = rows.log_softmax(1)?;
+    let nll = nll_rows(
+        OP,
         &logp,
-        target,
+        logits.shape(),
+        &t,
         o.weight.as_ref(),
         o.ignore_index,
         o.reduction,
     )?;
     if o.label_smoothing == 0.0 {
-        return Ok(nll);
+        return unrows(nll, o.reduction, &out_shape);
     }
-    let (n, c) = (logits.shape()[0], logits.shape()[1]);
-    let t = targets(OP, target, n)?;
+    let (n, c) = (rows.shape()[0], rows.shape()[1]);
     let dtype = logits.dtype();
     let keep: Vec<f64> = t
         .iter()
@@ -655,7 +760,7 @@ pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Re
         .collect();
     let keep_t = Var::constant(from_f64s(keep.clone(), &[n], dtype)?);
     let weighted = match &o.weight {
-        Some(w) => logp.mul(&Var::constant(w.reshape(&[1, c as isize])?))?,
+        Some(w) => logp.mul(&Var::constant(w.to_dtype(dtype).reshape(&[1, c as isize])?))?,
         None => logp.clone(),
     };
     let smooth = weighted.sum_dim(1, false)?.neg()?.mul(&keep_t)?;
@@ -677,8 +782,10 @@ pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Re
         }
     };
     let eps = o.label_smoothing;
-    nll.mul_scalar(1.0 - eps)?
-        .add(&smooth.mul_scalar(eps / c as f64)?)
+    let loss = nll
+        .mul_scalar(1.0 - eps)?
+        .add(&smooth.mul_scalar(eps / c as f64)?)?;
+    unrows(loss, o.reduction, &out_shape)
 }
 
 /// `F.mse_loss(input, target, reduction)`: `(input − target)²`, reduced.
@@ -686,6 +793,14 @@ pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Re
 /// # Errors
 /// Shapes that do not broadcast; non-float dtype.
 pub fn mse_loss(input: &Var, target: &Var, reduction: Reduction) -> Result<Var> {
+    lockstep_tensor::ops::elementwise::broadcast_shapes("mse_loss", input.shape(), target.shape())?;
+    if input.dtype() != target.dtype() {
+        return Err(Error::DType {
+            op: "mse_loss",
+            expected: input.dtype(),
+            got: target.dtype(),
+        });
+    }
     let d = input.sub(target)?;
     let sq = d.mul(&d)?;
     match reduction {
@@ -700,7 +815,8 @@ pub fn mse_loss(input: &Var, target: &Var, reduction: Reduction) -> Result<Var> 
 /// computed per element in f64.
 ///
 /// # Errors
-/// `target`, `weight` or `pos_weight` that do not broadcast to `input`'s shape.
+/// A `target` not of `input`'s shape, `weight` or `pos_weight` that do not broadcast to it,
+/// dtypes that differ from `input`'s.
 pub fn binary_cross_entropy_with_logits(
     input: &Var,
     target: &Tensor,
@@ -729,6 +845,16 @@ pub fn binary_cross_entropy_with_logits(
         }
         Ok(f64s(&crate::ops::expand_to(t, &shape)?))
     };
+    if target.shape() != shape.as_slice() {
+        return Err(invalid(
+            OP,
+            "target",
+            format!(
+                "Target size ({:?}) must be the same as input size ({shape:?})",
+                target.shape()
+            ),
+        ));
+    }
     let x = f64s(&input.data());
     let t = full(target)?;
     let w = weight.map(&full).transpose()?;

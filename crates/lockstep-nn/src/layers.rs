@@ -4,7 +4,7 @@
 
 use crate::autograd::Var;
 use crate::functional as F;
-use crate::module::{Module, Named, module_error, push_buffer, push_param};
+use crate::module::{Module, Named, check_input_dtype, module_error, push_buffer, push_param};
 use crate::ops::invalid;
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch::{self as t, init};
@@ -105,6 +105,7 @@ impl Module for Linear {
                 ),
             ));
         }
+        check_input_dtype(|| self.describe(), x, &self.weight)?;
         x.linear(&self.weight, self.bias.as_ref())
     }
     fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
@@ -172,7 +173,10 @@ impl Conv2d {
         bias: bool,
     ) -> Result<Self> {
         let groups = params.groups;
-        if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+        if groups == 0
+            || !in_channels.is_multiple_of(groups)
+            || !out_channels.is_multiple_of(groups)
+        {
             return Err(invalid(
                 "Conv2d",
                 "groups",
@@ -215,15 +219,17 @@ impl Module for Conv2d {
     fn forward(&self, x: &Var) -> Result<Var> {
         let s = self.weight.shape();
         let cin = s[1] * self.params.groups;
+        let describe = || format!("Conv2d({cin}, {}, kernel_size=({}, {}))", s[0], s[2], s[3]);
         if x.ndim() != 4 || x.shape()[1] != cin {
             return Err(module_error(
-                format!("Conv2d({cin}, {}, kernel_size=({}, {}))", s[0], s[2], s[3]),
+                describe(),
                 format!(
                     "expected input of shape [N, {cin}, H, W], got {:?}",
                     x.shape().to_vec()
                 ),
             ));
         }
+        check_input_dtype(describe, x, &self.weight)?;
         F::conv2d(x, &self.weight, self.bias.as_ref(), self.params)
     }
     fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
@@ -255,8 +261,9 @@ pub struct BatchNorm {
     pub num_batches_tracked: Var,
     /// Added to the variance.
     pub eps: f64,
-    /// Weight of the new statistic in the running average.
-    pub momentum: f64,
+    /// Weight of the new statistic in the running average (`momentum=0.1`); `None` for
+    /// PyTorch's `momentum=None`, the cumulative average (weight `1/num_batches_tracked`).
+    pub momentum: Option<f64>,
     dims: usize,
     training: bool,
 }
@@ -270,7 +277,7 @@ impl BatchNorm {
             running_var: Var::constant(Tensor::ones(&[c], DType::F32)?),
             num_batches_tracked: Var::constant(Tensor::scalar(0i64)),
             eps: 1e-5,
-            momentum: 0.1,
+            momentum: Some(0.1),
             dims,
             training: true,
         })
@@ -314,9 +321,14 @@ impl Module for BatchNorm {
                 ),
             ));
         }
+        // As `_BatchNorm.forward`: count the batch, then pick the running average's weight.
+        let mut factor = self.momentum.unwrap_or(0.0);
         if self.training {
-            let n = self.num_batches_tracked.data().item::<i64>()?;
-            self.num_batches_tracked.set_data(Tensor::scalar(n + 1))?;
+            let n = self.num_batches_tracked.data().item::<i64>()? + 1;
+            self.num_batches_tracked.set_data(Tensor::scalar(n))?;
+            if self.momentum.is_none() {
+                factor = 1.0 / n as f64;
+            }
         }
         F::batch_norm(
             x,
@@ -325,7 +337,7 @@ impl Module for BatchNorm {
             Some(&self.weight),
             Some(&self.bias),
             self.training,
-            self.momentum,
+            factor,
             self.eps,
         )
     }
@@ -551,12 +563,69 @@ macro_rules! stateless {
 stateless! {
     /// `nn.ReLU()`.
     ReLU => |x, s| x.relu();
-    /// `nn.GELU()` (exact form).
-    GELU => |x, s| x.gelu();
     /// `nn.Tanh()`.
     Tanh => |x, s| x.tanh();
     /// `nn.Sigmoid()`.
     Sigmoid => |x, s| x.sigmoid();
+}
+
+/// `nn.GELU(approximate='none')` (the exact, erf form; the default) or
+/// `nn.GELU(approximate='tanh')`.
+#[derive(Clone, Debug)]
+pub struct GELU {
+    /// Whether the tanh approximation is used (`approximate='tanh'`).
+    pub tanh_approximation: bool,
+    training: bool,
+}
+
+impl Default for GELU {
+    fn default() -> Self {
+        Self {
+            tanh_approximation: false,
+            training: true,
+        }
+    }
+}
+
+impl GELU {
+    /// `nn.GELU(approximate=…)` with `approximate` `"none"` or `"tanh"`.
+    ///
+    /// # Errors
+    /// Any other `approximate`.
+    pub fn new(approximate: &str) -> Result<Self> {
+        let tanh_approximation = match approximate {
+            "none" => false,
+            "tanh" => true,
+            other => {
+                return Err(invalid(
+                    "GELU",
+                    "approximate",
+                    format!("approximate argument must be either none or tanh, got '{other}'"),
+                ));
+            }
+        };
+        Ok(Self {
+            tanh_approximation,
+            training: true,
+        })
+    }
+}
+
+impl Module for GELU {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        if self.tanh_approximation {
+            x.gelu_tanh()
+        } else {
+            x.gelu()
+        }
+    }
+    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
+    fn train(&mut self, on: bool) {
+        self.training = on;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
 }
 
 /// `nn.Flatten(start_dim=1, end_dim=-1)`.
@@ -685,11 +754,36 @@ impl Pool {
     }
 }
 
+impl Pool {
+    fn describe(&self) -> String {
+        let p2 = |p: &Pool2d| {
+            format!(
+                "kernel_size={:?}, stride={:?}, padding={:?}",
+                p.kernel, p.stride, p.padding
+            )
+        };
+        match &self.kind {
+            PoolKind::Max(p) => format!(
+                "MaxPool2d({}, dilation={:?}, ceil_mode={})",
+                p2(p),
+                p.dilation,
+                p.ceil_mode
+            ),
+            PoolKind::Avg(p, cip) => format!(
+                "AvgPool2d({}, ceil_mode={}, count_include_pad={cip})",
+                p2(p),
+                p.ceil_mode
+            ),
+            PoolKind::AdaptiveAvg(h, w) => format!("AdaptiveAvgPool2d(output_size=({h}, {w}))"),
+        }
+    }
+}
+
 impl Module for Pool {
     fn forward(&self, x: &Var) -> Result<Var> {
         if x.ndim() != 4 {
             return Err(module_error(
-                format!("{:?}", self.kind),
+                self.describe(),
                 format!(
                     "expected input of shape [N, C, H, W], got {:?}",
                     x.shape().to_vec()
@@ -762,5 +856,135 @@ impl Module for Sequential {
     }
     fn is_training(&self) -> bool {
         self.training
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rnn::{Rnn, RnnConfig};
+
+    fn zeros(shape: &[usize], dtype: DType) -> Var {
+        Var::new(Tensor::zeros(shape, dtype).unwrap(), true)
+    }
+
+    /// The error's message, checked to contain every piece.
+    #[track_caller]
+    fn err_with<T: core::fmt::Debug>(r: Result<T>, pieces: &[&str]) {
+        let e = r.unwrap_err().to_string();
+        for p in pieces {
+            assert!(e.contains(p), "{e:?} lacks {p:?}");
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_clear_errors() {
+        let g = &mut Generator::with_seed(0);
+        let lin = Linear::with_generator(g, 4, 3, true).unwrap();
+        err_with(
+            lin.forward(&zeros(&[2, 5], DType::F32)),
+            &["Linear(in_features=4, out_features=3", "[*, 4]", "[2, 5]"],
+        );
+        err_with(
+            lin.forward(&zeros(&[2, 4], DType::F64)),
+            &["Linear(", "F32", "F64", "[2, 4]"],
+        );
+        let conv = Conv2d::with_options(g, 2, 3, (3, 3), Conv2dParams::default(), true).unwrap();
+        err_with(
+            conv.forward(&zeros(&[1, 3, 5, 5], DType::F32)),
+            &[
+                "Conv2d(2, 3, kernel_size=(3, 3))",
+                "[N, 2, H, W]",
+                "[1, 3, 5, 5]",
+            ],
+        );
+        err_with(
+            conv.forward(&zeros(&[2, 5, 5], DType::F32)),
+            &["Conv2d(", "[2, 5, 5]"],
+        );
+        err_with(
+            conv.forward(&zeros(&[1, 2, 2, 2], DType::F32)),
+            &["conv2d", "smaller than the dilated kernel"],
+        );
+        let lstm = Rnn::lstm(RnnConfig::new(3, 4)).unwrap();
+        err_with(
+            lstm.forward(&zeros(&[5, 2, 4], DType::F32)),
+            &["LSTM(3, 4", "3 features", "[5, 2, 4]"],
+        );
+        err_with(
+            lstm.forward_with_state(
+                &zeros(&[5, 2, 3], DType::F32),
+                Some(&zeros(&[1, 3, 4], DType::F32)),
+                None,
+            )
+            .map(|o| o.output),
+            &["LSTM(3, 4", "hidden state", "[1, 2, 4]", "[1, 3, 4]"],
+        );
+        err_with(
+            lstm.forward(&zeros(&[0, 2, 3], DType::F32)),
+            &["LSTM(", "sequence length", "[0, 2, 3]"],
+        );
+        let x = zeros(&[2, 3], DType::F32);
+        err_with(
+            x.mul(&x).unwrap().backward(),
+            &["backward", "only for scalar outputs", "[2, 3]"],
+        );
+        let t = Tensor::from_vec(vec![0i64, 7], &[2]).unwrap();
+        err_with(
+            F::cross_entropy(&x, &t),
+            &[
+                "cross_entropy",
+                "Target 7 is out of bounds",
+                "[2, 3]",
+                "3 classes",
+            ],
+        );
+        let t = Tensor::from_vec(vec![0i64, 1, 2], &[3]).unwrap();
+        err_with(
+            F::cross_entropy(&x, &t),
+            &["cross_entropy", "[2, 3]", "[3]"],
+        );
+        let bn = BatchNorm::new_1d(3).unwrap();
+        err_with(
+            bn.forward(&zeros(&[2, 4], DType::F32)),
+            &["BatchNorm1d(3)", "[N, 3]", "[2, 4]"],
+        );
+        err_with(
+            bn.forward(&zeros(&[1, 3], DType::F32)),
+            &["batch_norm", "more than 1 value per channel", "[1, 3]"],
+        );
+        err_with(
+            Pool::max2d(2).forward(&zeros(&[2, 4, 4], DType::F32)),
+            &["MaxPool2d(kernel_size=(2, 2)", "[2, 4, 4]"],
+        );
+    }
+
+    #[test]
+    fn module_to_dtype_keeps_integer_buffers() {
+        let bn = BatchNorm::new_2d(2).unwrap();
+        bn.to_dtype(DType::F64).unwrap();
+        for n in bn.named_all() {
+            let want = if n.name == "num_batches_tracked" {
+                DType::I64
+            } else {
+                DType::F64
+            };
+            assert_eq!(n.var.dtype(), want, "{}", n.name);
+        }
+        assert!(bn.to_dtype(DType::I64).is_err());
+        let y = bn
+            .forward(&Var::new(
+                Tensor::ones(&[2, 2, 1, 2], DType::F64).unwrap(),
+                true,
+            ))
+            .unwrap();
+        assert_eq!(y.dtype(), DType::F64);
+    }
+
+    #[test]
+    fn gelu_approximate_names() {
+        assert!(!GELU::new("none").unwrap().tanh_approximation);
+        assert!(GELU::new("tanh").unwrap().tanh_approximation);
+        assert!(GELU::new("erf").is_err());
     }
 }

@@ -244,6 +244,10 @@ impl Var {
         let x = self.data();
         let y = x.pow_scalar(p)?;
         Ok(Var::from_op("pow", y, &[self], move |g| {
+            if p == 0.0 {
+                // PyTorch's pow_backward: zeros (not 0 · x^−1, which is NaN at x = 0).
+                return Ok(vec![Some(Tensor::zeros(x.shape(), x.dtype())?)]);
+            }
             let d = x.pow_scalar(p - 1.0)?.mul_scalar(p)?;
             Ok(vec![Some(g.mul(&d)?)])
         }))
@@ -314,6 +318,33 @@ impl Var {
             let d = match x.dtype() {
                 DType::F32 => map1("gelu_backward", &x, |x: f32| gelu_grad(x as f64) as f32)?,
                 _ => map1("gelu_backward", &x, gelu_grad)?,
+            };
+            Ok(vec![Some(g.mul(&d)?)])
+        }))
+    }
+
+    /// `F.gelu(x, approximate='tanh')`: `½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, with
+    /// PyTorch's formula for the value and for the gradient.
+    ///
+    /// # Errors
+    /// Non-float dtype.
+    pub fn gelu_tanh(&self) -> Result<Var> {
+        let x = self.data();
+        let y = match x.dtype() {
+            DType::F32 => map1("gelu", &x, gelu_tanh_f32)?,
+            DType::F64 => map1("gelu", &x, gelu_tanh_f64)?,
+            got => {
+                return Err(Error::DType {
+                    op: "gelu",
+                    expected: DType::F32,
+                    got,
+                });
+            }
+        };
+        Ok(Var::from_op("gelu", y, &[self], move |g| {
+            let d = match x.dtype() {
+                DType::F32 => map1("gelu_backward", &x, gelu_tanh_grad_f32)?,
+                _ => map1("gelu_backward", &x, gelu_tanh_grad_f64)?,
             };
             Ok(vec![Some(g.mul(&d)?)])
         }))
@@ -613,7 +644,7 @@ impl Var {
     /// `dim` out of range or the slice outside the dimension.
     pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Var> {
         let d = resolve("narrow", dim, self.ndim())?;
-        let v = self.data().narrow(dim, start, length)?.contiguous();
+        let v = narrow_dense(&self.data(), d, start, length)?;
         let shape = self.shape().to_vec();
         let dtype = self.dtype();
         Ok(Var::from_op("narrow", v, &[self], move |g| {
@@ -637,7 +668,7 @@ impl Var {
     pub fn chunk(&self, n: usize, dim: isize) -> Result<Vec<Var>> {
         let d = resolve("chunk", dim, self.ndim())?;
         let len = self.shape()[d];
-        if n == 0 || len % n != 0 {
+        if n == 0 || !len.is_multiple_of(n) {
             return Err(invalid(
                 "chunk",
                 "chunks",
@@ -662,7 +693,7 @@ impl Var {
             let mut off = 0;
             let mut out = Vec::with_capacity(lens.len());
             for &l in &lens {
-                out.push(Some(g.narrow(d as isize, off, l)?.contiguous()));
+                out.push(Some(narrow_dense(g, d, off, l)?));
                 off += l;
             }
             Ok(out)
@@ -703,10 +734,53 @@ impl Var {
         if !training || p == 0.0 || self.numel() == 0 {
             return Ok(self.clone());
         }
-        // The mask is what dropout does to ones: bernoulli(1 − p) / (1 − p), drawn as PyTorch.
-        let ones = Tensor::ones(self.shape(), self.dtype())?;
-        let mask = ones.dropout(p, true, g)?;
+        // The mask is what dropout does to ones: bernoulli(1 − p) / (1 − p), drawn as PyTorch
+        // draws it, in the memory order of `empty_like(x)`.
+        let mask = dropout_mask(&self.data(), p, g)?;
         self.mul(&Var::constant(mask))
+    }
+}
+
+/// The dropout mask for `x`, `bernoulli(1 − p) / (1 − p)` with `x`'s shape, drawn as
+/// PyTorch's `at::empty_like(x).bernoulli_(1 − p)`: `empty_like` keeps the strides of a dense
+/// permuted tensor (a transpose, an LSTM's `batch_first` output) and the draws fill it in
+/// memory order; any other tensor gets a row-major mask.
+fn dropout_mask(x: &Tensor, p: f64, g: Option<&mut lockstep_rng::Generator>) -> Result<Tensor> {
+    let (shape, strides) = (x.shape(), x.layout().strides());
+    // Dimensions of more than one element, from the slowest in memory to the fastest.
+    let mut order: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] > 1).collect();
+    order.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
+    let mut expect = 1;
+    let mut dense = true;
+    for &d in order.iter().rev() {
+        dense &= strides[d] == expect;
+        expect *= shape[d];
+    }
+    let in_order = order.windows(2).all(|w| w[0] < w[1]);
+    if !dense || in_order {
+        return Tensor::ones(shape, x.dtype())?.dropout(p, true, g);
+    }
+    // Draw in memory order (the size-1 dimensions placed first), then view it logically.
+    let mut phys: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] <= 1).collect();
+    phys.extend(&order);
+    let phys_shape: Vec<usize> = phys.iter().map(|&d| shape[d]).collect();
+    let m = Tensor::ones(&phys_shape, x.dtype())?.dropout(p, true, g)?;
+    let mut inv = vec![0isize; phys.len()];
+    for (i, &d) in phys.iter().enumerate() {
+        inv[d] = i as isize;
+    }
+    Ok(m.permute(&inv)?.contiguous())
+}
+
+/// `t.narrow(d, start, length)` made dense. An empty slice is made afresh: a narrowed view of
+/// a tensor with a zero-sized dimension can carry an offset past its (empty) storage, which
+/// `Tensor::contiguous` does not accept.
+fn narrow_dense(t: &Tensor, d: usize, start: usize, length: usize) -> Result<Tensor> {
+    let n = t.narrow(d as isize, start, length)?;
+    if n.numel() == 0 {
+        Tensor::zeros(n.shape(), n.dtype())
+    } else {
+        Ok(n.contiguous())
     }
 }
 
@@ -731,6 +805,39 @@ fn pad_dim(g: &Tensor, d: usize, start: usize, shape: &[usize], dtype: DType) ->
     Tensor::cat(&parts, d as isize)
 }
 
+/// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
+/// scalar path), in the tensor's own precision.
+macro_rules! gelu_tanh_fns {
+    ($t:ty, $fwd:ident, $grad:ident) => {
+        fn $fwd(x: $t) -> $t {
+            let k_beta =
+                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
+            let k_kappa: $t = 0.044715;
+            let x_cube = x * x * x;
+            let inner = k_beta * (x + k_kappa * x_cube);
+            0.5 * x * (1.0 + inner.tanh())
+        }
+
+        fn $grad(x: $t) -> $t {
+            let k_beta =
+                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
+            let k_kappa: $t = 0.044715;
+            let x_sq = x * x;
+            let x_cube = x_sq * x;
+            let inner = k_beta * (x + k_kappa * x_cube);
+            let tanh_inner = inner.tanh();
+            let left = 0.5 * x;
+            let right = 1.0 + tanh_inner;
+            let left_derivative = 0.5 * right;
+            let right_derivative =
+                left * (1.0 - tanh_inner * tanh_inner) * k_beta * (1.0 + 3.0 * k_kappa * x_sq);
+            left_derivative + right_derivative
+        }
+    };
+}
+gelu_tanh_fns!(f32, gelu_tanh_f32, gelu_tanh_grad_f32);
+gelu_tanh_fns!(f64, gelu_tanh_f64, gelu_tanh_grad_f64);
+
 unsafe extern "C" {
     safe fn erf(x: f64) -> f64;
 }
@@ -742,4 +849,60 @@ fn gelu_grad(x: f64) -> f64 {
         * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
         * core::f64::consts::FRAC_1_SQRT_2;
     cdf + x * pdf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_rng::Generator;
+
+    fn mask(x: &Tensor, seed: u64) -> Tensor {
+        let v = Var::constant(x.clone());
+        v.dropout(0.5, true, Some(&mut Generator::with_seed(seed)))
+            .unwrap()
+            .data()
+    }
+
+    #[test]
+    fn dropout_draws_in_memory_order_like_empty_like() {
+        // PyTorch (checked with torch 2.15): Dropout(x.t()) after manual_seed(s) equals
+        // Dropout(x).t() after manual_seed(s), and the same for a permutation; the mask fills
+        // `empty_like(x)`, which keeps a dense tensor's strides, in memory order.
+        let x = Tensor::ones(&[3, 5], DType::F32).unwrap();
+        let a = mask(&x.transpose(0, 1).unwrap(), 0);
+        let b = mask(&x, 0).transpose(0, 1).unwrap().contiguous();
+        assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        assert_ne!(
+            a.to_vec::<f32>().unwrap(),
+            mask(&Tensor::ones(&[5, 3], DType::F32).unwrap(), 0)
+                .to_vec::<f32>()
+                .unwrap()
+        );
+        let y = Tensor::ones(&[2, 3, 4], DType::F64).unwrap();
+        let a = mask(&y.permute(&[2, 0, 1]).unwrap(), 3);
+        let b = mask(&y, 3).permute(&[2, 0, 1]).unwrap().contiguous();
+        assert_eq!(a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+        // With size-1 dimensions in between, and an expanded (overlapping) tensor: row-major.
+        let z = Tensor::ones(&[4, 1, 3], DType::F32).unwrap();
+        let a = mask(&z.transpose(0, 2).unwrap(), 5);
+        let b = mask(&z, 5).transpose(0, 2).unwrap().contiguous();
+        assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        let e = Tensor::ones(&[1, 4], DType::F32)
+            .unwrap()
+            .expand(&[3, 4])
+            .unwrap();
+        let a = mask(&e, 6);
+        let b = mask(&Tensor::ones(&[3, 4], DType::F32).unwrap(), 6);
+        assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+    }
+
+    #[test]
+    fn narrow_of_an_empty_tensor() {
+        let x = Var::new(Tensor::zeros(&[0, 8], DType::F32).unwrap(), true);
+        let parts = x.chunk(4, 1).unwrap();
+        assert_eq!(parts[3].shape(), [0, 2]);
+        let y = Var::cat(&parts, 1).unwrap().sum().unwrap();
+        y.backward().unwrap();
+        assert_eq!(x.grad().unwrap().shape(), [0, 8]);
+    }
 }

@@ -13,7 +13,7 @@
 //! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
-use crate::module::{Module, Named, module_error, push_param};
+use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
 use crate::ops::invalid;
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::{Result, Tensor};
@@ -118,6 +118,7 @@ impl Rnn {
     ///
     /// # Errors
     /// As [`new`](Self::new), and an unknown nonlinearity.
+    #[allow(clippy::self_named_constructors)] // `nn.RNN`, beside `gru` and `lstm`
     pub fn rnn(cfg: RnnConfig) -> Result<Self> {
         let mode = match cfg.nonlinearity.as_str() {
             "tanh" => Mode::RnnTanh,
@@ -261,6 +262,22 @@ impl Rnn {
                 ),
             ));
         }
+        check_input_dtype(|| self.describe(), x, &self.cells[0].w_ih)?;
+        if c0.is_some() && self.mode != Mode::Lstm {
+            return Err(module_error(
+                self.describe(),
+                "only an LSTM has a cell state; pass c0 = None",
+            ));
+        }
+        if x.shape()[if c.batch_first && !unbatched { 1 } else { 0 }] == 0 {
+            return Err(module_error(
+                self.describe(),
+                format!(
+                    "Expected sequence length to be larger than 0 in RNN, got input {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
         // Time-major [T, B, F].
         let mut seq = if unbatched {
             x.unsqueeze(1)?
@@ -278,12 +295,14 @@ impl Rnn {
             } else {
                 s.clone()
             };
-            if s.shape() != state_shape {
+            if s.shape() != state_shape || s.dtype() != x.dtype() {
                 return Err(module_error(
                     self.describe(),
                     format!(
-                        "expected {what} of shape {state_shape:?}, got {:?}",
-                        s.shape().to_vec()
+                        "expected {what} of shape {state_shape:?} and dtype {:?}, got {:?} ({:?})",
+                        x.dtype(),
+                        s.shape().to_vec(),
+                        s.dtype()
                     ),
                 ));
             }
