@@ -53,10 +53,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 }
 
 /// `t`'s elements broadcast to `shape`, borrowed when `t` is already dense in that shape.
-fn dense_cow<'a, T: Element>(
-    t: &'a Tensor,
-    shape: &[usize],
-) -> Result<std::borrow::Cow<'a, [T]>> {
+fn dense_cow<'a, T: Element>(t: &'a Tensor, shape: &[usize]) -> Result<std::borrow::Cow<'a, [T]>> {
     if t.shape() == shape && t.is_contiguous() {
         return Ok(std::borrow::Cow::Borrowed(t.data::<T>()?));
     }
