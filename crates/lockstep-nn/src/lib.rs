@@ -43,6 +43,7 @@ pub mod gradcheck;
 pub mod layers;
 pub mod module;
 mod ops;
+pub mod optim;
 pub mod rng;
 pub mod rnn;
 

@@ -1,0 +1,524 @@
+//! Optimizers, learning-rate schedulers and gradient clipping (`torch.optim`,
+//! `torch.optim.lr_scheduler`, `torch.nn.utils.clip_grad_*`).
+//!
+//! The arithmetic follows PyTorch's single-tensor CPU implementation (`foreach=False`, which is
+//! also what PyTorch picks by default for CPU tensors) formula by formula: each Python float
+//! hyperparameter is first combined in `f64` exactly as Python does (`1 - beta1`,
+//! `lr / (1 - beta1**step)`, `1 - lr * weight_decay`) and then rounded to the parameter's dtype
+//! where PyTorch hands it to a tensor op; each tensor op rounds where PyTorch's kernel rounds,
+//! and fuses a multiply and an add (one rounding, [`f32::mul_add`]) exactly where PyTorch's CPU
+//! kernel does (`add(x, alpha=a)`, `lerp_`, `addcmul_`). Fed the same gradients, the
+//! parameters and the optimizer state come out bit-identical to PyTorch's; the tests check this
+//! against values recorded from real PyTorch 2.15 (`tests/golden/train/optim.json` and
+//! `optim_extra.json`).
+//!
+//! | PyTorch | lockstep-nn |
+//! |---|---|
+//! | `torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov, maximize=)` | [`Sgd`], [`SgdOptions`] |
+//! | `torch.optim.Adam(params, lr, betas, eps, weight_decay, amsgrad, maximize=)` | [`Adam`], [`AdamOptions`] |
+//! | `torch.optim.AdamW(...)` | [`AdamW`], [`AdamWOptions`] |
+//! | `opt.step()`, `opt.zero_grad()` | [`Optimizer::step`], [`Optimizer::zero_grad`] |
+//! | `opt.param_groups[0]["lr"]` (read / write) | [`Optimizer::lr`] / [`Optimizer::set_lr`] |
+//! | `opt.state_dict()["state"]`, `opt.load_state_dict(...)` | [`Optimizer::state`], [`Optimizer::load_state`] |
+//! | `lr_scheduler.StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` | [`StepLR`], [`MultiStepLR`], [`CosineAnnealingLR`], [`LinearLR`] |
+//! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lr`], [`LrScheduler::state`] |
+//! | `nn.utils.clip_grad_norm_(params, max_norm, norm_type)` | [`clip_grad_norm_`] |
+//! | `nn.utils.get_total_norm`, `nn.utils.clip_grads_with_norm_` | [`get_total_norm`], [`clip_grads_with_norm_`] |
+//! | `nn.utils.clip_grad_value_(params, clip_value)` | [`clip_grad_value_`] |
+//!
+//! ## What is exact, and what depends on the machine
+//! lockstep gives the same bits on every machine (fused multiply-add, division and square root
+//! are exactly rounded operations, whatever instructions compute them). PyTorch's bits depend on
+//! its build and the CPU in two places, so "bit-identical to PyTorch" means PyTorch on x86-64
+//! with AVX2 (where it runs its AVX2 or AVX-512 kernels, which fuse as above; a PyTorch running
+//! its baseline kernels would round some of those products separately), and:
+//! - SGD (all options), the learning-rate schedules and [`clip_grad_value_`]: bit-identical.
+//! - [`clip_grad_norm_`]: bit-identical for `norm_type` 2 and ∞ (the summation order of
+//!   PyTorch's norm kernel is reproduced, see [`get_total_norm`]), and for other orders on
+//!   gradients under 32768 elements (or at one thread).
+//! - Adam/AdamW take a square root. Ours is correctly rounded; PyTorch's `torch.sqrt` on CPU is
+//!   Intel MKL's vector function, which for `f32` is correctly rounded when MKL uses its AVX2
+//!   code but not its AVX-512 code (about 0.7% of results 1 ulp off), and for `f64` is not
+//!   correctly rounded on any instruction set (about 1.4%). So `f32` Adam/AdamW match PyTorch
+//!   bit for bit on AVX2 machines, or anywhere under `MKL_ENABLE_INSTRUCTIONS=AVX2`; elsewhere,
+//!   and for `f64`, an occasional denominator differs by 1 ulp, which moves a parameter by at
+//!   most about 2 ulps of that step's update (the moments `exp_avg`, `exp_avg_sq` stay
+//!   identical). The tests check that bound against PyTorch's AVX-512 and `f64` results.
+
+//! ## State, for checkpoints
+//! [`Optimizer::state`] names every per-parameter tensor as PyTorch's optimizer `state_dict`
+//! does, with the parameter's index in the optimizer's parameter list:
+//! `state.{i}.momentum_buffer` (SGD with momentum), `state.{i}.step` (a 0-dimensional `f32`
+//! tensor, as PyTorch stores it), `state.{i}.exp_avg`, `state.{i}.exp_avg_sq` and, with
+//! `amsgrad`, `state.{i}.max_exp_avg_sq` (Adam, AdamW). A parameter that has never had a
+//! gradient at a step has no entries. The learning rate is a hyperparameter, not state:
+//! restore it with [`Optimizer::set_lr`] (and [`Optimizer::set_initial_lr`]), and a
+//! scheduler's position with [`LrScheduler::load_state`]. As in PyTorch, build the scheduler
+//! *before* restoring the learning rate: constructing a scheduler performs its initial step,
+//! which writes the optimizer's learning rate.
+//!
+//! ## Not through the dispatch point
+//! The updates are elementwise loops with one implementation (the order of operations within an
+//! element is fixed, and elements do not interact), so they give the same bits at any number of
+//! threads; they are not tensor ops and do not appear in an op trace.
+//!
+//! ```
+//! use lockstep_nn::Var;
+//! use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions, LrScheduler, StepLR};
+//! use lockstep_tensor::Tensor;
+//!
+//! let w = Var::new(Tensor::from_vec(vec![1.0f32, -2.0], &[2])?, true);
+//! let mut opt = Sgd::new(vec![w.clone()], SgdOptions { lr: 0.1, momentum: 0.9, ..Default::default() })?;
+//! let mut sched = StepLR::new(&mut opt, 1, 0.5)?;
+//! w.set_grad(Some(Tensor::from_vec(vec![0.5f32, 0.25], &[2])?))?;
+//! opt.step()?;                // w -= 0.1 * grad
+//! sched.step(&mut opt);       // lr = 0.05
+//! assert_eq!(w.data().to_vec::<f32>()?, [0.95, -2.025]);
+//! assert_eq!(opt.lr(), 0.05);
+//! # Ok::<(), lockstep_tensor::Error>(())
+//! ```
+
+mod adam;
+mod clip;
+mod scheduler;
+mod sgd;
+
+pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
+pub use clip::{clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm};
+pub use scheduler::{
+    CosineAnnealingLR, LinearLR, LrScheduler, MultiStepLR, SchedulerState, StepLR,
+};
+pub use sgd::{Sgd, SgdOptions};
+
+use crate::autograd::Var;
+use crate::ops::invalid;
+use lockstep_tensor::{DType, Element, Error, Result, Tensor};
+
+/// An optimizer over one group of parameters (`torch.optim.Optimizer` with a single
+/// `param_group`).
+pub trait Optimizer {
+    /// One update of every parameter that has a gradient (`opt.step()`). A parameter whose
+    /// [`Var::grad`] is `None` is skipped: its value is kept and its state is neither created
+    /// nor advanced.
+    ///
+    /// # Errors
+    /// None in practice: parameters are checked at construction, gradients by
+    /// [`Var::set_grad`] and `backward`, loaded state by [`load_state`](Self::load_state).
+    fn step(&mut self) -> Result<()>;
+
+    /// Clears every parameter's gradient (`opt.zero_grad()`, whose default is
+    /// `set_to_none=True`).
+    fn zero_grad(&self) {
+        for p in self.params() {
+            p.zero_grad();
+        }
+    }
+
+    /// The parameters, in the order given at construction (the `i` of the state names).
+    fn params(&self) -> &[Var];
+
+    /// The current learning rate (`param_groups[0]["lr"]`).
+    fn lr(&self) -> f64;
+
+    /// Sets the learning rate used by the next [`step`](Self::step) (what schedulers do).
+    fn set_lr(&mut self, lr: f64);
+
+    /// `param_groups[0]["initial_lr"]`: set by the first scheduler attached, `None` before.
+    fn initial_lr(&self) -> Option<f64>;
+
+    /// Sets `initial_lr` (restoring a checkpoint, or attaching a scheduler).
+    fn set_initial_lr(&mut self, lr: Option<f64>);
+
+    /// The per-parameter state under PyTorch's `state_dict` names (`state.{i}.exp_avg`, …; see
+    /// the [module documentation](self)), parameters in order, each parameter's entries in
+    /// PyTorch's order. The tensors are copies in effect: later steps do not change them.
+    fn state(&self) -> Vec<(String, Tensor)>;
+
+    /// Replaces the whole per-parameter state with `state`, as returned by
+    /// [`state`](Self::state) (`opt.load_state_dict`). Parameters without entries start afresh.
+    ///
+    /// # Errors
+    /// An unknown name, an index past the parameters, a tensor whose shape or dtype does not
+    /// fit its parameter, or a parameter whose entries are incomplete (e.g. `exp_avg` without
+    /// `step`); the state is unchanged then.
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()>;
+}
+
+/// An optimizer's state buffer for one parameter, owned (updated in place at each step), in
+/// the parameter's dtype.
+#[derive(Clone, Debug)]
+pub(crate) enum Buf {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl Buf {
+    /// Zeros of `dtype` (`torch.zeros_like(param)`).
+    pub(crate) fn zeros(dtype: DType, n: usize) -> Buf {
+        match dtype {
+            DType::F64 => Buf::F64(vec![0.0; n]),
+            _ => Buf::F32(vec![0.0; n]),
+        }
+    }
+
+    /// A copy of a dense float tensor (checked by [`fit_buffer`]).
+    pub(crate) fn from_tensor(t: &Tensor) -> Result<Buf> {
+        Ok(match t.dtype() {
+            DType::F64 => Buf::F64(t.to_vec()?),
+            _ => Buf::F32(t.to_vec()?),
+        })
+    }
+
+    /// A tensor holding a copy of the buffer.
+    pub(crate) fn to_tensor(&self, shape: &[usize]) -> Tensor {
+        match self {
+            Buf::F32(v) => Tensor::from_slice(v, shape),
+            Buf::F64(v) => Tensor::from_slice(v, shape),
+        }
+        .expect("a state buffer has its parameter's number of elements")
+    }
+}
+
+/// `f32` or `f64`: the element types the optimizers compute in (a parameter's dtype).
+pub(crate) trait Real:
+    Element
+    + core::ops::Add<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    /// The number of lanes of PyTorch's AVX2 `Vectorized<T>` (its CPU norm kernel's width).
+    const LANES: usize;
+    /// `self * a + b` with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The correctly rounded square root.
+    fn sqrt(self) -> Self;
+    /// `|self|`.
+    fn abs(self) -> Self;
+    /// Whether `self` is NaN.
+    fn is_nan(self) -> bool;
+    /// `x ** p` through the C library's `pow` (`std::pow`, as PyTorch's kernels call it).
+    fn powf(self, p: Self) -> Self;
+    /// The elements of a state buffer of this dtype.
+    fn buf(b: &mut Buf) -> &mut Vec<Self>;
+}
+
+macro_rules! real {
+    ($t:ty, $lanes:expr, $variant:ident) => {
+        impl Real for $t {
+            const LANES: usize = $lanes;
+            fn buf(b: &mut Buf) -> &mut Vec<Self> {
+                match b {
+                    Buf::$variant(v) => v,
+                    _ => unreachable!("state buffers are checked to have their parameter's dtype"),
+                }
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                <$t>::mul_add(self, a, b)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn powf(self, p: Self) -> Self {
+                <$t>::powf(self, p)
+            }
+        }
+    };
+}
+real!(f32, 8, F32);
+real!(f64, 4, F64);
+
+/// Defines `fn $name<T: Real>(args)` running `$body` compiled for AVX2+FMA when the CPU has
+/// them (so that [`Real::mul_add`] is one instruction and the loop vectorises) and for the
+/// baseline otherwise. Both builds give the same bits: fused multiply-add, division and square
+/// root are exactly rounded operations whatever the instructions.
+macro_rules! multiversion {
+    ($(#[$m:meta])* fn $name:ident<$T:ident>($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        fn $name<$T: $crate::optim::Real>($($arg: $ty),*) {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn imp<$T: $crate::optim::Real>($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn fast<$T: $crate::optim::Real>($($arg: $ty),*) {
+                    imp($($arg),*)
+                }
+                if $crate::optim::fast_path() {
+                    // SAFETY: the features `fast` is compiled for were just detected.
+                    return unsafe { fast($($arg),*) };
+                }
+            }
+            imp($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: run the baseline build of the kernels even where AVX2+FMA exist.
+    static FORCE_BASELINE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Whether the AVX2+FMA build of the kernels can run here.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn fast_path() -> bool {
+    #[cfg(test)]
+    if FORCE_BASELINE.with(|f| f.get()) {
+        return false;
+    }
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// Calls `f::<f32>` or `f::<f64>` after the dtype of a parameter.
+macro_rules! with_real {
+    ($op:expr, $dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            lockstep_tensor::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            lockstep_tensor::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            other => Err($crate::ops::invalid(
+                $op,
+                "params",
+                format!("optimizers update float tensors (f32, f64), got {other:?}"),
+            )),
+        }
+    };
+}
+pub(crate) use with_real;
+
+/// The dense elements of `t` (a cheap view when `t` is already dense).
+pub(crate) fn dense<T: Real>(t: &Tensor) -> Result<std::borrow::Cow<'_, [T]>> {
+    if t.is_contiguous()
+        && let Ok(s) = t.data::<T>()
+    {
+        return Ok(std::borrow::Cow::Borrowed(s));
+    }
+    Ok(std::borrow::Cow::Owned(t.to_vec::<T>()?))
+}
+
+/// Checks that a float parameter list can be optimized.
+pub(crate) fn check_params(op: &'static str, params: &[Var]) -> Result<()> {
+    for (i, p) in params.iter().enumerate() {
+        if !matches!(p.dtype(), DType::F32 | DType::F64) {
+            return Err(invalid(
+                op,
+                "params",
+                format!(
+                    "parameter {i} has dtype {:?}; optimizers update f32 or f64 tensors",
+                    p.dtype()
+                ),
+            ));
+        }
+        if !p.is_leaf() {
+            return Err(invalid(
+                op,
+                "params",
+                format!("parameter {i} is not a leaf tensor (it was computed by an op)"),
+            ));
+        }
+        if params[..i].iter().any(|q| q.same(p)) {
+            return Err(invalid(
+                op,
+                "params",
+                format!("parameter {i} appears more than once"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a hyperparameter with PyTorch's message (`Invalid learning rate: -1`).
+pub(crate) fn check_hyper(
+    op: &'static str,
+    arg: &'static str,
+    ok: bool,
+    what: &str,
+    v: impl core::fmt::Display,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(op, arg, format!("Invalid {what}: {v}")))
+    }
+}
+
+/// A name `state.{i}.{key}` split into `(i, key)`.
+pub(crate) fn parse_state_name<'a>(
+    op: &'static str,
+    name: &'a str,
+    n_params: usize,
+) -> Result<(usize, &'a str)> {
+    let bad = || {
+        invalid(
+            op,
+            "state",
+            format!("`{name}` is not a state name `state.{{i}}.{{key}}`"),
+        )
+    };
+    let rest = name.strip_prefix("state.").ok_or_else(bad)?;
+    let (i, key) = rest.split_once('.').ok_or_else(bad)?;
+    let i: usize = i.parse().map_err(|_| bad())?;
+    if i >= n_params {
+        return Err(invalid(
+            op,
+            "state",
+            format!("`{name}` refers to parameter {i}, but the optimizer has {n_params}"),
+        ));
+    }
+    Ok((i, key))
+}
+
+/// Checks that a loaded state buffer fits its parameter, and returns it dense.
+pub(crate) fn fit_buffer(op: &'static str, name: &str, t: &Tensor, p: &Var) -> Result<Tensor> {
+    if t.shape() != p.shape() {
+        return Err(invalid(
+            op,
+            "state",
+            format!(
+                "`{name}` has shape {:?}, its parameter {:?}",
+                t.shape(),
+                p.shape()
+            ),
+        ));
+    }
+    if t.dtype() != p.dtype() {
+        return Err(Error::DType {
+            op,
+            expected: p.dtype(),
+            got: t.dtype(),
+        });
+    }
+    Ok(t.contiguous())
+}
+
+/// Checks a loaded `step` entry (a one-element float tensor) and returns its value as PyTorch
+/// keeps it (`f32`).
+pub(crate) fn fit_step(op: &'static str, name: &str, t: &Tensor) -> Result<f32> {
+    if t.numel() != 1 || !t.dtype().is_float() {
+        return Err(invalid(
+            op,
+            "state",
+            format!(
+                "`{name}` must be a one-element float tensor, got shape {:?} dtype {:?}",
+                t.shape(),
+                t.dtype()
+            ),
+        ));
+    }
+    Ok(t.to_f64_vec()[0] as f32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SplitMix64 test data.
+    fn data(seed: u64, n: usize, scale: f64) -> Vec<f64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                ((z >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale
+            })
+            .collect()
+    }
+
+    fn bits(t: &Tensor) -> Vec<u64> {
+        t.to_f64_vec().iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Everything the kernels produce, for a few steps of each optimizer and a clipping.
+    fn run(dtype: DType) -> Vec<Vec<u64>> {
+        let sizes = [1usize, 7, 33, 1000];
+        let tensor = |v: Vec<f64>, n: usize| match dtype {
+            DType::F32 => {
+                Tensor::from_vec(v.into_iter().map(|x| x as f32).collect::<Vec<_>>(), &[n]).unwrap()
+            }
+            _ => Tensor::from_vec(v, &[n]).unwrap(),
+        };
+        let mut out = Vec::new();
+        for which in 0..3 {
+            let params: Vec<Var> = sizes
+                .iter()
+                .map(|&n| Var::new(tensor(data(n as u64, n, 2.0), n), true))
+                .collect();
+            let mut opt: Box<dyn Optimizer> = match which {
+                0 => Box::new(
+                    Sgd::new(
+                        params.clone(),
+                        SgdOptions {
+                            lr: 0.1,
+                            momentum: 0.9,
+                            nesterov: true,
+                            weight_decay: 0.01,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                1 => Box::new(
+                    Adam::new(
+                        params.clone(),
+                        AdamOptions {
+                            amsgrad: true,
+                            weight_decay: 0.1,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                _ => Box::new(AdamW::new(params.clone(), AdamWOptions::default()).unwrap()),
+            };
+            for step in 0..4u64 {
+                for (p, &n) in params.iter().zip(&sizes) {
+                    let g = tensor(data(1000 * step + n as u64, n, 0.2), n);
+                    p.set_grad(Some(g)).unwrap();
+                }
+                let total = clip_grad_norm_(&params, 0.5, 2.0).unwrap();
+                out.push(bits(&total));
+                clip_grad_value_(&params, 0.03).unwrap();
+                opt.step().unwrap();
+            }
+            out.extend(params.iter().map(|p| bits(&p.data())));
+            out.extend(opt.state().iter().map(|(_, t)| bits(t)));
+        }
+        out
+    }
+
+    #[test]
+    fn baseline_and_fma_builds_agree_bit_for_bit() {
+        for dtype in [DType::F32, DType::F64] {
+            let fast = run(dtype);
+            FORCE_BASELINE.with(|f| f.set(true));
+            let base = run(dtype);
+            FORCE_BASELINE.with(|f| f.set(false));
+            assert_eq!(fast, base, "{dtype:?}");
+        }
+    }
+}

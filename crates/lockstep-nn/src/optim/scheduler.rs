@@ -1,0 +1,377 @@
+//! Learning-rate schedulers (`torch.optim.lr_scheduler`), computing PyTorch's values exactly.
+//!
+//! PyTorch's `step()` uses each scheduler's *chainable* (recursive) form, `get_lr()`, which
+//! derives the new rate from the optimizer's current one; its closed form
+//! (`_get_closed_form_lr`, used only by the deprecated `step(epoch)`) rounds differently in the
+//! last bits. These schedulers reproduce the chainable form operation by operation in `f64`,
+//! Python's float, with C's `cos` and `pow` as Python's `math.cos` and `**` call them, so
+//! the learning rates are bit-identical to PyTorch's after every step.
+
+use super::Optimizer;
+use crate::ops::invalid;
+use lockstep_tensor::Result;
+use std::collections::BTreeMap;
+use std::f64::consts::PI;
+use std::hint::black_box;
+
+/// A learning-rate scheduler attached to one optimizer (`torch.optim.lr_scheduler.LRScheduler`).
+///
+/// The optimizer is passed to each call rather than held, so the training loop keeps using it.
+/// Always pass the optimizer the scheduler was built with.
+pub trait LrScheduler {
+    /// Advances one epoch (`sched.step()`, called after `opt.step()`): computes the next rate
+    /// from the optimizer's current one and sets it.
+    fn step(&mut self, opt: &mut dyn Optimizer);
+
+    /// The rate set by the last step or by construction (`get_last_lr()[0]`).
+    fn get_last_lr(&self) -> f64;
+
+    /// The scheduler's position (`last_epoch`, PyTorch's name; 0 after construction).
+    fn last_epoch(&self) -> i64 {
+        self.state().last_epoch
+    }
+
+    /// The position, for a checkpoint (`state_dict()` without the constructor arguments).
+    fn state(&self) -> SchedulerState;
+
+    /// Restores a position saved by [`state`](Self::state) (`load_state_dict`). The
+    /// constructor arguments (`step_size`, `gamma`, …) stay those given at construction.
+    ///
+    /// # Errors
+    /// A negative `last_epoch` or a non-finite rate.
+    fn load_state(&mut self, state: &SchedulerState) -> Result<()>;
+}
+
+/// What a scheduler must save to continue where it was, under PyTorch's `state_dict` keys:
+/// `last_epoch`, `_step_count`, `base_lrs[0]`, `_last_lr[0]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SchedulerState {
+    /// Epochs stepped (`last_epoch`; 0 right after construction).
+    pub last_epoch: i64,
+    /// Calls to `step`, the one made by the constructor included (`_step_count`).
+    pub step_count: u64,
+    /// The optimizer's `initial_lr` when the scheduler was built (`base_lrs[0]`).
+    pub base_lr: f64,
+    /// The last rate set (`_last_lr[0]`).
+    pub last_lr: f64,
+}
+
+/// The part every scheduler shares (PyTorch's `LRScheduler` base class).
+#[derive(Clone, Debug)]
+struct Base {
+    st: SchedulerState,
+    /// `_is_initial`: true during the constructor's step only.
+    is_initial: bool,
+}
+
+impl Base {
+    /// `LRScheduler.__init__` with `last_epoch=-1`, then `_initial_step()`.
+    fn new(opt: &mut dyn Optimizer, get_lr: impl Fn(&Base, f64) -> f64) -> Self {
+        // group.setdefault("initial_lr", group["lr"])
+        if opt.initial_lr().is_none() {
+            opt.set_initial_lr(Some(opt.lr()));
+        }
+        let base_lr = opt.initial_lr().unwrap_or(opt.lr());
+        let mut b = Base {
+            st: SchedulerState {
+                last_epoch: -1,
+                step_count: 0,
+                base_lr,
+                last_lr: opt.lr(),
+            },
+            is_initial: true,
+        };
+        b.step(opt, get_lr);
+        b.is_initial = false;
+        b
+    }
+
+    /// `LRScheduler.step()` without an epoch.
+    fn step(&mut self, opt: &mut dyn Optimizer, get_lr: impl Fn(&Base, f64) -> f64) {
+        self.st.step_count += 1;
+        self.st.last_epoch += 1;
+        let lr = get_lr(self, opt.lr());
+        opt.set_lr(lr);
+        self.st.last_lr = opt.lr();
+    }
+
+    fn load(&mut self, s: &SchedulerState) -> Result<()> {
+        if s.last_epoch < 0 {
+            return Err(invalid(
+                "LRScheduler",
+                "last_epoch",
+                format!(
+                    "a saved scheduler has last_epoch >= 0, got {}",
+                    s.last_epoch
+                ),
+            ));
+        }
+        if !s.base_lr.is_finite() || !s.last_lr.is_finite() {
+            return Err(invalid(
+                "LRScheduler",
+                "state",
+                format!(
+                    "learning rates must be finite, got base_lr {} and last_lr {}",
+                    s.base_lr, s.last_lr
+                ),
+            ));
+        }
+        self.st = *s;
+        Ok(())
+    }
+}
+
+macro_rules! scheduler {
+    ($ty:ident) => {
+        impl LrScheduler for $ty {
+            fn step(&mut self, opt: &mut dyn Optimizer) {
+                let rule = self.rule.clone();
+                self.base.step(opt, |b, lr| rule.get_lr(b, lr));
+            }
+            fn get_last_lr(&self) -> f64 {
+                self.base.st.last_lr
+            }
+            fn state(&self) -> SchedulerState {
+                self.base.st
+            }
+            fn load_state(&mut self, state: &SchedulerState) -> Result<()> {
+                self.base.load(state)
+            }
+        }
+    };
+}
+
+/// Python's `x ** y` for floats (C's `pow`, never rewritten by the compiler).
+fn py_pow(x: f64, y: f64) -> f64 {
+    x.powf(black_box(y))
+}
+
+fn check_finite(op: &'static str, arg: &'static str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(invalid(op, arg, format!("must be finite, got {v}")))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct StepRule {
+    step_size: i64,
+    gamma: f64,
+}
+
+impl StepRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        let e = b.st.last_epoch;
+        if e == 0 || e.rem_euclid(self.step_size) != 0 {
+            lr
+        } else {
+            lr * self.gamma
+        }
+    }
+}
+
+/// `StepLR(opt, step_size, gamma)`: multiplies the rate by `gamma` every `step_size` epochs.
+#[derive(Clone, Debug)]
+pub struct StepLR {
+    base: Base,
+    rule: StepRule,
+}
+
+impl StepLR {
+    /// Attaches to `opt` and makes the initial step (the rate is unchanged by it).
+    ///
+    /// # Errors
+    /// `step_size == 0`, or a non-finite `gamma`.
+    pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> Result<Self> {
+        if step_size == 0 {
+            return Err(invalid("StepLR", "step_size", "must be at least 1"));
+        }
+        check_finite("StepLR", "gamma", gamma)?;
+        let rule = StepRule {
+            step_size: step_size as i64,
+            gamma,
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+scheduler!(StepLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct MultiStepRule {
+    /// `Counter(milestones)`: a milestone listed twice decays by `gamma**2`.
+    milestones: BTreeMap<i64, u32>,
+    gamma: f64,
+}
+
+impl MultiStepRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        match self.milestones.get(&b.st.last_epoch) {
+            None => lr,
+            Some(&count) => lr * py_pow(self.gamma, f64::from(count)),
+        }
+    }
+}
+
+/// `MultiStepLR(opt, milestones, gamma)`: multiplies the rate by `gamma` at each milestone
+/// epoch (by `gamma**k` at a milestone listed `k` times).
+#[derive(Clone, Debug)]
+pub struct MultiStepLR {
+    base: Base,
+    rule: MultiStepRule,
+}
+
+impl MultiStepLR {
+    /// Attaches to `opt` and makes the initial step.
+    ///
+    /// # Errors
+    /// A non-finite `gamma`.
+    pub fn new(opt: &mut dyn Optimizer, milestones: &[usize], gamma: f64) -> Result<Self> {
+        check_finite("MultiStepLR", "gamma", gamma)?;
+        let mut m = BTreeMap::new();
+        for &e in milestones {
+            *m.entry(e as i64).or_insert(0u32) += 1;
+        }
+        let rule = MultiStepRule {
+            milestones: m,
+            gamma,
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+scheduler!(MultiStepLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct CosineRule {
+    t_max: i64,
+    eta_min: f64,
+}
+
+impl CosineRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        let e = b.st.last_epoch;
+        let t = self.t_max as f64;
+        let eta = self.eta_min;
+        let base_lr = b.st.base_lr;
+        if b.is_initial {
+            lr
+        } else if b.st.step_count == 1 && e > 0 {
+            eta + (base_lr - eta) * (1.0 + ((e as f64) * PI / t).cos()) / 2.0
+        } else if (e - 1 - self.t_max).rem_euclid(2 * self.t_max) == 0 {
+            lr + (base_lr - eta) * (1.0 - (PI / t).cos()) / 2.0
+        } else {
+            (1.0 + (PI * e as f64 / t).cos()) / (1.0 + (PI * (e - 1) as f64 / t).cos()) * (lr - eta)
+                + eta
+        }
+    }
+}
+
+/// `CosineAnnealingLR(opt, T_max, eta_min)`: the rate follows half a cosine from the base rate
+/// down to `eta_min` over `T_max` epochs (and back up, periodically), computed recursively
+/// from the current rate as PyTorch does.
+#[derive(Clone, Debug)]
+pub struct CosineAnnealingLR {
+    base: Base,
+    rule: CosineRule,
+}
+
+impl CosineAnnealingLR {
+    /// Attaches to `opt` and makes the initial step (the rate is unchanged by it).
+    ///
+    /// # Errors
+    /// `t_max == 0`, or a non-finite `eta_min`.
+    pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> Result<Self> {
+        if t_max == 0 {
+            return Err(invalid("CosineAnnealingLR", "T_max", "must be at least 1"));
+        }
+        check_finite("CosineAnnealingLR", "eta_min", eta_min)?;
+        let rule = CosineRule {
+            t_max: t_max as i64,
+            eta_min,
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+scheduler!(CosineAnnealingLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct LinearRule {
+    start_factor: f64,
+    end_factor: f64,
+    total_iters: i64,
+}
+
+impl LinearRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        let e = b.st.last_epoch;
+        if e == 0 {
+            return lr * self.start_factor;
+        }
+        if b.is_initial || e > self.total_iters {
+            return lr;
+        }
+        let d = self.end_factor - self.start_factor;
+        lr * (1.0 + d / (self.total_iters as f64 * self.start_factor + (e - 1) as f64 * d))
+    }
+}
+
+/// `LinearLR(opt, start_factor, end_factor, total_iters)`: the rate is multiplied by a factor
+/// going linearly from `start_factor` to `end_factor` over `total_iters` epochs (applied
+/// recursively, as PyTorch does).
+#[derive(Clone, Debug)]
+pub struct LinearLR {
+    base: Base,
+    rule: LinearRule,
+}
+
+impl LinearLR {
+    /// Attaches to `opt` and makes the initial step, which multiplies the optimizer's rate by
+    /// `start_factor`.
+    ///
+    /// # Errors
+    /// PyTorch's checks: `start_factor` outside `(0, 1]`, `end_factor` outside `[0, 1]`.
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        start_factor: f64,
+        end_factor: f64,
+        total_iters: usize,
+    ) -> Result<Self> {
+        if !(start_factor > 0.0 && start_factor <= 1.0) {
+            return Err(invalid(
+                "LinearLR",
+                "start_factor",
+                format!(
+                    "Starting multiplicative factor expected to be greater than 0 and less or equal to 1, got {start_factor}"
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&end_factor) {
+            return Err(invalid(
+                "LinearLR",
+                "end_factor",
+                format!(
+                    "Ending multiplicative factor expected to be between 0 and 1, got {end_factor}"
+                ),
+            ));
+        }
+        let rule = LinearRule {
+            start_factor,
+            end_factor,
+            total_iters: total_iters as i64,
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+scheduler!(LinearLR);

@@ -1,0 +1,250 @@
+//! Stochastic gradient descent (`torch.optim.SGD`), as `_single_tensor_sgd` computes it.
+
+use super::{
+    Buf, Optimizer, Real, check_hyper, check_params, dense, fit_buffer, multiversion,
+    parse_state_name, with_real,
+};
+use crate::autograd::Var;
+use crate::ops::invalid;
+use lockstep_tensor::{Result, Tensor};
+
+const OP: &str = "SGD";
+
+/// The hyperparameters of [`Sgd`], with PyTorch's names and defaults
+/// (`SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdOptions {
+    /// Learning rate.
+    pub lr: f64,
+    /// Momentum factor (0: no momentum buffer).
+    pub momentum: f64,
+    /// Dampening for momentum (not applied at the first step, where the buffer is the gradient).
+    pub dampening: f64,
+    /// L2 penalty, added to the gradient (`grad + weight_decay * param`).
+    pub weight_decay: f64,
+    /// Nesterov momentum (needs `momentum > 0` and `dampening == 0`).
+    pub nesterov: bool,
+    /// Maximize the objective (step along the gradient).
+    pub maximize: bool,
+}
+
+impl Default for SgdOptions {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            maximize: false,
+        }
+    }
+}
+
+/// `torch.optim.SGD` over one parameter group.
+///
+/// For each parameter with a gradient `g` (negated when `maximize`), in PyTorch's order and
+/// rounding (`fma` = one rounding, as PyTorch's CPU `add(…, alpha=)` kernel):
+/// ```text
+/// g   = fma(param, weight_decay, g)                     if weight_decay != 0
+/// buf = g (first step) | fma(g, 1 - dampening, buf * momentum)   if momentum != 0
+/// g   = fma(buf, momentum, g) if nesterov else buf      if momentum != 0
+/// param = fma(g, -lr, param)
+/// ```
+/// with every Python-float factor rounded to the parameter's dtype. The results are
+/// bit-identical to PyTorch's for the same gradients.
+#[derive(Debug)]
+pub struct Sgd {
+    params: Vec<Var>,
+    opts: SgdOptions,
+    initial_lr: Option<f64>,
+    momentum_buffer: Vec<Option<Buf>>,
+}
+
+impl Sgd {
+    /// An optimizer over `params` (`torch.optim.SGD(params, ...)`).
+    ///
+    /// # Errors
+    /// PyTorch's checks: a negative (or NaN) `lr`, `momentum` or `weight_decay`; `nesterov`
+    /// without momentum or with dampening; a parameter that is not a float leaf, or one
+    /// listed twice.
+    pub fn new(params: Vec<Var>, opts: SgdOptions) -> Result<Self> {
+        check_hyper(OP, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
+        check_hyper(
+            OP,
+            "momentum",
+            opts.momentum >= 0.0,
+            "momentum value",
+            opts.momentum,
+        )?;
+        check_hyper(
+            OP,
+            "weight_decay",
+            opts.weight_decay >= 0.0,
+            "weight_decay value",
+            opts.weight_decay,
+        )?;
+        if opts.nesterov && (opts.momentum <= 0.0 || opts.dampening != 0.0) {
+            return Err(invalid(
+                OP,
+                "nesterov",
+                "Nesterov momentum requires a momentum and zero dampening",
+            ));
+        }
+        check_params(OP, &params)?;
+        let n = params.len();
+        Ok(Self {
+            params,
+            opts,
+            initial_lr: None,
+            momentum_buffer: vec![None; n],
+        })
+    }
+
+    /// The hyperparameters (the learning rate as last set).
+    pub fn options(&self) -> SgdOptions {
+        self.opts
+    }
+}
+
+/// The per-step constants, already rounded to the parameter's dtype.
+struct Consts<T> {
+    weight_decay: Option<T>,
+    momentum: Option<T>,
+    one_minus_dampening: T,
+    neg_lr: T,
+    nesterov: bool,
+    maximize: bool,
+}
+
+multiversion! {
+    /// One SGD update of one parameter: the new values into `out`; the momentum buffer `buf`
+    /// (empty without momentum) updated in place, or set to the gradient when `first`.
+    fn sgd_kernel<T>(p: &[T], g: &[T], buf: &mut [T], first: bool, out: &mut [T], k: &Consts<T>) {
+        // grad = -grad if maximize; grad = grad.add(param, alpha=weight_decay)
+        let grad = |p: T, g: T| {
+            let d = if k.maximize { -g } else { g };
+            match k.weight_decay {
+                Some(wd) => p.mul_add(wd, d),
+                None => d,
+            }
+        };
+        let n = p.len();
+        let (g, out) = (&g[..n], &mut out[..n]);
+        let Some(m) = k.momentum else {
+            for ((o, &p), &g) in out.iter_mut().zip(p).zip(g) {
+                // param.add_(grad, alpha=-lr)
+                *o = grad(p, g).mul_add(k.neg_lr, p);
+            }
+            return;
+        };
+        let buf = &mut buf[..n];
+        for (((o, &p), &g), b) in out.iter_mut().zip(p).zip(g).zip(buf) {
+            let d = grad(p, g);
+            // buf = grad.clone() | buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+            *b = if first {
+                d
+            } else {
+                d.mul_add(k.one_minus_dampening, *b * m)
+            };
+            // grad = grad.add(buf, alpha=momentum) if nesterov else buf
+            let u = if k.nesterov { b.mul_add(m, d) } else { *b };
+            // param.add_(grad, alpha=-lr)
+            *o = u.mul_add(k.neg_lr, p);
+        }
+    }
+}
+
+impl Sgd {
+    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
+        let o = self.opts;
+        let k = Consts::<T> {
+            weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
+            momentum: (o.momentum != 0.0).then(|| T::from_f64(o.momentum)),
+            one_minus_dampening: T::from_f64(1.0 - o.dampening),
+            neg_lr: T::from_f64(-o.lr),
+            nesterov: o.nesterov,
+            maximize: o.maximize,
+        };
+        let p = &self.params[i];
+        let pv = p.data();
+        let pd = dense::<T>(&pv)?;
+        let gd = dense::<T>(g)?;
+        let n = pd.len();
+        let slot = &mut self.momentum_buffer[i];
+        let first = k.momentum.is_some() && slot.is_none();
+        let mut none = Vec::new();
+        let buf = match slot {
+            _ if k.momentum.is_none() => &mut none,
+            Some(b) => T::buf(b),
+            None => T::buf(slot.insert(Buf::zeros(T::DTYPE, n))),
+        };
+        let mut out = vec![T::ZERO; n];
+        sgd_kernel(&pd, &gd, buf, first, &mut out, &k);
+        p.set_data(Tensor::from_vec(out, p.shape())?)
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        for i in 0..self.params.len() {
+            let p = &self.params[i];
+            let Some(g) = p.grad() else { continue };
+            with_real!(OP, p.dtype(), T => self.update::<T>(i, &g))?;
+        }
+        Ok(())
+    }
+
+    fn params(&self) -> &[Var] {
+        &self.params
+    }
+
+    fn lr(&self) -> f64 {
+        self.opts.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.opts.lr = lr;
+    }
+
+    fn initial_lr(&self) -> Option<f64> {
+        self.initial_lr
+    }
+
+    fn set_initial_lr(&mut self, lr: Option<f64>) {
+        self.initial_lr = lr;
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.momentum_buffer
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let t = b.as_ref()?.to_tensor(self.params[i].shape());
+                Some((format!("state.{i}.momentum_buffer"), t))
+            })
+            .collect()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        let mut bufs = vec![None; self.params.len()];
+        for (name, t) in state {
+            let (i, key) = parse_state_name(OP, name, self.params.len())?;
+            if key != "momentum_buffer" {
+                return Err(invalid(
+                    OP,
+                    "state",
+                    format!("`{name}`: SGD keeps only `momentum_buffer`"),
+                ));
+            }
+            bufs[i] = Some(Buf::from_tensor(&fit_buffer(
+                OP,
+                name,
+                t,
+                &self.params[i],
+            )?)?);
+        }
+        self.momentum_buffer = bufs;
+        Ok(())
+    }
+}
