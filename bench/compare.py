@@ -7,7 +7,7 @@ Usage (from the repository root; needs `pip install torch numpy`):
 
 Without --all: the random streams only (this file). With --all, also the other comparison
 scripts in this folder, one after the other in the same run: tensor_ops.py (reductions and
-the scatter family), gemm.py, conv.py and dataloader.py; each one's output goes into its own
+the scatter family), gemm.py, conv.py, dataloader.py and train.py; each one's output goes into its own
 section.
 
 Our side is `cargo run --release --example bench_streams` (best of N runs per row); the
@@ -78,6 +78,7 @@ SECTIONS = [
     ("gemm", "GEMM (bench/gemm.py)", ["gemm.py"]),
     ("conv", "Convolution (bench/conv.py)", ["conv.py"]),
     ("dataloader", "DataLoader (bench/dataloader.py)", ["dataloader.py"]),
+    ("train", "Training steps and whole runs (bench/train.py)", ["train.py"]),
 ]
 
 

@@ -3,3 +3,4 @@
 pub mod demo;
 pub mod doctor;
 pub mod sample;
+pub mod train;

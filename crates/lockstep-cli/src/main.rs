@@ -47,6 +47,10 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Train a model exactly as spec/train/torch_train.py does in PyTorch (same flags, same
+    /// JSON report): same split, initial weights, shuffling, noise, dropout masks and
+    /// optimizer arithmetic, bit for bit; losses equal to rounding.
+    Train(Box<TrainArgs>),
     /// Print what a random function of PyTorch, CPython or NumPy draws, as JSON.
     ///
     /// LIB is one of torch, python, numpy-legacy, numpy. Options are --name=value, e.g.
@@ -77,6 +81,75 @@ enum Command {
     },
 }
 
+/// The flags of torch_train.py.
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// mlp | cnn | lstm
+    #[arg(long, default_value = "mlp")]
+    model: String,
+    /// Seed of every generator (below 2^32).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Passes over the training split.
+    #[arg(long, default_value_t = 10)]
+    epochs: usize,
+    /// Samples per step.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.1)]
+    lr: f64,
+    /// sgd | adam | adamw
+    #[arg(long, default_value = "sgd")]
+    optimizer: String,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.0)]
+    momentum: f64,
+    /// SGD Nesterov momentum.
+    #[arg(long)]
+    nesterov: bool,
+    /// Weight decay.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
+    /// none | step | cosine (stepped once per epoch)
+    #[arg(long, default_value = "none")]
+    scheduler: String,
+    /// Clip gradients to this total 2-norm (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    clip_grad_norm: f64,
+    /// Dropout probability.
+    #[arg(long, default_value_t = 0.1)]
+    dropout: f64,
+    /// Hidden width (mlp, lstm).
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// none | torch | numpy: where the per-sample noise comes from.
+    #[arg(long, default_value = "torch")]
+    aug: String,
+    /// Standard deviation of the noise.
+    #[arg(long, default_value_t = 0.05)]
+    noise: f64,
+    /// Data loader workers.
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
+    /// Samples held out for testing.
+    #[arg(long, default_value_t = 360)]
+    test_size: usize,
+    /// Stop after this many steps (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    max_steps: usize,
+    /// Kernel threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// CSV (optionally .gz) of 64 pixels (0..16) and a label per row; default: the embedded
+    /// UCI digits.
+    #[arg(long)]
+    data: Option<std::path::PathBuf>,
+    /// Print only the JSON report (torch_train.py's keys).
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -104,6 +177,31 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
+        }
+        Command::Train(a) => {
+            let cfg = lockstep_cli::train::TrainConfig {
+                model: a.model,
+                seed: a.seed,
+                epochs: a.epochs,
+                batch_size: a.batch_size,
+                lr: a.lr,
+                optimizer: a.optimizer,
+                momentum: a.momentum,
+                nesterov: a.nesterov,
+                weight_decay: a.weight_decay,
+                scheduler: a.scheduler,
+                clip_grad_norm: a.clip_grad_norm,
+                dropout: a.dropout,
+                hidden: a.hidden,
+                aug: a.aug,
+                noise: a.noise,
+                workers: a.workers,
+                test_size: a.test_size,
+                max_steps: a.max_steps,
+                threads: a.threads,
+                data: a.data,
+            };
+            lockstep_cli::train::main(&cfg, a.json)
         }
         Command::Doctor { self_test, json } => {
             if lockstep_cli::doctor::run(self_test, json) {

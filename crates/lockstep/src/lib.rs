@@ -107,9 +107,39 @@
 //!
 //! ## Training
 //!
-//! `lockstep demo` (in the `lockstep-cli` crate) trains a small network on the digits data
-//! with the pieces above, twice, and compares the two runs bit for bit; an autograd layer is
-//! on its way.
+//! [`nn`] is the training layer: autograd, the `torch.nn` layers initialised bit for bit as
+//! PyTorch initialises them, losses, optimizers whose updates are PyTorch's to the bit for
+//! equal gradients, and schedulers. A training step in deterministic mode gives the same bits
+//! at any number of threads:
+//!
+//! ```
+//! use lockstep::nn::{Module, Var, functional as F, layers::{Dropout, Linear, ReLU, Sequential}};
+//! use lockstep::nn::optim::{Optimizer, Sgd, SgdOptions};
+//! use lockstep::{DType, Tensor};
+//!
+//! # fn main() -> lockstep::Result<()> {
+//! lockstep::seed_everything(0)?;
+//! lockstep::use_deterministic_algorithms(true);
+//! let model = Sequential::new()                      // torch.manual_seed(0); nn.Sequential(…)
+//!     .add(Linear::new(64, 32, true)?)
+//!     .add(ReLU::default())
+//!     .add(Dropout::new(0.1)?)
+//!     .add(Linear::new(32, 10, true)?);
+//! let mut opt = Sgd::new(model.parameters(), SgdOptions { lr: 0.1, momentum: 0.9, ..Default::default() })?;
+//! let x = Var::constant(Tensor::rand(&[8, 64], DType::F32, None)?);
+//! let y = Tensor::from_vec(vec![0i64, 1, 2, 3, 4, 5, 6, 7], &[8])?;
+//! let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
+//! opt.zero_grad();
+//! loss.backward()?;
+//! opt.step()?;
+//! assert_eq!(model.state_dict()[0].0, "0.weight");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `lockstep train` (in the `lockstep-cli` crate) runs the normative PyTorch training program
+//! with the same flags and gets the same split, initial weights, shuffling, noise, dropout
+//! masks and optimizer arithmetic; `lockstep demo` trains twice and compares bit for bit.
 //!
 //! # For PyTorch and Python users
 //!
@@ -127,8 +157,10 @@
 //! | `torch.set_num_threads(n)` | [`set_num_threads`] |
 //! | `torch.Tensor` | [`Tensor`] (re-exported from [`tensor`]) |
 //! | `torch.utils.data` (`DataLoader`, samplers, `worker_init_fn`, `generator=`) | [`data`] |
+//! | `torch.nn`, `torch.autograd`, `torch.optim` | [`nn`] |
 
 pub use lockstep_data as data;
+pub use lockstep_nn as nn;
 pub use lockstep_rng as rng;
 pub use lockstep_rng::{Generator, default_generator};
 pub use lockstep_tensor as tensor;

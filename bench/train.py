@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Training speed, lockstep vs PyTorch, same machine, same run.
+
+1. One training step (forward, backward, SGD with momentum) of the `lockstep train` models:
+   mlp (H=256, batch 64), cnn (batch 64), lstm (H=128, batch 32), at 1 and 2 threads; lockstep in
+   deterministic and nondeterministic mode. Each configuration runs in its own process, so the
+   peak resident memory (VmHWM / ru_maxrss) is that configuration's.
+2. A whole run: `torch_train.py` vs `lockstep train` with the same flags (2 epochs, 0 workers).
+
+Usage (from the repository root; needs `pip install torch numpy` and a release build):
+    python3 bench/train.py [--steps 200] [--spec ../shared/spec/train/torch_train.py]
+"""
+import argparse, json, os, resource, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = {"mlp": (256, 64), "cnn": (64, 64), "lstm": (128, 32)}
+
+TORCH_STEP = r'''
+import json, resource, sys, time, importlib.util
+import torch, torch.nn.functional as F
+spec = importlib.util.spec_from_file_location("tt", sys.argv[1]); tt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tt)
+kind, threads, steps, hidden, batch = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+torch.set_num_threads(threads); torch.manual_seed(0)
+model = tt.build_model(kind, hidden, 0.1); model.train()
+x = torch.rand(batch, 64); y = torch.randint(0, 10, (batch,))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+def step():
+    loss = F.cross_entropy(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
+for _ in range(10): step()
+best, total = float("inf"), 0.0
+for _ in range(steps):
+    t = time.perf_counter(); step(); s = time.perf_counter() - t
+    best = min(best, s); total += s
+print(json.dumps({"best": best, "mean": total / steps, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+'''
+
+
+def ours(kind, threads, mode, steps):
+    exe = os.path.join(ROOT, "target", "release", "examples", "train_bench")
+    out = subprocess.run([exe, kind, str(threads), mode, str(steps)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def theirs(spec, kind, threads, steps):
+    h, b = SIZES[kind]
+    out = subprocess.run([sys.executable, "-c", TORCH_STEP, spec, kind, str(threads), str(steps), str(h), str(b)],
+                         check=True, capture_output=True, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wall(cmd, env=None):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--spec", default=os.path.join(ROOT, "..", "shared", "spec", "train", "torch_train.py"))
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--example", "train_bench",
+                    "--bin", "lockstep"], cwd=ROOT, check=True)
+    import torch
+    print(f"One training step (forward + backward + SGD momentum), mean over {a.steps} steps after 10 warm-up "
+          f"steps; peak RSS of the process. PyTorch {torch.__version__}.\n")
+    print("| model | threads | lockstep det | lockstep nondet | det / nondet | PyTorch | PyTorch / det | peak RSS lockstep | peak RSS PyTorch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in ("mlp", "cnn", "lstm"):
+        for threads in (1, 2):
+            d = ours(kind, threads, "det", a.steps)
+            n = ours(kind, threads, "nondet", a.steps)
+            t = theirs(a.spec, kind, threads, a.steps)
+            print(f"| {kind} | {threads} | {d['mean']*1e3:.3f} ms | {n['mean']*1e3:.3f} ms | {d['mean']/n['mean']:.2f}× | "
+                  f"{t['mean']*1e3:.3f} ms | **{t['mean']/d['mean']:.2f}×** | {d['peak_rss_kb']/1024:.0f} MiB | "
+                  f"{t['peak_rss_kb']/1024:.0f} MiB |", flush=True)
+    data = os.path.join(ROOT, "crates", "lockstep-data", "data", "digits.csv.gz")
+    print("\nA whole run, `torch_train.py` vs `lockstep train`, same flags (`--epochs 2 --workers 0`), wall time "
+          "including start-up.\n")
+    print("| model | threads | lockstep train | torch_train.py | ratio |")
+    print("|---|---|---|---|---|")
+    exe = os.path.join(ROOT, "target", "release", "lockstep")
+    for kind in ("mlp", "cnn", "lstm"):
+        for threads in (1, 2):
+            flags = ["--model", kind, "--epochs", "2", "--threads", str(threads)]
+            ours_t = wall([exe, "train", "--json"] + flags)
+            theirs_t = wall([sys.executable, a.spec, "--data", data] + flags, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+            print(f"| {kind} | {threads} | {ours_t:.2f} s | {theirs_t:.2f} s | **{theirs_t/ours_t:.2f}×** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

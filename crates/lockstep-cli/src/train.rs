@@ -1,0 +1,717 @@
+//! `lockstep train`: the port of `spec/train/torch_train.py`, step for step.
+//!
+//! Same flags, same JSON report. For the same seed it makes the same train/test split
+//! (`random_split` with its own generator), the same initial parameters (bit for bit), the same
+//! shuffling (`DataLoader(shuffle=True, generator=g)`), the same augmentation noise (`--aug
+//! torch`: `torch.randn(64)` from the fetching worker's generator, or the default generator with
+//! no workers; `--aug numpy`: `np.random.normal` from NumPy's global `RandomState`, seeded per
+//! worker by the program's `seed_worker`), the same dropout masks and the same optimizer
+//! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
+//! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
+
+use lockstep::data::{DataLoader, Dataset, Digits, SampleRng, SharedGenerator, get_worker_info};
+use lockstep::rng::compat::numpy::RandomState;
+use lockstep::{DType, Tensor};
+use lockstep_nn::layers::{
+    BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
+};
+use lockstep_nn::optim::{self, LrScheduler, Optimizer};
+use lockstep_nn::rnn::{Rnn, RnnConfig};
+use lockstep_nn::{Module, Named, Var, functional as F, no_grad};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The flags of `torch_train.py`, with its defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// `mlp`, `cnn` or `lstm`.
+    pub model: String,
+    /// Seed of every generator.
+    pub seed: u64,
+    /// Passes over the training split.
+    pub epochs: usize,
+    /// Samples per step.
+    pub batch_size: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// `sgd`, `adam` or `adamw`.
+    pub optimizer: String,
+    /// SGD momentum.
+    pub momentum: f64,
+    /// SGD Nesterov momentum.
+    pub nesterov: bool,
+    /// Weight decay (L2 for SGD/Adam, decoupled for AdamW).
+    pub weight_decay: f64,
+    /// `none`, `step` or `cosine` (stepped once per epoch).
+    pub scheduler: String,
+    /// Gradient clipping by total 2-norm (0 = off).
+    pub clip_grad_norm: f64,
+    /// Dropout probability.
+    pub dropout: f64,
+    /// Hidden width (mlp, lstm).
+    pub hidden: usize,
+    /// `none`, `torch` or `numpy`: where the per-sample noise comes from.
+    pub aug: String,
+    /// Standard deviation of the noise.
+    pub noise: f64,
+    /// Data loader workers.
+    pub workers: usize,
+    /// Samples held out for testing.
+    pub test_size: usize,
+    /// Stop after this many steps (0 = no limit).
+    pub max_steps: usize,
+    /// Kernel threads (0 = all cores).
+    pub threads: usize,
+    /// A CSV (optionally gzipped) of 64 pixels and a label; `None` = the embedded digits.
+    pub data: Option<PathBuf>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            model: "mlp".into(),
+            seed: 0,
+            epochs: 10,
+            batch_size: 32,
+            lr: 0.1,
+            optimizer: "sgd".into(),
+            momentum: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+            scheduler: "none".into(),
+            clip_grad_norm: 0.0,
+            dropout: 0.1,
+            hidden: 64,
+            aug: "torch".into(),
+            noise: 0.05,
+            workers: 0,
+            test_size: 360,
+            max_steps: 0,
+            threads: 0,
+            data: None,
+        }
+    }
+}
+
+/// What one run reports (the keys of `torch_train.py`'s JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The model kind.
+    pub model: String,
+    /// The seed.
+    pub seed: u64,
+    /// Optimizer steps taken.
+    pub steps: usize,
+    /// sha256 over the initial parameters (little-endian bytes, parameter order).
+    pub init_sha256: String,
+    /// `named_parameters()` names.
+    pub parameter_names: Vec<String>,
+    /// `state_dict()` names.
+    pub state_dict_names: Vec<String>,
+    /// The loss of every step.
+    pub step_losses: Vec<f64>,
+    /// Test accuracy after every epoch.
+    pub test_accuracy: Vec<f64>,
+    /// sha256 over the final `state_dict` values.
+    pub final_sha256: String,
+}
+
+impl Report {
+    /// The JSON object `torch_train.py` prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "model": self.model,
+            "seed": self.seed,
+            "steps": self.steps,
+            "init_sha256": self.init_sha256,
+            "parameter_names": self.parameter_names,
+            "state_dict_names": self.state_dict_names,
+            "step_losses": self.step_losses,
+            "test_accuracy": self.test_accuracy,
+            "final_sha256": self.final_sha256,
+        })
+    }
+}
+
+/// `sha256_of`: the tensors' little-endian bytes, in order.
+pub fn sha256_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> String {
+    let mut h = Sha256::new();
+    for t in tensors {
+        let c = t.contiguous();
+        match c.dtype() {
+            DType::F32 => c
+                .data::<f32>()
+                .expect("dtype checked")
+                .iter()
+                .for_each(|v| h.update(v.to_le_bytes())),
+            DType::F64 => c
+                .data::<f64>()
+                .expect("dtype checked")
+                .iter()
+                .for_each(|v| h.update(v.to_le_bytes())),
+            DType::I64 => c
+                .data::<i64>()
+                .expect("dtype checked")
+                .iter()
+                .for_each(|v| h.update(v.to_le_bytes())),
+            DType::U8 => h.update(c.data::<u8>().expect("dtype checked")),
+            DType::Bool => c
+                .data::<bool>()
+                .expect("dtype checked")
+                .iter()
+                .for_each(|&v| h.update([v as u8])),
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The images (`[n, 64]`, pixel / 16) and labels of the data set.
+fn load_data(path: Option<&PathBuf>) -> Result<(Vec<f32>, Vec<i64>), BoxError> {
+    match path {
+        None => {
+            let ds = Digits::new()?;
+            let mut x = Vec::with_capacity(ds.len() * 64);
+            let mut y = Vec::with_capacity(ds.len());
+            for i in 0..ds.len() {
+                let (img, label) = ds.get(i, &mut SampleRng::global())?;
+                x.extend(img.to_vec::<f32>()?);
+                y.push(label);
+            }
+            Ok((x, y))
+        }
+        Some(p) => {
+            let table = lockstep::data::read_csv(p, false)?;
+            let mut x = Vec::with_capacity(table.rows.len() * 64);
+            let mut y = Vec::with_capacity(table.rows.len());
+            for (i, row) in table.rows.iter().enumerate() {
+                if row.len() != 65 {
+                    return Err(format!(
+                        "{}: row {} has {} columns; expected 64 pixels and a label",
+                        p.display(),
+                        i + 1,
+                        row.len()
+                    )
+                    .into());
+                }
+                for &v in &row[..64] {
+                    if !(v.fract() == 0.0 && (0.0..=16.0).contains(&v)) {
+                        return Err(format!(
+                            "{}: row {}: pixel value {v} is not an integer in 0..=16",
+                            p.display(),
+                            i + 1
+                        )
+                        .into());
+                    }
+                    x.push(v as f32 / 16.0);
+                }
+                let l = row[64];
+                if !(l.fract() == 0.0 && (0.0..=9.0).contains(&l)) {
+                    return Err(format!(
+                        "{}: row {}: label {l} is not a class in 0..=9",
+                        p.display(),
+                        i + 1
+                    )
+                    .into());
+                }
+                y.push(l as i64);
+            }
+            Ok((x, y))
+        }
+    }
+}
+
+thread_local! {
+    /// NumPy's global `RandomState` inside a worker thread (a PyTorch worker is a process with
+    /// its own copy); `None` in the main thread, which uses `lockstep::numpy_random()`.
+    static WORKER_NUMPY: RefCell<Option<RandomState>> = const { RefCell::new(None) };
+}
+
+/// The program's `Digits` data set: training samples get additive Gaussian noise at fetch time.
+struct NoisyDigits {
+    x: Vec<f32>,
+    y: Vec<i64>,
+    aug: Aug,
+    noise: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Aug {
+    None,
+    Torch,
+    Numpy,
+}
+
+impl Dataset for NoisyDigits {
+    type Item = (Tensor, i64);
+    fn len(&self) -> usize {
+        self.y.len()
+    }
+    fn get(&self, i: usize, rng: &mut SampleRng<'_>) -> lockstep::data::Result<(Tensor, i64)> {
+        let mut x = self.x[i * 64..(i + 1) * 64].to_vec();
+        match self.aug {
+            Aug::None => {}
+            Aug::Torch => {
+                // x + noise * torch.randn(64): the product rounded to f32, then the sum.
+                let mut n = [0f32; 64];
+                rng.randn_f32(&mut n);
+                let s = self.noise as f32;
+                for (x, n) in x.iter_mut().zip(n) {
+                    *x += s * n;
+                }
+            }
+            Aug::Numpy => {
+                // x + np.random.normal(0.0, noise, 64).astype(float32)
+                let mut n = [0f64; 64];
+                WORKER_NUMPY.with(|w| match w.borrow_mut().as_mut() {
+                    Some(rs) => rs.normal(0.0, self.noise, &mut n),
+                    None => lockstep::numpy_random().normal(0.0, self.noise, &mut n),
+                })?;
+                for (x, n) in x.iter_mut().zip(n) {
+                    *x += n as f32;
+                }
+            }
+        }
+        Ok((Tensor::from_vec(x, &[64])?, self.y[i]))
+    }
+}
+
+/// `LstmNet`: each image is 8 rows of 8 features; the last step's output feeds a linear head.
+struct LstmNet {
+    lstm: Rnn,
+    head: Linear,
+    training: bool,
+}
+
+impl Module for LstmNet {
+    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+        let out = self.lstm.forward(&x.reshape(&[-1, 8, 8])?)?;
+        let last = out.shape()[1] - 1;
+        self.head.forward(&out.select(1, last)?)
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        self.lstm.named_tensors(&format!("{prefix}lstm."), out);
+        self.head.named_tensors(&format!("{prefix}head."), out);
+    }
+    fn train(&mut self, on: bool) {
+        self.training = on;
+        self.lstm.train(on);
+        self.head.train(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+/// `build_model(kind, hidden, p)`: draws from the default generator in PyTorch's order.
+///
+/// # Errors
+/// An unknown kind or invalid sizes.
+pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Module>, BoxError> {
+    Ok(match kind {
+        "mlp" => Box::new(
+            Sequential::new()
+                .add(Linear::new(64, hidden, true)?)
+                .add(ReLU::default())
+                .add(Dropout::new(p)?)
+                .add(Linear::new(hidden, 10, true)?),
+        ),
+        "cnn" => Box::new(
+            Sequential::new()
+                .add(Unflatten::new(1, &[1, 8, 8]))
+                .add(Conv2d::new(1, 16, 3, 1)?)
+                .add(BatchNorm::new_2d(16)?)
+                .add(ReLU::default())
+                .add(Pool::max2d(2))
+                .add(Conv2d::new(16, 32, 3, 1)?)
+                .add(ReLU::default())
+                .add(Pool::adaptive_avg2d(1, 1))
+                .add(Flatten::default())
+                .add(Dropout::new(p)?)
+                .add(Linear::new(32, 10, true)?),
+        ),
+        "lstm" => {
+            let lstm = Rnn::lstm(RnnConfig {
+                num_layers: 2,
+                batch_first: true,
+                dropout: p,
+                ..RnnConfig::new(8, hidden)
+            })?;
+            let head = Linear::new(hidden, 10, true)?;
+            Box::new(LstmNet {
+                lstm,
+                head,
+                training: true,
+            })
+        }
+        other => return Err(format!("unknown model {other:?} (mlp, cnn, lstm)").into()),
+    })
+}
+
+fn check(cfg: &TrainConfig) -> Result<Aug, BoxError> {
+    let bad = |flag: &str, v: String, want: &str| -> BoxError {
+        format!("invalid value {v} for --{flag}: {want}").into()
+    };
+    if !["mlp", "cnn", "lstm"].contains(&cfg.model.as_str()) {
+        return Err(bad("model", format!("{:?}", cfg.model), "mlp, cnn or lstm"));
+    }
+    if !["sgd", "adam", "adamw"].contains(&cfg.optimizer.as_str()) {
+        return Err(bad(
+            "optimizer",
+            format!("{:?}", cfg.optimizer),
+            "sgd, adam or adamw",
+        ));
+    }
+    if !["none", "step", "cosine"].contains(&cfg.scheduler.as_str()) {
+        return Err(bad(
+            "scheduler",
+            format!("{:?}", cfg.scheduler),
+            "none, step or cosine",
+        ));
+    }
+    let aug = match cfg.aug.as_str() {
+        "none" => Aug::None,
+        "torch" => Aug::Torch,
+        "numpy" => Aug::Numpy,
+        other => return Err(bad("aug", format!("{other:?}"), "none, torch or numpy")),
+    };
+    if cfg.epochs == 0 && cfg.max_steps == 0 {
+        // Valid in PyTorch too (no training); nothing to refuse.
+    }
+    if cfg.batch_size == 0 {
+        return Err(bad("batch-size", "0".into(), "must be at least 1"));
+    }
+    if cfg.hidden == 0 || cfg.hidden > 1 << 16 {
+        return Err(bad(
+            "hidden",
+            cfg.hidden.to_string(),
+            "must be in 1..=65536",
+        ));
+    }
+    if !(cfg.lr.is_finite() && cfg.lr >= 0.0) {
+        return Err(bad("lr", cfg.lr.to_string(), "must be finite and >= 0"));
+    }
+    for (flag, v) in [
+        ("momentum", cfg.momentum),
+        ("weight-decay", cfg.weight_decay),
+        ("clip-grad-norm", cfg.clip_grad_norm),
+        ("noise", cfg.noise),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad(flag, v.to_string(), "must be finite and >= 0"));
+        }
+    }
+    if !(0.0..=1.0).contains(&cfg.dropout) {
+        return Err(bad("dropout", cfg.dropout.to_string(), "must be in [0, 1]"));
+    }
+    if cfg.nesterov && cfg.momentum <= 0.0 {
+        return Err("--nesterov requires a momentum > 0 (as PyTorch's SGD)".into());
+    }
+    if cfg.workers > 256 {
+        return Err(bad("workers", cfg.workers.to_string(), "at most 256"));
+    }
+    if cfg.threads > 1024 {
+        return Err(bad("threads", cfg.threads.to_string(), "at most 1024"));
+    }
+    if cfg.seed > u32::MAX as u64 {
+        return Err(bad(
+            "seed",
+            cfg.seed.to_string(),
+            "must be below 2^32 (np.random.seed refuses larger seeds)",
+        ));
+    }
+    Ok(aug)
+}
+
+fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimizer>, BoxError> {
+    Ok(match cfg.optimizer.as_str() {
+        "sgd" => Box::new(optim::Sgd::new(
+            params,
+            optim::SgdOptions {
+                lr: cfg.lr,
+                momentum: cfg.momentum,
+                nesterov: cfg.nesterov,
+                weight_decay: cfg.weight_decay,
+                ..optim::SgdOptions::default()
+            },
+        )?),
+        "adam" => Box::new(optim::Adam::new(
+            params,
+            optim::AdamOptions {
+                lr: cfg.lr,
+                weight_decay: cfg.weight_decay,
+                ..optim::AdamOptions::default()
+            },
+        )?),
+        _ => Box::new(optim::AdamW::new(
+            params,
+            optim::AdamWOptions {
+                lr: cfg.lr,
+                weight_decay: cfg.weight_decay,
+                ..optim::AdamWOptions::default()
+            },
+        )?),
+    })
+}
+
+fn build_scheduler(
+    cfg: &TrainConfig,
+    opt: &mut dyn Optimizer,
+) -> Result<Option<Box<dyn LrScheduler>>, BoxError> {
+    Ok(match cfg.scheduler.as_str() {
+        "step" => Some(Box::new(optim::StepLR::new(
+            opt,
+            (cfg.epochs / 3).max(1),
+            0.1,
+        )?)),
+        "cosine" => Some(Box::new(optim::CosineAnnealingLR::new(
+            opt, cfg.epochs, 0.0,
+        )?)),
+        _ => None,
+    })
+}
+
+/// Progress callbacks of a run.
+pub trait Progress {
+    /// Called once with the number of steps the run will take at most.
+    fn start(&mut self, _total_steps: usize) {}
+    /// Called after every step.
+    fn step(&mut self, _step: usize, _loss: f64) {}
+    /// Called after every epoch's evaluation.
+    fn epoch(&mut self, _epoch: usize, _test_accuracy: f64) {}
+    /// Called at the end.
+    fn finish(&mut self) {}
+}
+
+/// No progress output.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// Trains once with `cfg` (the whole program of `torch_train.py`) and returns its report.
+///
+/// # Errors
+/// Invalid flags, an unreadable data file, or an op error (naming the op and shapes).
+pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, BoxError> {
+    let aug = check(cfg)?;
+    if cfg.threads > 0 {
+        lockstep::set_num_threads(cfg.threads);
+    }
+    // The tutorials' seed_everything, in this order; deterministic algorithms on.
+    lockstep::seed_everything(cfg.seed)?;
+    lockstep::use_deterministic_algorithms(true);
+
+    let (x, y) = load_data(cfg.data.as_ref())?;
+    let n = y.len();
+    if cfg.test_size >= n {
+        return Err(format!(
+            "--test-size {} leaves no training sample (the data set has {n})",
+            cfg.test_size
+        )
+        .into());
+    }
+    let split_gen = SharedGenerator::with_seed(cfg.seed);
+    let perm = split_gen.with(|g| lockstep::rng::compat::torch::randperm(g, n));
+    let (train_idx, test_idx) = perm.split_at(n - cfg.test_size);
+    let gather = |idx: &[i64]| {
+        let mut xs = Vec::with_capacity(idx.len() * 64);
+        let mut ys = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let i = i as usize;
+            xs.extend_from_slice(&x[i * 64..(i + 1) * 64]);
+            ys.push(y[i]);
+        }
+        (xs, ys)
+    };
+    let (train_x, train_y) = gather(train_idx);
+    let (test_x, test_y) = gather(test_idx);
+    let train_ds = NoisyDigits {
+        x: train_x,
+        y: train_y,
+        aug,
+        noise: cfg.noise,
+    };
+    let x_test = Var::constant(Tensor::from_vec(test_x, &[test_y.len(), 64])?);
+
+    let mut model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
+    let params = model.parameters();
+    let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
+
+    let mut loader = DataLoader::builder(train_ds)
+        .batch_size(cfg.batch_size)
+        .shuffle(true)
+        .generator(SharedGenerator::with_seed(cfg.seed))
+        .num_workers(cfg.workers)
+        .worker_init_fn(|_| {
+            // seed_worker: np.random.seed(torch.initial_seed() % 2**32) (and random.seed).
+            let seed = get_worker_info().map_or(0, |w| w.seed);
+            let rs = RandomState::new((seed % (1 << 32)) as u32);
+            WORKER_NUMPY.with(|w| *w.borrow_mut() = Some(rs));
+            Ok(())
+        })
+        .build()?;
+    let mut opt = build_optimizer(cfg, params.clone())?;
+    let mut sched = build_scheduler(cfg, opt.as_mut())?;
+
+    let per_epoch = loader.len();
+    let total = if cfg.max_steps > 0 {
+        cfg.max_steps.min(per_epoch.saturating_mul(cfg.epochs))
+    } else {
+        per_epoch.saturating_mul(cfg.epochs)
+    };
+    progress.start(total);
+    let mut step_losses = Vec::new();
+    let mut test_accuracy = Vec::new();
+    let mut step = 0usize;
+    let done = |s: usize| cfg.max_steps > 0 && s >= cfg.max_steps;
+    for epoch in 0..cfg.epochs {
+        model.train(true);
+        for batch in loader.iter() {
+            let (xb, yb) = batch?;
+            let out = model.forward(&Var::constant(xb))?;
+            let loss = F::cross_entropy(&out, &yb)?;
+            opt.zero_grad();
+            loss.backward()?;
+            if cfg.clip_grad_norm > 0.0 {
+                optim::clip_grad_norm_(&params, cfg.clip_grad_norm, 2.0)?;
+            }
+            opt.step()?;
+            let l = loss.data().item::<f32>()? as f64;
+            step_losses.push(l);
+            step += 1;
+            progress.step(step, l);
+            if done(step) {
+                break;
+            }
+        }
+        if let Some(s) = sched.as_mut() {
+            s.step(opt.as_mut());
+        }
+        model.eval();
+        let pred = no_grad(|| model.forward(&x_test))?
+            .data()
+            .argmax(Some(1), false)?;
+        let pred = pred.to_vec::<i64>()?;
+        let correct = pred.iter().zip(&test_y).filter(|(a, b)| a == b).count();
+        let acc = correct as f64 / test_y.len() as f64;
+        test_accuracy.push(acc);
+        progress.epoch(epoch + 1, acc);
+        if done(step) {
+            break;
+        }
+    }
+    progress.finish();
+    let state = model.state_dict();
+    Ok(Report {
+        model: cfg.model.clone(),
+        seed: cfg.seed,
+        steps: step,
+        init_sha256,
+        parameter_names: model
+            .named_parameters()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect(),
+        state_dict_names: state.iter().map(|(k, _)| k.clone()).collect(),
+        step_losses,
+        test_accuracy,
+        final_sha256: sha256_of(state.iter().map(|(_, t)| t)),
+    })
+}
+
+/// Terminal progress: a bar (steps, loss, samples/s) when stdout is a terminal, else nothing.
+pub struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    batch_size: usize,
+    lines: bool,
+}
+
+impl Bar {
+    /// A bar on standard error if stdout is a terminal and `json` is off; with `lines`, one
+    /// line per epoch on stdout.
+    pub fn new(json: bool, batch_size: usize) -> Self {
+        use std::io::IsTerminal;
+        let tty = std::io::stdout().is_terminal();
+        Self {
+            bar: None,
+            batch_size,
+            lines: !json && tty,
+        }
+        .with_bar(tty && !json)
+    }
+
+    fn with_bar(mut self, on: bool) -> Self {
+        if on {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} steps  loss {msg}  {per_sec}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            self.bar = Some(b);
+        }
+        self
+    }
+}
+
+impl Progress for Bar {
+    fn start(&mut self, total: usize) {
+        if let Some(b) = &self.bar {
+            b.set_length(total as u64);
+        }
+    }
+    fn step(&mut self, _step: usize, loss: f64) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!("{loss:.4}  ({} samples/step)", self.batch_size));
+            b.inc(1);
+        }
+    }
+    fn epoch(&mut self, epoch: usize, acc: f64) {
+        if self.lines {
+            let line = format!("epoch {epoch:>3}  test accuracy {:6.2}%", acc * 100.0);
+            match &self.bar {
+                Some(b) => b.println(line),
+                None => println!("{line}"),
+            }
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// `lockstep train`: runs, prints the JSON report (`--json`) or a summary; exit code 2 on bad
+/// input.
+pub fn main(cfg: &TrainConfig, json: bool) -> std::process::ExitCode {
+    let mut bar = Bar::new(json, cfg.batch_size);
+    match run(cfg, &mut bar) {
+        Ok(r) => {
+            if json {
+                println!("{}", r.to_json());
+            } else {
+                let last = r.step_losses.last().copied().unwrap_or(f64::NAN);
+                let acc = r.test_accuracy.last().copied().unwrap_or(f64::NAN);
+                println!(
+                    "{} seed {}: {} steps, final loss {last:.6}, test accuracy {:.2}%",
+                    r.model,
+                    r.seed,
+                    r.steps,
+                    acc * 100.0
+                );
+                println!("init_sha256  {}", r.init_sha256);
+                println!("final_sha256 {}", r.final_sha256);
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            bar.finish();
+            eprintln!("error: lockstep train: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

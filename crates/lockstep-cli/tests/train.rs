@@ -1,0 +1,208 @@
+//! `lockstep train` against the normative PyTorch program (`tests/golden/train/runs.json`,
+//! written by `tools/golden_train.py` from real PyTorch), and its determinism.
+//!
+//! Every run of the golden grid must give the same `init_sha256`, the same parameter and
+//! `state_dict` names, and a first-step loss within 1e-6 relative of PyTorch's. The global
+//! generators are process-wide, so the runs go one after the other in one test.
+
+use lockstep_cli::train::{Quiet, Report, TrainConfig, run};
+use serde_json::Value;
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn golden() -> Value {
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/golden/train/runs.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(p).expect("runs.json")).expect("valid JSON")
+}
+
+/// The `TrainConfig` of torch_train.py's command line `args`.
+fn config(args: &[Value]) -> TrainConfig {
+    let a: Vec<&str> = args
+        .iter()
+        .map(|v| v.as_str().expect("string arg"))
+        .collect();
+    let mut c = TrainConfig::default();
+    let mut i = 0;
+    while i < a.len() {
+        let flag = a[i].trim_start_matches("--");
+        if flag == "nesterov" {
+            c.nesterov = true;
+            i += 1;
+            continue;
+        }
+        let v = a[i + 1];
+        match flag {
+            "model" => c.model = v.into(),
+            "seed" => c.seed = v.parse().unwrap(),
+            "epochs" => c.epochs = v.parse().unwrap(),
+            "batch-size" => c.batch_size = v.parse().unwrap(),
+            "lr" => c.lr = v.parse().unwrap(),
+            "optimizer" => c.optimizer = v.into(),
+            "momentum" => c.momentum = v.parse().unwrap(),
+            "weight-decay" => c.weight_decay = v.parse().unwrap(),
+            "scheduler" => c.scheduler = v.into(),
+            "clip-grad-norm" => c.clip_grad_norm = v.parse().unwrap(),
+            "dropout" => c.dropout = v.parse().unwrap(),
+            "hidden" => c.hidden = v.parse().unwrap(),
+            "aug" => c.aug = v.into(),
+            "noise" => c.noise = v.parse().unwrap(),
+            "workers" => c.workers = v.parse().unwrap(),
+            "test-size" => c.test_size = v.parse().unwrap(),
+            "max-steps" => c.max_steps = v.parse().unwrap(),
+            "threads" => c.threads = v.parse().unwrap(),
+            other => panic!("unknown flag {other}"),
+        }
+        i += 2;
+    }
+    c
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-30)
+}
+
+#[test]
+fn same_split_init_names_and_first_loss_as_pytorch() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let g = golden();
+    let mut checked = 0;
+    for case in g["runs"].as_array().unwrap() {
+        let mut cfg = config(case["args"].as_array().unwrap());
+        let want = &case["report"];
+        // Long drift runs are summarised elsewhere (README); here the first steps suffice.
+        cfg.max_steps = cfg.max_steps.clamp(1, 3);
+        let label = format!("{:?}", case["args"]);
+        let r = run(&cfg, &mut Quiet).unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(r.init_sha256, want["init_sha256"], "{label}: init_sha256");
+        assert_eq!(
+            r.parameter_names,
+            strings(&want["parameter_names"]),
+            "{label}"
+        );
+        assert_eq!(
+            r.state_dict_names,
+            strings(&want["state_dict_names"]),
+            "{label}"
+        );
+        let l0 = want["step_losses"][0].as_f64().unwrap();
+        assert!(
+            rel(r.step_losses[0], l0) <= 1e-6,
+            "{label}: first loss {} vs PyTorch {l0}",
+            r.step_losses[0]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 80, "the grid has {checked} runs");
+}
+
+fn quick(model: &str) -> TrainConfig {
+    TrainConfig {
+        model: model.into(),
+        epochs: 1,
+        max_steps: 4,
+        hidden: 16,
+        ..TrainConfig::default()
+    }
+}
+
+fn run_with(cfg: TrainConfig) -> Report {
+    run(&cfg, &mut Quiet).unwrap()
+}
+
+#[test]
+fn deterministic_at_any_thread_count_and_without_aug_any_worker_count() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for model in ["mlp", "cnn", "lstm"] {
+        let base = run_with(TrainConfig {
+            threads: 1,
+            ..quick(model)
+        });
+        for t in [2, 3] {
+            let r = run_with(TrainConfig {
+                threads: t,
+                ..quick(model)
+            });
+            assert_eq!(r.final_sha256, base.final_sha256, "{model} at {t} threads");
+            assert_eq!(r.step_losses, base.step_losses, "{model} at {t} threads");
+        }
+        let none = |w| {
+            run_with(TrainConfig {
+                aug: "none".into(),
+                workers: w,
+                ..quick(model)
+            })
+        };
+        let w0 = none(0);
+        for w in [1, 3] {
+            assert_eq!(
+                none(w).final_sha256,
+                w0.final_sha256,
+                "{model}, {w} workers"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (cfg, needle) in [
+        (
+            TrainConfig {
+                model: "resnet".into(),
+                ..quick("mlp")
+            },
+            "--model",
+        ),
+        (
+            TrainConfig {
+                optimizer: "lbfgs".into(),
+                ..quick("mlp")
+            },
+            "--optimizer",
+        ),
+        (
+            TrainConfig {
+                lr: f64::INFINITY,
+                ..quick("mlp")
+            },
+            "--lr",
+        ),
+        (
+            TrainConfig {
+                test_size: 5000,
+                ..quick("mlp")
+            },
+            "--test-size",
+        ),
+        (
+            TrainConfig {
+                dropout: 1.5,
+                ..quick("mlp")
+            },
+            "--dropout",
+        ),
+        (
+            TrainConfig {
+                data: Some("/nonexistent/file.csv".into()),
+                ..quick("mlp")
+            },
+            "nonexistent",
+        ),
+    ] {
+        let e = run(&cfg, &mut Quiet).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+}
