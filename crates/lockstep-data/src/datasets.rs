@@ -34,12 +34,47 @@ fn format_err(
     }
 }
 
+/// The most bytes any reader inflates from one compressed stream or archive entry (a sane cap
+/// on top of the bounds below).
+pub const MAX_INFLATED_BYTES: u64 = 16 << 30;
+
+/// Deflate cannot expand data more than 1032:1; a stream that claims more is corrupt or hostile.
+const DEFLATE_MAX_RATIO: u64 = 1032;
+
+/// Reads `r` to its end into a buffer grown fallibly, failing once it passes `limit` bytes,
+/// so neither a hostile size field nor a decompression bomb can exhaust memory or abort.
+pub(crate) fn read_bounded(mut r: impl Read, limit: u64) -> std::result::Result<Vec<u8>, String> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        if out.len() as u64 + n as u64 > limit {
+            return Err(format!(
+                "inflates past {limit} bytes (the bound for this input)"
+            ));
+        }
+        out.try_reserve(n).map_err(|_| {
+            format!(
+                "out of memory: cannot hold {} inflated bytes",
+                out.len() + n
+            )
+        })?;
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
 fn gunzip(op: &'static str, path: &Path, bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .map_err(|e| format_err(op, path, "gzip", e.to_string()))?;
-    Ok(out)
+    let limit = (bytes.len() as u64)
+        .saturating_mul(DEFLATE_MAX_RATIO)
+        .saturating_add(1024)
+        .min(MAX_INFLATED_BYTES);
+    read_bounded(flate2::read::MultiGzDecoder::new(bytes), limit)
+        .map_err(|e| format_err(op, path, "gzip", e))
 }
 
 fn maybe_gunzip(op: &'static str, path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
@@ -67,6 +102,8 @@ pub struct CsvTable {
 /// column), or on an empty table.
 pub fn parse_csv(text: &str, has_header: bool, path: &Path) -> Result<CsvTable> {
     const OP: &str = "read_csv";
+    // A UTF-8 byte-order mark (as spreadsheet programs write) is not part of the first field.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut header = Vec::new();
     let mut rows: Vec<Vec<f64>> = Vec::new();
     let mut width = None;
@@ -179,12 +216,19 @@ impl CsvDataset {
         let mut labels = Vec::with_capacity(table.rows.len());
         for (r, row) in table.rows.iter().enumerate() {
             let l = row[lc];
-            if l.fract() != 0.0 || !l.is_finite() {
+            // `as i64` would saturate 1e300 to i64::MAX: refuse what does not fit.
+            if l.fract() != 0.0
+                || !l.is_finite()
+                || !(-9.223372036854776e18..9.223372036854776e18).contains(&l)
+            {
                 return Err(format_err(
                     "CsvDataset",
                     path,
                     "CSV",
-                    format!("data row {}: label {l} is not an integer", r + 1),
+                    format!(
+                        "data row {}: label {l:e} is not an integer in the int64 range",
+                        r + 1
+                    ),
                 ));
             }
             labels.push(l as i64);
@@ -303,13 +347,24 @@ impl Digits {
 pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
     const OP: &str = "read_idx";
     let path = path.as_ref();
-    let b = maybe_gunzip(OP, path, read_file(OP, path)?)?;
+    let file = read_file(OP, path)?;
     let bad = |r: String| format_err(OP, path, "IDX", r);
+    // Inflate only as much as the header declares (a gzip bomb cannot grow past it).
+    let mut r: Box<dyn Read + '_> = if file.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(&file[..]))
+    } else {
+        Box::new(&file[..])
+    };
+    let mut take = |n: u64| -> Result<Vec<u8>> {
+        read_bounded((&mut r).take(n), n).map_err(|e| format_err(OP, path, "gzip", e))
+    };
+    let mut b = take(4)?;
     if b.len() < 4 || b[0] != 0 || b[1] != 0 {
         return Err(bad("missing the 0x0000 magic".into()));
     }
     let (code, nd) = (b[2], b[3] as usize);
     let head = 4 + 4 * nd;
+    b.extend(take(4 * nd as u64)?);
     if b.len() < head {
         return Err(bad(format!(
             "truncated header: {} bytes for {nd} dimensions",
@@ -336,6 +391,7 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
         .checked_mul(size)
         .and_then(|x| x.checked_add(head))
         .ok_or_else(|| bad("size overflow".into()))?;
+    b.extend(take((need - head) as u64)?);
     if b.len() < need {
         return Err(bad(format!(
             "truncated: {} data bytes, dimensions {dims:?} need {}",
@@ -343,6 +399,16 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
             need - head
         )));
     }
+    // The rest of a gzip stream must end soon and intact (its CRC and size checked), so a
+    // truncated or corrupt file is refused without inflating an unbounded tail.
+    const TAIL: u64 = 1 << 20;
+    let tail = read_bounded((&mut r).take(TAIL + 1), TAIL).map_err(|e| {
+        bad(format!(
+            "after the {} bytes its dimensions declare: {e}",
+            need
+        ))
+    })?;
+    drop(tail);
     let d = &b[head..need];
     Ok(match code {
         0x08 => Tensor::from_vec(d.to_vec(), &dims)?,
@@ -451,108 +517,24 @@ impl Dataset for Mnist {
     }
 }
 
-/// Parses `.npy` bytes (format 1.0–3.0, C order): `<f4`→F32, `<f8`→F64, `<i8`/`<i4`/`<i2`/`|i1`
-/// and `<u4`/`<u2` → I64, `|u1`→U8, `|b1`→Bool.
+/// Parses `.npy` bytes as `np.load` does: format versions 1.0, 2.0 and 3.0 only; the header
+/// must be a Python dict with exactly the keys `descr`, `fortran_order` (`True` or `False`)
+/// and `shape` (a tuple of ints), a repeated key taking the last value as in Python, and
+/// nothing after the dict but whitespace and comments. C and Fortran order; little- and
+/// big-endian; `f4`→F32, `f8`→F64, `i1`/`i2`/`i4`/`i8`/`u2`/`u4` → I64, `u1`→U8, `b1`→Bool.
+/// Bytes after the data are ignored, as NumPy ignores them.
 ///
 /// # Errors
-/// [`Error::Format`] on a bad magic or header, Fortran order, big-endian or unsupported dtype,
-/// or truncated data.
+/// [`Error::Format`] on anything `np.load` refuses (bad magic, version, header, truncated
+/// data), and on valid files lockstep cannot represent (other dtypes, rare Python syntax such
+/// as string escapes): those messages say "unsupported".
 pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<Tensor> {
-    const OP: &str = "read_npy";
-    let bad = |r: String| format_err(OP, path, "NPY", r);
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(bad("missing the \\x93NUMPY magic".into()));
-    }
-    let (hl, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 => {
-            if bytes.len() < 12 {
-                return Err(bad("truncated header".into()));
-            }
-            (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            )
-        }
-        v => return Err(bad(format!("unsupported format version {v}"))),
+    use crate::npy::{Refusal, parse_header, read_data};
+    let bad = |r: Refusal| match r {
+        Refusal::Invalid(s) | Refusal::Unsupported(s) => format_err("read_npy", path, "NPY", s),
     };
-    let header = bytes
-        .get(start..start + hl)
-        .ok_or_else(|| bad("truncated header".into()))?;
-    let header = String::from_utf8_lossy(header);
-    let field = |key: &str| -> Option<String> {
-        let k = header.find(&format!("'{key}'"))?;
-        let rest = &header[k + key.len() + 2..];
-        let rest = rest[rest.find(':')? + 1..].trim_start();
-        Some(rest.to_string())
-    };
-    let descr = field("descr").ok_or_else(|| bad(format!("no 'descr' in header {header}")))?;
-    let descr = descr.trim_start_matches(['\'', '"']);
-    let descr = &descr[..descr
-        .find(['\'', '"'])
-        .ok_or_else(|| bad("bad descr".into()))?];
-    let fortran = field("fortran_order").ok_or_else(|| bad("no 'fortran_order'".into()))?;
-    if fortran.starts_with("True") {
-        return Err(bad("Fortran-ordered arrays are not supported".into()));
-    }
-    let shape_s = field("shape").ok_or_else(|| bad("no 'shape'".into()))?;
-    let open = shape_s.find('(').ok_or_else(|| bad("bad shape".into()))?;
-    let close = shape_s.find(')').ok_or_else(|| bad("bad shape".into()))?;
-    let shape: Vec<usize> = shape_s[open + 1..close]
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| bad(format!("bad shape entry `{s}`")))
-        })
-        .collect::<Result<_>>()?;
-    let n: usize = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| bad("shape overflows".into()))?;
-    let size = match descr {
-        "|u1" | "|b1" | "|i1" | "<u1" | "<i1" => 1,
-        "<i2" | "<u2" => 2,
-        "<f4" | "<i4" | "<u4" => 4,
-        "<f8" | "<i8" => 8,
-        d => {
-            return Err(bad(format!(
-                "unsupported dtype `{d}` (little-endian f4/f8/i1-i8/u1-u4/b1 only)"
-            )));
-        }
-    };
-    let d0 = start + hl;
-    let need = n
-        .checked_mul(size)
-        .ok_or_else(|| bad("size overflows".into()))?;
-    let d = bytes.get(d0..d0 + need).ok_or_else(|| {
-        bad(format!(
-            "truncated: {} data bytes, shape {shape:?} needs {need}",
-            bytes.len().saturating_sub(d0)
-        ))
-    })?;
-    macro_rules! le {
-        ($t:ty, $w:expr) => {
-            d.chunks_exact($w)
-                .map(|c| <$t>::from_le_bytes(c.try_into().expect("width")))
-        };
-    }
-    Ok(match descr {
-        "|u1" | "<u1" => Tensor::from_vec(d.to_vec(), &shape)?,
-        "|b1" => Tensor::from_vec(d.iter().map(|&x| x != 0).collect::<Vec<_>>(), &shape)?,
-        "|i1" | "<i1" => Tensor::from_vec(
-            d.iter().map(|&x| x as i8 as i64).collect::<Vec<_>>(),
-            &shape,
-        )?,
-        "<i2" => Tensor::from_vec(le!(i16, 2).map(i64::from).collect::<Vec<_>>(), &shape)?,
-        "<u2" => Tensor::from_vec(le!(u16, 2).map(i64::from).collect::<Vec<_>>(), &shape)?,
-        "<i4" => Tensor::from_vec(le!(i32, 4).map(i64::from).collect::<Vec<_>>(), &shape)?,
-        "<u4" => Tensor::from_vec(le!(u32, 4).map(i64::from).collect::<Vec<_>>(), &shape)?,
-        "<f4" => Tensor::from_vec(le!(f32, 4).collect::<Vec<_>>(), &shape)?,
-        "<i8" => Tensor::from_vec(le!(i64, 8).collect::<Vec<_>>(), &shape)?,
-        _ => Tensor::from_vec(le!(f64, 8).collect::<Vec<_>>(), &shape)?,
-    })
+    let h = parse_header(bytes).map_err(bad)?;
+    read_data(&h, bytes).map_err(bad)
 }
 
 /// Reads a `.npy` file (see [`parse_npy`]).
@@ -565,115 +547,77 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor> {
 }
 
 /// Reads a `.npz` archive (`np.savez` or `np.savez_compressed`): the arrays by name (without
-/// `.npy`), in archive order. Checks each entry's CRC-32.
+/// `.npy`), in archive order. The archive is walked by the `zip` crate; each entry is inflated
+/// into a buffer bounded by its declared size (itself bounded by deflate's maximum ratio and
+/// [`MAX_INFLATED_BYTES`]), grown fallibly, and its CRC-32 and size are checked. A name that
+/// occurs twice keeps its first position and the last entry's data, as `np.load(..)[name]`
+/// reads the last.
 ///
 /// # Errors
 /// [`Error::Io`] if missing; [`Error::Format`] if the zip structure is corrupt or truncated,
-/// an entry's CRC does not match, or an entry is not a valid `.npy`.
+/// an entry's CRC or size does not match, or an entry is not a valid `.npy` (an entry that
+/// is not an array at all, which NumPy would return as raw bytes, is "unsupported").
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     const OP: &str = "read_npz";
     let path = path.as_ref();
     let b = read_file(OP, path)?;
+    parse_npz(&b, path)
+}
+
+/// [`read_npz`] on bytes already in memory (`path` names them in errors).
+///
+/// # Errors
+/// As [`read_npz`].
+pub fn parse_npz(b: &[u8], path: &Path) -> Result<Vec<(String, Tensor)>> {
+    const OP: &str = "read_npz";
     let bad = |r: String| format_err(OP, path, "NPZ (zip)", r);
-    let u16_at = |o: usize| -> Result<u16> {
-        b.get(o..o + 2)
-            .map(|s| u16::from_le_bytes([s[0], s[1]]))
-            .ok_or_else(|| bad(format!("truncated at byte {o}")))
-    };
-    let u32_at = |o: usize| -> Result<u32> {
-        b.get(o..o + 4)
-            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-            .ok_or_else(|| bad(format!("truncated at byte {o}")))
-    };
-    let eocd = (0..=b.len().saturating_sub(22))
-        .rev()
-        .take(65_536 + 22)
-        .find(|&o| b[o..].starts_with(&[0x50, 0x4b, 0x05, 0x06]))
-        .ok_or_else(|| bad("no end-of-central-directory record (truncated?)".into()))?;
-    let count = u16_at(eocd + 10)? as usize;
-    let mut cd = u32_at(eocd + 16)? as usize;
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        if u32_at(cd)? != 0x0201_4b50 {
-            return Err(bad(format!("bad central directory entry at byte {cd}")));
-        }
-        let method = u16_at(cd + 10)?;
-        let crc = u32_at(cd + 16)?;
-        let mut csize = u32_at(cd + 20)? as u64;
-        let mut usize_ = u32_at(cd + 24)? as u64;
-        let (nl, el, kl) = (
-            u16_at(cd + 28)? as usize,
-            u16_at(cd + 30)? as usize,
-            u16_at(cd + 32)? as usize,
-        );
-        let mut local = u32_at(cd + 42)? as u64;
-        let name_b = b
-            .get(cd + 46..cd + 46 + nl)
-            .ok_or_else(|| bad("truncated entry name".into()))?;
-        let name = String::from_utf8_lossy(name_b).into_owned();
-        // ZIP64 extra field: the 0xFFFFFFFF fields, in order usize, csize, offset.
-        let mut e = cd + 46 + nl;
-        let eend = e + el;
-        while e + 4 <= eend {
-            let (id, sz) = (u16_at(e)?, u16_at(e + 2)? as usize);
-            if id == 1 {
-                let mut p = e + 4;
-                let next = |p: &mut usize| -> Result<u64> {
-                    let v = b
-                        .get(*p..*p + 8)
-                        .map(|s| u64::from_le_bytes(s.try_into().expect("8")))
-                        .ok_or_else(|| bad("truncated ZIP64 field".into()))?;
-                    *p += 8;
-                    Ok(v)
-                };
-                if usize_ == 0xFFFF_FFFF {
-                    usize_ = next(&mut p)?;
-                }
-                if csize == 0xFFFF_FFFF {
-                    csize = next(&mut p)?;
-                }
-                if local == 0xFFFF_FFFF {
-                    local = next(&mut p)?;
-                }
-            }
-            e += 4 + sz;
-        }
-        cd = eend + kl;
-        let local = local as usize;
-        if u32_at(local)? != 0x0403_4b50 {
-            return Err(bad(format!(
-                "bad local header for `{name}` at byte {local}"
-            )));
-        }
-        let data0 = local + 30 + u16_at(local + 26)? as usize + u16_at(local + 28)? as usize;
-        let raw = b
-            .get(data0..data0 + csize as usize)
-            .ok_or_else(|| bad(format!("entry `{name}` is truncated")))?;
-        let data = match method {
-            0 => raw.to_vec(),
-            8 => {
-                let mut v = Vec::with_capacity(usize_ as usize);
-                flate2::read::DeflateDecoder::new(raw)
-                    .read_to_end(&mut v)
-                    .map_err(|e| bad(format!("entry `{name}`: {e}")))?;
-                v
-            }
-            m => {
-                return Err(bad(format!(
-                    "entry `{name}`: unsupported compression method {m}"
-                )));
-            }
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(b)).map_err(|e| bad(e.to_string()))?;
+    let mut out: Vec<(String, Tensor)> = Vec::new();
+    for i in 0..zip.len() {
+        let entry = zip
+            .by_index(i)
+            .map_err(|e| bad(format!("entry {i}: {e}")))?;
+        let name = entry
+            .name()
+            .map_err(|e| bad(format!("entry {i}: bad name: {e}")))?
+            .to_string();
+        let declared = entry.size();
+        let packed = entry.compressed_size();
+        let bound = match entry.compression() {
+            zip::CompressionMethod::Stored => packed,
+            zip::CompressionMethod::Deflated => packed
+                .saturating_mul(DEFLATE_MAX_RATIO)
+                .saturating_add(1024),
+            m => return Err(bad(format!("entry `{name}`: unsupported compression {m}"))),
         };
-        let mut c = flate2::Crc::new();
-        c.update(&data);
-        if c.sum() != crc || data.len() as u64 != usize_ {
+        if declared > bound || declared > MAX_INFLATED_BYTES {
             return Err(bad(format!(
-                "entry `{name}`: CRC or size mismatch (corrupt)"
+                "entry `{name}` claims {declared} bytes from {packed} compressed (impossible or over {MAX_INFLATED_BYTES})"
             )));
+        }
+        let data =
+            read_bounded(entry, declared).map_err(|e| bad(format!("entry `{name}`: {e}")))?;
+        if data.len() as u64 != declared {
+            return Err(bad(format!(
+                "entry `{name}`: {} bytes, {declared} declared (corrupt)",
+                data.len()
+            )));
+        }
+        let entry_path: PathBuf = path.join(&name);
+        if !data.starts_with(b"\x93NUMPY") {
+            return Err(format_err(
+                OP,
+                &entry_path,
+                "NPY",
+                "unsupported: the entry is not a .npy array (NumPy returns its raw bytes)",
+            ));
         }
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
-        let entry_path: PathBuf = path.join(&name);
-        out.push((key, parse_npy(&data, &entry_path)?));
+        let t = parse_npy(&data, &entry_path)?;
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = t,
+            None => out.push((key, t)),
+        }
     }
     Ok(out)
 }
