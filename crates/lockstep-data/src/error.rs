@@ -56,11 +56,13 @@ pub enum Error {
     },
     /// No batch arrived within the loader's `timeout`.
     #[error(
-        "DataLoader timed out after {seconds} s waiting for batch {batch} from worker {worker}"
+        "DataLoader timed out after {seconds} s waiting for batch {batch} (samples {indices:?}) from worker {worker}"
     )]
     Timeout {
         /// The batch waited for.
         batch: usize,
+        /// The data-set indices of its samples.
+        indices: Vec<usize>,
         /// The worker it was sent to.
         worker: usize,
         /// The timeout.

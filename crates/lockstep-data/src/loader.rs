@@ -533,10 +533,51 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
                 )));
             }
         }
-        match (&st.generator, &self.generator) {
-            (Some(b), g @ SharedGenerator::Shared(_)) => g.set_state(b)?,
-            (None, SharedGenerator::Default) => {}
-            _ => return Err(bad("the loader's generator kind differs".into())),
+        if self.persistent_workers && st.persistent && st.num_workers != self.num_workers {
+            return Err(bad(format!(
+                "persistent workers saved with num_workers={} cannot continue with num_workers={}",
+                st.num_workers, self.num_workers
+            )));
+        }
+        // The worker generators are used (one per worker) when resuming a TorchCompatible pass
+        // with workers, and by persistent workers between epochs (empty: fresh workers).
+        let gens = st.worker_generators.len();
+        let torch_pass =
+            st.in_pass && self.seeding == Seeding::TorchCompatible && self.num_workers > 0;
+        let persistent_gens = self.persistent_workers && st.persistent && !st.in_pass && gens > 0;
+        if (torch_pass || persistent_gens) && gens != self.num_workers {
+            return Err(bad(format!(
+                "{gens} worker generator states for {} workers",
+                self.num_workers
+            )));
+        }
+        // Validate everything before changing anything: an error leaves the loader as it was.
+        if !matches!(
+            (&st.generator, &self.generator),
+            (Some(_), SharedGenerator::Shared(_)) | (None, SharedGenerator::Default)
+        ) {
+            return Err(bad("the loader's generator kind differs".into()));
+        }
+        let check = |what: &str, b: &[u8]| {
+            Generator::with_seed(0)
+                .set_state(b)
+                .map_err(|e| bad(format!("{what}: {e}")))
+        };
+        if let Some(b) = &st.generator {
+            check("the loader's generator", b)?;
+        }
+        if let Some(b) = &st.sampler_generator {
+            check("the sampler's generator", b)?;
+        }
+        check("the default generator", &st.default_generator)?;
+        for (w, b) in st.worker_generators.iter().enumerate() {
+            if let Some(b) = b {
+                check(&format!("worker {w}'s generator"), b)?;
+            }
+        }
+        // Now apply (each state was checked, so these cannot fail).
+        if let (Some(b), g @ SharedGenerator::Shared(_)) = (&st.generator, &self.generator) {
+            g.set_state(b)?;
         }
         if let (Some(b), Some(g)) = (
             &st.sampler_generator,
@@ -546,12 +587,6 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> DataLoader<D, C> {
         }
         default_generator().set_state(&st.default_generator)?;
         self.pool = None;
-        if self.persistent_workers && st.persistent && st.num_workers != self.num_workers {
-            return Err(bad(format!(
-                "persistent workers saved with num_workers={} cannot continue with num_workers={}",
-                st.num_workers, self.num_workers
-            )));
-        }
         self.persistent_seed = (self.persistent_workers && st.persistent).then_some(st.base_seed);
         self.pending_worker_states = (self.persistent_workers && st.persistent && !st.in_pass)
             .then(|| st.worker_generators.clone());
@@ -820,8 +855,8 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> LoaderIter<'_, D, C> {
         let start = Instant::now();
         loop {
             if let Some(m) = self.reorder.remove(&k) {
-                if m.gen_state.is_some() {
-                    self.worker_states[w] = m.gen_state;
+                if let (Some(st), Some(slot)) = (m.gen_state, self.worker_states.get_mut(w)) {
+                    *slot = Some(st);
                 }
                 return m.result;
             }
@@ -838,6 +873,12 @@ impl<D: Dataset + 'static, C: Collate<D::Item> + 'static> LoaderIter<'_, D, C> {
                     {
                         return Err(Error::Timeout {
                             batch: k,
+                            indices: self
+                                .batches
+                                .as_ref()
+                                .and_then(|b| b.get(k))
+                                .cloned()
+                                .unwrap_or_default(),
                             worker: w,
                             seconds: t.as_secs_f64(),
                         });
@@ -1123,8 +1164,15 @@ impl LoaderState {
                 (1, seed) => Seeding::PerSample { seed },
                 _ => return None,
             };
-            let in_pass = r.byte()? != 0;
-            let persistent = r.byte()? != 0;
+            let in_pass = r.byte()? > 0;
+            let persistent = r.byte()? > 0;
+            // Self-consistency: one generator per worker (or none), a position within the pass.
+            if !worker_generators.is_empty() && worker_generators.len() != num_workers {
+                return None;
+            }
+            if batches_done > batches.len() || (!in_pass && (batches_done > 0 || nb > 0)) {
+                return None;
+            }
             (r.1 == r.0.len()).then_some(LoaderState {
                 epoch,
                 batches_done,
@@ -1142,7 +1190,7 @@ impl LoaderState {
         };
         parse(&mut R(b, 0)).ok_or_else(|| {
             bad(format!(
-                "{} bytes are not a lockstep-data loader state (version 01)",
+                "{} bytes are not a consistent lockstep-data loader state (version 01)",
                 b.len()
             ))
         })

@@ -554,3 +554,57 @@ fn loader_state_bytes_round_trip_and_reject_truncation() {
     long.push(0);
     assert!(LoaderState::from_bytes(&long).is_err());
 }
+
+/// Issue 13, defect 4: a state with fewer worker generators than workers is refused (it used to
+/// panic on iteration), and a refused state leaves the loader exactly as it was.
+#[test]
+fn bad_worker_generator_count_is_refused_and_load_is_atomic() {
+    let _g = global_lock();
+    let build = |seed: u64| {
+        DataLoader::builder(Range(20))
+            .batch_size(4)
+            .shuffle(true)
+            .generator(SharedGenerator::with_seed(seed))
+            .num_workers(2)
+            .build()
+            .unwrap()
+    };
+    let mut dl = build(1);
+    let mut it = dl.iter();
+    it.next().unwrap().unwrap();
+    let good = it.state_dict();
+    drop(it);
+    assert_eq!(good.worker_generators.len(), 2);
+    // Fewer generators than workers: refused by from_bytes and by load_state_dict.
+    let mut short = good.clone();
+    short.worker_generators.truncate(1);
+    assert!(matches!(
+        LoaderState::from_bytes(&short.to_bytes()),
+        Err(Error::State { .. })
+    ));
+    let mut dl2 = build(2);
+    let before = dl2.state_dict();
+    let default_before = default_generator().get_state();
+    assert!(matches!(
+        dl2.load_state_dict(short),
+        Err(Error::State { .. })
+    ));
+    // A bad default-generator state after a good loader-generator state: nothing applied.
+    let mut bad = good.clone();
+    bad.default_generator = vec![1, 2, 3];
+    assert!(dl2.load_state_dict(bad).is_err());
+    let mut bad = good.clone();
+    bad.worker_generators[1] = Some(vec![0; 5]);
+    assert!(dl2.load_state_dict(bad).is_err());
+    assert_eq!(
+        dl2.state_dict(),
+        before,
+        "a refused state changed the loader"
+    );
+    assert_eq!(default_generator().get_state(), default_before);
+    // The good state still loads and iterates.
+    dl2.load_state_dict(good.clone()).unwrap();
+    assert_eq!(dl2.iter().count(), 4);
+    // Round trip of the bytes.
+    assert_eq!(LoaderState::from_bytes(&good.to_bytes()).unwrap(), good);
+}
