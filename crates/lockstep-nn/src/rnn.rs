@@ -16,7 +16,9 @@ use crate::autograd::Var;
 use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
 use crate::ops::invalid;
 use lockstep_rng::compat::torch as t;
-use lockstep_tensor::{Result, Tensor};
+use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
+use lockstep_tensor::ops::matmul::{GemmFloat, gemm};
+use lockstep_tensor::{DType, Result, Tensor};
 
 /// Which recurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,7 +338,7 @@ impl Rnn {
                 Var::cat(&outs, 2)?
             };
             if self.training && c.dropout > 0.0 && l + 1 < c.num_layers {
-                seq = crate::rng::dropout(&seq, c.dropout, true)?;
+                seq = crate::rng::dropout_batch_dim(&seq, c.dropout, true, 1)?;
             }
         }
         let mut output = seq;
@@ -378,6 +380,9 @@ impl Rnn {
         } else {
             (0..steps).collect()
         };
+        if self.mode == Mode::Lstm {
+            return lstm_fused(cell, &xw, &h, &c, &order);
+        }
         for &s in &order {
             let xs = xw.select(0, s)?;
             let hw = h.linear(&cell.w_hh, cell.b_hh.as_ref())?;
@@ -435,4 +440,252 @@ impl Module for Rnn {
     fn is_training(&self) -> bool {
         self.training
     }
+}
+
+/// The float types the fused LSTM layer runs in.
+trait Real:
+    GemmFloat
+    + core::ops::Sub<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    fn exp(self) -> Self;
+    fn tanh(self) -> Self;
+}
+
+macro_rules! real {
+    ($($t:ty),*) => {$(
+        impl Real for $t {
+            #[inline(always)]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                <$t>::tanh(self)
+            }
+        }
+    )*};
+}
+real!(f32, f64);
+
+/// The fused LSTM layer: one node per direction of a layer instead of ~15 per time step.
+/// Thread-invariant: its products are the blocked GEMM's and its other loops run in a fixed
+/// order on the calling thread.
+static LSTM_LAYER: Op<fn()> = Op {
+    name: "lstm_layer",
+    impls: &[Impl {
+        algo: "lstm_layer.fused",
+        guarantee: Guarantee::ThreadInvariant,
+        f: || {},
+    }],
+};
+
+/// Its backward.
+static LSTM_LAYER_BACKWARD: Op<fn()> = Op {
+    name: "lstm_layer_backward",
+    impls: &[Impl {
+        algo: "lstm_layer_backward.fused",
+        guarantee: Guarantee::ThreadInvariant,
+        f: || {},
+    }],
+};
+
+/// What the backward of the fused layer needs, all in processing order (step `k` handles time
+/// `order[k]`).
+struct Saved<T> {
+    /// `[T, B, 4H]`: i, f, g, o after their nonlinearities.
+    acts: Vec<T>,
+    /// `[T, B, H]`: the cell state after each step.
+    cs: Vec<T>,
+    /// `[T, B, H]`: its tanh.
+    tcs: Vec<T>,
+    /// `[T, B, H]`: the hidden state before each step.
+    hprev: Vec<T>,
+    /// `[B, H]`: the initial cell state.
+    c0: Vec<T>,
+}
+
+/// One direction of an LSTM layer as one differentiable op: `xw` `[T, B, 4H]` (the input
+/// projection with `bias_ih`), then per step `gates = xw[t] + (h·W_hhᵀ + b_hh)`,
+/// `c = f·c + i·g`, `h = o·tanh(c)` — the same operations, in the same order, as the op-by-op
+/// cell, so the forward values are bit for bit those of the unfused graph. The backward
+/// recomputes nothing: it walks the steps in reverse with the saved activations, one
+/// `[B, 4H]·[4H, H]` product per step for the hidden state's gradient, then `W_hh`'s gradient
+/// as one product over all steps (`dGᵀ · H_prev`, K = T·B) and `b_hh`'s as a sum in step order.
+fn lstm_fused(
+    cell: &Cell,
+    xw: &Var,
+    h0: &Var,
+    c0: &Var,
+    order: &[usize],
+) -> Result<(Var, Var, Var)> {
+    let y = match xw.dtype() {
+        DType::F32 => lstm_op::<f32>(cell, xw, h0, c0, order)?,
+        DType::F64 => lstm_op::<f64>(cell, xw, h0, c0, order)?,
+        other => {
+            return Err(lockstep_tensor::Error::DType {
+                op: "lstm_layer",
+                expected: DType::F32,
+                got: other,
+            });
+        }
+    };
+    let steps = order.len();
+    let outs = y.narrow(0, 0, steps)?;
+    let h_last = y.select(0, *order.last().expect("at least one step"))?;
+    let c_last = y.select(0, steps)?;
+    Ok((outs, h_last, c_last))
+}
+
+/// The fused layer's node: its value is `[T + 1, B, H]`, the outputs by time then the final
+/// cell state.
+fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) -> Result<Var> {
+    let par = LSTM_LAYER.select()?.par;
+    let (steps, b, g4) = (xw.shape()[0], xw.shape()[1], xw.shape()[2]);
+    let hd = g4 / 4;
+    let bh = b * hd;
+    let xw_t = xw.data().contiguous();
+    let w_t = cell.w_hh.data().contiguous();
+    let b_t = cell.b_hh.as_ref().map(|v| v.data().contiguous());
+    let (h0_t, c0_t) = (h0.data().contiguous(), c0.data().contiguous());
+    let (xs_all, w) = (xw_t.data::<T>()?, w_t.data::<T>()?);
+    let bias = b_t.as_ref().map(|t| t.data::<T>()).transpose()?;
+    // W_hhᵀ dense [H, 4H]: the product packs rows of it with plain copies (packing the
+    // transposed view gathers one element at a time, as slow as the product itself).
+    let mut wt = vec![T::ZERO; g4 * hd];
+    for j in 0..g4 {
+        for p in 0..hd {
+            wt[p * g4 + j] = w[j * hd + p];
+        }
+    }
+    let mut sv = Saved {
+        acts: vec![T::ZERO; steps * b * g4],
+        cs: vec![T::ZERO; steps * bh],
+        tcs: vec![T::ZERO; steps * bh],
+        hprev: vec![T::ZERO; steps * bh],
+        c0: c0_t.data::<T>()?.to_vec(),
+    };
+    let mut y = vec![T::ZERO; (steps + 1) * bh];
+    let mut mm = vec![T::ZERO; b * g4];
+    let mut h = h0_t.data::<T>()?.to_vec();
+    let mut c = sv.c0.clone();
+    let one = <T as lockstep_tensor::Element>::ONE;
+    for (k, &s) in order.iter().enumerate() {
+        sv.hprev[k * bh..(k + 1) * bh].copy_from_slice(&h);
+        gemm(b, g4, hd, &h, (hd, 1), &wt, (g4, 1), &mut mm, (g4, 1), &par)?;
+        let xs = &xs_all[s * b * g4..(s + 1) * b * g4];
+        let a = &mut sv.acts[k * b * g4..(k + 1) * b * g4];
+        for r in 0..b {
+            for q in 0..4 {
+                for j in 0..hd {
+                    let (e, bj) = (r * g4 + q * hd + j, q * hd + j);
+                    let hw = match bias {
+                        Some(bb) => mm[e] + bb[bj],
+                        None => mm[e],
+                    };
+                    let x = xs[e] + hw;
+                    a[e] = if q == 2 {
+                        x.tanh()
+                    } else {
+                        one / (one + (-x).exp())
+                    };
+                }
+            }
+            let ar = &a[r * g4..(r + 1) * g4];
+            for j in 0..hd {
+                let (i, f, g, o) = (ar[j], ar[hd + j], ar[2 * hd + j], ar[3 * hd + j]);
+                let e = r * hd + j;
+                let cn = f * c[e] + i * g;
+                let tc = cn.tanh();
+                c[e] = cn;
+                h[e] = o * tc;
+                sv.cs[k * bh + e] = cn;
+                sv.tcs[k * bh + e] = tc;
+            }
+        }
+        y[s * bh..(s + 1) * bh].copy_from_slice(&h);
+    }
+    y[steps * bh..].copy_from_slice(&c);
+    let value = Tensor::from_vec(y, &[steps + 1, b, hd])?;
+    let mut inputs = vec![xw, &cell.w_hh];
+    inputs.extend(cell.b_hh.as_ref());
+    inputs.extend([h0, c0]);
+    let has_bias = cell.b_hh.is_some();
+    let need_h0 = h0.requires_grad();
+    let order = order.to_vec();
+    Ok(Var::from_op("lstm_layer", value, &inputs, move |gy| {
+        let par = LSTM_LAYER_BACKWARD.select()?.par;
+        let gy = gy.contiguous();
+        let gy = gy.data::<T>()?;
+        let w = w_t.data::<T>()?;
+        let mut dg_all = vec![T::ZERO; steps * b * g4];
+        let mut dh = vec![T::ZERO; bh];
+        let mut dc = gy[steps * bh..].to_vec();
+        for k in (0..steps).rev() {
+            let s = order[k];
+            let gys = &gy[s * bh..(s + 1) * bh];
+            let a = &sv.acts[k * b * g4..(k + 1) * b * g4];
+            let dg = &mut dg_all[k * b * g4..(k + 1) * b * g4];
+            let cprev = if k == 0 {
+                &sv.c0[..]
+            } else {
+                &sv.cs[(k - 1) * bh..k * bh]
+            };
+            let tcs = &sv.tcs[k * bh..(k + 1) * bh];
+            for r in 0..b {
+                let (ar, dr) = (&a[r * g4..(r + 1) * g4], &mut dg[r * g4..(r + 1) * g4]);
+                for j in 0..hd {
+                    let e = r * hd + j;
+                    let (i, f, g, o) = (ar[j], ar[hd + j], ar[2 * hd + j], ar[3 * hd + j]);
+                    let dht = gys[e] + dh[e];
+                    let tc = tcs[e];
+                    let dct = dc[e] + (dht * o) * (one - tc * tc);
+                    dc[e] = dct * f;
+                    dr[j] = (dct * g) * ((one - i) * i);
+                    dr[hd + j] = (dct * cprev[e]) * ((one - f) * f);
+                    dr[2 * hd + j] = (dct * i) * (one - g * g);
+                    dr[3 * hd + j] = (dht * tc) * ((one - o) * o);
+                }
+            }
+            if k > 0 || need_h0 {
+                gemm(b, hd, g4, dg, (g4, 1), w, (hd, 1), &mut dh, (hd, 1), &par)?;
+            }
+        }
+        // W_hh: Σ_k dG_kᵀ · h_{k-1}, one product with K = T·B.
+        let mut dw = vec![T::ZERO; g4 * hd];
+        gemm(
+            g4,
+            hd,
+            steps * b,
+            &dg_all,
+            (1, g4),
+            &sv.hprev,
+            (hd, 1),
+            &mut dw,
+            (hd, 1),
+            &par,
+        )?;
+        let mut dxw = vec![T::ZERO; steps * b * g4];
+        for (k, &s) in order.iter().enumerate() {
+            dxw[s * b * g4..(s + 1) * b * g4]
+                .copy_from_slice(&dg_all[k * b * g4..(k + 1) * b * g4]);
+        }
+        let mut out = vec![
+            Some(Tensor::from_vec(dxw, &[steps, b, g4])?),
+            Some(Tensor::from_vec(dw, &[g4, hd])?),
+        ];
+        if has_bias {
+            let mut db = vec![T::ZERO; g4];
+            for row in dg_all.chunks(g4) {
+                for (d, &x) in db.iter_mut().zip(row) {
+                    *d = *d + x;
+                }
+            }
+            out.push(Some(Tensor::from_vec(db, &[g4])?));
+        }
+        out.push(Some(Tensor::from_vec(dh, &[b, hd])?));
+        out.push(Some(Tensor::from_vec(dc, &[b, hd])?));
+        Ok(out)
+    }))
 }
