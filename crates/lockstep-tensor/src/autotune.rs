@@ -237,8 +237,10 @@ fn file_err(op: &'static str, path: &Path, reason: impl std::fmt::Display) -> Er
     }
 }
 
-/// Writes the cached choices to `path` as JSON (written to a temporary file, then renamed, so
-/// an existing file is never left half-written).
+/// Writes the cached choices to `path` as JSON with [`crate::io::write_atomic`] (a uniquely
+/// named temporary file in the same directory, fsynced, renamed over `path`, the directory
+/// fsynced): `path` holds the old or the new cache after any crash, no other file is touched,
+/// and concurrent saves of one path do not fail.
 ///
 /// # Errors
 /// If the file cannot be written.
@@ -255,9 +257,7 @@ pub fn save(path: impl AsRef<Path>) -> Result<()> {
         "choices": entries,
     });
     let text = serde_json::to_string_pretty(&doc).expect("JSON of strings");
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| file_err("autotune::save", path, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| file_err("autotune::save", path, e))
+    crate::io::write_atomic(path, text.as_bytes()).map_err(|e| file_err("autotune::save", path, e))
 }
 
 /// Loads choices saved by [`save`]; they replace the cached ones for the same keys and are
@@ -287,8 +287,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
     }
     let features: Vec<&str> = doc["cpu_features"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+        .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| file_err(OP, path, "`cpu_features` is not a list of strings"))?;
     if features != cpu_features() {
         return Err(file_err(
             OP,
@@ -305,7 +305,14 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
     let mut parsed = Vec::with_capacity(entries.len());
     for e in entries {
         match (e["op"].as_str(), e["key"].as_str(), e["algo"].as_str()) {
-            (Some(o), Some(k), Some(a)) => {
+            // An algorithm id is `OP.NAME` (e.g. `conv2d.im2col_gemm`) for its own op.
+            (Some(o), Some(k), Some(a))
+                if !o.is_empty()
+                    && !k.is_empty()
+                    && a.strip_prefix(o)
+                        .and_then(|r| r.strip_prefix('.'))
+                        .is_some_and(|n| !n.is_empty() && !n.contains('.')) =>
+            {
                 parsed.push(((o.to_string(), k.to_string()), a.to_string()))
             }
             _ => return Err(file_err(OP, path, format!("bad entry {e}"))),
@@ -326,17 +333,17 @@ mod tests {
         name: "tuned_test_op",
         impls: &[
             Impl {
-                algo: "slow_nondet",
+                algo: "tuned_test_op.slow_nondet",
                 guarantee: Guarantee::NotGuaranteed,
                 f: || 1,
             },
             Impl {
-                algo: "fast_det",
+                algo: "tuned_test_op.fast_det",
                 guarantee: Guarantee::ThreadInvariant,
                 f: || 2,
             },
             Impl {
-                algo: "slow_det",
+                algo: "tuned_test_op.slow_det",
                 guarantee: Guarantee::ThreadInvariant,
                 f: || 3,
             },
@@ -344,7 +351,11 @@ mod tests {
     };
 
     fn sleep_for(imp: &Impl<F>) {
-        let ms = if imp.algo == "fast_det" { 1 } else { 15 };
+        let ms = if imp.algo == "tuned_test_op.fast_det" {
+            1
+        } else {
+            15
+        };
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 
@@ -362,14 +373,14 @@ mod tests {
                 |_, _| panic!("no timing when off"),
             )
             .unwrap();
-        assert_eq!(c.imp.algo, "slow_nondet");
+        assert_eq!(c.imp.algo, "tuned_test_op.slow_nondet");
         // Deterministic mode: only thread-invariant candidates.
         let c = scope(true, false, || {
             TUNED
                 .select_tuned("k1", false, |_| true, first, |_, _| Ok(()))
                 .unwrap()
         });
-        assert_eq!(c.imp.algo, "fast_det");
+        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
         // On: the fastest allowed, cached.
         set_benchmark(true);
         let c = TUNED
@@ -384,11 +395,11 @@ mod tests {
                 },
             )
             .unwrap();
-        assert_eq!(c.imp.algo, "fast_det");
+        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
         let c = TUNED
             .select_tuned("k2", false, |_| true, first, |_, _| panic!("cached"))
             .unwrap();
-        assert_eq!(c.imp.algo, "fast_det");
+        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
         // Save, clear, load: the choice comes back without timing.
         let dir = std::env::temp_dir().join(format!("lockstep-autotune-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -399,7 +410,7 @@ mod tests {
         let c = TUNED
             .select_tuned("k2", false, |_| true, first, |_, _| panic!("loaded"))
             .unwrap();
-        assert_eq!(c.imp.algo, "fast_det");
+        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
         set_benchmark(false);
         // Stale and corrupt files are refused.
         let text = std::fs::read_to_string(&file).unwrap();
@@ -408,6 +419,45 @@ mod tests {
         std::fs::write(&file, "{ not json").unwrap();
         assert!(load(&file).is_err());
         assert!(load(dir.join("missing.json")).is_err());
+        // Issue 13: non-string CPU features and algorithm ids of another op are refused.
+        let good = |features: &str, op: &str, algo: &str| {
+            format!(
+                r#"{{"format": "lockstep-autotune/1", "lockstep": "{}", "cpu_features": {features}, "choices": [{{"op": "{op}", "key": "k", "algo": "{algo}"}}]}}"#,
+                env!("CARGO_PKG_VERSION")
+            )
+        };
+        let feats = serde_json::to_string(&cpu_features()).unwrap();
+        std::fs::write(&file, good(&feats, "conv2d", "conv2d.im2col_gemm")).unwrap();
+        assert_eq!(load(&file).unwrap(), 1);
+        clear();
+        let mut odd = cpu_features().iter().map(|f| json!(f)).collect::<Vec<_>>();
+        odd.push(json!(7));
+        std::fs::write(&file, good(&json!(odd).to_string(), "conv2d", "conv2d.x")).unwrap();
+        assert!(
+            load(&file)
+                .unwrap_err()
+                .to_string()
+                .contains("cpu_features")
+        );
+        for (op, algo) in [
+            ("conv2d", "matmul.blocked"),
+            ("conv2d", "im2col"),
+            ("", ".x"),
+            ("conv2d", "conv2d."),
+        ] {
+            std::fs::write(&file, good(&feats, op, algo)).unwrap();
+            assert!(
+                load(&file).unwrap_err().to_string().contains("bad entry"),
+                "{op} {algo}"
+            );
+        }
+        // Saving never touches a sibling `tune.tmp` (it used to be the temporary file).
+        std::fs::write(dir.join("tune.tmp"), "mine").unwrap();
+        save(&file).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("tune.tmp")).unwrap(),
+            "mine"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -42,6 +42,7 @@ pub mod dispatch;
 pub mod doctor;
 pub mod dtype;
 mod error;
+pub mod io;
 pub mod layout;
 pub mod ops;
 mod tensor;
