@@ -226,11 +226,10 @@ fn main() -> ExitCode {
             lib, func, options, ..
         } => {
             let (lib, func) = (lib.unwrap_or_default(), func.unwrap_or_default());
-            match lockstep_cli::sample::run(&lib, &func, &options) {
-                Ok(v) => {
-                    println!("{v}");
-                    ExitCode::SUCCESS
-                }
+            // Streamed: the values are never held as a JSON tree.
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match lockstep_cli::sample::run_to(&lib, &func, &options, &mut out) {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: lockstep sample {lib} {func}: {e}");
                     ExitCode::from(2)

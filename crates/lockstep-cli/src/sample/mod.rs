@@ -395,6 +395,17 @@ fn unknown_library(lib: &str) -> String {
 
 /// Runs `lockstep sample LIB FN [options]` and returns the JSON object to print.
 pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, SampleError> {
+    let (mut head, values) = run_parts(lib, func, args)?;
+    head["values"] = values.to_json()?;
+    Ok(head)
+}
+
+/// The output object without `values`, and the values.
+fn run_parts(
+    lib: &str,
+    func: &str,
+    args: &[String],
+) -> Result<(serde_json::Value, Values), SampleError> {
     let opts = Opts::parse(args)?;
     let repeat: usize = opts.get_or("repeat", 1)?;
     let values = match lib {
@@ -414,14 +425,57 @@ pub fn run(lib: &str, func: &str, args: &[String]) -> Result<serde_json::Value, 
     };
     opts.finish()?;
     let seed = opts.raw("seed").unwrap_or("0").to_string();
-    Ok(serde_json::json!({
+    let head = serde_json::json!({
         "lib": lib,
         "fn": func,
         "seed": seed,
         "repeat": repeat,
         "dtype": values.dtype(),
-        "values": values.to_json()?,
-    }))
+    });
+    Ok((head, values))
+}
+
+/// Runs `lockstep sample LIB FN [options]` and writes the JSON object [`run`] returns (the
+/// same text as printing it, then a newline) to `out`, one value at a time: the memory used is
+/// the drawn values themselves, never a JSON tree of them.
+///
+/// # Errors
+/// As [`run`], or if writing fails.
+pub fn run_to(
+    lib: &str,
+    func: &str,
+    args: &[String],
+    out: &mut dyn std::io::Write,
+) -> Result<(), SampleError> {
+    let (head, values) = run_parts(lib, func, args)?;
+    let io = |e: std::io::Error| SampleError(format!("cannot write the output: {e}"));
+    // Keys print sorted and `values` is the last of them: close the head's object after it.
+    let head = head.to_string();
+    let head = head.strip_suffix('}').unwrap_or(&head);
+    write!(out, "{head},\"values\":[").map_err(io)?;
+    let mut first = true;
+    let mut item =
+        |v: serde_json::Value, out: &mut dyn std::io::Write| -> Result<(), SampleError> {
+            if !first {
+                out.write_all(b",").map_err(io)?;
+            }
+            first = false;
+            write!(out, "{v}").map_err(io)
+        };
+    match &values {
+        Values::F32(v) => v.iter().try_for_each(|x| item(finite_json(*x), out))?,
+        Values::F64(v) => v.iter().try_for_each(|x| item(finite_json(*x), out))?,
+        Values::I64(v) => v.iter().try_for_each(|x| item((*x).into(), out))?,
+        Values::U64(v) => v.iter().try_for_each(|x| item((*x).into(), out))?,
+        Values::BigInt(v) => v.iter().try_for_each(|s| {
+            let n = s
+                .parse::<serde_json::Number>()
+                .map_err(|e| SampleError(format!("internal: bad integer `{s}`: {e}")))?;
+            item(serde_json::Value::Number(n), out)
+        })?,
+    }
+    out.write_all(b"]}\n").map_err(io)?;
+    out.flush().map_err(io)
 }
 
 /// Runs torch function `func` with `args` on the caller's generator `g` (not reseeded), for
@@ -439,6 +493,13 @@ pub fn torch_on(
     Ok(values)
 }
 
+/// The most calls `--repeat` makes: a call that draws nothing (`--shape=0`, `--n=0`) still
+/// takes time, so the count of calls is bounded on its own, not only the count of values.
+pub const MAX_REPEAT: usize = 1 << 20;
+
+/// The most bytes of decimal digits one `sample` call prints (huge `getrandbits` integers).
+pub const MAX_OUTPUT_BYTES: usize = 1 << 30;
+
 /// Calls `draw` `repeat` times and concatenates what it returns.
 pub fn repeat_calls(
     repeat: usize,
@@ -446,6 +507,11 @@ pub fn repeat_calls(
 ) -> Result<Values, SampleError> {
     if repeat == 0 {
         return fail("option --repeat must be at least 1");
+    }
+    if repeat > MAX_REPEAT {
+        return fail(format!(
+            "option --repeat={repeat}: `lockstep sample` makes at most {MAX_REPEAT} calls"
+        ));
     }
     let mut all = draw()?;
     for _ in 1..repeat {
@@ -457,6 +523,43 @@ pub fn repeat_calls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    /// Issue 13 defect 6: calls that draw nothing with a huge `--repeat` used to loop forever.
+    #[test]
+    fn huge_repeat_of_empty_calls_is_refused_quickly() {
+        let t = std::time::Instant::now();
+        for (lib, func, a) in [
+            ("torch", "rand", "--shape=0 --repeat=18446744073709551615"),
+            ("python", "random", "--n=0 --repeat=18446744073709551615"),
+            ("numpy", "random", "--shape=0 --repeat=18446744073709551615"),
+            ("numpy-legacy", "rand", "--shape=0 --repeat=1000000000"),
+        ] {
+            let e = run(lib, func, &args(a)).unwrap_err().to_string();
+            assert!(e.contains("repeat"), "{lib} {func}: {e}");
+        }
+        assert!(t.elapsed().as_secs() < 5);
+        // A large but allowed count of empty calls ends.
+        assert!(run("python", "random", &args("--n=0 --repeat=1000")).is_ok());
+    }
+
+    /// `run_to` streams exactly what printing `run`'s object prints.
+    #[test]
+    fn streamed_output_equals_the_json_object() {
+        for (lib, func, a) in [
+            ("torch", "randn", "--shape=3 --seed=5"),
+            ("python", "getrandbits", "--n=2 --k=100"),
+            ("numpy", "random", "--shape=2 --repeat=2"),
+        ] {
+            let mut out = Vec::new();
+            run_to(lib, func, &args(a), &mut out).unwrap();
+            let want = format!("{}\n", run(lib, func, &args(a)).unwrap());
+            assert_eq!(String::from_utf8(out).unwrap(), want);
+        }
+    }
 
     #[test]
     fn every_listed_example_runs_and_gives_every_option() {

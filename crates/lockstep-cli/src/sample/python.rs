@@ -149,6 +149,14 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
                 return fail(format!("getrandbits: option --k must be in 0..={MAX_BITS}"));
             }
             let k = k as usize;
+            // Each value prints about k·log10(2) digits: bound the bytes, not only the count.
+            let digits = k * 30103 / 100_000 + 2;
+            if n.saturating_mul(repeat).saturating_mul(digits) > super::MAX_OUTPUT_BYTES {
+                return fail(format!(
+                    "getrandbits: {n} values of {k} bits with --repeat={repeat} print more than {} bytes",
+                    super::MAX_OUTPUT_BYTES
+                ));
+            }
             repeat_calls(repeat, || {
                 if k <= 63 {
                     let v = (0..n).map(|_| r.getrandbits(k as u32).map(|x| x as i64));
