@@ -95,16 +95,48 @@ fn fingerprint(model: &dyn Module) -> Result<u64, BoxError> {
     Ok(h)
 }
 
+/// The widest hidden layer the demo builds (64·h + 10·h weights: 2^20 is about 300 MB).
+pub const MAX_HIDDEN: usize = 1 << 20;
+
+/// The most loader workers the demo starts.
+pub const MAX_WORKERS: usize = 256;
+
+/// Refuses options that cannot give a meaningful run, with a message naming the flag.
+pub fn check(cfg: &DemoConfig) -> Result<(), BoxError> {
+    if cfg.epochs == 0 || cfg.batch_size == 0 || cfg.hidden == 0 {
+        return Err("--epochs, --batch-size and --hidden must be positive".into());
+    }
+    if !(cfg.lr > 0.0 && cfg.lr.is_finite()) {
+        return Err(format!("--lr={} must be a positive finite number", cfg.lr).into());
+    }
+    if cfg.hidden > MAX_HIDDEN {
+        return Err(format!(
+            "--hidden={} is more than the demo builds ({MAX_HIDDEN})",
+            cfg.hidden
+        )
+        .into());
+    }
+    if cfg.workers > MAX_WORKERS {
+        return Err(format!(
+            "--workers={} is more than the demo starts ({MAX_WORKERS})",
+            cfg.workers
+        )
+        .into());
+    }
+    if let Some(t) = cfg.threads {
+        lockstep::tensor::threads::resolve_num_threads(t)?;
+    }
+    Ok(())
+}
+
 /// Trains once with `cfg`, calling `report` after every epoch.
 pub fn train(
     cfg: &DemoConfig,
     mut report: impl FnMut(&EpochReport),
 ) -> Result<Vec<EpochReport>, BoxError> {
-    if cfg.epochs == 0 || cfg.batch_size == 0 || cfg.hidden == 0 || !(cfg.lr > 0.0) {
-        return Err("epochs, batch size, hidden width and learning rate must be positive".into());
-    }
+    check(cfg)?;
     if let Some(t) = cfg.threads {
-        lockstep::set_num_threads(t);
+        lockstep::set_num_threads(lockstep::tensor::threads::resolve_num_threads(t)?);
     }
     lockstep::use_deterministic_algorithms(true);
     let loader_gen = SharedGenerator::new(lockstep::seed_everything(cfg.seed)?);
@@ -188,6 +220,15 @@ fn print_epoch(r: &EpochReport) {
 /// Runs the demo (and with `verify`, the second run and the comparison). Returns whether it
 /// succeeded (and, with `verify`, whether both runs agreed).
 pub fn run(cfg: &DemoConfig, verify: bool) -> bool {
+    if let Err(e) = check(cfg) {
+        eprintln!("error: lockstep demo: {e}");
+        return false;
+    }
+    // `--threads=0` means all cores, as without the flag.
+    let cfg = &DemoConfig {
+        threads: cfg.threads.filter(|&t| t > 0),
+        ..cfg.clone()
+    };
     println!(
         "lockstep demo: MLP 64-{}-10 on the UCI digits (CC BY 4.0), seed {}, {} epochs, batch {}, lr {}",
         cfg.hidden, cfg.seed, cfg.epochs, cfg.batch_size, cfg.lr
@@ -257,6 +298,67 @@ pub fn run(cfg: &DemoConfig, verify: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 13 defects 9 and 10: absurd flags are clear errors before anything is built.
+    #[test]
+    fn absurd_flags_are_refused() {
+        let base = DemoConfig::default();
+        for (cfg, flag) in [
+            (
+                DemoConfig {
+                    lr: f64::INFINITY,
+                    ..base.clone()
+                },
+                "--lr",
+            ),
+            (
+                DemoConfig {
+                    lr: f64::NAN,
+                    ..base.clone()
+                },
+                "--lr",
+            ),
+            (
+                DemoConfig {
+                    hidden: 100_000_000_000,
+                    ..base.clone()
+                },
+                "--hidden",
+            ),
+            (
+                DemoConfig {
+                    hidden: usize::MAX,
+                    ..base.clone()
+                },
+                "--hidden",
+            ),
+            (
+                DemoConfig {
+                    workers: 100_000_000,
+                    ..base.clone()
+                },
+                "--workers",
+            ),
+            (
+                DemoConfig {
+                    threads: Some(usize::MAX),
+                    ..base.clone()
+                },
+                "threads",
+            ),
+        ] {
+            let e = check(&cfg).unwrap_err().to_string();
+            assert!(e.contains(flag), "{flag}: {e}");
+            assert!(!run(&cfg, false));
+        }
+        assert!(
+            check(&DemoConfig {
+                threads: Some(0),
+                ..base
+            })
+            .is_ok()
+        );
+    }
 
     #[test]
     fn demo_is_identical_at_any_thread_and_worker_count() {

@@ -35,6 +35,10 @@ pub enum Seeding {
     },
 }
 
+/// The most worker threads a [`DataLoader`] starts (`num_workers` above it is an error, not
+/// an attempt to start millions of threads).
+pub const MAX_WORKERS: usize = 1024;
+
 /// A `worker_init_fn(worker_id)`; [`get_worker_info`](crate::get_worker_info) works inside it.
 pub type WorkerInitFn = Arc<dyn Fn(usize) -> Result<()> + Send + Sync>;
 
@@ -248,6 +252,16 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
         C: Collate<D::Item> + 'static,
     {
         const OP: &str = "DataLoader";
+        if self.num_workers > MAX_WORKERS {
+            return Err(invalid(
+                OP,
+                "num_workers",
+                format!(
+                    "{} worker threads is more than a DataLoader starts ({MAX_WORKERS})",
+                    self.num_workers
+                ),
+            ));
+        }
         if self.num_workers == 0 && self.prefetch_factor.is_some() {
             return Err(invalid(
                 OP,

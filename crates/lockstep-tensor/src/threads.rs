@@ -52,15 +52,67 @@ fn pool(n: usize) -> Arc<rayon::ThreadPool> {
     if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
         return p.clone();
     }
-    let p = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .thread_name(move |i| format!("lockstep-{n}-{i}"))
-            .build()
-            .expect("building a thread pool"),
-    );
+    let p = Arc::new(build_pool(n));
     pools.push((n, p.clone()));
     p
+}
+
+/// The most kernel threads lockstep starts: more is refused by [`resolve_num_threads`] and
+/// capped by [`Par::new`] (2^64 − 1 once started 65,535 threads).
+pub const MAX_THREADS: usize = 1024;
+
+/// Checks a thread count given by a user (a `--threads` flag): 0 means all cores, above
+/// [`MAX_THREADS`] is an error; also starts that pool now, so that a machine that cannot
+/// start the threads says so here rather than at the first op. Returns the count to use.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for more than [`MAX_THREADS`], or
+/// if not even one thread can be started.
+pub fn resolve_num_threads(n: usize) -> crate::Result<usize> {
+    let n = if n == 0 { default_threads() } else { n };
+    if n > MAX_THREADS {
+        return Err(crate::error::invalid(
+            "set_num_threads",
+            "threads",
+            format!("{n} threads is more than lockstep starts ({MAX_THREADS})"),
+        ));
+    }
+    try_build_pool(1).map_err(|e| {
+        crate::error::invalid(
+            "set_num_threads",
+            "threads",
+            format!("cannot start a thread: {e}"),
+        )
+    })?;
+    Ok(n)
+}
+
+fn try_build_pool(n: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(move |i| format!("lockstep-{n}-{i}"))
+        .build()
+}
+
+/// A pool of `n` threads or, when the system refuses to start that many, of as many as it
+/// starts (halving), with a warning: fewer threads never change a deterministic result.
+fn build_pool(n: usize) -> rayon::ThreadPool {
+    let mut k = n;
+    loop {
+        match try_build_pool(k) {
+            Ok(p) => {
+                if k < n {
+                    log::warn!("lockstep: could not start {n} kernel threads; using {k}");
+                }
+                return p;
+            }
+            Err(e) if k == 1 => {
+                // Nothing to fall back to: an op cannot run without a thread to run on.
+                panic!("lockstep: cannot start a single kernel thread: {e}")
+            }
+            Err(_) => k = k.div_ceil(2).min(k - 1),
+        }
+    }
 }
 
 /// The parallelism a kernel may use: a thread count and the pool that has that many threads.
@@ -78,9 +130,9 @@ impl core::fmt::Debug for Par {
 }
 
 impl Par {
-    /// `n` threads (at least 1).
+    /// `n` threads (at least 1, at most [`MAX_THREADS`]).
     pub fn new(n: usize) -> Self {
-        let n = n.max(1);
+        let n = n.clamp(1, MAX_THREADS);
         Self {
             threads: n,
             pool: pool(n),
