@@ -148,6 +148,28 @@ struct TrainArgs {
     /// Print only the JSON report (torch_train.py's keys).
     #[arg(long)]
     json: bool,
+    /// torch (PyTorch's draws, the default) | invariant (each sample's noise and dropout
+    /// masks from its own stream: results independent of workers and threads)
+    #[arg(long, default_value = "torch")]
+    seeding: String,
+    /// Directory for checkpoints (ckpt-STEP.safetensors).
+    #[arg(long)]
+    checkpoint_dir: Option<std::path::PathBuf>,
+    /// Save a checkpoint every N steps (needs --checkpoint-dir).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: usize,
+    /// Keep only the newest K checkpoints (0 = all); older ones go after the new one is on
+    /// disk.
+    #[arg(long, default_value_t = 0)]
+    keep: usize,
+    /// Resume from a checkpoint file, or from the newest valid one in a directory (none there:
+    /// start from the beginning).
+    #[arg(long)]
+    resume: Option<std::path::PathBuf>,
+    /// Initial weights from a safetensors file saved from PyTorch
+    /// (safetensors.torch.save_file(model.state_dict(), path)).
+    #[arg(long)]
+    init_from: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -200,6 +222,12 @@ fn main() -> ExitCode {
                 max_steps: a.max_steps,
                 threads: a.threads,
                 data: a.data,
+                seeding: a.seeding,
+                checkpoint_dir: a.checkpoint_dir,
+                checkpoint_every: a.checkpoint_every,
+                keep: a.keep,
+                resume: a.resume,
+                init_from: a.init_from,
             };
             lockstep_cli::train::main(&cfg, a.json)
         }

@@ -9,13 +9,17 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
-use lockstep::data::{DataLoader, Dataset, Digits, SampleRng, SharedGenerator, get_worker_info};
+use lockstep::checkpoint::Checkpoint;
+use lockstep::data::{
+    DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
+};
 use lockstep::rng::compat::numpy::RandomState;
 use lockstep::{DType, Tensor};
 use lockstep_nn::layers::{
     BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
 };
 use lockstep_nn::optim::{self, LrScheduler, Optimizer};
+use lockstep_nn::rng::{SampleKeys, with_sample_keys};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
 use lockstep_nn::{Module, Named, Var, functional as F, no_grad};
 use serde_json::json;
@@ -68,6 +72,19 @@ pub struct TrainConfig {
     pub threads: usize,
     /// A CSV (optionally gzipped) of 64 pixels and a label; `None` = the embedded digits.
     pub data: Option<PathBuf>,
+    /// `torch` (PyTorch's draws) or `invariant` (per-sample streams: results independent of
+    /// the number of workers, threads and processes).
+    pub seeding: String,
+    /// Where checkpoints go (`ckpt-{step:08}.safetensors`).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Save a checkpoint every this many steps (0 = never).
+    pub checkpoint_every: usize,
+    /// Keep only the newest this many checkpoints (0 = all).
+    pub keep: usize,
+    /// Resume from this checkpoint, or from the newest valid one in this directory.
+    pub resume: Option<PathBuf>,
+    /// Initial weights from a safetensors file (`safetensors.torch.save_file(model.state_dict(), path)`).
+    pub init_from: Option<PathBuf>,
 }
 
 impl Default for TrainConfig {
@@ -93,6 +110,12 @@ impl Default for TrainConfig {
             max_steps: 0,
             threads: 0,
             data: None,
+            seeding: "torch".into(),
+            checkpoint_dir: None,
+            checkpoint_every: 0,
+            keep: 0,
+            resume: None,
+            init_from: None,
         }
     }
 }
@@ -238,6 +261,10 @@ struct NoisyDigits {
     noise: f64,
 }
 
+/// Where numpy-augmented workers resume: per worker, the samples already drawn this epoch
+/// (their 64 Gaussians each are replayed after `seed_worker`).
+type NumpySkip = std::sync::Arc<std::sync::Mutex<Option<Vec<usize>>>>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Aug {
     None,
@@ -246,14 +273,25 @@ enum Aug {
 }
 
 impl Dataset for NoisyDigits {
-    type Item = (Tensor, i64);
+    /// `(image [64], label, data-set index)`.
+    type Item = (Tensor, i64, i64);
     fn len(&self) -> usize {
         self.y.len()
     }
-    fn get(&self, i: usize, rng: &mut SampleRng<'_>) -> lockstep::data::Result<(Tensor, i64)> {
+    fn get(&self, i: usize, rng: &mut SampleRng<'_>) -> lockstep::data::Result<(Tensor, i64, i64)> {
         let mut x = self.x[i * 64..(i + 1) * 64].to_vec();
         match self.aug {
             Aug::None => {}
+            // Invariant seeding: the sample's own stream (NumPy's `standard_normal(64,
+            // dtype=float32)` of `per_sample_generator`), whatever `--aug` names.
+            _ if rng.numpy().is_some() => {
+                let mut n = [0f32; 64];
+                rng.randn_f32(&mut n);
+                let s = self.noise as f32;
+                for (x, n) in x.iter_mut().zip(n) {
+                    *x += s * n;
+                }
+            }
             Aug::Torch => {
                 // x + noise * torch.randn(64): the product rounded to f32, then the sum.
                 let mut n = [0f32; 64];
@@ -275,7 +313,7 @@ impl Dataset for NoisyDigits {
                 }
             }
         }
-        Ok((Tensor::from_vec(x, &[64])?, self.y[i]))
+        Ok((Tensor::from_vec(x, &[64])?, self.y[i], i as i64))
     }
 }
 
@@ -490,12 +528,91 @@ pub trait Progress {
 pub struct Quiet;
 impl Progress for Quiet {}
 
+/// The configuration a checkpoint must share with the run that resumes it (everything but
+/// threads, workers, the number of epochs or steps and the checkpoint flags).
+fn identity(cfg: &TrainConfig) -> serde_json::Value {
+    json!({
+        "model": cfg.model, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
+        "optimizer": cfg.optimizer, "momentum": cfg.momentum, "nesterov": cfg.nesterov,
+        "weight_decay": cfg.weight_decay, "scheduler": cfg.scheduler,
+        "clip_grad_norm": cfg.clip_grad_norm, "dropout": cfg.dropout, "hidden": cfg.hidden,
+        "aug": cfg.aug, "noise": cfg.noise, "test_size": cfg.test_size,
+        "data": cfg.data.as_ref().map(|p| p.display().to_string()), "seeding": cfg.seeding,
+        "init_from": cfg.init_from.as_ref().map(|p| p.display().to_string()),
+        // StepLR's step size and the cosine period depend on the number of epochs.
+        "epochs_for_scheduler": if cfg.scheduler == "none" { 0 } else { cfg.epochs },
+    })
+}
+
+fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
+    dir.join(format!("ckpt-{step:08}.safetensors"))
+}
+
+/// The checkpoints in `dir`, newest first.
+fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read checkpoint directory {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ckpt-") && n.ends_with(".safetensors"))
+        })
+        .collect();
+    v.sort();
+    v.reverse();
+    Ok(v)
+}
+
+/// `--resume`: a file, or the newest checkpoint in a directory that loads (`None` if the
+/// directory has none: the run starts from the beginning).
+fn resume_checkpoint(path: &std::path::Path) -> Result<Option<Checkpoint>, BoxError> {
+    if !path.is_dir() {
+        return Ok(Some(Checkpoint::load(path)?));
+    }
+    let mut last_err = None;
+    for p in checkpoints_in(path)? {
+        match Checkpoint::load(&p) {
+            Ok(c) => return Ok(Some(c)),
+            Err(e) => {
+                eprintln!("warning: skipping {}: {e}", p.display());
+                last_err = Some(e);
+            }
+        }
+    }
+    match last_err {
+        Some(e) => Err(format!("no valid checkpoint in {}: {e}", path.display()).into()),
+        None => Ok(None),
+    }
+}
+
 /// Trains once with `cfg` (the whole program of `torch_train.py`) and returns its report.
 ///
 /// # Errors
-/// Invalid flags, an unreadable data file, or an op error (naming the op and shapes).
+/// Invalid flags, an unreadable data file or checkpoint, or an op error (naming the op and
+/// shapes).
 pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, BoxError> {
     let aug = check(cfg)?;
+    let invariant = match cfg.seeding.as_str() {
+        "torch" => false,
+        "invariant" => true,
+        other => {
+            return Err(
+                format!("invalid value {other:?} for --seeding: torch or invariant").into(),
+            );
+        }
+    };
+    if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
+        return Err("--checkpoint-every needs --checkpoint-dir".into());
+    }
+    if let Some(d) = &cfg.checkpoint_dir {
+        std::fs::create_dir_all(d)
+            .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
+    }
+    let resume = match &cfg.resume {
+        Some(p) => resume_checkpoint(p)?,
+        None => None,
+    };
     if cfg.threads > 0 {
         lockstep::set_num_threads(cfg.threads);
     }
@@ -536,24 +653,128 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
     let x_test = Var::constant(Tensor::from_vec(test_x, &[test_y.len(), 64])?);
 
     let mut model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
+    if let Some(p) = &cfg.init_from {
+        let state = lockstep::checkpoint::read_state_dict(p)?;
+        let names: Vec<String> = model.named_all().into_iter().map(|n| n.name).collect();
+        let state: Vec<(String, Tensor)> = state
+            .into_iter()
+            .filter(|(k, _)| names.contains(k))
+            .collect();
+        model
+            .load_state_dict(&state)
+            .map_err(|e| format!("--init-from {}: {e}", p.display()))?;
+    }
     let params = model.parameters();
-    let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
+    let mut init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
 
+    let numpy_skip: NumpySkip = Default::default();
+    let skip = numpy_skip.clone();
     let mut loader = DataLoader::builder(train_ds)
         .batch_size(cfg.batch_size)
         .shuffle(true)
         .generator(SharedGenerator::with_seed(cfg.seed))
         .num_workers(cfg.workers)
-        .worker_init_fn(|_| {
+        .seeding(if invariant {
+            Seeding::PerSample { seed: cfg.seed }
+        } else {
+            Seeding::TorchCompatible
+        })
+        .worker_init_fn(move |_| {
             // seed_worker: np.random.seed(torch.initial_seed() % 2**32) (and random.seed).
-            let seed = get_worker_info().map_or(0, |w| w.seed);
-            let rs = RandomState::new((seed % (1 << 32)) as u32);
+            let info = get_worker_info();
+            let seed = info.as_ref().map_or(0, |w| w.seed);
+            let mut rs = RandomState::new((seed % (1 << 32)) as u32);
+            // Resuming mid-epoch: replay the Gaussians this worker drew before the checkpoint.
+            let replay = info.and_then(|w| {
+                let mut g = skip.lock().unwrap_or_else(|e| e.into_inner());
+                g.as_mut().and_then(|v| v.get_mut(w.id).map(std::mem::take))
+            });
+            if let Some(k) = replay {
+                let mut sink = vec![0f64; 64];
+                for _ in 0..k {
+                    rs.normal(0.0, 1.0, &mut sink)?;
+                }
+            }
             WORKER_NUMPY.with(|w| *w.borrow_mut() = Some(rs));
             Ok(())
         })
         .build()?;
     let mut opt = build_optimizer(cfg, params.clone())?;
     let mut sched = build_scheduler(cfg, opt.as_mut())?;
+
+    let mut step_losses: Vec<f64> = Vec::new();
+    let mut test_accuracy: Vec<f64> = Vec::new();
+    let mut step = 0usize;
+    let mut first_epoch = 0usize;
+    if let Some(ck) = resume {
+        let meta = ck.meta();
+        if meta["config"] != identity(cfg) {
+            return Err(format!(
+                "the checkpoint is from another run: its configuration {} differs from this one {}",
+                meta["config"],
+                identity(cfg)
+            )
+            .into());
+        }
+        let mut known: Vec<String> = model.named_all().into_iter().map(|n| n.name).collect();
+        ck.load_module(model.as_ref())?;
+        ck.load_optimizer(opt.as_mut())?;
+        known.extend(
+            opt.state()
+                .into_iter()
+                .map(|(k, _)| format!("optimizer.{k}")),
+        );
+        if let Some(s) = sched.as_mut() {
+            ck.load_scheduler(s.as_mut())?;
+        }
+        let ls = ck.loader()?;
+        if !invariant && ls.in_pass && aug == Aug::Numpy && cfg.workers > 0 {
+            // Samples each worker fetched this epoch: batch k went to worker k mod W.
+            let mut per = vec![0usize; cfg.workers];
+            for (k, b) in ls.batches[..ls.batches_done].iter().enumerate() {
+                per[k % cfg.workers] += b.len();
+            }
+            *numpy_skip.lock().unwrap_or_else(|e| e.into_inner()) = Some(per);
+        }
+        loader.load_state_dict(ls)?;
+        ck.restore_global_rngs()?;
+        known.extend(
+            ["loader.state", "rng.torch", "rng.python", "rng.numpy"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        let extra: Vec<&str> = ck
+            .names()
+            .filter(|k| !known.iter().any(|n| n == k))
+            .collect();
+        if !extra.is_empty() {
+            return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
+        }
+        let num = |k: &str| {
+            meta[k]
+                .as_u64()
+                .ok_or_else(|| format!("checkpoint: no {k}"))
+        };
+        step = num("step")? as usize;
+        first_epoch = num("epoch")? as usize;
+        let floats = |k: &str| -> Result<Vec<f64>, BoxError> {
+            meta[k]
+                .as_array()
+                .ok_or_else(|| format!("checkpoint: no {k}"))?
+                .iter()
+                .map(|v| {
+                    v.as_f64()
+                        .ok_or_else(|| format!("checkpoint: bad {k}").into())
+                })
+                .collect()
+        };
+        step_losses = floats("step_losses")?;
+        test_accuracy = floats("test_accuracy")?;
+        init_sha256 = meta["init_sha256"]
+            .as_str()
+            .ok_or("checkpoint: no init_sha256")?
+            .to_string();
+    }
 
     let per_epoch = loader.len();
     let total = if cfg.max_steps > 0 {
@@ -562,15 +783,26 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
         per_epoch.saturating_mul(cfg.epochs)
     };
     progress.start(total);
-    let mut step_losses = Vec::new();
-    let mut test_accuracy = Vec::new();
-    let mut step = 0usize;
     let done = |s: usize| cfg.max_steps > 0 && s >= cfg.max_steps;
-    for epoch in 0..cfg.epochs {
+    for epoch in first_epoch..cfg.epochs {
         model.train(true);
-        for batch in loader.iter() {
-            let (xb, yb) = batch?;
-            let out = model.forward(&Var::constant(xb))?;
+        let mut it = loader.iter();
+        // Checked before each step, so that a run resumed at its last step only finishes the
+        // epoch (scheduler, evaluation) as the uninterrupted run did.
+        while !done(step) {
+            let Some(batch) = it.next() else { break };
+            let (xb, yb, ib) = batch?;
+            let xb = Var::constant(xb);
+            let out = if invariant {
+                let keys = SampleKeys::new(
+                    cfg.seed,
+                    it.epoch(),
+                    ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
+                );
+                with_sample_keys(keys, || model.forward(&xb))?
+            } else {
+                model.forward(&xb)?
+            };
             let loss = F::cross_entropy(&out, &yb)?;
             opt.zero_grad();
             loss.backward()?;
@@ -582,10 +814,35 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
             step_losses.push(l);
             step += 1;
             progress.step(step, l);
-            if done(step) {
-                break;
+            if let Some(dir) = &cfg.checkpoint_dir
+                && cfg.checkpoint_every > 0
+                && step.is_multiple_of(cfg.checkpoint_every)
+            {
+                let mut ck = Checkpoint::new();
+                ck.put_module(model.as_ref());
+                ck.put_optimizer(opt.as_ref());
+                if let Some(s) = &sched {
+                    ck.put_scheduler(s.as_ref());
+                }
+                ck.put_loader(&it.state_dict());
+                ck.put_global_rngs();
+                ck.set_meta(&json!({
+                    "config": identity(cfg),
+                    "step": step,
+                    "epoch": epoch,
+                    "step_losses": step_losses,
+                    "test_accuracy": test_accuracy,
+                    "init_sha256": init_sha256,
+                }));
+                ck.save(checkpoint_path(dir, step))?;
+                if cfg.keep > 0 {
+                    for old in checkpoints_in(dir)?.into_iter().skip(cfg.keep) {
+                        let _ = std::fs::remove_file(old);
+                    }
+                }
             }
         }
+        drop(it);
         if let Some(s) = sched.as_mut() {
             s.step(opt.as_mut());
         }

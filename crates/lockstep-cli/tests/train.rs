@@ -206,3 +206,189 @@ fn bad_flags_are_clear_errors() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+/// A small run: 97 training samples, batches of 32 → 4 steps an epoch, 2 epochs.
+fn small(model: &str, optimizer: &str, aug: &str) -> TrainConfig {
+    TrainConfig {
+        model: model.into(),
+        optimizer: optimizer.into(),
+        momentum: if optimizer == "sgd" { 0.9 } else { 0.0 },
+        lr: if optimizer == "sgd" { 0.05 } else { 0.01 },
+        aug: aug.into(),
+        dropout: 0.3,
+        hidden: 12,
+        test_size: 1700,
+        epochs: 2,
+        scheduler: "step".into(),
+        ..TrainConfig::default()
+    }
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Stops after `k` steps (checkpoint at `k`), resumes with `second` for the rest, and compares
+/// with the uninterrupted run.
+fn resume_matches(
+    label: &str,
+    base: TrainConfig,
+    k: usize,
+    first: (usize, usize),
+    second: (usize, usize),
+) {
+    let straight = run_with(TrainConfig {
+        threads: first.0,
+        workers: first.1,
+        ..base.clone()
+    });
+    let dir = tmpdir(label);
+    let part1 = run_with(TrainConfig {
+        threads: first.0,
+        workers: first.1,
+        max_steps: k,
+        checkpoint_dir: Some(dir.clone()),
+        checkpoint_every: k,
+        ..base.clone()
+    });
+    assert_eq!(part1.steps, k, "{label}");
+    let part2 = run_with(TrainConfig {
+        threads: second.0,
+        workers: second.1,
+        resume: Some(dir.clone()),
+        ..base.clone()
+    });
+    assert_eq!(part2.step_losses, straight.step_losses, "{label}: losses");
+    assert_eq!(
+        part2.final_sha256, straight.final_sha256,
+        "{label}: final state"
+    );
+    assert_eq!(part2.init_sha256, straight.init_sha256, "{label}");
+    assert_eq!(part2.test_accuracy, straight.test_accuracy, "{label}");
+}
+
+#[test]
+fn stop_and_resume_gives_the_bits_of_a_run_that_never_stopped() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (model, optimizer, aug) in [
+        ("mlp", "sgd", "torch"),
+        ("mlp", "adam", "numpy"),
+        ("cnn", "sgd", "numpy"),
+        ("cnn", "adam", "torch"),
+        ("lstm", "sgd", "torch"),
+        ("lstm", "adam", "numpy"),
+    ] {
+        let base = small(model, optimizer, aug);
+        // torch seeding: same worker count, threads changed; mid-epoch and at an epoch end.
+        for workers in [0, 2] {
+            for k in [2, 4] {
+                let label = format!("{model}-{optimizer}-{aug}-w{workers}-k{k}");
+                resume_matches(&label, base.clone(), k, (1, workers), (2, workers));
+            }
+        }
+        // invariant seeding: the worker count may change too.
+        let inv = TrainConfig {
+            seeding: "invariant".into(),
+            ..base
+        };
+        resume_matches(
+            &format!("{model}-{optimizer}-inv-0to2"),
+            inv.clone(),
+            3,
+            (1, 0),
+            (2, 2),
+        );
+        resume_matches(
+            &format!("{model}-{optimizer}-inv-2to3"),
+            inv,
+            5,
+            (2, 2),
+            (1, 3),
+        );
+    }
+}
+
+#[test]
+fn invariant_seeding_does_not_depend_on_workers_or_threads() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for model in ["mlp", "cnn", "lstm"] {
+        let base = TrainConfig {
+            seeding: "invariant".into(),
+            ..small(model, "sgd", "torch")
+        };
+        let a = run_with(TrainConfig {
+            workers: 0,
+            threads: 1,
+            ..base.clone()
+        });
+        for (w, t) in [(1, 2), (3, 3)] {
+            let b = run_with(TrainConfig {
+                workers: w,
+                threads: t,
+                ..base.clone()
+            });
+            assert_eq!(
+                a.final_sha256, b.final_sha256,
+                "{model} at {w} workers {t} threads"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_checkpoints_are_refused() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmpdir("bad-ckpt");
+    let base = small("mlp", "sgd", "torch");
+    run_with(TrainConfig {
+        max_steps: 2,
+        checkpoint_dir: Some(dir.clone()),
+        checkpoint_every: 1,
+        keep: 1,
+        ..base.clone()
+    });
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "--keep 1 leaves one checkpoint: {files:?}");
+    let good = std::fs::read(&files[0]).unwrap();
+    // Another model: refused, naming the difference.
+    let e = run(
+        &TrainConfig {
+            resume: Some(files[0].clone()),
+            hidden: 13,
+            ..base.clone()
+        },
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("another run"), "{e}");
+    // Truncated and corrupted files: refused, never a panic.
+    for (i, bytes) in [good[..good.len() / 2].to_vec(), good[..7].to_vec(), {
+        let mut b = good.clone();
+        let n = b.len();
+        b[n - 3] ^= 0x40;
+        b
+    }]
+    .into_iter()
+    .enumerate()
+    {
+        let p = dir.join(format!("corrupt-{i}.safetensors"));
+        std::fs::write(&p, bytes).unwrap();
+        let e = run(
+            &TrainConfig {
+                resume: Some(p),
+                ..base.clone()
+            },
+            &mut Quiet,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("checkpoint"), "{e}");
+    }
+}

@@ -2,8 +2,10 @@
 //!
 //! By default `Dropout` (and an RNN's inter-layer dropout) draws its mask from the default
 //! generator, as PyTorch does, so a PyTorch program and its port draw the same masks.
-//! [`with_dropout_generator`] hands a forward pass another generator instead (for example one
-//! keyed by the sample, so that masks do not depend on the number of threads or workers).
+//! [`with_dropout_generator`] hands a forward pass another generator instead, and
+//! [`with_sample_keys`] makes every mask row come from its own sample's stream, so that masks
+//! depend on the samples only — not on the batch composition, the number of threads, workers
+//! or processes.
 
 use crate::autograd::Var;
 use lockstep_rng::Generator;
@@ -12,6 +14,47 @@ use std::cell::RefCell;
 
 thread_local! {
     static DROPOUT_GEN: RefCell<Option<Generator>> = const { RefCell::new(None) };
+    static SAMPLE_KEYS: RefCell<Option<SampleKeys>> = const { RefCell::new(None) };
+}
+
+/// The samples of the batch a forward pass computes: dropout masks for sample `indices[b]`
+/// (row `b` along the batch dimension) come from
+/// `numpy.random.default_rng(SeedSequence(seed, spawn_key=(epoch, indices[b], 1 + call)))`,
+/// where `call` counts the dropout calls of the forward pass (0, 1, …): element kept iff its
+/// `random(dtype=float32)` draw is below `1 − p`, in the row's row-major order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampleKeys {
+    /// The run's seed.
+    pub seed: u64,
+    /// The epoch.
+    pub epoch: u64,
+    /// The data-set index of each row of the batch.
+    pub indices: Vec<u64>,
+    calls: u64,
+}
+
+impl SampleKeys {
+    /// Keys for a batch of samples `indices` in `epoch` of a run seeded `seed`.
+    pub fn new(seed: u64, epoch: u64, indices: Vec<u64>) -> Self {
+        Self {
+            seed,
+            epoch,
+            indices,
+            calls: 0,
+        }
+    }
+}
+
+/// Runs `f` (a forward pass) with per-sample dropout masks (see [`SampleKeys`]).
+pub fn with_sample_keys<R>(keys: SampleKeys, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<SampleKeys>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SAMPLE_KEYS.with(|d| *d.borrow_mut() = self.0.take());
+        }
+    }
+    let _r = Restore(SAMPLE_KEYS.with(|d| d.borrow_mut().replace(keys)));
+    f()
 }
 
 /// Runs `f` with dropout masks on this thread drawn from `g` instead of the default
@@ -33,11 +76,104 @@ pub fn with_dropout_generator<R>(g: Generator, f: impl FnOnce() -> R) -> (R, Gen
     (r, g)
 }
 
-/// `F.dropout(x, p, training)` from the current dropout source (see the module docs).
+/// `F.dropout(x, p, training)` from the current dropout source (see the module docs), with the
+/// batch along dimension 0.
 ///
 /// # Errors
 /// Non-float dtype; `p` outside `[0, 1]`.
 pub fn dropout(x: &Var, p: f64, training: bool) -> Result<Var> {
+    dropout_batch_dim(x, p, training, 0)
+}
+
+/// [`dropout`] with the batch along `batch_dim` (1 for an RNN's time-major `[T, B, H]`), which
+/// matters only for per-sample masks ([`with_sample_keys`]).
+///
+/// # Errors
+/// Non-float dtype; `p` outside `[0, 1]`; with sample keys, a batch dimension whose size is not
+/// the number of keys.
+pub fn dropout_batch_dim(x: &Var, p: f64, training: bool, batch_dim: usize) -> Result<Var> {
+    let keyed = SAMPLE_KEYS.with(|k| {
+        k.borrow_mut().as_mut().map(|k| {
+            let call = k.calls;
+            k.calls += 1;
+            (k.seed, k.epoch, k.indices.clone(), call)
+        })
+    });
+    if let Some((seed, epoch, indices, call)) = keyed
+        && training
+        && p > 0.0
+        && x.numel() > 0
+    {
+        return per_sample_dropout(x, p, batch_dim, seed, epoch, &indices, call);
+    }
+    dropout_from_source(x, p, training)
+}
+
+fn per_sample_dropout(
+    x: &Var,
+    p: f64,
+    batch_dim: usize,
+    seed: u64,
+    epoch: u64,
+    indices: &[u64],
+    call: u64,
+) -> Result<Var> {
+    use lockstep_rng::compat::numpy::{SeedSequence, default_rng_from};
+    use lockstep_tensor::{DType, Error, Tensor};
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::InvalidArgument {
+            op: "dropout",
+            arg: "p",
+            reason: format!("dropout probability has to be between 0 and 1, but got {p}"),
+        });
+    }
+    let shape = x.shape().to_vec();
+    if batch_dim >= shape.len() || shape[batch_dim] != indices.len() {
+        return Err(Error::InvalidArgument {
+            op: "dropout",
+            arg: "input",
+            reason: format!(
+                "per-sample dropout: dimension {batch_dim} of input {shape:?} should be the batch of {} samples",
+                indices.len()
+            ),
+        });
+    }
+    let outer: usize = shape[..batch_dim].iter().product();
+    let inner: usize = shape[batch_dim + 1..].iter().product();
+    let b = indices.len();
+    let keep = (1.0 - p) as f32;
+    let scale = 1.0f32 / keep;
+    let mut mask = vec![0f32; x.numel()];
+    let mut u = vec![0f32; outer * inner];
+    for (row, &idx) in indices.iter().enumerate() {
+        let entropy = if seed >> 32 == 0 {
+            vec![seed as u32]
+        } else {
+            vec![seed as u32, (seed >> 32) as u32]
+        };
+        let ss = SeedSequence::new(
+            entropy,
+            vec![epoch as u128, idx as u128, 1 + call as u128],
+            4,
+        )?;
+        default_rng_from(ss).random_f32(&mut u);
+        for o in 0..outer {
+            for i in 0..inner {
+                let m = if u[o * inner + i] < keep { scale } else { 0.0 };
+                mask[(o * b + row) * inner + i] = m;
+            }
+        }
+    }
+    let m = Tensor::from_vec(mask, &shape)?;
+    let m = if x.dtype() == DType::F64 {
+        m.to_dtype(DType::F64)
+    } else {
+        m
+    };
+    x.mul(&Var::constant(m))
+}
+
+fn dropout_from_source(x: &Var, p: f64, training: bool) -> Result<Var> {
     DROPOUT_GEN.with(|d| match d.borrow_mut().as_mut() {
         Some(g) => x.dropout(p, training, Some(g)),
         None => x.dropout(p, training, None),

@@ -159,6 +159,7 @@
 //! | `torch.utils.data` (`DataLoader`, samplers, `worker_init_fn`, `generator=`) | [`data`] |
 //! | `torch.nn`, `torch.autograd`, `torch.optim` | [`nn`] |
 
+pub mod checkpoint;
 pub use lockstep_data as data;
 pub use lockstep_nn as nn;
 pub use lockstep_rng as rng;
@@ -192,6 +193,9 @@ pub enum Error {
     /// From [`data`]: data sets, samplers, loaders, workers, file readers.
     #[error(transparent)]
     Data(lockstep_data::Error),
+    /// From [`checkpoint`]: a file that cannot be written, read or trusted.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
 }
 
 impl From<lockstep_rng::Error> for Error {

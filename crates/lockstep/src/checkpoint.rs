@@ -1,0 +1,542 @@
+//! Checkpoints: one `.safetensors` file that PyTorch's `safetensors` package reads, written
+//! atomically, checked on load.
+//!
+//! What a file holds (all names documented, so a checkpoint can be read from Python):
+//!
+//! | name | what |
+//! |---|---|
+//! | the model's `state_dict` names (`0.weight`, `lstm.weight_ih_l0`, `1.running_mean`, …) | parameters and buffers, so `model.load_state_dict(load_file(path), strict=False)` works in PyTorch |
+//! | `optimizer.state.{i}.{momentum_buffer,exp_avg,exp_avg_sq,max_exp_avg_sq,step}` | the optimizer's per-parameter state ([`Optimizer::state`]) |
+//! | `rng.torch` (`uint8`, 5,056 bytes) | the default generator: the bytes `torch.set_rng_state` accepts |
+//! | `rng.python`, `rng.numpy` (`uint8`) | Python's global `random` and NumPy's global `RandomState`: 624 little-endian `u32` words of the Mersenne Twister, the position (`u64`), a flag byte for a cached Gaussian and that value (`f64`) |
+//! | `loader.state` (`uint8`) | the data loader's position and generators ([`LoaderState::to_bytes`]) |
+//! | any other name | tensors the caller added with [`Checkpoint::put_tensor`] |
+//!
+//! The safetensors metadata (string to string) holds `lockstep.format` (this module's
+//! [`FORMAT_VERSION`]), `lockstep.version` (the crate version), `lockstep.optimizer` and
+//! `lockstep.scheduler` (JSON), `lockstep.meta` (the caller's JSON object: epoch, step,
+//! configuration, …) and `lockstep.checksum`: the SHA-256 of every tensor (name, dtype, shape,
+//! bytes, in name order) and every other metadata entry (in key order). A file whose checksum
+//! does not match, that is truncated, or that another format version wrote, is refused.
+//!
+//! Saving writes a unique temporary file in the target directory, flushes it to disk, renames
+//! it over the target and flushes the directory: a crash at any moment leaves the previous file
+//! intact, never a file that loads as valid but is not.
+
+use crate::Error;
+use crate::data::LoaderState;
+use crate::nn::Module;
+use crate::nn::optim::{LrScheduler, Optimizer, SchedulerState};
+use lockstep_rng::compat::numpy::LegacyState;
+use lockstep_rng::compat::python::PyState;
+use lockstep_tensor::{DType, Tensor};
+use safetensors::{Dtype, SafeTensors, View};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// The checkpoint format version this lockstep writes and reads.
+pub const FORMAT_VERSION: &str = "1";
+
+fn bad(reason: impl Into<String>) -> Error {
+    Error::Checkpoint(reason.into())
+}
+
+/// The contents of one checkpoint: named tensors and metadata.
+#[derive(Clone, Debug, Default)]
+pub struct Checkpoint {
+    tensors: BTreeMap<String, Tensor>,
+    meta: BTreeMap<String, String>,
+}
+
+struct Bytes<'a> {
+    dtype: Dtype,
+    shape: &'a [usize],
+    data: Vec<u8>,
+}
+
+impl View for &Bytes<'_> {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn le_bytes(t: &Tensor) -> (Dtype, Vec<u8>) {
+    let c = t.contiguous();
+    match c.dtype() {
+        DType::F32 => (
+            Dtype::F32,
+            c.data::<f32>()
+                .expect("dtype")
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::F64 => (
+            Dtype::F64,
+            c.data::<f64>()
+                .expect("dtype")
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::I64 => (
+            Dtype::I64,
+            c.data::<i64>()
+                .expect("dtype")
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        DType::U8 => (Dtype::U8, c.data::<u8>().expect("dtype").to_vec()),
+        DType::Bool => (
+            Dtype::BOOL,
+            c.data::<bool>()
+                .expect("dtype")
+                .iter()
+                .map(|&b| b as u8)
+                .collect(),
+        ),
+    }
+}
+
+fn from_le_bytes(name: &str, dtype: Dtype, shape: &[usize], data: &[u8]) -> Result<Tensor, Error> {
+    fn words<const N: usize, T>(data: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        data.chunks_exact(N)
+            .map(|c| f(c.try_into().expect("chunk of N")))
+            .collect()
+    }
+    let t = match dtype {
+        Dtype::F32 => Tensor::from_vec(words(data, f32::from_le_bytes), shape),
+        Dtype::F64 => Tensor::from_vec(words(data, f64::from_le_bytes), shape),
+        Dtype::I64 => Tensor::from_vec(words(data, i64::from_le_bytes), shape),
+        Dtype::U8 => Tensor::from_vec(data.to_vec(), shape),
+        Dtype::BOOL => {
+            if data.iter().any(|&b| b > 1) {
+                return Err(bad(format!(
+                    "tensor {name}: a bool that is neither 0 nor 1"
+                )));
+            }
+            Tensor::from_vec(data.iter().map(|&b| b == 1).collect::<Vec<bool>>(), shape)
+        }
+        other => {
+            return Err(bad(format!(
+                "tensor {name}: dtype {other:?} is not supported"
+            )));
+        }
+    };
+    t.map_err(|e| bad(format!("tensor {name}: {e}")))
+}
+
+fn mt_state_bytes(words: &[u32], pos: usize, gauss: Option<f64>) -> Vec<u8> {
+    let mut b = Vec::with_capacity(words.len() * 4 + 17);
+    for w in words {
+        b.extend(w.to_le_bytes());
+    }
+    b.extend((pos as u64).to_le_bytes());
+    b.push(gauss.is_some() as u8);
+    b.extend(gauss.unwrap_or(0.0).to_le_bytes());
+    b
+}
+
+fn mt_state_parse(name: &str, b: &[u8]) -> Result<(Vec<u32>, usize, Option<f64>), Error> {
+    if b.len() != 624 * 4 + 17 {
+        return Err(bad(format!(
+            "{name}: {} bytes, expected {}",
+            b.len(),
+            624 * 4 + 17
+        )));
+    }
+    let words = b[..2496]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    let pos = u64::from_le_bytes(b[2496..2504].try_into().expect("8 bytes"));
+    let gauss = match b[2504] {
+        0 => None,
+        1 => Some(f64::from_le_bytes(
+            b[2505..2513].try_into().expect("8 bytes"),
+        )),
+        _ => return Err(bad(format!("{name}: invalid Gaussian flag"))),
+    };
+    let pos = usize::try_from(pos).map_err(|_| bad(format!("{name}: position out of range")))?;
+    Ok((words, pos, gauss))
+}
+
+impl Checkpoint {
+    /// An empty checkpoint.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a tensor under `name`.
+    pub fn put_tensor(&mut self, name: impl Into<String>, t: Tensor) {
+        self.tensors.insert(name.into(), t);
+    }
+
+    /// The tensor under `name`.
+    pub fn tensor(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.get(name)
+    }
+
+    /// Every tensor name, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(|s| s.as_str())
+    }
+
+    /// Sets the caller's metadata (`lockstep.meta`): any JSON object.
+    pub fn set_meta(&mut self, meta: &serde_json::Value) {
+        self.meta.insert("lockstep.meta".into(), meta.to_string());
+    }
+
+    /// The caller's metadata (`Null` if none was set).
+    pub fn meta(&self) -> serde_json::Value {
+        self.meta
+            .get("lockstep.meta")
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Adds a module's `state_dict` under its own names (no prefix).
+    pub fn put_module(&mut self, m: &dyn Module) {
+        for (k, t) in m.state_dict() {
+            self.tensors.insert(k, t);
+        }
+    }
+
+    /// Loads the module's `state_dict` from the tensors of its names (strict on the module's
+    /// names: each must be present with its shape and dtype).
+    ///
+    /// # Errors
+    /// A missing name or a shape or dtype mismatch; the module is then unchanged.
+    pub fn load_module(&self, m: &dyn Module) -> Result<(), Error> {
+        let mut state = Vec::new();
+        let mut missing = Vec::new();
+        for n in m.named_all() {
+            match self.tensors.get(&n.name) {
+                Some(t) => state.push((n.name, t.clone())),
+                None => missing.push(n.name),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(bad(format!(
+                "the checkpoint is for another model: missing {missing:?}"
+            )));
+        }
+        m.load_state_dict(&state)
+            .map_err(|e| bad(format!("the checkpoint is for another model: {e}")))
+    }
+
+    /// Adds an optimizer's state (`optimizer.state.…`) and its learning rates.
+    pub fn put_optimizer(&mut self, opt: &dyn Optimizer) {
+        for (k, t) in opt.state() {
+            self.tensors.insert(format!("optimizer.{k}"), t);
+        }
+        let j = serde_json::json!({"lr": opt.lr(), "initial_lr": opt.initial_lr()});
+        self.meta.insert("lockstep.optimizer".into(), j.to_string());
+    }
+
+    /// Restores an optimizer's state and learning rates.
+    ///
+    /// # Errors
+    /// Missing or ill-fitting state (the optimizer is then unchanged).
+    pub fn load_optimizer(&self, opt: &mut dyn Optimizer) -> Result<(), Error> {
+        let state: Vec<(String, Tensor)> = self
+            .tensors
+            .iter()
+            .filter_map(|(k, t)| {
+                k.strip_prefix("optimizer.")
+                    .map(|s| (s.to_string(), t.clone()))
+            })
+            .collect();
+        let j: serde_json::Value = self
+            .meta
+            .get("lockstep.optimizer")
+            .and_then(|s| serde_json::from_str(s).ok())
+            .ok_or_else(|| bad("no optimizer in the checkpoint"))?;
+        let lr = j["lr"]
+            .as_f64()
+            .ok_or_else(|| bad("optimizer: no learning rate"))?;
+        opt.load_state(&state)?;
+        opt.set_lr(lr);
+        opt.set_initial_lr(j["initial_lr"].as_f64());
+        Ok(())
+    }
+
+    /// Adds a scheduler's position.
+    pub fn put_scheduler(&mut self, s: &dyn LrScheduler) {
+        let st = s.state();
+        let j = serde_json::json!({
+            "last_epoch": st.last_epoch,
+            "_step_count": st.step_count,
+            "base_lr": st.base_lr,
+            "_last_lr": st.last_lr,
+        });
+        self.meta.insert("lockstep.scheduler".into(), j.to_string());
+    }
+
+    /// Restores a scheduler's position.
+    ///
+    /// # Errors
+    /// No scheduler in the checkpoint, or an invalid position.
+    pub fn load_scheduler(&self, s: &mut dyn LrScheduler) -> Result<(), Error> {
+        let j: serde_json::Value = self
+            .meta
+            .get("lockstep.scheduler")
+            .and_then(|s| serde_json::from_str(s).ok())
+            .ok_or_else(|| bad("no scheduler in the checkpoint"))?;
+        let st = SchedulerState {
+            last_epoch: j["last_epoch"].as_i64().ok_or_else(|| bad("scheduler"))?,
+            step_count: j["_step_count"].as_u64().ok_or_else(|| bad("scheduler"))?,
+            base_lr: j["base_lr"].as_f64().ok_or_else(|| bad("scheduler"))?,
+            last_lr: j["_last_lr"].as_f64().ok_or_else(|| bad("scheduler"))?,
+        };
+        s.load_state(&st)?;
+        Ok(())
+    }
+
+    /// Adds the data loader's state (`loader.state`).
+    pub fn put_loader(&mut self, st: &LoaderState) {
+        let b = st.to_bytes();
+        let n = b.len();
+        self.put_tensor("loader.state", Tensor::from_vec(b, &[n]).expect("1-D"));
+    }
+
+    /// The data loader's state.
+    ///
+    /// # Errors
+    /// None saved, or bytes that are not a loader state.
+    pub fn loader(&self) -> Result<LoaderState, Error> {
+        let t = self
+            .tensors
+            .get("loader.state")
+            .ok_or_else(|| bad("no loader state in the checkpoint"))?;
+        Ok(LoaderState::from_bytes(&t.to_vec::<u8>()?)?)
+    }
+
+    /// Adds the states of the process-wide generators: the default torch generator
+    /// (`rng.torch`), Python's `random` (`rng.python`) and NumPy's global `RandomState`
+    /// (`rng.numpy`).
+    pub fn put_global_rngs(&mut self) {
+        let u8s = |b: Vec<u8>| {
+            let n = b.len();
+            Tensor::from_vec(b, &[n]).expect("1-D")
+        };
+        self.put_tensor("rng.torch", u8s(crate::get_rng_state()));
+        let p = crate::python_random().getstate();
+        self.put_tensor(
+            "rng.python",
+            u8s(mt_state_bytes(&p.mt, p.pos, p.gauss_next)),
+        );
+        let n = crate::numpy_random().get_state();
+        let g = n.has_gauss.then_some(n.cached_gaussian);
+        self.put_tensor("rng.numpy", u8s(mt_state_bytes(&n.key, n.pos, g)));
+    }
+
+    /// Restores the process-wide generators saved by [`put_global_rngs`](Self::put_global_rngs).
+    /// All three states are checked before any is set.
+    ///
+    /// # Errors
+    /// A missing or invalid state (no generator is changed then).
+    pub fn restore_global_rngs(&self) -> Result<(), Error> {
+        let get = |k: &str| -> Result<Vec<u8>, Error> {
+            Ok(self
+                .tensors
+                .get(k)
+                .ok_or_else(|| bad(format!("no {k} in the checkpoint")))?
+                .to_vec::<u8>()?)
+        };
+        let torch = get("rng.torch")?;
+        let mut g = crate::Generator::new();
+        g.set_state(&torch)?;
+        let (mt, pos, gauss_next) = mt_state_parse("rng.python", &get("rng.python")?)?;
+        let py = PyState {
+            mt,
+            pos,
+            gauss_next,
+        };
+        let mut pr = lockstep_rng::compat::python::Random::from_u64(0);
+        pr.setstate(&py)?;
+        let (key, pos, gauss) = mt_state_parse("rng.numpy", &get("rng.numpy")?)?;
+        let np = LegacyState {
+            key,
+            pos,
+            has_gauss: gauss.is_some(),
+            cached_gaussian: gauss.unwrap_or(0.0),
+        };
+        let mut nr = lockstep_rng::compat::numpy::RandomState::new(0);
+        nr.set_state(&np)?;
+        *crate::default_generator() = g;
+        *crate::python_random() = pr;
+        *crate::numpy_random() = nr;
+        Ok(())
+    }
+
+    fn checksum(&self, parts: &[(String, Dtype, Vec<usize>, Vec<u8>)]) -> String {
+        let mut h = Sha256::new();
+        for (name, dtype, shape, data) in parts {
+            h.update((name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(format!("{dtype:?}").as_bytes());
+            h.update((shape.len() as u64).to_le_bytes());
+            for &d in shape {
+                h.update((d as u64).to_le_bytes());
+            }
+            h.update((data.len() as u64).to_le_bytes());
+            h.update(data);
+        }
+        for (k, v) in &self.meta {
+            if k == "lockstep.checksum" {
+                continue;
+            }
+            h.update((k.len() as u64).to_le_bytes());
+            h.update(k.as_bytes());
+            h.update((v.len() as u64).to_le_bytes());
+            h.update(v.as_bytes());
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The file's bytes.
+    ///
+    /// # Errors
+    /// If safetensors refuses the tensors (e.g. a header too large).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, Error> {
+        let mut me = self.clone();
+        me.meta
+            .insert("lockstep.format".into(), FORMAT_VERSION.into());
+        me.meta
+            .insert("lockstep.version".into(), env!("CARGO_PKG_VERSION").into());
+        let parts: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = me
+            .tensors
+            .iter()
+            .map(|(k, t)| {
+                let (d, b) = le_bytes(t);
+                (k.clone(), d, t.shape().to_vec(), b)
+            })
+            .collect();
+        let sum = me.checksum(&parts);
+        me.meta.insert("lockstep.checksum".into(), sum);
+        let views: Vec<(String, Bytes)> = parts
+            .iter()
+            .map(|(k, d, s, b)| {
+                (
+                    k.clone(),
+                    Bytes {
+                        dtype: *d,
+                        shape: s,
+                        data: b.clone(),
+                    },
+                )
+            })
+            .collect();
+        let meta: HashMap<String, String> = me.meta.into_iter().collect();
+        safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), Some(meta))
+            .map_err(|e| bad(format!("cannot serialize: {e}")))
+    }
+
+    /// Parses and checks a file's bytes.
+    ///
+    /// # Errors
+    /// Not a safetensors file, truncated, another format version, a checksum that does not
+    /// match, an unsupported dtype.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
+        let st = SafeTensors::deserialize(bytes)
+            .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+        let (_, header) = SafeTensors::read_metadata(bytes)
+            .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+        let meta: BTreeMap<String, String> = header
+            .metadata()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        match meta.get("lockstep.format").map(String::as_str) {
+            Some(FORMAT_VERSION) => {}
+            Some(v) => {
+                return Err(bad(format!(
+                    "format version {v}; this lockstep reads version {FORMAT_VERSION}"
+                )));
+            }
+            None => return Err(bad("not a lockstep checkpoint (no lockstep.format)")),
+        }
+        let mut parts = Vec::new();
+        let mut tensors = BTreeMap::new();
+        for (name, v) in st.tensors() {
+            let t = from_le_bytes(&name, v.dtype(), v.shape(), v.data())?;
+            parts.push((
+                name.clone(),
+                v.dtype(),
+                v.shape().to_vec(),
+                v.data().to_vec(),
+            ));
+            tensors.insert(name, t);
+        }
+        parts.sort_by(|a, b| a.0.cmp(&b.0));
+        let me = Self { tensors, meta };
+        let want = me
+            .meta
+            .get("lockstep.checksum")
+            .ok_or_else(|| bad("no checksum"))?;
+        if me.checksum(&parts) != *want {
+            return Err(bad("checksum mismatch: the file is corrupt"));
+        }
+        Ok(me)
+    }
+
+    /// Writes the checkpoint to `path` atomically (see the module docs).
+    ///
+    /// # Errors
+    /// I/O errors (the previous file at `path`, if any, is then intact).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        let path = path.as_ref();
+        let bytes = self.to_bytes()?;
+        lockstep_tensor::io::write_atomic(path, &bytes)
+            .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// Reads and checks the checkpoint at `path`.
+    ///
+    /// # Errors
+    /// I/O errors and everything [`from_bytes`](Self::from_bytes) refuses.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let bytes =
+            std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_bytes(&bytes).map_err(|e| bad(format!("{}: {e}", path.display())))
+    }
+}
+
+/// The tensors of any safetensors file (e.g. `safetensors.torch.save_file(model.state_dict(),
+/// path)` in PyTorch), by name, without the checks of a lockstep checkpoint.
+///
+/// # Errors
+/// An unreadable or invalid file, or an unsupported dtype.
+pub fn read_state_dict(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>, Error> {
+    let path = path.as_ref();
+    let bytes =
+        std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| {
+        bad(format!(
+            "{}: not a valid safetensors file: {e}",
+            path.display()
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (name, v) in st.tensors() {
+        let t = from_le_bytes(&name, v.dtype(), v.shape(), v.data())?;
+        out.push((name, t));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
