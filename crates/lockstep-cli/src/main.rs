@@ -170,6 +170,10 @@ struct TrainArgs {
     /// (safetensors.torch.save_file(model.state_dict(), path)).
     #[arg(long)]
     init_from: Option<std::path::PathBuf>,
+    /// Turn deterministic algorithms off (on by default), e.g. to see what `lockstep verify`
+    /// reports without them.
+    #[arg(long)]
+    nondeterministic: bool,
 }
 
 fn main() -> ExitCode {
@@ -228,6 +232,7 @@ fn main() -> ExitCode {
                 keep: a.keep,
                 resume: a.resume,
                 init_from: a.init_from,
+                nondeterministic: a.nondeterministic,
             };
             lockstep_cli::train::main(&cfg, a.json)
         }

@@ -85,6 +85,8 @@ pub struct TrainConfig {
     pub resume: Option<PathBuf>,
     /// Initial weights from a safetensors file (`safetensors.torch.save_file(model.state_dict(), path)`).
     pub init_from: Option<PathBuf>,
+    /// Turn deterministic algorithms off (they are on by default, as in the PyTorch program).
+    pub nondeterministic: bool,
 }
 
 impl Default for TrainConfig {
@@ -116,6 +118,7 @@ impl Default for TrainConfig {
             keep: 0,
             resume: None,
             init_from: None,
+            nondeterministic: false,
         }
     }
 }
@@ -618,7 +621,7 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
     }
     // The tutorials' seed_everything, in this order; deterministic algorithms on.
     lockstep::seed_everything(cfg.seed)?;
-    lockstep::use_deterministic_algorithms(true);
+    lockstep::use_deterministic_algorithms(!cfg.nondeterministic);
 
     let (x, y) = load_data(cfg.data.as_ref())?;
     let n = y.len();
@@ -833,6 +836,10 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
                     "step_losses": step_losses,
                     "test_accuracy": test_accuracy,
                     "init_sha256": init_sha256,
+                    "deterministic": lockstep::are_deterministic_algorithms_enabled(),
+                    "benchmark": lockstep::tensor::autotune::benchmark(),
+                    "threads": lockstep::get_num_threads(),
+                    "workers": cfg.workers,
                 }));
                 ck.save(checkpoint_path(dir, step))?;
                 if cfg.keep > 0 {
