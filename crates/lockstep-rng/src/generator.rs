@@ -4,7 +4,7 @@
 use crate::engines::{Mt19937, mt19937::N};
 use crate::error::{Error, Result};
 use core::convert::Infallible;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 /// Size in bytes of PyTorch's serialized CPU generator state (`torch.get_rng_state()`).
 pub const STATE_SIZE: usize = 5056;
@@ -234,16 +234,29 @@ static DEFAULT: OnceLock<Mutex<Generator>> = OnceLock::new();
 ///
 /// At first use it is seeded from OS entropy, as PyTorch's is at process start (falling back
 /// to [`Generator::DEFAULT_SEED`] if the OS has no entropy to give). Hold the guard for the
-/// whole of a multi-draw operation so that no other thread's draw lands in the middle.
-pub fn default_generator() -> MutexGuard<'static, Generator> {
-    let m = DEFAULT.get_or_init(|| {
+/// whole of a multi-draw operation so that no other thread's draw lands in the middle — but
+/// do not call anything that draws from the default generator itself while holding it (such
+/// as `Tensor::randn(.., None)`): locking it again from the same thread panics with a message
+/// saying so (it used to deadlock); [`try_default_generator`] returns that as an error.
+pub fn default_generator() -> crate::GlobalGuard<Generator> {
+    crate::global::lock_global_or_panic(default_mutex(), "default_generator")
+}
+
+/// [`default_generator`], or an error if this thread already holds its guard (instead of
+/// waiting forever).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if the calling thread already holds the guard.
+pub fn try_default_generator() -> Result<crate::GlobalGuard<Generator>> {
+    crate::global::lock_global(default_mutex(), "default_generator")
+}
+
+fn default_mutex() -> &'static Mutex<Generator> {
+    DEFAULT.get_or_init(|| {
         Mutex::new(Generator::with_seed(
             os_seed("default_generator").unwrap_or(Generator::DEFAULT_SEED),
         ))
-    });
-    // A panic while the lock was held cannot leave the generator half-updated in a way that
-    // breaks memory safety; keep serving it.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    })
 }
 
 #[cfg(test)]

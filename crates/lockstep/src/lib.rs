@@ -321,21 +321,29 @@ type Registered = Vec<Arc<Mutex<dyn Reseed>>>;
 static REGISTERED: Mutex<Registered> = Mutex::new(Vec::new());
 
 /// The process-wide CPython-compatible generator behind Python's module-level `random.*`
-/// functions. Seeded from OS entropy at first use, as CPython's is.
-pub fn python_random() -> MutexGuard<'static, python::Random> {
-    lock(PYTHON.get_or_init(|| {
-        let s = lockstep_rng::os_seed("python_random").unwrap_or(0);
-        Mutex::new(python::Random::from_u64(s))
-    }))
+/// functions. Seeded from OS entropy at first use, as CPython's is. Locking it again on a
+/// thread that holds the guard panics with a message instead of deadlocking.
+pub fn python_random() -> lockstep_rng::GlobalGuard<python::Random> {
+    lockstep_rng::lock_global_or_panic(
+        PYTHON.get_or_init(|| {
+            let s = lockstep_rng::os_seed("python_random").unwrap_or(0);
+            Mutex::new(python::Random::from_u64(s))
+        }),
+        "python_random",
+    )
 }
 
 /// The process-wide NumPy legacy generator behind `numpy.random.*` (`np.random.seed`).
-/// Seeded from OS entropy at first use, as NumPy's is.
-pub fn numpy_random() -> MutexGuard<'static, numpy::RandomState> {
-    lock(NUMPY.get_or_init(|| {
-        let s = lockstep_rng::os_seed("numpy_random").unwrap_or(0) as u32;
-        Mutex::new(numpy::RandomState::new(s))
-    }))
+/// Seeded from OS entropy at first use, as NumPy's is. Locking it again on a thread that
+/// holds the guard panics with a message instead of deadlocking.
+pub fn numpy_random() -> lockstep_rng::GlobalGuard<numpy::RandomState> {
+    lockstep_rng::lock_global_or_panic(
+        NUMPY.get_or_init(|| {
+            let s = lockstep_rng::os_seed("numpy_random").unwrap_or(0) as u32;
+            Mutex::new(numpy::RandomState::new(s))
+        }),
+        "numpy_random",
+    )
 }
 
 /// Adds `rng` to the generators [`seed_everything`] reseeds. Keep your own clone of the `Arc`

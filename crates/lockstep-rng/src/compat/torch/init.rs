@@ -302,13 +302,16 @@ pub fn linear<T: Float>(
         "leaky_relu",
     )?;
     let b = if bias {
-        let bound = if in_features > 0 {
-            1.0 / (in_features as f64).sqrt()
+        // PyTorch: `bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0` and `uniform_(-bound,
+        // bound)`: with the int 0, `-bound` is +0, so the bias is +0.0, never -0.0.
+        let (low, bound) = if in_features > 0 {
+            let b = 1.0 / (in_features as f64).sqrt();
+            (-b, b)
         } else {
-            0.0
+            (0.0, 0.0)
         };
         let mut b = vec![T::ZERO; out_features];
-        uniform_(g, &mut b, -bound, bound)?;
+        uniform_(g, &mut b, low, bound)?;
         Some(b)
     } else {
         None
