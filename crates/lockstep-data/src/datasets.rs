@@ -347,13 +347,21 @@ impl Digits {
 pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
     const OP: &str = "read_idx";
     let path = path.as_ref();
-    let file = read_file(OP, path)?;
+    parse_idx(&read_file(OP, path)?, path)
+}
+
+/// [`read_idx`] on bytes already in memory (`path` names them in errors).
+///
+/// # Errors
+/// As [`read_idx`].
+pub fn parse_idx(file: &[u8], path: &Path) -> Result<Tensor> {
+    const OP: &str = "read_idx";
     let bad = |r: String| format_err(OP, path, "IDX", r);
     // Inflate only as much as the header declares (a gzip bomb cannot grow past it).
     let mut r: Box<dyn Read + '_> = if file.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::MultiGzDecoder::new(&file[..]))
+        Box::new(flate2::read::MultiGzDecoder::new(file))
     } else {
-        Box::new(&file[..])
+        Box::new(file)
     };
     let mut take = |n: u64| -> Result<Vec<u8>> {
         read_bounded((&mut r).take(n), n).map_err(|e| format_err(OP, path, "gzip", e))

@@ -1173,13 +1173,19 @@ impl LoaderState {
             let nw = r.len()?;
             let worker_generators = (0..nw).map(|_| r.opt()).collect::<Option<Vec<_>>>()?;
             let num_workers = usize::try_from(r.u()?).ok()?;
+            // Canonical encodings only: one byte string per state.
             let seeding = match (r.byte()?, r.u()?) {
-                (0, _) => Seeding::TorchCompatible,
+                (0, 0) => Seeding::TorchCompatible,
                 (1, seed) => Seeding::PerSample { seed },
                 _ => return None,
             };
-            let in_pass = r.byte()? > 0;
-            let persistent = r.byte()? > 0;
+            let flag = |b: u8| match b {
+                0 => Some(false),
+                1 => Some(true),
+                _ => None,
+            };
+            let in_pass = flag(r.byte()?)?;
+            let persistent = flag(r.byte()?)?;
             // Self-consistency: one generator per worker (or none), a position within the pass.
             if !worker_generators.is_empty() && worker_generators.len() != num_workers {
                 return None;

@@ -36,3 +36,72 @@ fn relocking_the_default_generator_on_one_thread_never_hangs() {
         .join()
         .unwrap();
 }
+
+mod fuzz {
+    //! Property tests of every RNG state format: a refused state leaves the generator as it
+    //! was; an accepted one can be drawn from. `PROPTEST_CASES` sets the count (default 2,000).
+    use lockstep_rng::Generator;
+    use lockstep_rng::compat::numpy::{LegacyState, RandomState};
+    use lockstep_rng::compat::python::{PyState, Random};
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2000);
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn torch_state_bytes(seed in any::<u64>(), edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4), cut in any::<usize>(), do_cut in any::<bool>()) {
+            let mut b = Generator::with_seed(seed).get_state();
+            for (i, v) in edits {
+                let k = i % b.len();
+                b[k] = v;
+            }
+            if do_cut {
+                b.truncate(cut % (b.len() + 1));
+            }
+            let mut g = Generator::with_seed(1);
+            let before = g.clone();
+            match g.set_state(&b) {
+                Ok(()) => {
+                    let _ = g.next_u32();
+                }
+                Err(_) => prop_assert_eq!(g, before),
+            }
+        }
+
+        #[test]
+        fn python_state(mt in proptest::collection::vec(any::<u32>(), 620..628), pos in 0usize..700, gauss in proptest::option::of(any::<f64>())) {
+            let mut r = Random::from_u64(3);
+            let before = r.getstate();
+            match r.setstate(&PyState { mt, pos, gauss_next: gauss }) {
+                Ok(()) => {
+                    let _ = r.random();
+                }
+                Err(_) => prop_assert_eq!(r.getstate(), before),
+            }
+        }
+
+        #[test]
+        fn numpy_legacy_state(key in proptest::collection::vec(any::<u32>(), 620..628), pos in 0usize..700, has_gauss in any::<bool>(), g in any::<f64>()) {
+            let mut r = RandomState::new(3);
+            let before = r.get_state();
+            match r.set_state(&LegacyState { key, pos, has_gauss, cached_gaussian: g }) {
+                Ok(()) => {
+                    let _ = r.random_sample_one();
+                }
+                Err(_) => prop_assert_eq!(r.get_state(), before),
+            }
+        }
+    }
+}

@@ -26,3 +26,51 @@ fn randn_while_holding_the_default_generator_does_not_hang() {
     drop(g);
     assert!(Tensor::randn(&[2], DType::F32, None).is_ok());
 }
+
+/// Property test of the autotune file reader: random edits of a valid file never panic, and
+/// what is accepted has the documented shape. One test (the autotune cache is process-wide).
+#[test]
+fn autotune_file_edits_never_panic() {
+    use lockstep_tensor::autotune;
+    use proptest::prelude::*;
+    let dir = std::env::temp_dir().join(format!("lockstep-fuzz-autotune-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("tune.json");
+    let feats = serde_json::to_string(&autotune::cpu_features()).unwrap();
+    let good = format!(
+        r#"{{"format": "lockstep-autotune/1", "lockstep": "{}", "cpu_features": {feats}, "choices": [{{"op": "conv2d", "key": "1x1x8x8", "algo": "conv2d.im2col_gemm"}}]}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    std::fs::write(&p, &good).unwrap();
+    assert_eq!(autotune::load(&p).unwrap(), 1);
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let edits = proptest::collection::vec(
+        (
+            any::<usize>(),
+            prop_oneof![any::<u8>(), Just(b'"'), Just(b'.'), Just(b'7'), Just(b'[')],
+        ),
+        1..4,
+    );
+    runner
+        .run(&edits, |e| {
+            let mut b = good.clone().into_bytes();
+            for (i, v) in e {
+                let k = i % b.len();
+                b[k] = v;
+            }
+            std::fs::write(&p, &b).unwrap();
+            let _ = autotune::load(&p);
+            Ok(())
+        })
+        .unwrap();
+    autotune::clear();
+    std::fs::remove_dir_all(&dir).ok();
+}
