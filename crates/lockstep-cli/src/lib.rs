@@ -3,4 +3,5 @@
 pub mod demo;
 pub mod doctor;
 pub mod sample;
+pub mod sweep;
 pub mod train;

@@ -79,6 +79,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run `lockstep train ARGS` for several seeds and report the spread: a per-seed table, mean,
+    /// std, min, max, 95 % t and bootstrap intervals of final/best accuracy and final loss.
+    ///
+    /// Each seed is a child `lockstep train ARGS --seed S --json` (repeatable on its own). Writes
+    /// report.json, report.csv, loss_curves.{svg,png} and final_accuracy.{svg,png} into --out.
+    /// Example: `lockstep sweep --seeds 5 --jobs 2 -- train --model mlp --epochs 3`.
+    Sweep {
+        /// Run seeds 0..N.
+        #[arg(long, value_name = "N", required_unless_present = "seed_list")]
+        seeds: Option<usize>,
+        /// Run these seeds instead, e.g. 3,7,11.
+        #[arg(long, value_delimiter = ',', conflicts_with = "seeds")]
+        seed_list: Option<Vec<u64>>,
+        /// Runs at a time (each gets max(1, cores / jobs) threads unless ARGS sets --threads).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Output directory.
+        #[arg(long, default_value = "sweep-out")]
+        out: std::path::PathBuf,
+        /// `train` and its flags (not --seed), after `--`.
+        #[arg(last = true, required = true, value_name = "train ARGS")]
+        command: Vec<String>,
+    },
 }
 
 /// The flags of torch_train.py.
@@ -236,6 +259,19 @@ fn main() -> ExitCode {
             };
             lockstep_cli::train::main(&cfg, a.json)
         }
+        Command::Sweep {
+            seeds,
+            seed_list,
+            jobs,
+            out,
+            command,
+        } => match lockstep_cli::sweep::SweepConfig::new(seeds, seed_list, jobs, out, &command) {
+            Ok(cfg) => lockstep_cli::sweep::main(&cfg),
+            Err(e) => {
+                eprintln!("error: lockstep sweep: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Doctor { self_test, json } => {
             if lockstep_cli::doctor::run(self_test, json) {
                 ExitCode::SUCCESS
