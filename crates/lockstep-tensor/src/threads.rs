@@ -2,34 +2,41 @@
 //! dispatch passes to kernels so that no kernel looks up a thread count itself.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
 static POOLS: OnceLock<Pools> = OnceLock::new();
-static GLOBAL_THREADS: Mutex<Option<usize>> = Mutex::new(None);
+/// The process-wide thread count; 0 when never set. An atomic, not a mutex: every op reads it.
+static GLOBAL_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static LOCAL_THREADS: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The pool this thread used last: every op asks for one, almost always the same.
+    static LAST_POOL: core::cell::RefCell<Option<(usize, Arc<rayon::ThreadPool>)>> =
+        const { core::cell::RefCell::new(None) };
 }
 
 fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    // Read once: `available_parallelism` reads cgroup files on every call.
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Sets the number of threads lockstep's kernels use, process-wide (`torch.set_num_threads`).
 /// Values below 1 are taken as 1.
 pub fn set_num_threads(n: usize) {
-    *GLOBAL_THREADS.lock().unwrap_or_else(|e| e.into_inner()) = Some(n.max(1));
+    GLOBAL_THREADS.store(n.max(1), Ordering::Relaxed);
 }
 
 /// The number of threads kernels called from this thread use (`torch.get_num_threads`):
 /// a [`with_num_threads`] override, else [`set_num_threads`], else the machine's core count.
 pub fn get_num_threads() -> usize {
     LOCAL_THREADS.with(|l| l.get()).unwrap_or_else(|| {
-        GLOBAL_THREADS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_else(default_threads)
+        match GLOBAL_THREADS.load(Ordering::Relaxed) {
+            0 => default_threads(),
+            n => n,
+        }
     })
 }
 
@@ -47,6 +54,21 @@ pub fn with_num_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
 }
 
 fn pool(n: usize) -> Arc<rayon::ThreadPool> {
+    let cached = LAST_POOL.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|(k, _)| *k == n)
+            .map(|(_, p)| p.clone())
+    });
+    if let Some(p) = cached {
+        return p;
+    }
+    let p = shared_pool(n);
+    LAST_POOL.with(|c| *c.borrow_mut() = Some((n, p.clone())));
+    p
+}
+
+fn shared_pool(n: usize) -> Arc<rayon::ThreadPool> {
     let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
     let mut pools = pools.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {

@@ -368,10 +368,32 @@ pub static SUM: Op<SumFn> = Op {
     ],
 };
 
+/// Inputs of at most this many elements are reduced on the calling thread (a pool hop costs
+/// more); a function of the shape only, and no kernel's order depends on it.
+const SERIAL_MAX: usize = 1 << 15;
+
 /// Sums rows of a `[outer, n, inner]` view into `[outer, inner]`, each output in a fixed order
 /// (sequential over `n`); parallel over outputs, so thread-invariant.
 fn sum_dim_kernel<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) -> Vec<T> {
     let mut out = vec![T::default(); outer * inner];
+    // Small or single-threaded: on the calling thread (each output's order is the same).
+    if par.threads() == 1 || outer == 1 || x.len() <= SERIAL_MAX {
+        if inner == 1 {
+            for (o, dst) in out.iter_mut().enumerate() {
+                *dst = sum_lanes(&x[o * n..(o + 1) * n]);
+            }
+        } else {
+            for (o, dst) in out.chunks_mut(inner).enumerate() {
+                for k in 0..n {
+                    let row = &x[(o * n + k) * inner..(o * n + k + 1) * inner];
+                    for (d, &v) in dst.iter_mut().zip(row) {
+                        *d = *d + v;
+                    }
+                }
+            }
+        }
+        return out;
+    }
     if inner == 1 {
         par.install(|| {
             out.par_iter_mut()
@@ -651,6 +673,23 @@ fn reduce_lines<T: Real, R: Send + Copy + Default>(
     let lines = g.outer * g.inner;
     let mut out = vec![R::default(); lines];
     let Geom { n, inner, .. } = g;
+    if par.threads() == 1 || x.len() <= SERIAL_MAX {
+        if inner == 1 {
+            for (o, d) in out.iter_mut().enumerate() {
+                *d = f(&x[o * n..(o + 1) * n]);
+            }
+        } else {
+            let mut tmp = Vec::with_capacity(n);
+            for (l, d) in out.iter_mut().enumerate() {
+                let (o, i) = (l / inner, l % inner);
+                let base = o * n * inner + i;
+                tmp.clear();
+                tmp.extend((0..n).map(|k| x[base + k * inner]));
+                *d = f(&tmp);
+            }
+        }
+        return out;
+    }
     par.install(|| {
         if inner == 1 {
             out.par_iter_mut()
@@ -686,6 +725,12 @@ fn map_lines<T: Real>(
     let mut out = zeroed_vec::<T>(x.len());
     let Geom { n, inner, .. } = g;
     if x.is_empty() || n == 0 {
+        return out;
+    }
+    if inner == 1 && (par.threads() == 1 || x.len() <= SERIAL_MAX) {
+        for (o, i) in out.chunks_mut(n).zip(x.chunks(n)) {
+            f(i, o);
+        }
         return out;
     }
     par.install(|| {

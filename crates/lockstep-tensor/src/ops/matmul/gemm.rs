@@ -41,6 +41,12 @@ pub fn is_skinny(m: usize, n: usize, k: usize) -> bool {
     m.saturating_mul(n) <= SKINNY_MAX_MN && k >= SKINNY_MIN_K && k >= 4 * m.max(n)
 }
 
+/// Products of at most this many multiply-adds (`m·n·k`) run on the calling thread: below it a
+/// hop into the pool (waking workers, waiting on a latch) costs more than the threads save, and
+/// on a busy machine a woken worker may wait a whole time slice. A function of the shape only;
+/// it cannot change the bits (threads only decide which tiles they compute).
+pub const PAR_MIN_WORK: usize = 1 << 21;
+
 /// The number of K ranges of the deterministic split-K for `k` (a function of `k` only).
 pub fn splitk_parts(k: usize) -> usize {
     k.div_ceil(SPLITK_RANGE_K).clamp(1, SPLITK_MAX_PARTS)
@@ -507,6 +513,7 @@ pub(crate) fn blocked<T: GemmFloat>(
     }
     let (mr, nr) = (kern.mr, kern.nr);
     let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
+    let par = par.filter(|_| m.saturating_mul(n).saturating_mul(k) > PAR_MIN_WORK);
     let threads = par.map_or(1, Par::threads);
     // Output tiles: MC rows × `nc` columns. Shrinking `nc` when there are few tiles only changes
     // which thread computes which outputs, never the bits (see the module docs).

@@ -244,7 +244,11 @@ fn run<T: GemmFloat>(
         Ok::<(), Error>(())
     };
     let items = offs_a.len();
-    if items > 1 && par.threads() > 1 && m * n * k <= SMALL_BATCH_ITEM {
+    if items > 1
+        && par.threads() > 1
+        && m * n * k <= SMALL_BATCH_ITEM
+        && items * m * n * k > gemm::PAR_MIN_WORK
+    {
         // Many small products: one per task (the bits do not depend on who computes what).
         par.install(|| {
             out.par_chunks_mut(mn)
@@ -424,21 +428,22 @@ impl Tensor {
                 got: bias.dtype(),
             });
         }
-        fn add_bias<T: GemmFloat>(out: &Tensor, bias: &Tensor) -> Result<Tensor> {
-            let mut v = out.to_vec::<T>()?;
-            let b = bias.to_vec::<T>()?;
+        // In place: the product's storage is fresh and unshared, so `data_mut` copies nothing.
+        fn add_bias<T: GemmFloat>(mut out: Tensor, bias: &Tensor) -> Result<Tensor> {
+            let bc = bias.contiguous();
+            let b = bc.data::<T>()?;
             if !b.is_empty() {
-                for row in v.chunks_mut(b.len()) {
-                    for (x, &y) in row.iter_mut().zip(&b) {
+                for row in out.data_mut::<T>()?.chunks_mut(b.len()) {
+                    for (x, &y) in row.iter_mut().zip(b) {
                         *x = *x + y;
                     }
                 }
             }
-            Tensor::from_vec(v, out.shape())
+            Ok(out)
         }
         match out.dtype() {
-            DType::F32 => add_bias::<f32>(&out, bias),
-            _ => add_bias::<f64>(&out, bias),
+            DType::F32 => add_bias::<f32>(out, bias),
+            _ => add_bias::<f64>(out, bias),
         }
     }
 }
