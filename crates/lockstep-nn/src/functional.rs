@@ -37,7 +37,14 @@ pub fn conv2d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv2dParams) -> Res
         let mut out = vec![gx, gw];
         if has_bias {
             out.push(if rb {
-                Some(g.sum_dim(3, false)?.sum_dim(2, false)?.sum_dim(0, false)?)
+                // Each (n, c) plane in one row sum, then over the batch: two passes, not
+                // three (the first of which summed rows of W elements, one call each).
+                let (n, c) = (g.shape()[0] as isize, g.shape()[1] as isize);
+                Some(
+                    g.reshape(&[n, c, -1])?
+                        .sum_dim(2, false)?
+                        .sum_dim(0, false)?,
+                )
             } else {
                 None
             });
