@@ -68,6 +68,15 @@ pub enum Error {
         /// The op that refused.
         op: String,
     },
+    /// An allocation sized from the caller's input could not be made (PyTorch raises a
+    /// catchable `RuntimeError` here rather than aborting the process).
+    #[error("{op}: out of memory: cannot allocate {bytes} bytes")]
+    OutOfMemory {
+        /// The op.
+        op: &'static str,
+        /// The size asked for.
+        bytes: u128,
+    },
     /// An error from the RNG layer (bad distribution parameters).
     #[error(transparent)]
     Rng(#[from] lockstep_rng::Error),
@@ -82,4 +91,16 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
         arg,
         reason: reason.into(),
     }
+}
+
+/// A vector of `n` copies of `value`, or [`Error::OutOfMemory`] naming `op` if the allocation
+/// fails (instead of aborting the process).
+pub fn try_filled_vec<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    v.resize(n, value);
+    Ok(v)
 }

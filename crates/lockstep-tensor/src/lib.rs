@@ -54,6 +54,6 @@ pub use deterministic::{
 };
 pub use dtype::{DType, Element, Storage};
 pub(crate) use error::invalid;
-pub use error::{Error, Result};
+pub use error::{Error, Result, try_filled_vec};
 pub use tensor::{Device, Tensor};
 pub use threads::{get_num_threads, set_num_threads};

@@ -97,7 +97,7 @@ impl Tensor {
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Result<Self> {
         let n = checked_numel("full", shape)?;
         Ok(crate::with_dtype!(dtype, T => Self::from_storage(
-            T::into_storage(vec![T::from_f64(value); n]),
+            T::into_storage(crate::error::try_filled_vec("full", n, T::from_f64(value))?),
             shape
         )))
     }

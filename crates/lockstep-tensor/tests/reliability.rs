@@ -74,3 +74,16 @@ fn autotune_file_edits_never_panic() {
     autotune::clear();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 13 defect 7: an allocation sized from input that cannot be made is an error naming
+/// the op and the bytes, not an abort.
+#[test]
+fn huge_zeros_is_an_out_of_memory_error() {
+    use lockstep_tensor::{DType, Error, Tensor};
+    let e = Tensor::zeros(&[1 << 45], DType::F64).unwrap_err();
+    assert!(
+        matches!(e, Error::OutOfMemory { op: "full", bytes } if bytes == 8 << 45),
+        "{e}"
+    );
+    assert!(e.to_string().contains("out of memory"));
+}
