@@ -1,29 +1,22 @@
-//! `lockstep demo`: a reproducible training run on the embedded digits data set.
+//! `lockstep demo`: a reproducible training run on the embedded digits data set, checked, then
+//! a small seed sweep.
 //!
-//! A two-layer perceptron (`Linear(64, hidden) → ReLU → Linear(hidden, 10)`, initialised
-//! exactly as `torch.manual_seed(seed); nn.Sequential(nn.Linear(64, h), nn.ReLU(),
-//! nn.Linear(h, 10))` would be) trained with plain SGD on softmax cross-entropy. The data set is
-//! split with `random_split`, shuffled by a seeded `DataLoader`, and augmented with Gaussian
-//! noise drawn from per-sample streams. Deterministic algorithms are on, so every number
-//! printed — losses, accuracies, the fingerprint of the weights — is the same on every run,
-//! at any thread count and any number of loader workers; `--verify` proves it by training
-//! twice (1 thread and 0 workers, then all threads and 2 workers) and comparing.
-//!
-//! The model, its gradients (autograd) and the optimizer come from `lockstep-nn`.
+//! 1. `lockstep train` (the port of the PyTorch program in `spec/train/`) with
+//!    `--seeding invariant`, deterministic algorithms on, twice: 1 thread and 0 loader
+//!    workers, then all threads and 2 workers. Every printed number — losses, accuracies, the
+//!    fingerprint of the final weights — must be identical, bit for bit.
+//! 2. With `--verify` (the README's main command), `lockstep sweep` over 5 seeds of the same
+//!    run: the mean and spread of the test accuracy with intervals, and the plots' paths.
 
-use lockstep::Tensor;
-use lockstep::data::transforms::GaussianNoise;
-use lockstep::data::{DataLoader, Dataset, Digits, Seeding, SharedGenerator, random_split};
-use lockstep_nn::layers::{Linear, ReLU, Sequential};
-use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions};
-use lockstep_nn::{Module, Var, functional as F, no_grad};
-use std::sync::Arc;
+use crate::sweep::SweepConfig;
+use crate::train::{Progress, Report, TrainConfig, run as train_run};
+use std::path::PathBuf;
 use std::time::Instant;
 
-/// Options of one demo run.
+/// Options of the demo.
 #[derive(Clone, Debug)]
 pub struct DemoConfig {
-    /// Seed for everything (`seed_everything`).
+    /// Seed of the two checked runs.
     pub seed: u64,
     /// Passes over the training split.
     pub epochs: usize,
@@ -33,9 +26,9 @@ pub struct DemoConfig {
     pub hidden: usize,
     /// SGD step size.
     pub lr: f64,
-    /// Kernel threads (`set_num_threads`); `None` = all cores.
+    /// Kernel threads of the second run (`None` = all cores); the first uses 1.
     pub threads: Option<usize>,
-    /// Loader worker threads.
+    /// Loader workers of the second run; the first uses 0.
     pub workers: usize,
 }
 
@@ -53,55 +46,18 @@ impl Default for DemoConfig {
     }
 }
 
-/// One epoch's report.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EpochReport {
-    /// 1-based epoch.
-    pub epoch: usize,
-    /// Mean training loss over the epoch's steps.
-    pub train_loss: f64,
-    /// Accuracy on the held-out split.
-    pub test_accuracy: f64,
-    /// FNV-1a hash of the bits of every parameter after the epoch.
-    pub fingerprint: u64,
-}
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-type BoxError = Box<dyn std::error::Error>;
-
-fn fnv1a(h: &mut u64, t: &Tensor) -> Result<(), BoxError> {
-    for v in t.to_vec::<f32>()? {
-        for b in v.to_bits().to_le_bytes() {
-            *h ^= b as u64;
-            *h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    Ok(())
-}
-
-/// `nn.Sequential(nn.Linear(64, h), nn.ReLU(), nn.Linear(h, 10))`, drawn from the default
-/// generator as PyTorch draws it.
-fn mlp(hidden: usize) -> Result<Sequential, BoxError> {
-    Ok(Sequential::new()
-        .add(Linear::new(64, hidden, true)?)
-        .add(ReLU::default())
-        .add(Linear::new(hidden, 10, true)?))
-}
-
-fn fingerprint(model: &dyn Module) -> Result<u64, BoxError> {
-    let mut h = 0xcbf2_9ce4_8422_2325;
-    for p in model.parameters() {
-        fnv1a(&mut h, &p.data())?;
-    }
-    Ok(h)
-}
-
-/// The widest hidden layer the demo builds (64·h + 10·h weights: 2^20 is about 300 MB).
-pub const MAX_HIDDEN: usize = 1 << 20;
+/// The widest hidden layer the demo builds.
+pub const MAX_HIDDEN: usize = 1 << 16;
 
 /// The most loader workers the demo starts.
 pub const MAX_WORKERS: usize = 256;
 
 /// Refuses options that cannot give a meaningful run, with a message naming the flag.
+///
+/// # Errors
+/// A message naming the flag.
 pub fn check(cfg: &DemoConfig) -> Result<(), BoxError> {
     if cfg.epochs == 0 || cfg.batch_size == 0 || cfg.hidden == 0 {
         return Err("--epochs, --batch-size and --hidden must be positive".into());
@@ -129,142 +85,108 @@ pub fn check(cfg: &DemoConfig) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Trains once with `cfg`, calling `report` after every epoch.
-pub fn train(
-    cfg: &DemoConfig,
-    mut report: impl FnMut(&EpochReport),
-) -> Result<Vec<EpochReport>, BoxError> {
+/// The `lockstep train` flags of the demo's run (without `--seed`, `--threads`, `--workers`).
+pub fn train_args(cfg: &DemoConfig) -> Vec<String> {
+    [
+        ("--model", "mlp".to_string()),
+        ("--epochs", cfg.epochs.to_string()),
+        ("--batch-size", cfg.batch_size.to_string()),
+        ("--hidden", cfg.hidden.to_string()),
+        ("--lr", cfg.lr.to_string()),
+        ("--seeding", "invariant".to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_string(), v])
+    .collect()
+}
+
+fn train_config(cfg: &DemoConfig, threads: usize, workers: usize) -> TrainConfig {
+    TrainConfig {
+        model: "mlp".into(),
+        seed: cfg.seed,
+        epochs: cfg.epochs,
+        batch_size: cfg.batch_size,
+        hidden: cfg.hidden,
+        lr: cfg.lr,
+        seeding: "invariant".into(),
+        threads,
+        workers,
+        ..TrainConfig::default()
+    }
+}
+
+/// Prints one line per epoch.
+struct EpochLines {
+    losses: Vec<f64>,
+    per_epoch: usize,
+}
+
+impl Progress for EpochLines {
+    fn step(&mut self, _step: usize, loss: f64) {
+        self.losses.push(loss);
+        self.per_epoch += 1;
+    }
+    fn epoch(&mut self, epoch: usize, acc: f64) {
+        let n = self.per_epoch.max(1);
+        let mean = self.losses[self.losses.len() - self.per_epoch..]
+            .iter()
+            .sum::<f64>()
+            / n as f64;
+        println!(
+            "epoch {epoch:>3}  train loss {mean:.6}  test accuracy {:>6.2}%",
+            100.0 * acc
+        );
+        self.per_epoch = 0;
+    }
+}
+
+/// Trains once (1 thread and 0 workers, or `threads` and `workers`), printing each epoch.
+///
+/// # Errors
+/// Invalid options or a training error.
+pub fn train_once(cfg: &DemoConfig, threads: usize, workers: usize) -> Result<Report, BoxError> {
     check(cfg)?;
-    if let Some(t) = cfg.threads {
-        lockstep::set_num_threads(lockstep::tensor::threads::resolve_num_threads(t)?);
-    }
-    lockstep::use_deterministic_algorithms(true);
-    let loader_gen = SharedGenerator::new(lockstep::seed_everything(cfg.seed)?);
-    let model = mlp(cfg.hidden)?;
-    let digits = Arc::new(Digits::new()?.with_transform(GaussianNoise::new(0.05)));
-    let n = digits.len();
-    let test_len = n / 5;
-    let mut parts = random_split(digits, &[n - test_len, test_len], &loader_gen)?.into_iter();
-    let (train_set, test_set) = (parts.next().ok_or("split")?, parts.next().ok_or("split")?);
-    let mut loader = DataLoader::builder(train_set)
-        .batch_size(cfg.batch_size)
-        .shuffle(true)
-        .num_workers(cfg.workers)
-        .generator(loader_gen.clone())
-        .seeding(Seeding::PerSample { seed: cfg.seed })
-        .build()?;
-    let mut test_loader = DataLoader::builder(test_set)
-        .batch_size(256)
-        .generator(loader_gen)
-        .seeding(Seeding::PerSample {
-            seed: cfg.seed ^ 0x7e57,
-        })
-        .build()?;
-    let mut opt = Sgd::new(
-        model.parameters(),
-        SgdOptions {
-            lr: cfg.lr,
-            ..SgdOptions::default()
-        },
-    )?;
-    let mut out = Vec::new();
-    for epoch in 1..=cfg.epochs {
-        let (mut total, mut steps) = (0.0, 0usize);
-        for batch in loader.iter() {
-            let (x, y) = batch?;
-            let b = y.shape()[0];
-            let x = Var::constant(x.reshape(&[b as isize, 64])?);
-            let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
-            opt.zero_grad();
-            loss.backward()?;
-            opt.step()?;
-            total += loss.data().item::<f32>()? as f64;
-            steps += 1;
-        }
-        let (mut right, mut seen) = (0usize, 0usize);
-        for batch in test_loader.iter() {
-            let (x, y) = batch?;
-            let b = y.shape()[0];
-            let x = Var::constant(x.reshape(&[b as isize, 64])?);
-            let logits = no_grad(|| model.forward(&x))?.data();
-            let pred = logits.argmax(Some(1), false)?.to_vec::<i64>()?;
-            right += pred
-                .iter()
-                .zip(y.to_vec::<i64>()?)
-                .filter(|(p, t)| **p == *t)
-                .count();
-            seen += b;
-        }
-        let r = EpochReport {
-            epoch,
-            train_loss: total / steps.max(1) as f64,
-            test_accuracy: right as f64 / seen.max(1) as f64,
-            fingerprint: fingerprint(&model)?,
-        };
-        report(&r);
-        out.push(r);
-    }
-    Ok(out)
+    let mut p = EpochLines {
+        losses: Vec::new(),
+        per_epoch: 0,
+    };
+    train_run(&train_config(cfg, threads, workers), &mut p)
 }
 
-fn print_epoch(r: &EpochReport) {
-    println!(
-        "epoch {:>3}  train loss {:.6}  test accuracy {:>6.2}%  weights {:016x}",
-        r.epoch,
-        r.train_loss,
-        100.0 * r.test_accuracy,
-        r.fingerprint
-    );
+/// Whether two runs agree bit for bit (NaN losses included).
+pub fn identical(a: &Report, b: &Report) -> bool {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    bits(&a.step_losses) == bits(&b.step_losses)
+        && bits(&a.test_accuracy) == bits(&b.test_accuracy)
+        && a.final_sha256 == b.final_sha256
 }
 
-/// Runs the demo (and with `verify`, the second run and the comparison). Returns whether it
-/// succeeded (and, with `verify`, whether both runs agreed).
+/// Runs the demo; with `verify`, also the 5-seed sweep. Returns whether everything succeeded
+/// and the two runs agreed.
 pub fn run(cfg: &DemoConfig, verify: bool) -> bool {
     if let Err(e) = check(cfg) {
         eprintln!("error: lockstep demo: {e}");
         return false;
     }
-    // `--threads=0` means all cores, as without the flag.
-    let cfg = &DemoConfig {
-        threads: cfg.threads.filter(|&t| t > 0),
-        ..cfg.clone()
-    };
     println!(
-        "lockstep demo: MLP 64-{}-10 on the UCI digits (CC BY 4.0), seed {}, {} epochs, batch {}, lr {}",
+        "lockstep demo: lockstep train --model mlp --hidden {} on the UCI digits (CC BY 4.0), seed {}, {} epochs, batch {}, lr {}, --seeding invariant, deterministic algorithms on",
         cfg.hidden, cfg.seed, cfg.epochs, cfg.batch_size, cfg.lr
     );
-    let runs: Vec<DemoConfig> = if verify {
-        vec![
-            DemoConfig {
-                threads: Some(1),
-                workers: 0,
-                ..cfg.clone()
-            },
-            DemoConfig {
-                threads: Some(
-                    std::thread::available_parallelism()
-                        .map_or(2, |n| n.get())
-                        .max(2),
-                ),
-                workers: 2,
-                ..cfg.clone()
-            },
-        ]
-    } else {
-        vec![cfg.clone()]
-    };
-    let mut results = Vec::new();
-    for r in &runs {
-        println!(
-            "run: {} kernel thread(s), {} loader worker(s), deterministic algorithms on",
-            r.threads.unwrap_or_else(lockstep::get_num_threads),
-            r.workers
-        );
+    let all = cfg
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut reports = Vec::new();
+    for (threads, workers) in [(1, 0), (all, cfg.workers)] {
+        println!("run: {threads} kernel thread(s), {workers} loader worker(s)");
         let t = Instant::now();
-        match train(r, print_epoch) {
-            Ok(rep) => {
-                println!("done in {:.2} s", t.elapsed().as_secs_f64());
-                results.push(rep);
+        match train_once(cfg, threads, workers) {
+            Ok(r) => {
+                println!(
+                    "done in {:.2} s; weights {}",
+                    t.elapsed().as_secs_f64(),
+                    &r.final_sha256[..16]
+                );
+                reports.push(r);
             }
             Err(e) => {
                 eprintln!("error: lockstep demo: {e}");
@@ -272,130 +194,72 @@ pub fn run(cfg: &DemoConfig, verify: bool) -> bool {
             }
         }
     }
-    if verify {
-        // Bits, not values: two runs that both reach NaN are still identical.
-        let same = |a: &EpochReport, b: &EpochReport| {
-            a.epoch == b.epoch
-                && a.train_loss.to_bits() == b.train_loss.to_bits()
-                && a.test_accuracy.to_bits() == b.test_accuracy.to_bits()
-                && a.fingerprint == b.fingerprint
-        };
-        match results[0]
-            .iter()
-            .zip(&results[1])
-            .find(|(a, b)| !same(a, b))
-        {
-            None => println!("verify: both runs identical, bit for bit, in every epoch"),
-            Some((a, b)) => {
-                println!("verify: runs differ from epoch {}: {a:?} vs {b:?}", a.epoch);
-                return false;
-            }
+    if identical(&reports[0], &reports[1]) {
+        println!("verify: both runs identical, bit for bit, in every step and epoch");
+    } else {
+        println!("verify: the runs differ");
+        return false;
+    }
+    if !verify {
+        return true;
+    }
+    println!("\nsweep: the same run over seeds 0..5 (lockstep sweep --seeds 5 -- train …)");
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: lockstep demo: cannot find the lockstep executable: {e}");
+            return false;
+        }
+    };
+    let mut command = vec!["train".to_string()];
+    command.extend(train_args(cfg));
+    let sweep = SweepConfig::new(
+        Some(5),
+        None,
+        1,
+        PathBuf::from("lockstep-demo-sweep"),
+        &command,
+    )
+    .map(|c| SweepConfig { exe, ..c });
+    match sweep {
+        Ok(c) => crate::sweep::main(&c) == std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: lockstep demo: {e}");
+            false
         }
     }
-    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Issue 13 defects 9 and 10: absurd flags are clear errors before anything is built.
     #[test]
-    fn absurd_flags_are_refused() {
-        let base = DemoConfig::default();
-        for (cfg, flag) in [
-            (
-                DemoConfig {
-                    lr: f64::INFINITY,
-                    ..base.clone()
-                },
-                "--lr",
-            ),
-            (
-                DemoConfig {
-                    lr: f64::NAN,
-                    ..base.clone()
-                },
-                "--lr",
-            ),
-            (
-                DemoConfig {
-                    hidden: 100_000_000_000,
-                    ..base.clone()
-                },
-                "--hidden",
-            ),
-            (
-                DemoConfig {
-                    hidden: usize::MAX,
-                    ..base.clone()
-                },
-                "--hidden",
-            ),
-            (
-                DemoConfig {
-                    workers: 100_000_000,
-                    ..base.clone()
-                },
-                "--workers",
-            ),
-            (
-                DemoConfig {
-                    threads: Some(usize::MAX),
-                    ..base.clone()
-                },
-                "threads",
-            ),
-        ] {
-            let e = check(&cfg).unwrap_err().to_string();
-            assert!(e.contains(flag), "{flag}: {e}");
-            assert!(!run(&cfg, false));
-        }
-        assert!(
-            check(&DemoConfig {
-                threads: Some(0),
-                ..base
-            })
-            .is_ok()
-        );
-    }
-
-    #[test]
-    fn demo_is_identical_at_any_thread_and_worker_count() {
+    fn demo_runs_are_identical_at_any_thread_and_worker_count() {
         let base = DemoConfig {
             epochs: 2,
             hidden: 16,
             ..DemoConfig::default()
         };
-        let a = train(
-            &DemoConfig {
-                threads: Some(1),
-                workers: 0,
-                ..base.clone()
+        let a = train_once(&base, 1, 0).unwrap();
+        let b = train_once(&base, 3, 2).unwrap();
+        assert!(identical(&a, &b));
+        assert!(a.test_accuracy[1] > 0.5, "it learns: {:?}", a.test_accuracy);
+        for bad in [
+            DemoConfig {
+                epochs: 0,
+                ..DemoConfig::default()
             },
-            |_| {},
-        )
-        .unwrap();
-        let b = train(
-            &DemoConfig {
-                threads: Some(3),
-                workers: 2,
-                ..base
+            DemoConfig {
+                lr: f64::INFINITY,
+                ..DemoConfig::default()
             },
-            |_| {},
-        )
-        .unwrap();
-        assert_eq!(a, b);
-        assert!(a[1].test_accuracy > 0.5, "it learns: {a:?}");
-        assert!(
-            train(
-                &DemoConfig {
-                    epochs: 0,
-                    ..DemoConfig::default()
-                },
-                |_| {}
-            )
-            .is_err()
-        );
+            DemoConfig {
+                hidden: usize::MAX,
+                ..DemoConfig::default()
+            },
+        ] {
+            assert!(train_once(&bad, 1, 0).is_err());
+        }
     }
 }

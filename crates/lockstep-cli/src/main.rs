@@ -16,11 +16,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a small network on the embedded digits data set, reproducibly.
+    /// Train on the embedded digits data set twice and compare bit for bit; with --verify,
+    /// then sweep 5 seeds.
     ///
-    /// Every printed number (losses, accuracies, the weights' fingerprint) is identical on
-    /// every run, at any thread count and number of loader workers; --verify trains twice
-    /// (1 thread and 0 workers, then all threads and 2 workers) and compares.
+    /// Runs `lockstep train --model mlp --seeding invariant` at 1 thread and 0 loader workers,
+    /// then at all threads and 2 workers: every loss, accuracy and the final weights must be
+    /// identical. --verify then runs `lockstep sweep --seeds 5` over the same configuration
+    /// and prints the mean, spread and intervals of the test accuracy and the plots' paths.
     Demo {
         /// Seed for every generator.
         #[arg(long, default_value_t = 0)]
@@ -43,7 +45,7 @@ enum Command {
         /// Data loader worker threads.
         #[arg(long, default_value_t = 2)]
         workers: usize,
-        /// Train twice with different thread and worker counts and compare bit for bit.
+        /// After the two compared runs, sweep 5 seeds (mean, spread, intervals, plots).
         #[arg(long)]
         verify: bool,
     },
