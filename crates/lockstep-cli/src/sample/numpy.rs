@@ -33,7 +33,23 @@ pub(super) const LEGACY: LibDoc = LibDoc {
         opt(&["seed"], "0; an integer in [0, 2^32), or a list S1,S2,.."),
         opt(&["repeat"], "1"),
     ],
-    functions: &[
+    functions: &LEGACY_FNS,
+};
+
+/// `lockstep sample numpy FN`: what `g = np.random.default_rng(S)` then one call draws.
+pub(super) const GENERATOR: LibDoc = LibDoc {
+    name: "numpy",
+    seeding: "g = np.random.default_rng(S)",
+    common: &[
+        opt(&["seed"], "0; an integer in [0, 2^128), or a list S1,S2,.."),
+        opt(&["repeat"], "1"),
+    ],
+    functions: &GENERATOR_FNS,
+};
+
+/// `numpy-legacy`'s functions: its own, then the distributions.
+const LEGACY_FNS: [FnDoc; 8 + DISTS.len()] = concat(
+    [
         FnDoc {
             name: "rand",
             call: "rs.rand(*shape) (float64)",
@@ -70,18 +86,25 @@ pub(super) const LEGACY: LibDoc = LibDoc {
             options: &[opt(&["loc"], "0"), opt(&["scale"], "1"), SIZE],
             example: "--loc=1 --scale=2 --shape=3",
         },
+        FnDoc {
+            name: "standard_exponential",
+            call: "rs.standard_exponential(size=shape) (float64; -log(1 - U))",
+            options: &[DSIZE],
+            example: "--shape=3",
+        },
+        FnDoc {
+            name: "standard_gamma",
+            call: "rs.standard_gamma(shape, size) (float64)",
+            options: &[opt(&["shape"], "required"), GSIZE],
+            example: "--shape=0.5 --size=4",
+        },
     ],
-};
+    DISTS,
+);
 
-/// `lockstep sample numpy FN`: what `g = np.random.default_rng(S)` then one call draws.
-pub(super) const GENERATOR: LibDoc = LibDoc {
-    name: "numpy",
-    seeding: "g = np.random.default_rng(S)",
-    common: &[
-        opt(&["seed"], "0; an integer in [0, 2^128), or a list S1,S2,.."),
-        opt(&["repeat"], "1"),
-    ],
-    functions: &[
+/// `numpy`'s functions: its own, then the distributions.
+const GENERATOR_FNS: [FnDoc; 8 + DISTS.len()] = concat(
+    [
         FnDoc {
             name: "random",
             call: "g.random(size=shape, dtype=dtype)",
@@ -119,19 +142,20 @@ pub(super) const GENERATOR: LibDoc = LibDoc {
             example: "--loc=1 --scale=2 --shape=3",
         },
         FnDoc {
-            name: "exponential",
-            call: "g.exponential(scale, size=shape) (float64; NumPy's has no dtype)",
-            options: &[opt(&["scale"], "1"), SIZE],
-            example: "--scale=2 --shape=3",
-        },
-        FnDoc {
             name: "standard_exponential",
             call: "g.standard_exponential(size=shape, dtype=dtype)",
             options: &[SIZE, FLOAT],
             example: "--shape=3 --dtype=float32",
         },
+        FnDoc {
+            name: "standard_gamma",
+            call: "g.standard_gamma(shape, size, dtype=dtype)",
+            options: &[opt(&["shape"], "required"), GSIZE, FLOAT],
+            example: "--shape=0.5 --size=4 --dtype=float32",
+        },
     ],
-};
+    DISTS,
+);
 
 /// `repeat` calls of a sampler that fills `n` float64 values.
 fn f64_calls(
@@ -145,7 +169,7 @@ fn f64_calls(
         Ok(Values::F64(v))
     })
 }
-use lockstep_rng::compat::numpy::{RandomState, SeedSequence, default_rng_from};
+use lockstep_rng::compat::numpy::{Distributions, RandomState, SeedSequence, default_rng_from};
 
 /// The number of values in `--shape` (one when absent), checked so that all `--repeat`
 /// calls stay within the print cap.
@@ -245,7 +269,16 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             let scale: f64 = opts.get_or("scale", 1.0)?;
             f64_calls(repeat, n, |v| rs.normal(loc, scale, v))
         }
-        _ => unknown_function(&LEGACY, func),
+        "standard_exponential" => {
+            let n = dist_size(opts, false, 1, repeat)?;
+            f64_calls(repeat, n, |v| {
+                rs.standard_exponential(v);
+                Ok(())
+            })
+        }
+        _ => {
+            run_dist(&mut rs, func, opts, repeat).unwrap_or_else(|| unknown_function(&LEGACY, func))
+        }
     }
 }
 
@@ -310,11 +343,444 @@ pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, S
             let scale: f64 = opts.get_or("scale", 1.0)?;
             f64_calls(repeat, n, |v| g.normal(loc, scale, v))
         }
-        "exponential" => {
-            let n = size(opts, repeat)?;
-            let scale: f64 = opts.get_or("scale", 1.0)?;
-            f64_calls(repeat, n, |v| g.exponential(scale, v))
+        "standard_gamma" if opts.raw("dtype").is_some() => {
+            let shape: f64 = opts.require("shape")?;
+            let n = dist_size(opts, true, 1, repeat)?;
+            if dtype(opts, &["float64", "float32"])? == "float32" {
+                repeat_calls(repeat, || {
+                    let mut v = vec![0f32; n];
+                    g.standard_gamma_f32(shape as f32, &mut v)?;
+                    Ok(Values::F32(v))
+                })
+            } else {
+                f64_calls(repeat, n, |v| g.standard_gamma(shape, v))
+            }
         }
-        _ => unknown_function(&GENERATOR, func),
+        _ => run_dist(&mut g, func, opts, repeat)
+            .unwrap_or_else(|| unknown_function(&GENERATOR, func)),
     }
+}
+
+// ------------------------------------------------------------------ non-uniform distributions
+
+/// `--size` or `--shape`: NumPy's `size` for the distributions (gamma's own `--shape` is its
+/// parameter, so there only `--size` is the output shape).
+const DSIZE: OptDoc = opt(&["shape", "size"], "one value; D0,D1,..");
+const GSIZE: OptDoc = opt(&["size"], "one value; D0,D1,..");
+
+const fn f(
+    name: &'static str,
+    call: &'static str,
+    options: &'static [OptDoc],
+    example: &'static str,
+) -> FnDoc {
+    FnDoc {
+        name,
+        call,
+        options,
+        example,
+    }
+}
+
+/// The distributions both `RandomState` and `Generator` have (same names and options; each
+/// class runs its own algorithms).
+const DISTS: [FnDoc; 29] = [
+    f(
+        "beta",
+        "beta(a, b, size) (float64)",
+        &[opt(&["a"], "required"), opt(&["b"], "required"), DSIZE],
+        "--a=0.5 --b=0.7 --shape=4",
+    ),
+    f(
+        "binomial",
+        "binomial(n, p, size) (int64)",
+        &[opt(&["n"], "required"), opt(&["p"], "required"), DSIZE],
+        "--n=100 --p=0.4 --shape=4",
+    ),
+    f(
+        "chisquare",
+        "chisquare(df, size) (float64)",
+        &[opt(&["df"], "required"), DSIZE],
+        "--df=3 --shape=4",
+    ),
+    f(
+        "dirichlet",
+        "dirichlet(alpha, size) (float64, size + (len(alpha),))",
+        &[opt(&["alpha"], "required; A1,A2,.."), DSIZE],
+        "--alpha=0.5,1,2 --shape=2",
+    ),
+    f(
+        "exponential",
+        "exponential(scale, size) (float64)",
+        &[opt(&["scale"], "1"), DSIZE],
+        "--scale=2 --shape=3",
+    ),
+    f(
+        "f",
+        "f(dfnum, dfden, size) (float64)",
+        &[
+            opt(&["dfnum"], "required"),
+            opt(&["dfden"], "required"),
+            DSIZE,
+        ],
+        "--dfnum=3 --dfden=5 --shape=4",
+    ),
+    f(
+        "gamma",
+        "gamma(shape, scale, size) (float64)",
+        &[opt(&["shape"], "required"), opt(&["scale"], "1"), GSIZE],
+        "--shape=2.5 --scale=2 --size=4",
+    ),
+    f(
+        "geometric",
+        "geometric(p, size) (int64)",
+        &[opt(&["p"], "required"), DSIZE],
+        "--p=0.2 --shape=4",
+    ),
+    f(
+        "gumbel",
+        "gumbel(loc, scale, size) (float64)",
+        &[opt(&["loc"], "0"), opt(&["scale"], "1"), DSIZE],
+        "--loc=1 --scale=2 --shape=3",
+    ),
+    f(
+        "hypergeometric",
+        "hypergeometric(ngood, nbad, nsample, size) (int64)",
+        &[
+            opt(&["ngood"], "required"),
+            opt(&["nbad"], "required"),
+            opt(&["nsample"], "required"),
+            DSIZE,
+        ],
+        "--ngood=30 --nbad=20 --nsample=15 --shape=4",
+    ),
+    f(
+        "laplace",
+        "laplace(loc, scale, size) (float64)",
+        &[opt(&["loc"], "0"), opt(&["scale"], "1"), DSIZE],
+        "--loc=1 --scale=2 --shape=3",
+    ),
+    f(
+        "logistic",
+        "logistic(loc, scale, size) (float64)",
+        &[opt(&["loc"], "0"), opt(&["scale"], "1"), DSIZE],
+        "--loc=1 --scale=2 --shape=3",
+    ),
+    f(
+        "lognormal",
+        "lognormal(mean, sigma, size) (float64)",
+        &[opt(&["mean"], "0"), opt(&["sigma"], "1"), DSIZE],
+        "--mean=1 --sigma=0.5 --shape=3",
+    ),
+    f(
+        "logseries",
+        "logseries(p, size) (int64)",
+        &[opt(&["p"], "required"), DSIZE],
+        "--p=0.9 --shape=4",
+    ),
+    f(
+        "multinomial",
+        "multinomial(n, pvals, size) (int64, size + (len(pvals),))",
+        &[
+            opt(&["n"], "required"),
+            opt(&["pvals"], "required; P1,P2,.."),
+            DSIZE,
+        ],
+        "--n=20 --pvals=0.2,0.3,0.5 --shape=2",
+    ),
+    f(
+        "negative_binomial",
+        "negative_binomial(n, p, size) (int64)",
+        &[opt(&["n"], "required"), opt(&["p"], "required"), DSIZE],
+        "--n=5 --p=0.3 --shape=4",
+    ),
+    f(
+        "noncentral_chisquare",
+        "noncentral_chisquare(df, nonc, size) (float64)",
+        &[opt(&["df"], "required"), opt(&["nonc"], "required"), DSIZE],
+        "--df=3 --nonc=2 --shape=4",
+    ),
+    f(
+        "noncentral_f",
+        "noncentral_f(dfnum, dfden, nonc, size) (float64)",
+        &[
+            opt(&["dfnum"], "required"),
+            opt(&["dfden"], "required"),
+            opt(&["nonc"], "required"),
+            DSIZE,
+        ],
+        "--dfnum=3 --dfden=5 --nonc=2 --shape=4",
+    ),
+    f(
+        "pareto",
+        "pareto(a, size) (float64)",
+        &[opt(&["a"], "required"), DSIZE],
+        "--a=3 --shape=4",
+    ),
+    f(
+        "poisson",
+        "poisson(lam, size) (int64)",
+        &[opt(&["lam"], "1"), DSIZE],
+        "--lam=4.5 --shape=4",
+    ),
+    f(
+        "power",
+        "power(a, size) (float64)",
+        &[opt(&["a"], "required"), DSIZE],
+        "--a=3 --shape=4",
+    ),
+    f(
+        "rayleigh",
+        "rayleigh(scale, size) (float64)",
+        &[opt(&["scale"], "1"), DSIZE],
+        "--scale=2 --shape=4",
+    ),
+    f(
+        "standard_cauchy",
+        "standard_cauchy(size) (float64)",
+        &[DSIZE],
+        "--shape=4",
+    ),
+    f(
+        "standard_t",
+        "standard_t(df, size) (float64)",
+        &[opt(&["df"], "required"), DSIZE],
+        "--df=4 --shape=4",
+    ),
+    f(
+        "triangular",
+        "triangular(left, mode, right, size) (float64)",
+        &[
+            opt(&["left"], "required"),
+            opt(&["mode"], "required"),
+            opt(&["right"], "required"),
+            DSIZE,
+        ],
+        "--left=-1 --mode=0.5 --right=2 --shape=4",
+    ),
+    f(
+        "vonmises",
+        "vonmises(mu, kappa, size) (float64)",
+        &[opt(&["mu"], "required"), opt(&["kappa"], "required"), DSIZE],
+        "--mu=0.5 --kappa=2 --shape=4",
+    ),
+    f(
+        "wald",
+        "wald(mean, scale, size) (float64)",
+        &[
+            opt(&["mean"], "required"),
+            opt(&["scale"], "required"),
+            DSIZE,
+        ],
+        "--mean=1 --scale=2 --shape=4",
+    ),
+    f(
+        "weibull",
+        "weibull(a, size) (float64)",
+        &[opt(&["a"], "required"), DSIZE],
+        "--a=1.5 --shape=4",
+    ),
+    f(
+        "zipf",
+        "zipf(a, size) (int64)",
+        &[opt(&["a"], "required"), DSIZE],
+        "--a=2 --shape=4",
+    ),
+];
+
+/// `a` followed by `b`, for the constant function lists.
+const fn concat<const A: usize, const B: usize, const C: usize>(
+    a: [FnDoc; A],
+    b: [FnDoc; B],
+) -> [FnDoc; C] {
+    assert!(A + B == C);
+    let mut out = [DISTS[0]; C];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < C {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+/// The number of values of `--size` (gamma's) or `--size`/`--shape` (the others), checked
+/// against the print cap with `per` values per element and `repeat` calls.
+fn dist_size(opts: &Opts, gamma: bool, per: usize, repeat: usize) -> Result<usize, SampleError> {
+    let dims: Vec<usize> = match opts.list::<usize>("size")? {
+        Some(d) => d,
+        None if gamma => Vec::new(),
+        None => opts.shape(&[])?,
+    };
+    let n = dims
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    check_count(n.saturating_mul(per).saturating_mul(repeat))?;
+    Ok(n)
+}
+
+/// Runs distribution `func` on `d` (a `RandomState` or a `Generator`); `None` if `func` is not
+/// one of [`DISTS`].
+fn run_dist<D: Distributions>(
+    d: &mut D,
+    func: &str,
+    opts: &Opts,
+    repeat: usize,
+) -> Option<Result<Values, SampleError>> {
+    let req = |name: &str| opts.require::<f64>(name);
+    let opt = |name: &str, default: f64| opts.get_or::<f64>(name, default);
+    let run = || -> Result<Values, SampleError> {
+        macro_rules! floats {
+            ($n:expr, |$v:ident| $body:expr) => {{
+                let n = $n;
+                repeat_calls(repeat, || {
+                    let mut $v = vec![0.0f64; n];
+                    $body?;
+                    Ok(Values::F64($v))
+                })
+            }};
+        }
+        macro_rules! ints {
+            ($n:expr, |$v:ident| $body:expr) => {{
+                let n = $n;
+                repeat_calls(repeat, || {
+                    let mut $v = vec![0i64; n];
+                    $body?;
+                    Ok(Values::I64($v))
+                })
+            }};
+        }
+        let size = |gamma: bool| dist_size(opts, gamma, 1, repeat);
+        match func {
+            "beta" => {
+                let (a, b) = (req("a")?, req("b")?);
+                floats!(size(false)?, |v| d.beta(a, b, &mut v))
+            }
+            "binomial" => {
+                let n: i64 = opts.require("n")?;
+                let p = req("p")?;
+                ints!(size(false)?, |v| d.binomial(n, p, &mut v))
+            }
+            "chisquare" => {
+                let df = req("df")?;
+                floats!(size(false)?, |v| d.chisquare(df, &mut v))
+            }
+            "dirichlet" => {
+                let alpha: Vec<f64> = opts
+                    .list("alpha")?
+                    .ok_or_else(|| SampleError("option --alpha is required here".into()))?;
+                let rows = dist_size(opts, false, alpha.len(), repeat)?;
+                repeat_calls(repeat, || Ok(Values::F64(d.dirichlet(&alpha, rows)?)))
+            }
+            "exponential" => {
+                let scale = opt("scale", 1.0)?;
+                floats!(size(false)?, |v| d.exponential(scale, &mut v))
+            }
+            "f" => {
+                let (a, b) = (req("dfnum")?, req("dfden")?);
+                floats!(size(false)?, |v| d.f(a, b, &mut v))
+            }
+            "gamma" => {
+                let (shape, scale) = (req("shape")?, opt("scale", 1.0)?);
+                floats!(size(true)?, |v| d.gamma(shape, scale, &mut v))
+            }
+            "geometric" => {
+                let p = req("p")?;
+                ints!(size(false)?, |v| d.geometric(p, &mut v))
+            }
+            "gumbel" | "laplace" | "logistic" => {
+                let (loc, scale) = (opt("loc", 0.0)?, opt("scale", 1.0)?);
+                floats!(size(false)?, |v| match func {
+                    "gumbel" => d.gumbel(loc, scale, &mut v),
+                    "laplace" => d.laplace(loc, scale, &mut v),
+                    _ => d.logistic(loc, scale, &mut v),
+                })
+            }
+            "hypergeometric" => {
+                let ngood: i64 = opts.require("ngood")?;
+                let nbad: i64 = opts.require("nbad")?;
+                let nsample: i64 = opts.require("nsample")?;
+                ints!(size(false)?, |v| d
+                    .hypergeometric(ngood, nbad, nsample, &mut v))
+            }
+            "lognormal" => {
+                let (mean, sigma) = (opt("mean", 0.0)?, opt("sigma", 1.0)?);
+                floats!(size(false)?, |v| d.lognormal(mean, sigma, &mut v))
+            }
+            "logseries" => {
+                let p = req("p")?;
+                ints!(size(false)?, |v| d.logseries(p, &mut v))
+            }
+            "multinomial" => {
+                let n: i64 = opts.require("n")?;
+                let pvals: Vec<f64> = opts
+                    .list("pvals")?
+                    .ok_or_else(|| SampleError("option --pvals is required here".into()))?;
+                let rows = dist_size(opts, false, pvals.len(), repeat)?;
+                repeat_calls(repeat, || Ok(Values::I64(d.multinomial(n, &pvals, rows)?)))
+            }
+            "negative_binomial" => {
+                let (n, p) = (req("n")?, req("p")?);
+                ints!(size(false)?, |v| d.negative_binomial(n, p, &mut v))
+            }
+            "noncentral_chisquare" => {
+                let (df, nonc) = (req("df")?, req("nonc")?);
+                floats!(size(false)?, |v| d.noncentral_chisquare(df, nonc, &mut v))
+            }
+            "noncentral_f" => {
+                let (a, b, nonc) = (req("dfnum")?, req("dfden")?, req("nonc")?);
+                floats!(size(false)?, |v| d.noncentral_f(a, b, nonc, &mut v))
+            }
+            "pareto" | "power" | "weibull" => {
+                let a = req("a")?;
+                floats!(size(false)?, |v| match func {
+                    "pareto" => d.pareto(a, &mut v),
+                    "power" => d.power(a, &mut v),
+                    _ => d.weibull(a, &mut v),
+                })
+            }
+            "poisson" => {
+                let lam = opt("lam", 1.0)?;
+                ints!(size(false)?, |v| d.poisson(lam, &mut v))
+            }
+            "rayleigh" => {
+                let scale = opt("scale", 1.0)?;
+                floats!(size(false)?, |v| d.rayleigh(scale, &mut v))
+            }
+            "standard_cauchy" => floats!(size(false)?, |v| {
+                d.standard_cauchy(&mut v);
+                Ok::<(), lockstep_rng::Error>(())
+            }),
+            "standard_gamma" => {
+                let shape = req("shape")?;
+                floats!(size(true)?, |v| d.standard_gamma(shape, &mut v))
+            }
+            "standard_t" => {
+                let df = req("df")?;
+                floats!(size(false)?, |v| d.standard_t(df, &mut v))
+            }
+            "triangular" => {
+                let (l, m, r) = (req("left")?, req("mode")?, req("right")?);
+                floats!(size(false)?, |v| d.triangular(l, m, r, &mut v))
+            }
+            "vonmises" => {
+                let (mu, kappa) = (req("mu")?, req("kappa")?);
+                floats!(size(false)?, |v| d.vonmises(mu, kappa, &mut v))
+            }
+            "wald" => {
+                let (mean, scale) = (req("mean")?, req("scale")?);
+                floats!(size(false)?, |v| d.wald(mean, scale, &mut v))
+            }
+            "zipf" => {
+                let a = req("a")?;
+                ints!(size(false)?, |v| d.zipf(a, &mut v))
+            }
+            _ => unreachable!(),
+        }
+    };
+    (func == "standard_gamma" || DISTS.iter().any(|f| f.name == func)).then(run)
 }

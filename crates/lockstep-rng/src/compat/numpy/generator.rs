@@ -141,6 +141,22 @@ impl Generator {
         Ok(())
     }
 
+    /// `standard_gamma(shape, size, dtype=np.float32)`: NumPy's float gamma (float
+    /// ziggurats and `logf`/`powf`). Errors if `shape < 0` or NaN.
+    pub fn standard_gamma_f32(&mut self, shape: f32, out: &mut [f32]) -> Result<()> {
+        if shape.is_nan() || shape.is_sign_negative() {
+            return Err(invalid(
+                "standard_gamma",
+                "shape",
+                format!("shape < 0 or NaN (got {shape})"),
+            ));
+        }
+        for o in out {
+            *o = super::distributions::std_gamma_f32(&mut self.bits, shape);
+        }
+        Ok(())
+    }
+
     /// `uniform(low, high, size)`: `low + (high − low)·U53`; errors if `high − low` is
     /// negative, NaN or infinite (NumPy's `Generator` rejects `high < low`, unlike
     /// `RandomState`).
@@ -353,6 +369,25 @@ impl Bits for Block<'_> {
     #[inline(always)]
     fn f64(&mut self) -> f64 {
         ((self.u64() >> 11) as i64) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+impl super::distributions::sealed::Source for Generator {
+    const LEGACY: bool = false;
+    fn uniform(&mut self) -> f64 {
+        self.bits.next_f64()
+    }
+    fn word32(&mut self) -> u32 {
+        self.bits.next_u32()
+    }
+    fn word64(&mut self) -> u64 {
+        self.bits.next_u64()
+    }
+    fn gauss(&mut self) -> f64 {
+        normal_f64(&mut self.bits)
+    }
+    fn exp1(&mut self) -> f64 {
+        exponential_f64(&mut self.bits)
     }
 }
 

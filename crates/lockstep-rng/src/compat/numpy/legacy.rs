@@ -276,6 +276,25 @@ impl RandomState {
     }
 }
 
+impl super::distributions::sealed::Source for RandomState {
+    const LEGACY: bool = true;
+    fn uniform(&mut self) -> f64 {
+        self.mt.f64()
+    }
+    fn word32(&mut self) -> u32 {
+        self.mt.next_u32()
+    }
+    fn word64(&mut self) -> u64 {
+        self.mt.next_u64_hi_lo()
+    }
+    fn gauss(&mut self) -> f64 {
+        RandomState::gauss(self)
+    }
+    fn exp1(&mut self) -> f64 {
+        -(1.0 - self.mt.f64()).ln()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

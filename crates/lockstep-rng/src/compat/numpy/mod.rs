@@ -22,6 +22,7 @@
 //! assert_eq!(y, [0.6369616873214543]);
 //! ```
 
+mod distributions;
 mod generator;
 mod legacy;
 mod seed_sequence;
@@ -29,6 +30,7 @@ mod ziggurat;
 #[allow(clippy::excessive_precision)]
 mod ziggurat_tables;
 
+pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
 pub use seed_sequence::SeedSequence;

@@ -1,0 +1,1535 @@
+//! NumPy's non-uniform distributions for both [`Generator`](super::Generator) and the legacy
+//! [`RandomState`](super::RandomState), bit for bit with NumPy 2.4.
+//!
+//! The samplers are methods of the [`Distributions`] trait, implemented by both. The two
+//! classes share most algorithms but not all: `RandomState` keeps NumPy 1.16's code frozen
+//! (polar Gaussians with a cached second value, exponentials as `−log(1 − U)`, Jöhnk's beta
+//! without the underflow guard, the original BTPE binomial error terms, the HRUA
+//! hypergeometric with `loggam`, `1 − exp` in place of `−expm1`, …), while `Generator` uses
+//! the ziggurat normal and exponential and the fixes made since. Each sampler below follows
+//! the class it is called on.
+//!
+//! Where NumPy calls the C library (`log`, `exp`, `pow`, `log1p`, `expm1`, `cos`, `acos`,
+//! `fmod`, `logf`, `powf`), these samplers call the same C functions through `extern "C"`, so
+//! results equal NumPy's where that library is glibc (NumPy's Linux wheels).
+//!
+//! Parameter checks follow NumPy's (`ValueError` there, [`Error::InvalidArgument`] here),
+//! plus a few where NumPy would loop forever (a NaN gamma shape, for instance).
+//!
+//! [`Error::InvalidArgument`]: crate::Error::InvalidArgument
+
+use std::f64::consts::PI;
+
+use crate::{Result, invalid};
+
+/// The C library's math functions NumPy calls (glibc on NumPy's Linux wheels).
+mod libm {
+    unsafe extern "C" {
+        pub safe fn log(x: f64) -> f64;
+        pub safe fn exp(x: f64) -> f64;
+        pub safe fn pow(x: f64, y: f64) -> f64;
+        pub safe fn log1p(x: f64) -> f64;
+        pub safe fn expm1(x: f64) -> f64;
+        pub safe fn cos(x: f64) -> f64;
+        pub safe fn acos(x: f64) -> f64;
+        pub safe fn fmod(x: f64, y: f64) -> f64;
+        pub safe fn logf(x: f32) -> f32;
+        pub safe fn powf(x: f32, y: f32) -> f32;
+    }
+}
+use libm::{acos, cos, exp, expm1, fmod, log, log1p, pow};
+
+pub(crate) mod sealed {
+    /// The draws every NumPy distribution is built from, as the class it runs on makes them.
+    pub trait Source {
+        /// `RandomState` (frozen legacy algorithms) rather than `Generator`.
+        const LEGACY: bool;
+        /// `next_double`: a uniform in `[0, 1)` with 53 bits.
+        fn uniform(&mut self) -> f64;
+        /// One 32-bit output (`next_uint32`).
+        fn word32(&mut self) -> u32;
+        /// One 64-bit output (`next_uint64`).
+        fn word64(&mut self) -> u64;
+        /// A standard normal: the ziggurat (`Generator`) or the cached polar pair (legacy).
+        fn gauss(&mut self) -> f64;
+        /// A standard exponential: the ziggurat (`Generator`) or `−log(1 − U)` (legacy).
+        fn exp1(&mut self) -> f64;
+    }
+}
+use sealed::Source;
+
+/// `x as i64` for the C casts `(int64_t)floor(...)`: values in range are exact.
+#[inline]
+fn to_i64(x: f64) -> i64 {
+    x as i64
+}
+
+// ---------------------------------------------------------------------------------- checks
+
+fn positive(op: &'static str, name: &'static str, v: f64) -> Result<()> {
+    // NumPy: `val <= 0` is an error (so NaN passes); callers that would hang on NaN add
+    // `not_nan`.
+    if v <= 0.0 {
+        return Err(invalid(op, name, format!("{name} <= 0 (got {v})")));
+    }
+    Ok(())
+}
+
+fn non_negative(op: &'static str, name: &'static str, v: f64) -> Result<()> {
+    // NumPy tests the sign bit: -0.0 is rejected too, NaN passes.
+    if !v.is_nan() && v.is_sign_negative() {
+        return Err(invalid(op, name, format!("{name} < 0 (got {v})")));
+    }
+    Ok(())
+}
+
+fn not_nan(op: &'static str, name: &'static str, v: f64) -> Result<()> {
+    if v.is_nan() {
+        return Err(invalid(op, name, format!("{name} is NaN")));
+    }
+    Ok(())
+}
+
+fn bounded_0_1(op: &'static str, name: &'static str, v: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&v) {
+        return Err(invalid(
+            op,
+            name,
+            format!("{name} < 0, {name} > 1 or {name} is NaN (got {v})"),
+        ));
+    }
+    Ok(())
+}
+
+fn bounded_gt_0_1(op: &'static str, name: &'static str, v: f64) -> Result<()> {
+    if !(v > 0.0 && v <= 1.0) {
+        return Err(invalid(
+            op,
+            name,
+            format!("{name} <= 0, {name} > 1 or {name} is NaN (got {v})"),
+        ));
+    }
+    Ok(())
+}
+
+/// NumPy's `POISSON_LAM_MAX` (also `LEGACY_POISSON_LAM_MAX` where C `long` is 64 bits):
+/// `float(2^63 − 1) − sqrt(2^63 − 1)·10`.
+fn poisson_lam_max() -> f64 {
+    let m = i64::MAX as f64;
+    m - m.sqrt() * 10.0
+}
+
+fn fill<T>(out: &mut [T], mut draw: impl FnMut() -> T) {
+    for o in out {
+        *o = draw();
+    }
+}
+
+// ------------------------------------------------------------------------------- samplers
+
+/// `random_standard_gamma` / `legacy_standard_gamma` (same code, different sources):
+/// Ahrens–Dieter style rejection for `shape < 1`, Marsaglia–Tsang for `shape > 1`.
+pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
+    if shape == 1.0 {
+        return s.exp1();
+    }
+    if shape == 0.0 {
+        return 0.0;
+    }
+    if shape < 1.0 {
+        let inv = 1.0 / shape;
+        loop {
+            let u = s.uniform();
+            let v = s.exp1();
+            if u <= 1.0 - shape {
+                let x = pow(u, inv);
+                if x <= v {
+                    return x;
+                }
+            } else {
+                let y = -log((1.0 - u) / shape);
+                let x = pow(1.0 - shape + shape * y, inv);
+                if x <= v + y {
+                    return x;
+                }
+            }
+        }
+    }
+    let b = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * b).sqrt();
+    loop {
+        let (x, mut v) = loop {
+            let x = s.gauss();
+            let v = 1.0 + c * x;
+            if v > 0.0 {
+                break (x, v);
+            }
+        };
+        v = v * v * v;
+        let u = s.uniform();
+        if u < 1.0 - 0.0331 * (x * x) * (x * x) {
+            return b * v;
+        }
+        if log(u) < 0.5 * x * x + b * (1.0 - v + log(v)) {
+            return b * v;
+        }
+    }
+}
+
+/// `random_loggam`: log Γ(x) by the SPECFUN series (Zhang & Jin), as NumPy computes it.
+pub(crate) fn loggam(x: f64) -> f64 {
+    const A: [f64; 10] = [
+        8.333333333333333e-02,
+        -2.777777777777778e-03,
+        7.936507936507937e-04,
+        -5.952380952380952e-04,
+        8.417508417508418e-04,
+        -1.917526917526918e-03,
+        6.410256410256410e-03,
+        -2.955065359477124e-02,
+        1.796443723688307e-01,
+        -1.39243221690590e+00,
+    ];
+    if x == 1.0 || x == 2.0 {
+        return 0.0;
+    }
+    let n: i64 = if x < 7.0 { to_i64(7.0 - x) } else { 0 };
+    let mut x0 = x + n as f64;
+    let x2 = (1.0 / x0) * (1.0 / x0);
+    let lg2pi = 1.8378770664093453e+00;
+    let mut gl0 = A[9];
+    for k in (0..9).rev() {
+        gl0 *= x2;
+        gl0 += A[k];
+    }
+    let mut gl = gl0 / x0 + 0.5 * lg2pi + (x0 - 0.5) * log(x0) - x0;
+    if x < 7.0 {
+        for _ in 1..=n {
+            gl -= log(x0 - 1.0);
+            x0 -= 1.0;
+        }
+    }
+    gl
+}
+
+/// `logfactorial(k)`: a table below 126, else Stirling's series to the `1/k³` term.
+fn logfactorial(k: i64) -> f64 {
+    if (k as u64) < LOGFACT.len() as u64 {
+        return LOGFACT[k as usize];
+    }
+    let halfln2pi = 0.9189385332046728;
+    let kf = k as f64;
+    (kf + 0.5) * log(kf) - kf + (halfln2pi + (1.0 / kf) * (1.0 / 12.0 - 1.0 / (360.0 * kf * kf)))
+}
+
+/// `log(k!)` for `k = 0..=125`, NumPy's table (`logfactorial.c`).
+#[allow(clippy::excessive_precision, clippy::approx_constant)]
+const LOGFACT: [f64; 126] = [
+    0.0,
+    0.0,
+    0.69314718055994529,
+    1.791759469228055,
+    3.1780538303479458,
+    4.7874917427820458,
+    6.5792512120101012,
+    8.5251613610654147,
+    10.604602902745251,
+    12.801827480081469,
+    15.104412573075516,
+    17.502307845873887,
+    19.987214495661885,
+    22.552163853123425,
+    25.19122118273868,
+    27.89927138384089,
+    30.671860106080672,
+    33.505073450136891,
+    36.395445208033053,
+    39.339884187199495,
+    42.335616460753485,
+    45.380138898476908,
+    48.471181351835227,
+    51.606675567764377,
+    54.784729398112319,
+    58.003605222980518,
+    61.261701761002001,
+    64.557538627006338,
+    67.88974313718154,
+    71.257038967168015,
+    74.658236348830158,
+    78.092223553315307,
+    81.557959456115043,
+    85.054467017581516,
+    88.580827542197682,
+    92.136175603687093,
+    95.719694542143202,
+    99.330612454787428,
+    102.96819861451381,
+    106.63176026064346,
+    110.32063971475739,
+    114.03421178146171,
+    117.77188139974507,
+    121.53308151543864,
+    125.3172711493569,
+    129.12393363912722,
+    132.95257503561632,
+    136.80272263732635,
+    140.67392364823425,
+    144.5657439463449,
+    148.47776695177302,
+    152.40959258449735,
+    156.3608363030788,
+    160.3311282166309,
+    164.32011226319517,
+    168.32744544842765,
+    172.35279713916279,
+    176.39584840699735,
+    180.45629141754378,
+    184.53382886144948,
+    188.6281734236716,
+    192.7390472878449,
+    196.86618167289001,
+    201.00931639928152,
+    205.1681994826412,
+    209.34258675253685,
+    213.53224149456327,
+    217.73693411395422,
+    221.95644181913033,
+    226.1905483237276,
+    230.43904356577696,
+    234.70172344281826,
+    238.97838956183432,
+    243.26884900298271,
+    247.57291409618688,
+    251.89040220972319,
+    256.22113555000954,
+    260.56494097186322,
+    264.92164979855278,
+    269.29109765101981,
+    273.67312428569369,
+    278.06757344036612,
+    282.4742926876304,
+    286.89313329542699,
+    291.32395009427029,
+    295.76660135076065,
+    300.22094864701415,
+    304.68685676566872,
+    309.1641935801469,
+    313.65282994987905,
+    318.1526396202093,
+    322.66349912672615,
+    327.1852877037752,
+    331.71788719692847,
+    336.26118197919845,
+    340.81505887079902,
+    345.37940706226686,
+    349.95411804077025,
+    354.53908551944079,
+    359.1342053695754,
+    363.73937555556347,
+    368.35449607240474,
+    372.97946888568902,
+    377.61419787391867,
+    382.25858877306001,
+    386.91254912321756,
+    391.57598821732961,
+    396.24881705179155,
+    400.93094827891576,
+    405.6222961611449,
+    410.32277652693733,
+    415.03230672824964,
+    419.75080559954472,
+    424.47819341825709,
+    429.21439186665157,
+    433.95932399501481,
+    438.71291418612117,
+    443.47508812091894,
+    448.24577274538461,
+    453.02489623849613,
+    457.81238798127816,
+    462.60817852687489,
+    467.4121995716082,
+    472.22438392698058,
+    477.04466549258564,
+    481.87297922988796,
+];
+
+/// `random_poisson`: multiplication of uniforms below `lam = 10`, Hörmann's PTRS above.
+pub(crate) fn poisson<S: Source>(s: &mut S, lam: f64) -> i64 {
+    if lam >= 10.0 {
+        poisson_ptrs(s, lam)
+    } else if lam == 0.0 {
+        0
+    } else {
+        let limit = exp(-lam);
+        let mut k = 0;
+        let mut prod = 1.0;
+        loop {
+            prod *= s.uniform();
+            if prod > limit {
+                k += 1;
+            } else {
+                return k;
+            }
+        }
+    }
+}
+
+fn poisson_ptrs<S: Source>(s: &mut S, lam: f64) -> i64 {
+    let slam = lam.sqrt();
+    let loglam = log(lam);
+    let b = 0.931 + 2.53 * slam;
+    let a = -0.059 + 0.02483 * b;
+    let invalpha = 1.1239 + 1.1328 / (b - 3.4);
+    let vr = 0.9277 - 3.6224 / (b - 2.0);
+    loop {
+        let u = s.uniform() - 0.5;
+        let v = s.uniform();
+        let us = 0.5 - u.abs();
+        let k = to_i64(((2.0 * a / us + b) * u + lam + 0.43).floor());
+        if us >= 0.07 && v <= vr {
+            return k;
+        }
+        if k < 0 || (us < 0.013 && v > us) {
+            continue;
+        }
+        if log(v) + log(invalpha) - log(a / (us * us) + b)
+            <= -lam + k as f64 * loglam - loggam(k as f64 + 1.0)
+        {
+            return k;
+        }
+    }
+}
+
+/// Binomial by inversion (`n·p ≤ 30`); the legacy flavour computes `q^n` as
+/// `exp(n·log(q))`, `Generator` as `exp(n·log1p(−p))`.
+fn binomial_inversion<S: Source>(s: &mut S, n: i64, p: f64) -> i64 {
+    let q = 1.0 - p;
+    let qn = if S::LEGACY {
+        exp(n as f64 * log(q))
+    } else {
+        exp(n as f64 * log1p(-p))
+    };
+    let np = n as f64 * p;
+    let bound = to_i64((n as f64).min(np + 10.0 * (np * q + 1.0).sqrt()));
+    let mut x: i64 = 0;
+    let mut px = qn;
+    let mut u = s.uniform();
+    while u > px {
+        x += 1;
+        if x > bound {
+            x = 0;
+            px = qn;
+            u = s.uniform();
+        } else {
+            u -= px;
+            px = ((n - x + 1) as f64 * p * px) / (x as f64 * q);
+        }
+    }
+    x
+}
+
+/// One term of BTPE's Stirling correction, with NumPy 2.4's constant 13680 (the paper has
+/// 13860).
+#[inline]
+fn stirling_term(v: f64, v2: f64) -> f64 {
+    (13680.0 - (462.0 - (132.0 - (99.0 - 140.0 / v2) / v2) / v2) / v2) / v / 166320.0
+}
+
+/// Kachitvichyanukul & Schmeiser's BTPE (`n·min(p, 1−p) > 30`). NumPy 2.4 (both classes) adds
+/// all four Stirling error terms, as the 1988 paper printed them; NumPy's development branch
+/// (2.5) subtracts the last two in `Generator`. lockstep follows 2.4.
+fn binomial_btpe<S: Source>(s: &mut S, n: i64, p: f64) -> i64 {
+    let nf = n as f64;
+    let r = p.min(1.0 - p);
+    let q = 1.0 - r;
+    let fm = nf * r + r;
+    let m = to_i64(fm.floor());
+    let mf = m as f64;
+    let p1 = (2.195 * (nf * r * q).sqrt() - 4.6 * q).floor() + 0.5;
+    let xm = mf + 0.5;
+    let xl = xm - p1;
+    let xr = xm + p1;
+    let c = 0.134 + 20.5 / (15.3 + mf);
+    let a = (fm - xl) / (fm - xl * r);
+    let laml = a * (1.0 + a / 2.0);
+    let a = (xr - fm) / (xr * q);
+    let lamr = a * (1.0 + a / 2.0);
+    let p2 = p1 * (1.0 + 2.0 * c);
+    let p3 = p2 + c / laml;
+    let p4 = p3 + c / lamr;
+    let nrq = nf * r * q;
+    let y = 'draw: loop {
+        let u = s.uniform() * p4;
+        let mut v = s.uniform();
+        let y: i64;
+        if u <= p1 {
+            // Triangular centre: accept at once.
+            break 'draw to_i64((xm - p1 * v + u).floor());
+        } else if u <= p2 {
+            let x = xl + (u - p1) / c;
+            v = v * c + 1.0 - (mf - x + 0.5).abs() / p1;
+            if v > 1.0 {
+                continue;
+            }
+            y = to_i64(x.floor());
+        } else if u <= p3 {
+            y = to_i64((xl + log(v) / laml).floor());
+            if y < 0 || v == 0.0 {
+                continue;
+            }
+            v = v * (u - p2) * laml;
+        } else {
+            y = to_i64((xr - log(v) / lamr).floor());
+            if y > n || v == 0.0 {
+                continue;
+            }
+            v = v * (u - p3) * lamr;
+        }
+        let k = (y - m).abs();
+        if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
+            // Explicit evaluation of f(y)/f(m).
+            let s_ = r / q;
+            let a = s_ * (n + 1) as f64;
+            let mut f = 1.0;
+            if m < y {
+                for i in m + 1..=y {
+                    f *= a / i as f64 - s_;
+                }
+            } else if m > y {
+                for i in y + 1..=m {
+                    f /= a / i as f64 - s_;
+                }
+            }
+            if v > f {
+                continue;
+            }
+            break 'draw y;
+        }
+        // Squeeze with the normal approximation, then the Stirling bound.
+        let kf = k as f64;
+        let rho = (kf / nrq) * ((kf * (kf / 3.0 + 0.625) + 0.16666666666666666) / nrq + 0.5);
+        let t = (-k * k) as f64 / (2.0 * nrq);
+        let big_a = log(v);
+        if big_a < t - rho {
+            break 'draw y;
+        }
+        if big_a > t + rho {
+            continue;
+        }
+        let x1 = y as f64 + 1.0;
+        let f1 = mf + 1.0;
+        let z = nf + 1.0 - mf;
+        let w = nf - y as f64 + 1.0;
+        let (x2, f2, z2, w2) = (x1 * x1, f1 * f1, z * z, w * w);
+        let bound = xm * log(f1 / x1)
+            + ((n - m) as f64 + 0.5) * log(z / w)
+            + (y - m) as f64 * log(w * r / (x1 * q))
+            + stirling_term(f1, f2)
+            + stirling_term(z, z2)
+            + stirling_term(x1, x2)
+            + stirling_term(w, w2);
+        if big_a > bound {
+            continue;
+        }
+        break 'draw y;
+    };
+    if p > 0.5 { n - y } else { y }
+}
+
+/// `random_binomial` / `legacy_random_binomial`. `Generator` returns 0 for `n = 0` or
+/// `p = 0` without drawing; the legacy code always draws.
+pub(crate) fn binomial<S: Source>(s: &mut S, p: f64, n: i64) -> i64 {
+    if !S::LEGACY && (n == 0 || p == 0.0) {
+        return 0;
+    }
+    if p <= 0.5 {
+        if p * n as f64 <= 30.0 {
+            binomial_inversion(s, n, p)
+        } else {
+            binomial_btpe(s, n, p)
+        }
+    } else {
+        let q = 1.0 - p;
+        if q * n as f64 <= 30.0 {
+            n - binomial_inversion(s, n, q)
+        } else {
+            n - binomial_btpe(s, n, q)
+        }
+    }
+}
+
+fn chisquare<S: Source>(s: &mut S, df: f64) -> f64 {
+    2.0 * std_gamma(s, df / 2.0)
+}
+
+fn beta<S: Source>(s: &mut S, a: f64, b: f64) -> f64 {
+    if a <= 1.0 && b <= 1.0 {
+        if S::LEGACY {
+            // Jöhnk's algorithm as in NumPy 1.16.
+            loop {
+                let u = s.uniform();
+                let v = s.uniform();
+                let x = pow(u, 1.0 / a);
+                let y = pow(v, 1.0 / b);
+                if x + y <= 1.0 {
+                    if x + y > 0.0 {
+                        return x / (x + y);
+                    }
+                    let mut log_x = log(u) / a;
+                    let mut log_y = log(v) / b;
+                    let log_m = if log_x > log_y { log_x } else { log_y };
+                    log_x -= log_m;
+                    log_y -= log_m;
+                    return exp(log_x - log(exp(log_x) + exp(log_y)));
+                }
+            }
+        }
+        const TINY: f64 = 3e-103;
+        if a < TINY && b < TINY {
+            // Almost surely 0 or 1: one uniform decides which.
+            let u = s.uniform();
+            return if (a + b) * u < a { 1.0 } else { 0.0 };
+        }
+        loop {
+            let u = s.uniform();
+            let v = s.uniform();
+            let x = pow(u, 1.0 / a);
+            let y = pow(v, 1.0 / b);
+            let xpy = x + y;
+            if xpy <= 1.0 && u + v > 0.0 {
+                if x > 0.0 && y > 0.0 {
+                    return x / xpy;
+                }
+                // An underflow of x or y: finish in logarithms.
+                let log_x = log(u) / a;
+                let log_y = log(v) / b;
+                let delta = log_x - log_y;
+                return if delta > 0.0 {
+                    exp(-log1p(exp(-delta)))
+                } else {
+                    exp(delta - log1p(exp(delta)))
+                };
+            }
+        }
+    }
+    let ga = std_gamma(s, a);
+    let gb = std_gamma(s, b);
+    ga / (ga + gb)
+}
+
+fn noncentral_chisquare<S: Source>(s: &mut S, df: f64, nonc: f64) -> f64 {
+    if !S::LEGACY && nonc.is_nan() {
+        return f64::NAN;
+    }
+    if nonc == 0.0 {
+        return chisquare(s, df);
+    }
+    if 1.0 < df {
+        let chi2 = chisquare(s, df - 1.0);
+        let n = s.gauss() + nonc.sqrt();
+        chi2 + n * n
+    } else {
+        let i = poisson(s, nonc / 2.0);
+        let out = chisquare(s, df + (2 * i) as f64);
+        if nonc.is_nan() { f64::NAN } else { out }
+    }
+}
+
+fn geometric<S: Source>(s: &mut S, p: f64) -> i64 {
+    if p >= 0.333333333333333333333333 {
+        // Search: the first k whose cumulative probability reaches U.
+        let mut x = 1;
+        let mut prod = p;
+        let mut sum = p;
+        let q = 1.0 - p;
+        let u = s.uniform();
+        while u > sum {
+            prod *= q;
+            sum += prod;
+            x += 1;
+        }
+        return x;
+    }
+    if S::LEGACY {
+        return to_i64((log1p(-s.uniform()) / log(1.0 - p)).ceil());
+    }
+    let z = (-s.exp1() / log1p(-p)).ceil();
+    if z >= 9.223372036854776e+18 {
+        i64::MAX
+    } else {
+        to_i64(z)
+    }
+}
+
+fn zipf<S: Source>(s: &mut S, a: f64) -> i64 {
+    if !S::LEGACY && a >= 1025.0 {
+        return 1;
+    }
+    let am1 = a - 1.0;
+    let b = pow(2.0, am1);
+    let int_max = i64::MAX as f64;
+    let umin = if S::LEGACY { 0.0 } else { pow(int_max, -am1) };
+    loop {
+        let u = if S::LEGACY {
+            1.0 - s.uniform()
+        } else {
+            let u01 = s.uniform();
+            u01 * umin + (1.0 - u01)
+        };
+        let v = s.uniform();
+        let x = pow(u, -1.0 / am1).floor();
+        if x > int_max || x < 1.0 {
+            continue;
+        }
+        let t = pow(1.0 + 1.0 / x, am1);
+        if v * x * (t - 1.0) / (b - 1.0) <= t / b {
+            return to_i64(x);
+        }
+    }
+}
+
+fn logseries<S: Source>(s: &mut S, p: f64) -> i64 {
+    let r = if S::LEGACY { log(1.0 - p) } else { log1p(-p) };
+    loop {
+        let v = s.uniform();
+        if v >= p {
+            return 1;
+        }
+        let u = s.uniform();
+        let q = if S::LEGACY {
+            1.0 - exp(r * u)
+        } else {
+            -expm1(r * u)
+        };
+        if v <= q * q {
+            let result = to_i64((1.0 + log(v) / log(q)).floor());
+            if result < 1 || v == 0.0 {
+                continue;
+            }
+            return result;
+        }
+        return if v >= q { 1 } else { 2 };
+    }
+}
+
+fn vonmises<S: Source>(s: &mut S, mu: f64, kappa: f64) -> f64 {
+    if kappa.is_nan() {
+        return f64::NAN;
+    }
+    if kappa < 1e-8 {
+        return PI * (2.0 * s.uniform() - 1.0);
+    }
+    let sv = if kappa < 1e-5 {
+        1.0 / kappa + kappa
+    } else if S::LEGACY || kappa <= 1e6 {
+        let r = 1.0 + (1.0 + 4.0 * kappa * kappa).sqrt();
+        let rho = (r - (2.0 * r).sqrt()) / (2.0 * kappa);
+        (1.0 + rho * rho) / (2.0 * rho)
+    } else {
+        // Generator: a wrapped normal for very large kappa.
+        let mut result = mu + (1.0 / kappa).sqrt() * s.gauss();
+        if result < -PI {
+            result += 2.0 * PI;
+        }
+        if result > PI {
+            result -= 2.0 * PI;
+        }
+        return result;
+    };
+    let w = loop {
+        let u = s.uniform();
+        let z = cos(PI * u);
+        let w = (1.0 + sv * z) / (sv + z);
+        let y = kappa * (sv - w);
+        let v = s.uniform();
+        if y * (2.0 - y) - v >= 0.0 || log(y / v) + 1.0 - y >= 0.0 {
+            break w;
+        }
+    };
+    let u = s.uniform();
+    let mut result = acos(w);
+    if u < 0.5 {
+        result = -result;
+    }
+    result += mu;
+    let neg = result < 0.0;
+    let mut m = result.abs();
+    m = fmod(m + PI, 2.0 * PI) - PI;
+    if neg {
+        m *= -1.0;
+    }
+    m
+}
+
+fn wald<S: Source>(s: &mut S, mean: f64, scale: f64) -> f64 {
+    let x = if S::LEGACY {
+        let mu_2l = mean / (2.0 * scale);
+        let y = s.gauss();
+        let y = mean * y * y;
+        mean + mu_2l * (y - (4.0 * scale * y + y * y).sqrt())
+    } else {
+        let y = s.gauss();
+        let y = mean * y * y;
+        let d = 1.0 + (1.0 + 4.0 * scale / y).sqrt();
+        mean * (1.0 - 2.0 / d)
+    };
+    let u = s.uniform();
+    if u <= mean / (mean + x) {
+        x
+    } else {
+        mean * mean / x
+    }
+}
+
+fn laplace<S: Source>(s: &mut S, loc: f64, scale: f64) -> f64 {
+    loop {
+        let u = s.uniform();
+        if u >= 0.5 {
+            return loc - scale * log(2.0 - u - u);
+        } else if u > 0.0 {
+            return loc + scale * log(u + u);
+        }
+    }
+}
+
+fn gumbel<S: Source>(s: &mut S, loc: f64, scale: f64) -> f64 {
+    loop {
+        let u = 1.0 - s.uniform();
+        if u < 1.0 {
+            return loc - scale * log(-log(u));
+        }
+    }
+}
+
+fn logistic<S: Source>(s: &mut S, loc: f64, scale: f64) -> f64 {
+    loop {
+        let u = s.uniform();
+        if u > 0.0 {
+            return loc + scale * log(u / (1.0 - u));
+        }
+    }
+}
+
+fn triangular<S: Source>(s: &mut S, left: f64, mode: f64, right: f64) -> f64 {
+    let base = right - left;
+    let leftbase = mode - left;
+    let ratio = leftbase / base;
+    let leftprod = leftbase * base;
+    let rightprod = (right - mode) * base;
+    let u = s.uniform();
+    if u <= ratio {
+        left + (u * leftprod).sqrt()
+    } else {
+        right - ((1.0 - u) * rightprod).sqrt()
+    }
+}
+
+/// `random_interval(max)` on the source's words (masked rejection).
+fn interval<S: Source>(s: &mut S, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let m = super::mask_of(max);
+    if max <= u32::MAX as u64 {
+        loop {
+            let v = s.word32() as u64 & m;
+            if v <= max {
+                return v;
+            }
+        }
+    }
+    loop {
+        let v = s.word64() & m;
+        if v <= max {
+            return v;
+        }
+    }
+}
+
+const HRUA_D1: f64 = 1.7155277699214135;
+const HRUA_D2: f64 = 0.8989161620588988;
+
+/// `Generator.hypergeometric`: draws one item at a time for small samples, Stadlober's HRUA
+/// (with `logfactorial`) otherwise.
+fn hypergeometric_gen<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
+    if sample >= 10 && sample <= good + bad - 10 {
+        return hrua_gen(s, good, bad, sample);
+    }
+    let total = good + bad;
+    let mut todo = if sample > total / 2 {
+        total - sample
+    } else {
+        sample
+    };
+    let mut left_total = total;
+    let mut left_good = good;
+    while todo > 0 && left_good > 0 && left_total > left_good {
+        left_total -= 1;
+        if (interval(s, left_total as u64) as i64) < left_good {
+            left_good -= 1;
+        }
+        todo -= 1;
+    }
+    if left_total == left_good {
+        left_good -= todo;
+    }
+    if sample > total / 2 {
+        left_good
+    } else {
+        good - left_good
+    }
+}
+
+fn hrua_gen<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
+    let popsize = good + bad;
+    let cs = sample.min(popsize - sample);
+    let mingb = good.min(bad);
+    let maxgb = good.max(bad);
+    let p = mingb as f64 / popsize as f64;
+    let q = maxgb as f64 / popsize as f64;
+    let mu = cs as f64 * p;
+    let a = mu + 0.5;
+    let var = (popsize - cs) as f64 * cs as f64 * p * q / (popsize - 1) as f64;
+    let c = (var + 0.5).sqrt();
+    let h = HRUA_D1 * c + HRUA_D2;
+    let m = to_i64(((cs + 1) as f64 * (mingb + 1) as f64 / (popsize + 2) as f64).floor());
+    let g = logfactorial(m)
+        + logfactorial(mingb - m)
+        + logfactorial(cs - m)
+        + logfactorial(maxgb - cs + m);
+    let b = ((cs.min(mingb) + 1) as f64).min((a + 16.0 * c).floor());
+    let mut k = loop {
+        let u = s.uniform();
+        let v = s.uniform();
+        let x = a + h * (v - 0.5) / u;
+        if x < 0.0 || x >= b {
+            continue;
+        }
+        let k = to_i64(x.floor());
+        let gp = logfactorial(k)
+            + logfactorial(mingb - k)
+            + logfactorial(cs - k)
+            + logfactorial(maxgb - cs + k);
+        let t = g - gp;
+        if u * (4.0 - u) - 3.0 <= t {
+            break k;
+        }
+        if u * (u - t) >= 1.0 {
+            continue;
+        }
+        if 2.0 * log(u) <= t {
+            break k;
+        }
+    };
+    if good > bad {
+        k = cs - k;
+    }
+    if cs < sample {
+        k = good - k;
+    }
+    k
+}
+
+/// `RandomState.hypergeometric`: NumPy 1.16's HYP (sample ≤ 10) and HRUA with `loggam`.
+fn hypergeometric_legacy<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
+    if sample > 10 {
+        return hrua_legacy(s, good, bad, sample);
+    }
+    if sample <= 0 {
+        return 0;
+    }
+    let d1 = bad + good - sample;
+    let d2 = good.min(bad) as f64;
+    let mut y = d2;
+    let mut k = sample;
+    while y > 0.0 {
+        let u = s.uniform();
+        y -= to_i64((u + y / (d1 + k) as f64).floor()) as f64;
+        k -= 1;
+        if k == 0 {
+            break;
+        }
+    }
+    let mut z = to_i64(d2 - y);
+    if good > bad {
+        z = sample - z;
+    }
+    z
+}
+
+fn hrua_legacy<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
+    let mingb = good.min(bad);
+    let popsize = good + bad;
+    let maxgb = good.max(bad);
+    let m = sample.min(popsize - sample);
+    let d4 = mingb as f64 / popsize as f64;
+    let d5 = 1.0 - d4;
+    let d6 = m as f64 * d4 + 0.5;
+    let d7 = ((popsize - m) as f64 * sample as f64 * d4 * d5 / (popsize - 1) as f64 + 0.5).sqrt();
+    let d8 = HRUA_D1 * d7 + HRUA_D2;
+    let d9 = to_i64(((m + 1) as f64 * (mingb + 1) as f64 / (popsize + 2) as f64).floor());
+    let lg = |v: i64| loggam(v as f64);
+    let d10 = lg(d9 + 1) + lg(mingb - d9 + 1) + lg(m - d9 + 1) + lg(maxgb - m + d9 + 1);
+    let d11 = ((m.min(mingb)) as f64 + 1.0).min((d6 + 16.0 * d7).floor());
+    let mut z = loop {
+        let x = s.uniform();
+        let y = s.uniform();
+        let w = d6 + d8 * (y - 0.5) / x;
+        if w < 0.0 || w >= d11 {
+            continue;
+        }
+        let z = to_i64(w.floor());
+        let t = d10 - (lg(z + 1) + lg(mingb - z + 1) + lg(m - z + 1) + lg(maxgb - m + z + 1));
+        if x * (4.0 - x) - 3.0 <= t {
+            break z;
+        }
+        if x * (x - t) >= 1.0 {
+            continue;
+        }
+        if 2.0 * log(x) <= t {
+            break z;
+        }
+    };
+    if good > bad {
+        z = m - z;
+    }
+    if m < sample {
+        z = good - z;
+    }
+    z
+}
+
+/// NumPy's `kahan_sum` (compensated), used to check `multinomial`'s `pvals`.
+fn kahan_sum(v: &[f64]) -> f64 {
+    let Some((&first, rest)) = v.split_first() else {
+        return 0.0;
+    };
+    let (mut sum, mut c) = (first, 0.0);
+    for &x in rest {
+        let y = x - c;
+        let t = sum + y;
+        c = (t - sum) - y;
+        sum = t;
+    }
+    sum
+}
+
+// ------------------------------------------------------------------------------ the trait
+
+/// NumPy's distributions, on a [`Generator`](super::Generator) (`np.random.default_rng`) or a
+/// legacy [`RandomState`](super::RandomState): each method fills `out` (NumPy's `size`, in C
+/// order) with what the same call of the same class draws, bit for bit, and leaves the
+/// generator where NumPy leaves it. Parameters are scalars (NumPy also broadcasts arrays;
+/// call once per distinct parameter for that).
+///
+/// ```
+/// use lockstep_rng::compat::numpy::{Distributions, RandomState, default_rng};
+/// let mut g = default_rng(0);
+/// let mut x = [0.0; 2];
+/// g.gamma(2.0, 1.0, &mut x).unwrap();
+/// let mut k = [0i64; 3];
+/// RandomState::new(0).poisson(4.0, &mut k).unwrap();
+/// ```
+pub trait Distributions: Source + Sized {
+    /// `standard_gamma(shape, size)`. Errors if `shape < 0` or NaN.
+    fn standard_gamma(&mut self, shape: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("standard_gamma", "shape", shape)?;
+        not_nan("standard_gamma", "shape", shape)?;
+        fill(out, || std_gamma(self, shape));
+        Ok(())
+    }
+
+    /// `gamma(shape, scale, size)`: `scale·standard_gamma(shape)`.
+    fn gamma(&mut self, shape: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("gamma", "shape", shape)?;
+        non_negative("gamma", "scale", scale)?;
+        not_nan("gamma", "shape", shape)?;
+        fill(out, || scale * std_gamma(self, shape));
+        Ok(())
+    }
+
+    /// `beta(a, b, size)`. Errors unless `a > 0` and `b > 0`.
+    fn beta(&mut self, a: f64, b: f64, out: &mut [f64]) -> Result<()> {
+        for (n, v) in [("a", a), ("b", b)] {
+            positive("beta", n, v)?;
+            not_nan("beta", n, v)?;
+        }
+        fill(out, || beta(self, a, b));
+        Ok(())
+    }
+
+    /// `exponential(scale, size)`: `scale·standard_exponential`.
+    fn exponential(&mut self, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("exponential", "scale", scale)?;
+        fill(out, || scale * self.exp1());
+        Ok(())
+    }
+
+    /// `chisquare(df, size)`: `2·standard_gamma(df/2)`. Errors unless `df > 0`.
+    fn chisquare(&mut self, df: f64, out: &mut [f64]) -> Result<()> {
+        positive("chisquare", "df", df)?;
+        not_nan("chisquare", "df", df)?;
+        fill(out, || chisquare(self, df));
+        Ok(())
+    }
+
+    /// `noncentral_chisquare(df, nonc, size)`. Errors unless `df > 0`, `nonc >= 0`.
+    fn noncentral_chisquare(&mut self, df: f64, nonc: f64, out: &mut [f64]) -> Result<()> {
+        positive("noncentral_chisquare", "df", df)?;
+        not_nan("noncentral_chisquare", "df", df)?;
+        non_negative("noncentral_chisquare", "nonc", nonc)?;
+        fill(out, || noncentral_chisquare(self, df, nonc));
+        Ok(())
+    }
+
+    /// `f(dfnum, dfden, size)`: `(χ²(dfnum)·dfden) / (χ²(dfden)·dfnum)`.
+    fn f(&mut self, dfnum: f64, dfden: f64, out: &mut [f64]) -> Result<()> {
+        for (n, v) in [("dfnum", dfnum), ("dfden", dfden)] {
+            positive("f", n, v)?;
+            not_nan("f", n, v)?;
+        }
+        fill(out, || {
+            let num = chisquare(self, dfnum) * dfden;
+            let den = chisquare(self, dfden) * dfnum;
+            num / den
+        });
+        Ok(())
+    }
+
+    /// `noncentral_f(dfnum, dfden, nonc, size)`.
+    fn noncentral_f(&mut self, dfnum: f64, dfden: f64, nonc: f64, out: &mut [f64]) -> Result<()> {
+        for (n, v) in [("dfnum", dfnum), ("dfden", dfden)] {
+            positive("noncentral_f", n, v)?;
+            not_nan("noncentral_f", n, v)?;
+        }
+        non_negative("noncentral_f", "nonc", nonc)?;
+        fill(out, || {
+            let t = noncentral_chisquare(self, dfnum, nonc) * dfden;
+            t / (chisquare(self, dfden) * dfnum)
+        });
+        Ok(())
+    }
+
+    /// `standard_cauchy(size)`: a ratio of two standard normals.
+    fn standard_cauchy(&mut self, out: &mut [f64]) {
+        fill(out, || {
+            let num = self.gauss();
+            num / self.gauss()
+        });
+    }
+
+    /// `standard_t(df, size)`: `sqrt(df/2)·z / sqrt(standard_gamma(df/2))`.
+    fn standard_t(&mut self, df: f64, out: &mut [f64]) -> Result<()> {
+        positive("standard_t", "df", df)?;
+        not_nan("standard_t", "df", df)?;
+        fill(out, || {
+            let num = self.gauss();
+            let den = std_gamma(self, df / 2.0);
+            (df / 2.0).sqrt() * num / den.sqrt()
+        });
+        Ok(())
+    }
+
+    /// `lognormal(mean, sigma, size)`: `exp(mean + sigma·z)`.
+    fn lognormal(&mut self, mean: f64, sigma: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("lognormal", "sigma", sigma)?;
+        fill(out, || exp(mean + sigma * self.gauss()));
+        Ok(())
+    }
+
+    /// `laplace(loc, scale, size)` (inversion; U = 0 is redrawn).
+    fn laplace(&mut self, loc: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("laplace", "scale", scale)?;
+        fill(out, || laplace(self, loc, scale));
+        Ok(())
+    }
+
+    /// `gumbel(loc, scale, size)`.
+    fn gumbel(&mut self, loc: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("gumbel", "scale", scale)?;
+        fill(out, || gumbel(self, loc, scale));
+        Ok(())
+    }
+
+    /// `logistic(loc, scale, size)`.
+    fn logistic(&mut self, loc: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("logistic", "scale", scale)?;
+        fill(out, || logistic(self, loc, scale));
+        Ok(())
+    }
+
+    /// `rayleigh(scale, size)`: `scale·sqrt(2·E)` (`Generator`) or
+    /// `scale·sqrt(−2·log1p(−U))` (legacy).
+    fn rayleigh(&mut self, scale: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("rayleigh", "scale", scale)?;
+        if Self::LEGACY {
+            fill(out, || scale * (-2.0 * log1p(-self.uniform())).sqrt());
+        } else {
+            fill(out, || scale * (2.0 * self.exp1()).sqrt());
+        }
+        Ok(())
+    }
+
+    /// `pareto(a, size)`: `expm1(E/a)` (`Generator`) or `exp(E/a) − 1` (legacy).
+    fn pareto(&mut self, a: f64, out: &mut [f64]) -> Result<()> {
+        positive("pareto", "a", a)?;
+        if Self::LEGACY {
+            fill(out, || exp(self.exp1() / a) - 1.0);
+        } else {
+            fill(out, || expm1(self.exp1() / a));
+        }
+        Ok(())
+    }
+
+    /// `weibull(a, size)`: `E^(1/a)` (0 when `a = 0`).
+    fn weibull(&mut self, a: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("weibull", "a", a)?;
+        fill(out, || {
+            if a == 0.0 {
+                0.0
+            } else {
+                pow(self.exp1(), 1.0 / a)
+            }
+        });
+        Ok(())
+    }
+
+    /// `power(a, size)`: `(1 − exp(−E))^(1/a)`.
+    fn power(&mut self, a: f64, out: &mut [f64]) -> Result<()> {
+        positive("power", "a", a)?;
+        if Self::LEGACY {
+            fill(out, || pow(1.0 - exp(-self.exp1()), 1.0 / a));
+        } else {
+            fill(out, || pow(-expm1(-self.exp1()), 1.0 / a));
+        }
+        Ok(())
+    }
+
+    /// `triangular(left, mode, right, size)`. Errors unless `left <= mode <= right` and
+    /// `left < right`.
+    fn triangular(&mut self, left: f64, mode: f64, right: f64, out: &mut [f64]) -> Result<()> {
+        if left > mode {
+            return Err(invalid("triangular", "mode", "left > mode"));
+        }
+        if mode > right {
+            return Err(invalid("triangular", "mode", "mode > right"));
+        }
+        if left == right {
+            return Err(invalid("triangular", "right", "left == right"));
+        }
+        fill(out, || triangular(self, left, mode, right));
+        Ok(())
+    }
+
+    /// `vonmises(mu, kappa, size)`: Best & Fisher's rejection, the angle wrapped to
+    /// `[−π, π]` (`Generator` switches to a wrapped normal above `kappa = 1e6`).
+    fn vonmises(&mut self, mu: f64, kappa: f64, out: &mut [f64]) -> Result<()> {
+        non_negative("vonmises", "kappa", kappa)?;
+        fill(out, || vonmises(self, mu, kappa));
+        Ok(())
+    }
+
+    /// `wald(mean, scale, size)` (inverse Gaussian). Errors unless both are positive.
+    fn wald(&mut self, mean: f64, scale: f64, out: &mut [f64]) -> Result<()> {
+        positive("wald", "mean", mean)?;
+        positive("wald", "scale", scale)?;
+        fill(out, || wald(self, mean, scale));
+        Ok(())
+    }
+
+    /// `poisson(lam, size)`. Errors if `lam < 0`, NaN or above NumPy's `POISSON_LAM_MAX`.
+    fn poisson(&mut self, lam: f64, out: &mut [i64]) -> Result<()> {
+        if !(lam >= 0.0) {
+            return Err(invalid(
+                "poisson",
+                "lam",
+                format!("lam < 0 or is NaN (got {lam})"),
+            ));
+        }
+        if !(lam <= poisson_lam_max()) {
+            return Err(invalid(
+                "poisson",
+                "lam",
+                format!("lam value too large ({lam})"),
+            ));
+        }
+        fill(out, || poisson(self, lam));
+        Ok(())
+    }
+
+    /// `binomial(n, p, size)`. Errors if `n < 0` or `p` is outside `[0, 1]`.
+    fn binomial(&mut self, n: i64, p: f64, out: &mut [i64]) -> Result<()> {
+        bounded_0_1("binomial", "p", p)?;
+        if n < 0 {
+            return Err(invalid("binomial", "n", format!("n < 0 (got {n})")));
+        }
+        fill(out, || binomial(self, p, n));
+        Ok(())
+    }
+
+    /// `negative_binomial(n, p, size)`: `poisson(gamma(n, (1 − p)/p))`.
+    fn negative_binomial(&mut self, n: f64, p: f64, out: &mut [i64]) -> Result<()> {
+        const OP: &str = "negative_binomial";
+        not_nan(OP, "n", n)?;
+        positive(OP, "n", n)?;
+        if Self::LEGACY {
+            bounded_0_1(OP, "p", p)?;
+            if p == 0.0 {
+                // NumPy would draw from poisson(inf), which never ends.
+                return Err(invalid(OP, "p", "p == 0 gives an infinite Poisson mean"));
+            }
+        } else {
+            bounded_gt_0_1(OP, "p", p)?;
+            if (1.0 - p) / p * (n + 10.0 * n.sqrt()) > poisson_lam_max() {
+                return Err(invalid(
+                    OP,
+                    "p",
+                    "n too large or p too small, see Generator.negative_binomial Notes",
+                ));
+            }
+        }
+        let scale = (1.0 - p) / p;
+        fill(out, || {
+            let y = scale * std_gamma(self, n);
+            poisson(self, y)
+        });
+        Ok(())
+    }
+
+    /// `geometric(p, size)`: a cumulative search for `p >= 1/3`, inversion below. Errors
+    /// unless `0 < p <= 1`.
+    fn geometric(&mut self, p: f64, out: &mut [i64]) -> Result<()> {
+        bounded_gt_0_1("geometric", "p", p)?;
+        fill(out, || geometric(self, p));
+        Ok(())
+    }
+
+    /// `zipf(a, size)`. Errors unless `a > 1`.
+    fn zipf(&mut self, a: f64, out: &mut [i64]) -> Result<()> {
+        if !(a > 1.0) {
+            return Err(invalid(
+                "zipf",
+                "a",
+                format!("a <= 1 or a is NaN (got {a})"),
+            ));
+        }
+        if Self::LEGACY && pow(2.0, a - 1.0).is_infinite() {
+            // NumPy 1.16's loop never accepts once 2^(a−1) overflows (a >= 1025).
+            return Err(invalid(
+                "zipf",
+                "a",
+                format!("a >= 1025 never returns in RandomState (got {a})"),
+            ));
+        }
+        fill(out, || zipf(self, a));
+        Ok(())
+    }
+
+    /// `logseries(p, size)`. Errors unless `0 <= p < 1`.
+    fn logseries(&mut self, p: f64, out: &mut [i64]) -> Result<()> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(invalid(
+                "logseries",
+                "p",
+                format!("p < 0, p >= 1 or p is NaN (got {p})"),
+            ));
+        }
+        fill(out, || logseries(self, p));
+        Ok(())
+    }
+
+    /// `hypergeometric(ngood, nbad, nsample, size)`. Errors on negative counts,
+    /// `ngood + nbad < nsample`, `Generator`'s limit of `10^9` on `ngood` and `nbad`, or the
+    /// legacy `nsample >= 1`.
+    fn hypergeometric(
+        &mut self,
+        ngood: i64,
+        nbad: i64,
+        nsample: i64,
+        out: &mut [i64],
+    ) -> Result<()> {
+        const OP: &str = "hypergeometric";
+        for (n, v) in [("ngood", ngood), ("nbad", nbad)] {
+            if v < 0 {
+                return Err(invalid(OP, n, format!("{n} < 0 (got {v})")));
+            }
+            if !Self::LEGACY && v >= 1_000_000_000 {
+                return Err(invalid(
+                    OP,
+                    n,
+                    "both ngood and nbad must be less than 1000000000",
+                ));
+            }
+        }
+        if Self::LEGACY && nsample < 1 {
+            return Err(invalid(
+                OP,
+                "nsample",
+                format!("nsample < 1 (got {nsample})"),
+            ));
+        }
+        if nsample < 0 {
+            return Err(invalid(
+                OP,
+                "nsample",
+                format!("nsample < 0 (got {nsample})"),
+            ));
+        }
+        if ngood.checked_add(nbad).is_none_or(|t| t < nsample) {
+            return Err(invalid(OP, "nsample", "ngood + nbad < nsample"));
+        }
+        if Self::LEGACY {
+            fill(out, || hypergeometric_legacy(self, ngood, nbad, nsample));
+        } else {
+            fill(out, || hypergeometric_gen(self, ngood, nbad, nsample));
+        }
+        Ok(())
+    }
+
+    /// `multinomial(n, pvals, size=rows)`: `rows` rows of `pvals.len()` counts, row-major,
+    /// each by successive conditional binomials. Errors if `n < 0`, a `pvals` entry is
+    /// outside `[0, 1]`, or `sum(pvals[:-1]) > 1 + 1e-12`.
+    fn multinomial(&mut self, n: i64, pvals: &[f64], rows: usize) -> Result<Vec<i64>> {
+        const OP: &str = "multinomial";
+        for &p in pvals {
+            bounded_0_1(OP, "pvals", p)?;
+        }
+        let d = pvals.len();
+        if d > 0 && kahan_sum(&pvals[..d - 1]) > 1.0 + 1e-12 {
+            return Err(invalid(OP, "pvals", "sum(pvals[:-1]) > 1.0"));
+        }
+        if n < 0 {
+            return Err(invalid(OP, "n", format!("n < 0 (got {n})")));
+        }
+        let mut out = vec![0i64; rows * d];
+        for row in out
+            .chunks_exact_mut(d.max(1))
+            .take(if d == 0 { 0 } else { rows })
+        {
+            let mut remaining_p = 1.0;
+            let mut left = n;
+            for j in 0..d - 1 {
+                row[j] = binomial(self, pvals[j] / remaining_p, left);
+                left -= row[j];
+                if left <= 0 {
+                    break;
+                }
+                remaining_p -= pvals[j];
+            }
+            if left > 0 {
+                row[d - 1] = left;
+            }
+        }
+        Ok(out)
+    }
+
+    /// `dirichlet(alpha, size=rows)`: `rows` rows of `alpha.len()` values, row-major;
+    /// normalised gammas, or (`Generator`, every `alpha < 0.1`) stick-breaking with betas.
+    /// Errors if an `alpha` is negative (legacy: `<= 0`) or NaN.
+    fn dirichlet(&mut self, alpha: &[f64], rows: usize) -> Result<Vec<f64>> {
+        const OP: &str = "dirichlet";
+        for &a in alpha {
+            not_nan(OP, "alpha", a)?;
+            if Self::LEGACY && a <= 0.0 {
+                return Err(invalid(OP, "alpha", "alpha <= 0"));
+            }
+            if a < 0.0 {
+                return Err(invalid(OP, "alpha", "alpha < 0"));
+            }
+        }
+        let k = alpha.len();
+        let mut out = vec![0.0; rows * k];
+        if k == 0 {
+            return Ok(out);
+        }
+        let max = alpha.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !Self::LEGACY && max < 0.1 {
+            // Right-to-left cumulative sums of alpha.
+            let mut csum = vec![0.0; k];
+            let mut acc = 0.0;
+            for j in (0..k).rev() {
+                acc += alpha[j];
+                csum[j] = acc;
+            }
+            if acc > 0.0 {
+                for row in out.chunks_exact_mut(k) {
+                    let mut left = 1.0;
+                    for j in 0..k - 1 {
+                        let v = beta(self, alpha[j], csum[j + 1]);
+                        row[j] = left * v;
+                        left *= 1.0 - v;
+                        if csum[j + 1] == 0.0 {
+                            break;
+                        }
+                    }
+                    row[k - 1] = left;
+                }
+            }
+            return Ok(out);
+        }
+        for row in out.chunks_exact_mut(k) {
+            let mut acc = 0.0;
+            for (o, &a) in row.iter_mut().zip(alpha) {
+                *o = std_gamma(self, a);
+                acc += *o;
+            }
+            let inv = 1.0 / acc;
+            for o in row.iter_mut() {
+                *o *= inv;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<T: Source> Distributions for T {}
+
+/// `Generator.standard_gamma(shape, dtype=np.float32)`: the same algorithms in `float`
+/// (`random_standard_gamma_f`), on 32-bit draws.
+pub(crate) fn std_gamma_f32<B: super::Bits>(b: &mut B, shape: f32) -> f32 {
+    use super::ziggurat::{exponential_f32, next_f32, normal_f32};
+    use libm::{logf, powf};
+    if shape == 1.0 {
+        return exponential_f32(b);
+    }
+    if shape == 0.0 {
+        return 0.0;
+    }
+    if shape < 1.0 {
+        loop {
+            let u = next_f32(b);
+            let v = exponential_f32(b);
+            if u <= 1.0 - shape {
+                let x = powf(u, 1.0 / shape);
+                if x <= v {
+                    return x;
+                }
+            } else {
+                let y = -logf((1.0 - u) / shape);
+                let x = powf(1.0 - shape + shape * y, 1.0 / shape);
+                if x <= v + y {
+                    return x;
+                }
+            }
+        }
+    }
+    let bb = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * bb).sqrt();
+    loop {
+        let (x, mut v) = loop {
+            let x = normal_f32(b);
+            let v = 1.0 + c * x;
+            if v > 0.0 {
+                break (x, v);
+            }
+        };
+        v = v * v * v;
+        let u = next_f32(b);
+        if u < 1.0 - 0.0331 * (x * x) * (x * x) {
+            return bb * v;
+        }
+        if logf(u) < 0.5 * x * x + bb * (1.0 - v + logf(v)) {
+            return bb * v;
+        }
+    }
+}

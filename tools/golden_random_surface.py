@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Golden values for the random surface beyond the basics (issue 14): NumPy's distributions on
+`Generator` and legacy `RandomState`, recorded from the REAL libraries, never from lockstep.
+
+Run with the reference interpreter (NumPy 2.4.6, CPython 3.11):
+    python3 tools/golden_random_surface.py
+Writes tests/golden/random_surface_numpy.json in the format of tests/golden/numpy.json: each
+case is `lockstep sample LIB FN --seed=S [opts]` and the values the real call drew (a fresh
+generator per case, FN called --repeat times, everything flattened in C order).
+"""
+import json
+import math
+import os
+import platform
+import sys
+
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+GOLD = os.path.join(ROOT, "tests", "golden")
+ME = "tools/golden_random_surface.py"
+
+
+def num(x):
+    """A JSON value for one drawn number (non-finite floats as lockstep prints them)."""
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def opt_text(v):
+    if isinstance(v, (list, tuple)):
+        return ",".join(repr(float(e)) if isinstance(e, float) else str(e) for e in v)
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+GAMMA_SIZE = {"gamma", "standard_gamma"}
+
+
+def case(lib, fn, seed, params, size=None, repeat=1, dtype=None):
+    rng = np.random.RandomState(seed) if lib == "numpy-legacy" else np.random.default_rng(seed)
+    vals = []
+    out_dtype = None
+    kw = dict(params)
+    if dtype is not None:
+        kw["dtype"] = getattr(np, dtype)
+    for _ in range(repeat):
+        r = getattr(rng, fn)(**kw, size=size)
+        r = np.asarray(r)
+        if dtype is not None:
+            out_dtype = dtype
+        elif r.dtype.kind == "f":
+            out_dtype = "float32" if r.dtype == np.float32 else "float64"
+        else:
+            out_dtype = "int64"
+        vals += [num(v) for v in r.reshape(-1).tolist()]
+    args = [lib, fn, f"--seed={seed}"]
+    for k, v in params.items():
+        args.append(f"--{k}={opt_text(v)}")
+    if dtype is not None:
+        args.append(f"--dtype={dtype}")
+    if size is not None:
+        dims = size if isinstance(size, tuple) else (size,)
+        key = "size" if fn in GAMMA_SIZE else "shape"
+        args.append(f"--{key}={','.join(str(d) for d in dims)}")
+    if repeat != 1:
+        args.append(f"--repeat={repeat}")
+    return {"args": args, "dtype": out_dtype, "values": vals}
+
+
+# (fn, [param sets], size); every set runs with every seed of the library.
+DISTS = [
+    ("standard_gamma", [dict(shape=s) for s in
+                        [0.0, 1e-300, 1e-3, 0.3, 0.999, 1.0, 1.0001, 2.5, 1e3, 1e12]], 40),
+    ("gamma", [dict(shape=0.5, scale=2.0), dict(shape=3.0, scale=0.25), dict(shape=7.5, scale=1.0)], 40),
+    ("beta", [dict(a=0.5, b=0.7), dict(a=2.0, b=3.0), dict(a=1.0, b=1.0), dict(a=0.01, b=0.02),
+              dict(a=1e-200, b=1e-200), dict(a=0.5, b=5.0), dict(a=1e-4, b=0.9)], 40),
+    ("poisson", [dict(lam=l) for l in [0.0, 1e-3, 0.5, 4.5, 9.999, 10.0, 10.001, 57.3, 1e6, 1e12]], 40),
+    ("binomial", [dict(n=n, p=p) for n, p in
+                  [(10, 0.3), (100, 0.4), (1000, 1e-4), (1000, 0.9999), (0, 0.5), (50, 0.0),
+                   (50, 1.0), (1000, 0.7), (10**6, 0.5), (10**9, 1e-3), (75, 0.5), (31, 0.97)]], 40),
+    ("lognormal", [dict(mean=0.0, sigma=1.0), dict(mean=1.5, sigma=0.25)], 30),
+    ("laplace", [dict(loc=0.0, scale=1.0), dict(loc=-2.0, scale=3.0)], 30),
+    ("exponential", [dict(scale=1.0), dict(scale=0.5)], 30),
+    ("gumbel", [dict(loc=0.0, scale=1.0), dict(loc=1.0, scale=2.0)], 30),
+    ("logistic", [dict(loc=0.0, scale=1.0), dict(loc=1.0, scale=2.0)], 30),
+    ("chisquare", [dict(df=d) for d in [0.5, 1.0, 2.0, 3.0, 50.0]], 30),
+    ("standard_t", [dict(df=d) for d in [0.5, 1.0, 4.0, 1e6]], 30),
+    ("standard_cauchy", [dict()], 30),
+    ("geometric", [dict(p=p) for p in [1.0, 0.5, 0.34, 1 / 3, 0.3, 1e-3, 1e-12]], 30),
+    ("weibull", [dict(a=a) for a in [0.0, 0.5, 1.5, 5.0]], 30),
+    ("pareto", [dict(a=a) for a in [0.5, 3.0]], 30),
+    ("power", [dict(a=a) for a in [0.5, 3.0]], 30),
+    ("rayleigh", [dict(scale=s) for s in [1.0, 2.5]], 30),
+    ("triangular", [dict(left=-1.0, mode=0.5, right=2.0), dict(left=0.0, mode=0.0, right=1.0),
+                    dict(left=0.0, mode=1.0, right=1.0)], 30),
+    ("vonmises", [dict(mu=m, kappa=k) for m, k in
+                  [(0.0, 0.0), (0.5, 1e-9), (1.0, 1e-6), (0.5, 2.0), (-3.0, 50.0), (3.1, 1e7)]], 30),
+    ("wald", [dict(mean=1.0, scale=2.0), dict(mean=3.0, scale=0.5)], 30),
+    ("negative_binomial", [dict(n=n, p=p) for n, p in [(5.0, 0.3), (0.5, 0.9), (100.0, 0.01), (3.0, 1.0)]], 30),
+    ("hypergeometric", [dict(ngood=g, nbad=b, nsample=s) for g, b, s in
+                        [(30, 20, 15), (5, 5, 3), (100, 200, 250), (10, 10, 10), (20, 30, 11),
+                         (1000, 2, 500), (10**6, 10**6, 1000), (0, 5, 5), (7, 3, 10)]], 30),
+    ("logseries", [dict(p=p) for p in [0.0, 0.3, 0.9, 0.999999]], 30),
+    ("zipf", [dict(a=a) for a in [1.1, 1.5, 2.0, 5.0]], 30),
+    ("f", [dict(dfnum=3.0, dfden=5.0), dict(dfnum=0.5, dfden=0.7)], 30),
+    ("noncentral_chisquare", [dict(df=d, nonc=n) for d, n in
+                              [(3.0, 2.0), (0.5, 2.0), (1.0, 0.5), (3.0, 0.0), (2.0, 50.0)]], 30),
+    ("noncentral_f", [dict(dfnum=3.0, dfden=5.0, nonc=2.0), dict(dfnum=0.5, dfden=2.0, nonc=1.0)], 30),
+    ("multinomial", [dict(n=20, pvals=[0.2, 0.3, 0.5]), dict(n=1000, pvals=[0.1] * 10),
+                     dict(n=0, pvals=[0.5, 0.5]), dict(n=100, pvals=[0.0, 1.0, 0.0]),
+                     dict(n=10**6, pvals=[0.25, 0.25, 0.5])], 6),
+    ("dirichlet", [dict(alpha=[0.5, 1.0, 2.0]), dict(alpha=[0.01, 0.05, 0.02]),
+                   dict(alpha=[0.0, 0.05]), dict(alpha=[40.0, 0.3])], 8),
+]
+
+# What only one class has, or where one class needs other parameters.
+GEN_ONLY = [
+    ("zipf", [dict(a=1100.0)], 10),
+    ("standard_gamma", [dict(shape=s) for s in [0.3, 1.0, 2.5, 1e3]], 40, "float32"),
+]
+LEGACY_ONLY = [
+    ("standard_exponential", [dict()], 30),
+]
+GEN_SKIP = set()
+# RandomState rejects these (nsample < 1, alpha == 0).
+LEGACY_SKIP = {("hypergeometric", "ngood=0"), ("dirichlet", "alpha=[0.0, 0.05]")}
+
+SEEDS = {"numpy": [0, 5, 2**32 + 7, 2**100 + 3], "numpy-legacy": [0, 5, 2**32 - 1]}
+
+
+def skipped(lib, fn, params):
+    text = ", ".join(f"{k}={v}" for k, v in params.items())
+    skips = LEGACY_SKIP if lib == "numpy-legacy" else GEN_SKIP
+    return any(fn == f and t in text for f, t in skips)
+
+
+def main():
+    cases = []
+    for lib in ["numpy", "numpy-legacy"]:
+        extra = GEN_ONLY if lib == "numpy" else LEGACY_ONLY
+        for entry in DISTS + extra:
+            fn, sets, size = entry[:3]
+            dtype = entry[3] if len(entry) > 3 else None
+            for params in sets:
+                if skipped(lib, fn, params):
+                    continue
+                for seed in SEEDS[lib]:
+                    cases.append(case(lib, fn, seed, params, size, dtype=dtype))
+            # Repeated calls on one generator (the legacy Gaussian cache carries over), a
+            # scalar call (no size) and a 2-D size.
+            p = sets[min(1, len(sets) - 1)]
+            if not skipped(lib, fn, p):
+                cases.append(case(lib, fn, 3, p, 7, repeat=3, dtype=dtype))
+                cases.append(case(lib, fn, 11, p, None, repeat=2, dtype=dtype))
+                cases.append(case(lib, fn, 12, p, (2, 3), dtype=dtype))
+    doc = {
+        "generator": ME,
+        "library": f"numpy {np.__version__}",
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cases": cases,
+    }
+    path = os.path.join(GOLD, "random_surface_numpy.json")
+    with open(path, "w") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+        fh.write("\n")
+    print(f"{path}: {len(cases)} cases")
+
+
+if __name__ == "__main__":
+    main()
