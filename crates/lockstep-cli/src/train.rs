@@ -551,20 +551,41 @@ fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
     dir.join(format!("ckpt-{step:08}.safetensors"))
 }
 
-/// The checkpoints in `dir`, newest first.
+/// The checkpoints in `dir` (`ckpt-STEP.safetensors`), newest (highest step) first.
 fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read checkpoint directory {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("ckpt-") && n.ends_with(".safetensors"))
+        .filter_map(|p| {
+            let step = p
+                .file_name()?
+                .to_str()?
+                .strip_prefix("ckpt-")?
+                .strip_suffix(".safetensors")?
+                .parse::<u64>()
+                .ok()?;
+            Some((step, p))
         })
         .collect();
     v.sort();
-    v.reverse();
-    Ok(v)
+    Ok(v.into_iter().rev().map(|(_, p)| p).collect())
+}
+
+/// Removes the temporary files a killed run left while writing a checkpoint
+/// (`.ckpt-STEP.safetensors.XXXXXX.tmp`, see `lockstep_tensor::io::write_atomic`): they are
+/// never read, but would take a checkpoint's space each.
+fn remove_stale_temporaries(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let stale = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.starts_with(".ckpt-") && n.contains(".safetensors.") && n.ends_with(".tmp")
+        });
+        if stale {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// `--resume`: a file, or the newest checkpoint in a directory that loads (`None` if the
@@ -611,6 +632,7 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
     if let Some(d) = &cfg.checkpoint_dir {
         std::fs::create_dir_all(d)
             .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
+        remove_stale_temporaries(d);
     }
     let resume = match &cfg.resume {
         Some(p) => resume_checkpoint(p)?,
@@ -850,6 +872,10 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
             }
         }
         drop(it);
+        // The replay is for the resumed pass only: a worker of that pass that had no batch
+        // may start after the next pass's workers (its pool is not joined) and must not
+        // leave its count to them.
+        *numpy_skip.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(s) = sched.as_mut() {
             s.step(opt.as_mut());
         }
