@@ -5,3 +5,4 @@ pub mod doctor;
 pub mod sample;
 pub mod sweep;
 pub mod train;
+pub mod verify;

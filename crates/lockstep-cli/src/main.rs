@@ -72,6 +72,41 @@ enum Command {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
         options: Vec<String>,
     },
+    /// Run a training (or any program using lockstep) under several settings with tracing on
+    /// and compare op by op: identical (exit 0), or the first op where two runs part — op, step,
+    /// call, algorithm, shapes, max abs difference, and whether a deterministic implementation
+    /// exists (exit 1).
+    ///
+    /// Example: `lockstep verify --threads=1,2 --workers=0,2 -- train --model mlp --epochs 1`;
+    /// `lockstep verify --runs 2 --cmd "./my_program --flag"` (the program is traced through
+    /// LOCKSTEP_TRACE; with --threads it gets LOCKSTEP_NUM_THREADS).
+    Verify {
+        /// Kernel thread counts to compare.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Loader worker counts to compare (train only).
+        #[arg(long, value_delimiter = ',', default_value = "0")]
+        workers: Vec<usize>,
+        /// Runs per setting (default 1; 2 when there is one setting).
+        #[arg(long)]
+        runs: Option<usize>,
+        /// A program using lockstep and its arguments, instead of `train ARGS`.
+        #[arg(long, conflicts_with = "command")]
+        cmd: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// `train` and its flags (not --threads/--workers), after `--`.
+        #[arg(last = true, value_name = "train ARGS")]
+        command: Vec<String>,
+    },
+    /// Test-only: a small nondeterministic program for `verify --cmd` tests.
+    #[command(hide = true)]
+    VerifyTestProgram {
+        /// Use a custom op with only a nondeterministic implementation.
+        #[arg(long)]
+        custom_op: bool,
+    },
     /// Report what on this machine can break reproducibility.
     Doctor {
         /// Also run every deterministic kernel at 1, 2, 3 and all threads and compare bits.
@@ -274,6 +309,38 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Verify {
+            threads,
+            workers,
+            runs,
+            cmd,
+            json,
+            command,
+        } => {
+            if cmd.is_none() && command.is_empty() {
+                eprintln!(
+                    "error: lockstep verify: give `-- train ARGS…` or --cmd \"PROGRAM ARGS\""
+                );
+                return ExitCode::from(2);
+            }
+            lockstep_cli::verify::main(&lockstep_cli::verify::VerifyConfig {
+                threads,
+                workers,
+                runs,
+                train_args: command,
+                cmd,
+                json,
+            })
+        }
+        Command::VerifyTestProgram { custom_op } => {
+            match lockstep_cli::verify::test_program(custom_op) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Doctor { self_test, json } => {
             if lockstep_cli::doctor::run(self_test, json) {
                 ExitCode::SUCCESS

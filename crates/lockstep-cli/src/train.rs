@@ -817,6 +817,7 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
         while !done(step) {
             let Some(batch) = it.next() else { break };
             let (xb, yb, ib) = batch?;
+            lockstep_tensor::trace::set_step(step);
             let xb = Var::constant(xb);
             let out = if invariant {
                 let keys = SampleKeys::new(

@@ -365,7 +365,7 @@ impl Var {
                 leaves.push((var, g));
                 continue;
             };
-            let grads = (f.backward)(&g)?;
+            let grads = lockstep_tensor::trace::backward_scope(f.name, || (f.backward)(&g))?;
             if grads.len() != f.inputs.len() {
                 return Err(invalid(
                     f.name,

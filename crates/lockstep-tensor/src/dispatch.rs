@@ -110,6 +110,75 @@ impl<F: Copy + 'static> Op<F> {
     }
 }
 
+/// An op's registration without its kernels' types: name and `(algorithm id, guarantee)` of
+/// each implementation (for `lockstep verify`, `doctor` and tools that explain a trace).
+#[derive(Clone, Debug)]
+pub struct OpInfo {
+    /// The op's name.
+    pub name: &'static str,
+    /// Its implementations, fastest first.
+    pub impls: Vec<(&'static str, Guarantee)>,
+}
+
+impl<F: 'static> Op<F> {
+    /// This op's [`OpInfo`].
+    pub fn info(&'static self) -> OpInfo {
+        OpInfo {
+            name: self.name,
+            impls: self.impls.iter().map(|i| (i.algo, i.guarantee)).collect(),
+        }
+    }
+}
+
+/// Every built-in op registered with dispatch, and the single-implementation families that
+/// have nothing to choose (elementwise maps, random draws, `cat`), under the algorithm ids
+/// their traces show.
+pub fn builtin_ops() -> Vec<OpInfo> {
+    use crate::ops::{conv, index, matmul, reduce};
+    let single = |name, algo| OpInfo {
+        name,
+        impls: vec![(algo, Guarantee::ThreadInvariant)],
+    };
+    vec![
+        reduce::SUM.info(),
+        reduce::SUM_DIM.info(),
+        reduce::MEAN_DIM.info(),
+        reduce::VAR.info(),
+        reduce::STD.info(),
+        reduce::MAX.info(),
+        reduce::MIN.info(),
+        reduce::LOGSUMEXP.info(),
+        reduce::SOFTMAX.info(),
+        reduce::LOG_SOFTMAX.info(),
+        reduce::CUMSUM.info(),
+        matmul::MATMUL.info(),
+        conv::CONV2D.info(),
+        conv::CONV2D_INPUT_GRAD.info(),
+        conv::CONV2D_WEIGHT_GRAD.info(),
+        index::INDEX_ADD.info(),
+        index::INDEX_PUT.info(),
+        index::INDEX_PUT_ACCUMULATE.info(),
+        index::SCATTER_ADD.info(),
+        index::EMBEDDING_BACKWARD.info(),
+        index::EMBEDDING_BAG.info(),
+        index::INDEX_SELECT.info(),
+        index::GATHER.info(),
+        index::BINCOUNT.info(),
+        index::HISTC.info(),
+        single("elementwise", crate::ops::elementwise::ALGO),
+        single("random", crate::ops::random::ALGO),
+        single("cat", "cat.copy"),
+    ]
+}
+
+/// The registration whose implementations include `algo`, and that implementation's guarantee.
+pub fn find_algo(algo: &str) -> Option<(OpInfo, Guarantee)> {
+    builtin_ops().into_iter().find_map(|o| {
+        let g = o.impls.iter().find(|(a, _)| *a == algo)?.1;
+        Some((o, g))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

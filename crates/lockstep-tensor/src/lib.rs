@@ -47,6 +47,7 @@ pub mod layout;
 pub mod ops;
 mod tensor;
 pub mod threads;
+pub mod trace;
 
 pub use deterministic::{
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,

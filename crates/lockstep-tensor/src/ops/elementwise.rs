@@ -18,6 +18,12 @@ use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 14;
 
+/// The algorithm id of every elementwise op: their only implementation, thread-invariant (each
+/// output element from its own inputs). They have nothing to choose, so they skip
+/// [`Op::select`](crate::dispatch::Op::select) (no cost in small ops) and go straight to
+/// [`trace::record`](crate::trace::record).
+pub const ALGO: &str = "elementwise.chunked";
+
 /// The broadcast shape of `a` and `b` (trailing dimensions aligned; 1 stretches).
 ///
 /// # Errors
@@ -97,7 +103,7 @@ pub fn map1<T: Element, U: Element>(
         for (o, &s) in out.iter_mut().zip(src) {
             *o = f(s);
         }
-        return Tensor::from_vec(out, x.shape());
+        return crate::trace::traced(op, ALGO, &[x], Tensor::from_vec(out, x.shape()));
     }
     Par::current().install(|| {
         out.par_chunks_mut(CHUNK)
@@ -108,7 +114,7 @@ pub fn map1<T: Element, U: Element>(
                 }
             })
     });
-    Tensor::from_vec(out, x.shape())
+    crate::trace::traced(op, ALGO, &[x], Tensor::from_vec(out, x.shape()))
 }
 
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`).
@@ -134,7 +140,7 @@ pub fn map2<T: Element, U: Element>(
         for ((o, &x), &y) in out.iter_mut().zip(va).zip(vb) {
             *o = f(x, y);
         }
-        return Tensor::from_vec(out, &shape);
+        return crate::trace::traced(op, ALGO, &[a, b], Tensor::from_vec(out, &shape));
     }
     Par::current().install(|| {
         out.par_chunks_mut(CHUNK)
@@ -145,7 +151,7 @@ pub fn map2<T: Element, U: Element>(
                 }
             })
     });
-    Tensor::from_vec(out, &shape)
+    crate::trace::traced(op, ALGO, &[a, b], Tensor::from_vec(out, &shape))
 }
 
 macro_rules! float_unary {
@@ -316,7 +322,7 @@ impl Tensor {
         crate::with_dtype!(a.dtype(), T => {
             let (va, vb) = (dense::<T>(a, &shape)?, dense::<T>(b, &shape)?);
             let v: Vec<T> = c.iter().zip(va.iter().zip(&vb)).map(|(&c, (&x, &y))| if c { x } else { y }).collect();
-            Tensor::from_vec(v, &shape)
+            crate::trace::traced("where", ALGO, &[cond, a, b], Tensor::from_vec(v, &shape))
         })
     }
 }

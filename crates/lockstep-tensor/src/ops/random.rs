@@ -10,6 +10,17 @@
 //! the view. `normal_` takes the 16-block path only for contiguous tensors of 16 or more
 //! elements, the scalar path otherwise.
 
+/// The algorithm id of the random ops in traces: PyTorch's CPU streams (one implementation, the
+/// draws in a fixed order from one generator).
+pub const ALGO: &str = "random.torch_cpu_stream";
+
+fn traced_fill(op: &str, t: &Tensor, r: Result<()>) -> Result<()> {
+    if r.is_ok() {
+        crate::trace::record(op, ALGO, &[], t);
+    }
+    r
+}
+
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::{Tensor, invalid};
@@ -111,10 +122,11 @@ impl Tensor {
     /// Non-float dtype; `a > b` or a non-finite range.
     pub fn uniform_(&mut self, a: f64, b: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("uniform_", self.dtype())?;
-        with_generator(g, |g| match self.dtype() {
+        let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::uniform_(g, v, a, b)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::uniform_(g, v, a, b)?)),
-        })
+        });
+        traced_fill("uniform_", self, r)
     }
 
     /// `x.normal_(mean, std)` in place (float tensors), with PyTorch's choice of path.
@@ -136,10 +148,11 @@ impl Tensor {
                 Ok(t::normal_scalar_path_(g, v, mean, std)?)
             }
         }
-        with_generator(g, |g| match self.dtype() {
+        let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, c| fill(g, v, c, mean, std)),
             _ => self.fill_with::<f64>(|v, c| fill(g, v, c, mean, std)),
-        })
+        });
+        traced_fill("normal_", self, r)
     }
 
     /// `x.bernoulli_(p)` in place with a scalar probability (float tensors).
@@ -148,10 +161,11 @@ impl Tensor {
     /// Non-float dtype; `p` outside `[0, 1]`.
     pub fn bernoulli_(&mut self, p: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("bernoulli_", self.dtype())?;
-        with_generator(g, |g| match self.dtype() {
+        let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::bernoulli_(g, v, p)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::bernoulli_(g, v, p)?)),
-        })
+        });
+        traced_fill("bernoulli_", self, r)
     }
 
     /// `x.exponential_(lambd)` in place (float tensors).
@@ -160,10 +174,11 @@ impl Tensor {
     /// Non-float dtype; `lambd <= 0`.
     pub fn exponential_(&mut self, lambd: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("exponential_", self.dtype())?;
-        with_generator(g, |g| match self.dtype() {
+        let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::exponential_(g, v, lambd)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::exponential_(g, v, lambd)?)),
-        })
+        });
+        traced_fill("exponential_", self, r)
     }
 
     /// `torch.rand(shape, dtype)`: uniform in `[0, 1)`.
@@ -238,7 +253,7 @@ impl Tensor {
     /// `torch.randperm(n)` as `I64`.
     pub fn randperm(n: usize, g: Option<&mut Generator>) -> Result<Tensor> {
         let p = with_generator(g, |g| t::randperm(g, n));
-        Tensor::from_vec(p, &[n])
+        crate::trace::traced("randperm", ALGO, &[], Tensor::from_vec(p, &[n]))
     }
 
     /// `torch.bernoulli(probs)`: one draw per probability, same dtype as `probs`.
@@ -247,7 +262,7 @@ impl Tensor {
     /// Non-float dtype; a probability outside `[0, 1]`.
     pub fn bernoulli(probs: &Tensor, g: Option<&mut Generator>) -> Result<Tensor> {
         let p = probs.contiguous();
-        with_generator(g, |g| match p.dtype() {
+        let out = with_generator(g, |g| match p.dtype() {
             DType::F32 => Tensor::from_vec(t::bernoulli_tensor(g, p.data::<f32>()?)?, p.shape()),
             DType::F64 => Tensor::from_vec(t::bernoulli_tensor(g, p.data::<f64>()?)?, p.shape()),
             got => Err(Error::DType {
@@ -255,7 +270,8 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
-        })
+        });
+        crate::trace::traced("bernoulli", ALGO, &[probs], out)
     }
 
     /// `F.dropout(x, p, training)`: PyTorch's mask, scale and draws (row-major order of `x`).
@@ -264,7 +280,7 @@ impl Tensor {
     /// Non-float dtype; `p` outside `[0, 1]`.
     pub fn dropout(&self, p: f64, training: bool, g: Option<&mut Generator>) -> Result<Tensor> {
         let x = self.contiguous();
-        with_generator(g, |g| match x.dtype() {
+        let out = with_generator(g, |g| match x.dtype() {
             DType::F32 => {
                 Tensor::from_vec(t::dropout(g, x.data::<f32>()?, p, training)?, x.shape())
             }
@@ -276,7 +292,8 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
-        })
+        });
+        crate::trace::traced("dropout", ALGO, &[self], out)
     }
 
     /// `torch.multinomial(probs, num_samples, replacement)` for 1-D or 2-D `probs`.

@@ -368,6 +368,17 @@ pub static SUM: Op<SumFn> = Op {
     ],
 };
 
+/// `torch.sum(x, dim)`: one implementation, each output adding its inputs in index order
+/// (thread-invariant). Through dispatch so that it can be traced and counted like every op.
+pub static SUM_DIM: Op<()> = Op {
+    name: "sum_dim",
+    impls: &[Impl {
+        algo: "sum_dim.index_order",
+        guarantee: Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
+
 /// Inputs of at most this many elements are reduced on the calling thread (a pool hop costs
 /// more); a function of the shape only, and no kernel's order depends on it.
 const SERIAL_MAX: usize = 1 << 15;
@@ -422,7 +433,7 @@ impl Tensor {
     /// [`Error::Nondeterministic`] cannot happen (a deterministic kernel exists).
     pub fn sum(&self) -> Result<Tensor> {
         let c = SUM.select()?;
-        (c.imp.f)(self, &c.par)
+        crate::trace::traced(SUM.name, c.imp.algo, &[self], (c.imp.f)(self, &c.par))
     }
 
     /// `torch.sum(x, dim, keepdim)`: deterministic at any thread count (each output element
@@ -443,8 +454,9 @@ impl Tensor {
             out_shape.remove(d);
         }
         let x = self.contiguous();
-        let par = Par::current();
-        match x.dtype() {
+        let c = SUM_DIM.select()?;
+        let par = c.par;
+        let out = match x.dtype() {
             DType::F32 => Tensor::from_vec(
                 sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, &par),
                 &out_shape,
@@ -458,7 +470,8 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
-        }
+        };
+        crate::trace::traced(SUM_DIM.name, c.imp.algo, &[self], out)
     }
 
     /// `torch.mean(x)`: [`sum`](Self::sum) divided by the number of elements (floats only).
@@ -1195,7 +1208,11 @@ det_op!(
 
 fn run_red(op: &'static Op<RedFn>, x: &Tensor, a: RedArgs) -> Result<Vec<Tensor>> {
     let c = op.select()?;
-    (c.imp.f)(x, &a, &c.par)
+    let out = (c.imp.f)(x, &a, &c.par)?;
+    if let Some(first) = out.first() {
+        crate::trace::record(op.name, c.imp.algo, &[x], first);
+    }
+    Ok(out)
 }
 
 fn dim_args(

@@ -296,7 +296,12 @@ impl Tensor {
                     out.extend_from_slice(&p[o * row..(o + 1) * row]);
                 }
             }
-            Tensor::from_vec(out, &shape)
+            let out = Tensor::from_vec(out, &shape)?;
+            if crate::trace::enabled() {
+                let inputs: Vec<&Tensor> = tensors.iter().collect();
+                crate::trace::record("cat", "cat.copy", &inputs, &out);
+            }
+            Ok(out)
         })
     }
 

@@ -649,6 +649,7 @@ fn run<F: Copy + 'static>(
     )?;
     let mut out = crate::ops::reduce::zeroed_vec::<f32>(out_len);
     call(choice.imp.f, &mut out, &choice.par)?;
+    crate::trace::record_f32(op.name, choice.imp.algo, &out);
     Ok(out)
 }
 

@@ -11,7 +11,6 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::ops::reduce::dense;
-use crate::threads::Par;
 use crate::{Tensor, invalid};
 
 acc_op!(
@@ -22,6 +21,17 @@ acc_op!(
     /// `Tensor.index_put_(indices, values, accumulate=True)`.
     INDEX_PUT_ACCUMULATE: RowAddFn, "index_put", "index_put.source_parallel", "index_put.dest_partitioned", "index_put.atomic", ROW_NONDET, ROW_DET, ROW_ATOMIC
 );
+
+/// `index_put` without `accumulate`: rows assigned in source order (the last write wins), one
+/// thread-invariant implementation.
+pub static INDEX_PUT: crate::dispatch::Op<()> = crate::dispatch::Op {
+    name: "index_put",
+    impls: &[crate::dispatch::Impl {
+        algo: "index_put.rows_in_order",
+        guarantee: crate::dispatch::Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
 
 impl Tensor {
     /// `Tensor.index_add(dim, index, source)`: a copy of `self` with row `k` of `source` along
@@ -165,7 +175,8 @@ impl Tensor {
         } else {
             // Plain assignment: the destination-partitioned kernel, sources in order, so the
             // last write wins at any thread count.
-            let par = Par::current();
+            let c = INDEX_PUT.select()?;
+            let par = c.par;
             let g = rg(g);
             match self.dtype() {
                 DType::F32 => rows_det(
@@ -197,6 +208,7 @@ impl Tensor {
                     assign_rows(dense_mut::<bool>(&mut out)?, dense(&vals)?, &lin, inner)
                 }
             }
+            crate::trace::record(OP, c.imp.algo, &[self, values], &out);
         }
         Ok(out)
     }

@@ -107,7 +107,9 @@ impl Tensor {
         let out = (c.imp.f)(self, 0, idx, &c.par)?;
         let mut shape = indices.shape().to_vec();
         shape.push(self.shape()[1]);
-        crate::with_dtype!(out.dtype(), T => Tensor::from_vec(out.to_vec::<T>()?, &shape))
+        let out =
+            crate::with_dtype!(out.dtype(), T => Tensor::from_vec(out.to_vec::<T>()?, &shape));
+        crate::trace::traced(OP, c.imp.algo, &[self, indices], out)
     }
 
     /// `embedding_dense_backward(grad, indices, num_weights)`: the gradient of the weight,
@@ -213,6 +215,7 @@ impl Tensor {
             starts.push(o as usize);
         }
         let c = EMBEDDING_BAG.select()?;
-        (c.imp.f)(self, idx, &starts, mode, &c.par)
+        let out = (c.imp.f)(self, idx, &starts, mode, &c.par);
+        crate::trace::traced(EMBEDDING_BAG.name, c.imp.algo, &[self, indices], out)
     }
 }

@@ -272,7 +272,7 @@ impl Tensor {
         let nbins = if x.is_empty() { 0 } else { mx as usize + 1 }.max(minlength);
         let inp = HistInput::Bins(x);
         let c = BINCOUNT.select()?;
-        match weights {
+        let out = match weights {
             None => {
                 let v = (c.imp.f.i64)(&inp, None, nbins, &c.par);
                 Tensor::from_vec(v, &[nbins])
@@ -296,7 +296,8 @@ impl Tensor {
                     Tensor::from_vec(v, &[nbins])
                 }
             }
-        }
+        };
+        crate::trace::traced(OP, c.imp.algo, &[self], out)
     }
 
     /// `torch.histc(x, bins, min, max)`: counts in `bins` equal-width bins over `[min, max]`
@@ -342,7 +343,7 @@ impl Tensor {
                 Tensor::from_vec(v.into_iter().map(|c| c as $T).collect::<Vec<$T>>(), &[bins])
             }};
         }
-        match self.dtype() {
+        let out = match self.dtype() {
             DType::F32 => go!(f32, F32),
             DType::F64 => go!(f64, F64),
             got => Err(Error::DType {
@@ -350,6 +351,7 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
-        }
+        };
+        crate::trace::traced(OP, c.imp.algo, &[self], out)
     }
 }

@@ -35,7 +35,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-pub use add_put::{INDEX_ADD, INDEX_PUT_ACCUMULATE};
+pub use add_put::{INDEX_ADD, INDEX_PUT, INDEX_PUT_ACCUMULATE};
 pub use common::AccElem;
 pub use embedding::{BagMode, EMBEDDING_BACKWARD, EMBEDDING_BAG, EmbeddingBagFn};
 pub use histogram::{BINCOUNT, HISTC, HistFn, HistInput, HistKernels};

@@ -613,5 +613,6 @@ pub(super) fn run_rows(
             });
         }
     }
+    crate::trace::record(op.name, c.imp.algo, &[&src], dst);
     Ok(())
 }

@@ -276,7 +276,7 @@ impl Tensor {
             let g = RowGeomPub { outer, n, m, inner };
             run_rows(&SCATTER_ADD, &mut out, src, idx, g)?;
         } else {
-            SCATTER_ADD.select()?;
+            let c = SCATTER_ADD.select()?;
             let sc = src.contiguous();
             let (ds, ss, is) = (
                 self.shape().to_vec(),
@@ -287,6 +287,7 @@ impl Tensor {
                 scatter_general(dense_mut::<T>(&mut out)?, &ds, dense::<T>(&sc)?, &ss, idx, &is, d);
                 Ok::<(), Error>(())
             })?;
+            crate::trace::record(OP, c.imp.algo, &[self, index, src], &out);
         }
         Ok(out)
     }

@@ -120,7 +120,8 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         check_indices(OP, idx, geom(self.shape(), d).1)?;
         let c = INDEX_SELECT.select()?;
-        (c.imp.f)(self, d, idx, &c.par)
+        let out = (c.imp.f)(self, d, idx, &c.par);
+        crate::trace::traced(OP, c.imp.algo, &[self, index], out)
     }
 
     /// `torch.gather(x, dim, index)`: `out[p] = x[p with dim replaced by index[p]]`; the
@@ -137,6 +138,7 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         check_indices(OP, idx, geom(self.shape(), d).1)?;
         let c = GATHER.select()?;
-        (c.imp.f)(self, d, &ic, idx, &c.par)
+        let out = (c.imp.f)(self, d, &ic, idx, &c.par);
+        crate::trace::traced(OP, c.imp.algo, &[self, index], out)
     }
 }

@@ -391,7 +391,12 @@ impl Tensor {
             |allowed| allowed[0],
             |imp, par| (imp.f)(self, other, par).map(drop),
         )?;
-        (c.imp.f)(self, other, &c.par)
+        crate::trace::traced(
+            MATMUL.name,
+            c.imp.algo,
+            &[self, other],
+            (c.imp.f)(self, other, &c.par),
+        )
     }
 
     /// `torch.nn.functional.linear(x, weight, bias)`: `x · weightᵀ + bias`, with `x` of shape
