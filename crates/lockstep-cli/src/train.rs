@@ -770,7 +770,7 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
         );
         let extra: Vec<&str> = ck
             .names()
-            .filter(|k| !known.iter().any(|n| n == k))
+            .filter(|k| !known.iter().any(|n| n == k) && !k.starts_with("rng.registered."))
             .collect();
         if !extra.is_empty() {
             return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());

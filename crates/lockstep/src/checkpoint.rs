@@ -10,10 +10,12 @@
 //! | `rng.torch` (`uint8`, 5,056 bytes) | the default generator: the bytes `torch.set_rng_state` accepts |
 //! | `rng.python`, `rng.numpy` (`uint8`) | Python's global `random` and NumPy's global `RandomState`: 624 little-endian `u32` words of the Mersenne Twister, the position (`u64`), a flag byte for a cached Gaussian and that value (`f64`) |
 //! | `loader.state` (`uint8`) | the data loader's position and generators ([`LoaderState::to_bytes`]) |
+//! | `rng.registered.{i}` (`uint8`) | the state of the `i`-th generator added with [`register_rng`](crate::register_rng), if it can give one ([`Reseed::state_bytes`](crate::Reseed::state_bytes)) |
 //! | any other name | tensors the caller added with [`Checkpoint::put_tensor`] |
 //!
 //! The safetensors metadata (string to string) holds `lockstep.format` (this module's
-//! [`FORMAT_VERSION`]), `lockstep.version` (the crate version), `lockstep.optimizer` and
+//! [`FORMAT_VERSION`]), `lockstep.version` (the crate version), `lockstep.autotune` (the
+//! autotuner's pinned choices: op, shape key, algorithm), `lockstep.optimizer` and
 //! `lockstep.scheduler` (JSON), `lockstep.meta` (the caller's JSON object: epoch, step,
 //! configuration, …) and `lockstep.checksum`: the SHA-256 of every tensor (name, dtype, shape,
 //! bytes, in name order) and every other metadata entry (in key order). A file whose checksum
@@ -138,7 +140,7 @@ fn from_le_bytes(name: &str, dtype: Dtype, shape: &[usize], data: &[u8]) -> Resu
     t.map_err(|e| bad(format!("tensor {name}: {e}")))
 }
 
-fn mt_state_bytes(words: &[u32], pos: usize, gauss: Option<f64>) -> Vec<u8> {
+pub(crate) fn mt_state_bytes(words: &[u32], pos: usize, gauss: Option<f64>) -> Vec<u8> {
     let mut b = Vec::with_capacity(words.len() * 4 + 17);
     for w in words {
         b.extend(w.to_le_bytes());
@@ -147,6 +149,15 @@ fn mt_state_bytes(words: &[u32], pos: usize, gauss: Option<f64>) -> Vec<u8> {
     b.push(gauss.is_some() as u8);
     b.extend(gauss.unwrap_or(0.0).to_le_bytes());
     b
+}
+
+/// [`mt_state_parse`] with the RNG layer's error.
+pub(crate) fn mt_state_parse_rng(b: &[u8]) -> lockstep_rng::Result<(Vec<u32>, usize, Option<f64>)> {
+    mt_state_parse("state", b).map_err(|e| lockstep_rng::Error::InvalidArgument {
+        op: "set_state_bytes",
+        arg: "state",
+        reason: e.to_string(),
+    })
 }
 
 fn mt_state_parse(name: &str, b: &[u8]) -> Result<(Vec<u32>, usize, Option<f64>), Error> {
@@ -341,6 +352,20 @@ impl Checkpoint {
         let n = crate::numpy_random().get_state();
         let g = n.has_gauss.then_some(n.cached_gaussian);
         self.put_tensor("rng.numpy", u8s(mt_state_bytes(&n.key, n.pos, g)));
+        for (i, r) in crate::registered_rngs().iter().enumerate() {
+            let state = r.lock().unwrap_or_else(|e| e.into_inner()).state_bytes();
+            if let Some(b) = state {
+                self.put_tensor(format!("rng.registered.{i}"), u8s(b));
+            }
+        }
+        let choices: Vec<serde_json::Value> = lockstep_tensor::autotune::choices()
+            .into_iter()
+            .map(|(op, key, algo)| serde_json::json!({"op": op, "key": key, "algo": algo}))
+            .collect();
+        self.meta.insert(
+            "lockstep.autotune".into(),
+            serde_json::Value::Array(choices).to_string(),
+        );
     }
 
     /// Restores the process-wide generators saved by [`put_global_rngs`](Self::put_global_rngs).
@@ -376,6 +401,15 @@ impl Checkpoint {
         };
         let mut nr = lockstep_rng::compat::numpy::RandomState::new(0);
         nr.set_state(&np)?;
+        let registered = crate::registered_rngs();
+        for (i, r) in registered.iter().enumerate() {
+            if let Some(t) = self.tensors.get(&format!("rng.registered.{i}")) {
+                let b = t.to_vec::<u8>()?;
+                r.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_state_bytes(&b)?;
+            }
+        }
         *crate::default_generator() = g;
         *crate::python_random() = pr;
         *crate::numpy_random() = nr;

@@ -282,12 +282,37 @@ pub fn fork_rng<R>(f: impl FnOnce() -> R) -> R {
 pub trait Reseed: Send {
     /// Reseeds from `seed`, the way the library it mirrors seeds from an integer.
     fn reseed(&mut self, seed: u64) -> rng::Result<()>;
+
+    /// The generator's state as bytes, saved in checkpoints (`rng.registered.{i}`); `None`
+    /// (the default) if it cannot be saved.
+    fn state_bytes(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Restores a state returned by [`state_bytes`](Self::state_bytes).
+    ///
+    /// # Errors
+    /// Bytes that are not a valid state (the generator is then unchanged); by default, always.
+    fn set_state_bytes(&mut self, _state: &[u8]) -> rng::Result<()> {
+        Err(rng::Error::InvalidArgument {
+            op: "set_state_bytes",
+            arg: "state",
+            reason: "this generator's state cannot be restored".into(),
+        })
+    }
 }
 
 impl Reseed for Generator {
     fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         self.manual_seed(seed);
         Ok(())
+    }
+    /// PyTorch's 5056-byte state.
+    fn state_bytes(&self) -> Option<Vec<u8>> {
+        Some(self.get_state())
+    }
+    fn set_state_bytes(&mut self, state: &[u8]) -> rng::Result<()> {
+        self.set_state(state)
     }
 }
 
@@ -297,6 +322,19 @@ impl Reseed for python::Random {
         self.seed_u64(seed);
         Ok(())
     }
+    /// The layout of `rng.python` in checkpoints.
+    fn state_bytes(&self) -> Option<Vec<u8>> {
+        let p = self.getstate();
+        Some(checkpoint::mt_state_bytes(&p.mt, p.pos, p.gauss_next))
+    }
+    fn set_state_bytes(&mut self, state: &[u8]) -> rng::Result<()> {
+        let (mt, pos, gauss_next) = checkpoint::mt_state_parse_rng(state)?;
+        self.setstate(&python::PyState {
+            mt,
+            pos,
+            gauss_next,
+        })
+    }
 }
 
 impl Reseed for numpy::RandomState {
@@ -304,6 +342,21 @@ impl Reseed for numpy::RandomState {
     fn reseed(&mut self, seed: u64) -> rng::Result<()> {
         *self = numpy::RandomState::from_u64(seed)?;
         Ok(())
+    }
+    /// The layout of `rng.numpy` in checkpoints.
+    fn state_bytes(&self) -> Option<Vec<u8>> {
+        let n = self.get_state();
+        let g = n.has_gauss.then_some(n.cached_gaussian);
+        Some(checkpoint::mt_state_bytes(&n.key, n.pos, g))
+    }
+    fn set_state_bytes(&mut self, state: &[u8]) -> rng::Result<()> {
+        let (key, pos, gauss) = checkpoint::mt_state_parse_rng(state)?;
+        self.set_state(&numpy::LegacyState {
+            key,
+            pos,
+            has_gauss: gauss.is_some(),
+            cached_gaussian: gauss.unwrap_or(0.0),
+        })
     }
 }
 
@@ -344,6 +397,11 @@ pub fn numpy_random() -> lockstep_rng::GlobalGuard<numpy::RandomState> {
         }),
         "numpy_random",
     )
+}
+
+/// The generators added with [`register_rng`], in registration order.
+pub(crate) fn registered_rngs() -> Vec<Arc<Mutex<dyn Reseed>>> {
+    lock(&REGISTERED).clone()
 }
 
 /// Adds `rng` to the generators [`seed_everything`] reseeds. Keep your own clone of the `Arc`
