@@ -4,7 +4,9 @@
 
 Run with the reference interpreter (NumPy 2.4.6, CPython 3.11):
     python3 tools/golden_random_surface.py
-Writes tests/golden/random_surface_numpy.json in the format of tests/golden/numpy.json: each
+Writes tests/golden/random_surface_numpy.json and tests/golden/random_surface_python.json (CPython
+`random`: the variates, randbytes, randrange/randint beyond 64 bits, sample with counts,
+choices with weights/cum_weights, seed version 1 of str/bytes) in the format of tests/golden/numpy.json: each
 case is `lockstep sample LIB FN --seed=S [opts]` and the values the real call drew (a fresh
 generator per case, FN called --repeat times, everything flattened in C order).
 """
@@ -13,6 +15,8 @@ import math
 import os
 import platform
 import sys
+
+import random
 
 import numpy as np
 
@@ -140,6 +144,107 @@ def skipped(lib, fn, params):
     return any(fn == f and t in text for f, t in skips)
 
 
+# ------------------------------------------------------------------------------ CPython
+def py_seeded(seed):
+    """`seed` is an int, ("str", text, version) or ("bytes", hex, version)."""
+    r = random.Random()
+    if isinstance(seed, tuple):
+        kind, v, version = seed
+        r.seed(v if kind == "str" else bytes.fromhex(v), version=version)
+        return r, [f"--seed-{kind}={v}", f"--version={version}"]
+    r.seed(seed)
+    return r, [f"--seed={seed}"]
+
+
+def py_call(r, fn, o):
+    n = o.get("n", 1)
+    each = {
+        "triangular": lambda: r.triangular(o.get("low", 0.0), o.get("high", 1.0), o.get("mode")),
+        "normalvariate": lambda: r.normalvariate(o.get("mu", 0.0), o.get("sigma", 1.0)),
+        "lognormvariate": lambda: r.lognormvariate(o["mu"], o["sigma"]),
+        "expovariate": lambda: r.expovariate(o["lambd"]),
+        "vonmisesvariate": lambda: r.vonmisesvariate(o["mu"], o["kappa"]),
+        "gammavariate": lambda: r.gammavariate(o["alpha"], o["beta"]),
+        "betavariate": lambda: r.betavariate(o["alpha"], o["beta"]),
+        "paretovariate": lambda: r.paretovariate(o["alpha"]),
+        "weibullvariate": lambda: r.weibullvariate(o["alpha"], o["beta"]),
+        "random": lambda: r.random(),
+    }
+    if fn in each:
+        return "float64", [num(each[fn]()) for _ in range(n)]
+    if fn == "randbytes":
+        return "int64", list(r.randbytes(o["n"]))
+    if fn == "randrange":
+        return "int", [r.randrange(o.get("start", 0), o["stop"], o.get("step", 1)) for _ in range(n)]
+    if fn == "randint":
+        return "int", [r.randint(o.get("low", 0), o["high"]) for _ in range(n)]
+    if fn == "sample":
+        if "counts" in o:
+            return "int64", r.sample(range(len(o["counts"])), o["k"], counts=o["counts"])
+        return "int64", r.sample(range(o["population"]), o["k"])
+    if fn == "choices":
+        return "int64", r.choices(range(o["population"]), o.get("weights"),
+                                  cum_weights=o.get("cum-weights"), k=o.get("k", 1))
+    raise ValueError(fn)
+
+
+def py_case(fn, seed, repeat=1, **o):
+    r, seed_args = py_seeded(seed)
+    vals, dtype = [], None
+    for _ in range(repeat):
+        dtype, v = py_call(r, fn, o)
+        vals += v
+    args = ["python", fn] + seed_args
+    for k, v in o.items():
+        args.append(f"--{k}={opt_text(v)}")
+    if repeat != 1:
+        args.append(f"--repeat={repeat}")
+    return {"args": args, "dtype": dtype, "values": vals}
+
+
+PY_SEEDS = [0, 5, 2**32 + 7, -(2**70 + 1)]
+PY_FNS = [
+    ("triangular", [dict(n=20), dict(low=-1.0, high=2.0, mode=0.5, n=20),
+                    dict(low=1.0, high=1.0, mode=1.0, n=3), dict(low=0.0, high=1.0, mode=1.0, n=20)]),
+    ("normalvariate", [dict(n=20), dict(mu=1.0, sigma=2.0, n=20)]),
+    ("lognormvariate", [dict(mu=0.5, sigma=0.25, n=20)]),
+    ("expovariate", [dict(lambd=2.0, n=20), dict(lambd=-0.5, n=5)]),
+    ("vonmisesvariate", [dict(mu=m, kappa=k, n=20) for m, k in
+                         [(1.0, 4.0), (0.0, 1e-7), (-2.0, 0.3), (10.0, 500.0)]]),
+    ("gammavariate", [dict(alpha=a, beta=b, n=30) for a, b in
+                      [(0.3, 1.0), (1.0, 2.0), (1.0001, 1.0), (2.5, 2.0), (1e4, 0.5), (1e-3, 1.0)]]),
+    ("betavariate", [dict(alpha=a, beta=b, n=30) for a, b in [(0.5, 2.0), (2.0, 3.0), (1.0, 1.0)]]),
+    ("paretovariate", [dict(alpha=a, n=20) for a in [3.0, 0.5]]),
+    ("weibullvariate", [dict(alpha=2.0, beta=1.5, n=20), dict(alpha=1.0, beta=0.3, n=20)]),
+    ("randbytes", [dict(n=n) for n in [0, 1, 3, 4, 10, 33]]),
+    ("randrange", [dict(stop=10**20, n=10), dict(start=5, stop=10**30, step=3, n=10),
+                   dict(start=-(2**100), stop=2**100, n=10), dict(start=2**64, stop=2**64 + 5, n=10),
+                   dict(start=10, stop=-(10**25), step=-7, n=10), dict(stop=2**64, n=10),
+                   dict(stop=2**64 + 1, n=10)]),
+    ("randint", [dict(low=0, high=2**64, n=10), dict(low=-(2**90), high=2**90, n=10)]),
+    ("sample", [dict(population=3, counts=[2, 0, 5], k=4), dict(population=4, counts=[100, 1, 50, 3], k=40),
+                dict(population=30, k=10), dict(population=1000, k=7)]),
+    ("choices", [dict(population=3, weights=[1.0, 2.0, 3.0], k=10),
+                 dict(population=4, **{"cum-weights": [0.5, 0.5, 2.0, 10.0]}, k=10),
+                 dict(population=5, k=10)]),
+]
+PY_STR_SEEDS = [("str", "hello", 1), ("str", "", 1), ("str", "h\u00e9llo \u2603", 1),
+                ("bytes", "00ff10", 1), ("str", "hello", 2), ("bytes", "00ff10", 2)]
+
+
+def python_cases():
+    cases = []
+    for fn, sets in PY_FNS:
+        for o in sets:
+            for seed in PY_SEEDS:
+                cases.append(py_case(fn, seed, **o))
+        cases.append(py_case(fn, 3, repeat=3, **sets[0]))
+    for seed in PY_STR_SEEDS:
+        cases.append(py_case("random", seed, n=5))
+        cases.append(py_case("gammavariate", seed, alpha=2.5, beta=1.0, n=5))
+    return cases
+
+
 def main():
     cases = []
     for lib in ["numpy", "numpy-legacy"]:
@@ -167,6 +272,18 @@ def main():
         "cases": cases,
     }
     path = os.path.join(GOLD, "random_surface_numpy.json")
+    with open(path, "w") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+        fh.write("\n")
+    print(f"{path}: {len(cases)} cases")
+    cases = python_cases()
+    doc = {
+        "generator": ME,
+        "library": f"CPython {sys.version.split()[0]} random",
+        "machine": platform.machine(),
+        "cases": cases,
+    }
+    path = os.path.join(GOLD, "random_surface_python.json")
     with open(path, "w") as fh:
         json.dump(doc, fh, separators=(",", ":"))
         fh.write("\n")

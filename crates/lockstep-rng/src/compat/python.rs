@@ -144,6 +144,22 @@ impl Random {
         Self::from_bytes(s.as_bytes())
     }
 
+    /// `random.Random().seed(s, version=1)` for a `str`: CPython's old string hash of the
+    /// code points (`x = ord(s[0]) << 7`, then `x = (1000003·x) ^ c` mod 2^64 per code point,
+    /// then `x ^= len(s)`), used as an integer seed.
+    pub fn from_str_seed_v1(s: &str) -> Self {
+        let cps: Vec<u64> = s.chars().map(|c| c as u64).collect();
+        Self::from_u64(seed_v1_hash(&cps))
+    }
+
+    /// `seed(b, version=1)` for `bytes`: the bytes are read as Latin-1 code points, then as
+    /// [`from_str_seed_v1`](Self::from_str_seed_v1). (CPython 3.11 applies version 1 only to
+    /// `str` and `bytes`; a `bytearray` is seeded as version 2 even then.)
+    pub fn from_bytes_v1(b: &[u8]) -> Self {
+        let cps: Vec<u64> = b.iter().map(|&c| c as u64).collect();
+        Self::from_u64(seed_v1_hash(&cps))
+    }
+
     /// `random.Random(x)` for a float: seeds with `hash(x)` reinterpreted as unsigned 64-bit
     /// (the sign is NOT dropped). NaN is an error (its hash is not reproducible).
     pub fn from_f64(x: f64) -> Result<Self> {
@@ -459,6 +475,293 @@ impl Random {
         Ok(-(1.0 - self.random()).ln() / lambd)
     }
 
+    /// `triangular(low, high, mode)` (`mode = None` is the midpoint). A zero-width interval
+    /// returns `low` after drawing one value, as CPython does.
+    pub fn triangular(&mut self, low: f64, high: f64, mode: Option<f64>) -> f64 {
+        let mut u = self.random();
+        if high - low == 0.0 {
+            // CPython: ZeroDivisionError from `(mode - low) / (high - low)` returns low.
+            if mode.is_some() {
+                return low;
+            }
+        }
+        let mut c = match mode {
+            None => 0.5,
+            Some(m) => (m - low) / (high - low),
+        };
+        let (mut lo, mut hi) = (low, high);
+        if u > c {
+            u = 1.0 - u;
+            c = 1.0 - c;
+            std::mem::swap(&mut lo, &mut hi);
+        }
+        lo + (hi - lo) * (u * c).sqrt()
+    }
+
+    /// `lognormvariate(mu, sigma)` = `exp(normalvariate(mu, sigma))`.
+    pub fn lognormvariate(&mut self, mu: f64, sigma: f64) -> f64 {
+        pylibm::exp(self.normalvariate(mu, sigma))
+    }
+
+    /// `vonmisesvariate(mu, kappa)`: Best & Fisher; an angle in `[0, 2π)`.
+    pub fn vonmisesvariate(&mut self, mu: f64, kappa: f64) -> f64 {
+        use core::f64::consts::{PI, TAU};
+        if kappa <= 1e-6 {
+            return TAU * self.random();
+        }
+        let s = 0.5 / kappa;
+        let r = s + (1.0 + s * s).sqrt();
+        let z = loop {
+            let u1 = self.random();
+            let z = pylibm::cos(PI * u1);
+            let d = z / (r + z);
+            let u2 = self.random();
+            if u2 < 1.0 - d * d || u2 <= (1.0 - d) * pylibm::exp(d) {
+                break z;
+            }
+        };
+        let q = 1.0 / r;
+        let f = (q + z) / (1.0 + q * z);
+        let u3 = self.random();
+        if u3 > 0.5 {
+            py_mod(mu + pylibm::acos(f), TAU)
+        } else {
+            py_mod(mu - pylibm::acos(f), TAU)
+        }
+    }
+
+    /// `gammavariate(alpha, beta)`: Cheng's GB for `alpha > 1`, an exponential for 1,
+    /// Ahrens–Dieter GS below. Errors unless both are `> 0` (or if `alpha` is NaN, where
+    /// CPython never returns).
+    pub fn gammavariate(&mut self, alpha: f64, beta: f64) -> Result<f64> {
+        const OP: &str = "gammavariate";
+        if alpha <= 0.0 || beta <= 0.0 {
+            return Err(invalid(
+                OP,
+                "alpha",
+                "gammavariate: alpha and beta must be > 0.0",
+            ));
+        }
+        if alpha.is_nan() {
+            return Err(invalid(OP, "alpha", "alpha is NaN"));
+        }
+        if alpha > 1.0 {
+            let ainv = (2.0 * alpha - 1.0).sqrt();
+            let bbb = alpha - pylibm::log(4.0);
+            let ccc = alpha + ainv;
+            let sg_magic = 1.0 + pylibm::log(4.5);
+            loop {
+                let u1 = self.random();
+                if !(1e-7 < u1 && u1 < 0.9999999) {
+                    continue;
+                }
+                let u2 = 1.0 - self.random();
+                let v = pylibm::log(u1 / (1.0 - u1)) / ainv;
+                let x = alpha * pylibm::exp(v);
+                let z = u1 * u1 * u2;
+                let r = bbb + ccc * v - x;
+                if r + sg_magic - 4.5 * z >= 0.0 || r >= pylibm::log(z) {
+                    return Ok(x * beta);
+                }
+            }
+        }
+        if alpha == 1.0 {
+            return Ok(-pylibm::log(1.0 - self.random()) * beta);
+        }
+        let e = core::f64::consts::E;
+        loop {
+            let u = self.random();
+            let b = (e + alpha) / e;
+            let p = b * u;
+            let x = if p <= 1.0 {
+                py_pow(OP, p, 1.0 / alpha)?
+            } else {
+                -pylibm::log((b - p) / alpha)
+            };
+            let u1 = self.random();
+            if p > 1.0 {
+                if u1 <= py_pow(OP, x, alpha - 1.0)? {
+                    return Ok(x * beta);
+                }
+            } else if u1 <= pylibm::exp(-x) {
+                return Ok(x * beta);
+            }
+        }
+    }
+
+    /// `betavariate(alpha, beta)`: `y / (y + gammavariate(beta, 1))` with
+    /// `y = gammavariate(alpha, 1)`, or 0 when `y == 0` (then `beta` is not checked, as in
+    /// CPython).
+    pub fn betavariate(&mut self, alpha: f64, beta: f64) -> Result<f64> {
+        let y = self.gammavariate(alpha, 1.0)?;
+        if y != 0.0 {
+            return Ok(y / (y + self.gammavariate(beta, 1.0)?));
+        }
+        Ok(0.0)
+    }
+
+    /// `paretovariate(alpha)` = `(1 − random()) ** (−1/alpha)`; errors where CPython raises
+    /// (`alpha == 0`, overflow).
+    pub fn paretovariate(&mut self, alpha: f64) -> Result<f64> {
+        const OP: &str = "paretovariate";
+        let u = 1.0 - self.random();
+        if alpha == 0.0 {
+            return Err(invalid(OP, "alpha", "float division by zero"));
+        }
+        py_pow(OP, u, -1.0 / alpha)
+    }
+
+    /// `weibullvariate(alpha, beta)` = `alpha·(−log(1 − random())) ** (1/beta)`.
+    pub fn weibullvariate(&mut self, alpha: f64, beta: f64) -> Result<f64> {
+        const OP: &str = "weibullvariate";
+        let u = 1.0 - self.random();
+        if beta == 0.0 {
+            return Err(invalid(OP, "beta", "float division by zero"));
+        }
+        Ok(alpha * py_pow(OP, -pylibm::log(u), 1.0 / beta)?)
+    }
+
+    /// `randbytes(n)`: `getrandbits(8n).to_bytes(n, 'little')`.
+    pub fn randbytes(&mut self, n: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = self
+            .getrandbits_words(n * 8)
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        out.truncate(n);
+        out
+    }
+
+    /// `_randbelow(n)` for `n` up to 2^128: `n.bit_length()` bits until below `n`.
+    /// Errors if `n == 0`.
+    pub fn randbelow_u128(&mut self, n: u128) -> Result<u128> {
+        if n == 0 {
+            return Err(invalid("randrange", "stop", "empty range for randrange()"));
+        }
+        let k = 128 - n.leading_zeros() as usize;
+        loop {
+            let r = self
+                .getrandbits_words(k)
+                .iter()
+                .rev()
+                .fold(0u128, |acc, &w| (acc << 32) | w as u128);
+            if r < n {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// `randrange(start, stop, step)` for 128-bit bounds (ranges beyond 64 bits draw as
+    /// CPython does). Errors on an empty range, `step == 0`, or a result outside `i128`.
+    pub fn randrange_i128(&mut self, start: i128, stop: i128, step: i128) -> Result<i128> {
+        const OP: &str = "randrange";
+        let over = || invalid(OP, "stop", "range does not fit in 128 bits");
+        let width = stop.checked_sub(start).ok_or_else(over)?;
+        let n = match step {
+            0 => return Err(invalid(OP, "step", "zero step for randrange()")),
+            1 => width,
+            s if s > 0 => width.checked_add(s - 1).ok_or_else(over)?.div_euclid(s),
+            s => floor_div(width.checked_add(s + 1).ok_or_else(over)?, s),
+        };
+        if n <= 0 {
+            return Err(invalid(
+                OP,
+                "stop",
+                format!("empty range for randrange({start}, {stop}, {step})"),
+            ));
+        }
+        let r = self.randbelow_u128(n as u128)? as i128;
+        step.checked_mul(r)
+            .and_then(|x| x.checked_add(start))
+            .ok_or_else(over)
+    }
+
+    /// `randint(a, b)` for 128-bit bounds = `randrange(a, b + 1)`.
+    pub fn randint_i128(&mut self, a: i128, b: i128) -> Result<i128> {
+        if a > b {
+            return Err(invalid(
+                "randint",
+                "b",
+                format!("empty range for randint({a}, {b})"),
+            ));
+        }
+        let stop = b
+            .checked_add(1)
+            .ok_or_else(|| invalid("randint", "b", "range does not fit in 128 bits"))?;
+        self.randrange_i128(a, stop, 1)
+    }
+
+    /// `sample(range(len(counts)), k, counts=counts)` as indices: a sample of
+    /// `range(sum(counts))`, each mapped to its element by bisecting the running counts.
+    /// Errors if the total is not positive or `k` exceeds it.
+    pub fn sample_counts_indices(&mut self, counts: &[u64], k: usize) -> Result<Vec<usize>> {
+        const OP: &str = "sample";
+        let mut acc: u64 = 0;
+        let mut cum = Vec::with_capacity(counts.len());
+        for &c in counts {
+            acc = acc
+                .checked_add(c)
+                .ok_or_else(|| invalid(OP, "counts", "total of counts too large"))?;
+            cum.push(acc);
+        }
+        let Some(total) = cum.pop() else {
+            return Err(invalid(
+                OP,
+                "counts",
+                "Total of counts must be greater than zero",
+            ));
+        };
+        if total == 0 {
+            return Err(invalid(
+                OP,
+                "counts",
+                "Total of counts must be greater than zero",
+            ));
+        }
+        let total = usize::try_from(total)
+            .map_err(|_| invalid(OP, "counts", "total of counts too large"))?;
+        let picks = self.sample_indices(total, k)?;
+        Ok(picks
+            .into_iter()
+            .map(|s| cum.partition_point(|&c| c <= s as u64))
+            .collect())
+    }
+
+    /// `choices(range(n), cum_weights=cum, k=k)` as indices (`n = cum.len()`): a bisection
+    /// of `cum` by `random()·cum[-1]`. Errors on an empty `cum` with `k > 0`, or a total
+    /// that is not positive and finite.
+    pub fn choices_cum_indices(&mut self, cum: &[f64], k: usize) -> Result<Vec<usize>> {
+        const OP: &str = "choices";
+        let Some(&total) = cum.last() else {
+            if k == 0 {
+                return Ok(Vec::new());
+            }
+            return Err(invalid(
+                OP,
+                "population",
+                "cannot choose from an empty population",
+            ));
+        };
+        let total = total + 0.0;
+        if !(total > 0.0) {
+            return Err(invalid(
+                OP,
+                "weights",
+                "Total of weights must be greater than zero",
+            ));
+        }
+        if !total.is_finite() {
+            return Err(invalid(OP, "weights", "Total of weights must be finite"));
+        }
+        let hi = cum.len() - 1;
+        Ok((0..k)
+            .map(|_| {
+                let x = self.random() * total;
+                cum[..hi].partition_point(|&c| c <= x)
+            })
+            .collect())
+    }
+
     /// `getstate()`.
     pub fn getstate(&self) -> PyState {
         PyState {
@@ -572,6 +875,57 @@ pub fn words_to_decimal(words: &[u32]) -> String {
         s.push_str(&format!("{c:09}"));
     }
     s
+}
+
+/// `seed(version=1)`'s string hash over code points.
+fn seed_v1_hash(cps: &[u64]) -> u64 {
+    let mut x: u64 = cps.first().map_or(0, |&c| c << 7);
+    for &c in cps {
+        x = 1_000_003u64.wrapping_mul(x) ^ c;
+    }
+    x ^ cps.len() as u64
+}
+
+/// The C library's functions CPython's `math` module calls (glibc on Linux).
+mod pylibm {
+    unsafe extern "C" {
+        pub safe fn log(x: f64) -> f64;
+        pub safe fn exp(x: f64) -> f64;
+        pub safe fn pow(x: f64, y: f64) -> f64;
+        pub safe fn cos(x: f64) -> f64;
+        pub safe fn acos(x: f64) -> f64;
+        pub safe fn fmod(x: f64, y: f64) -> f64;
+    }
+}
+
+/// Python's float `x % y` (the result takes the sign of `y`).
+fn py_mod(x: f64, y: f64) -> f64 {
+    let m = pylibm::fmod(x, y);
+    if m != 0.0 {
+        if (y < 0.0) != (m < 0.0) { m + y } else { m }
+    } else {
+        0.0f64.copysign(y)
+    }
+}
+
+/// Python's float `x ** y` for the cases `random` reaches: `pow` from the C library, with
+/// CPython's errors (zero to a negative power, overflow).
+fn py_pow(op: &'static str, x: f64, y: f64) -> Result<f64> {
+    if y == 0.0 || x == 1.0 {
+        return Ok(1.0);
+    }
+    if x == 0.0 && y < 0.0 {
+        return Err(invalid(op, "x", "0.0 cannot be raised to a negative power"));
+    }
+    let r = pylibm::pow(x, y);
+    if r.is_infinite() && x.is_finite() && y.is_finite() {
+        return Err(invalid(
+            op,
+            "x",
+            "OverflowError: (34, 'Numerical result out of range')",
+        ));
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
