@@ -22,17 +22,40 @@ pub fn report() -> serde_json::Value {
              which may differ from glibc, the library PyTorch/NumPy/CPython match on Linux",
         );
     }
+    let env: serde_json::Map<String, serde_json::Value> = doctor::relevant_env()
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect();
+    for k in ["OMP_NUM_THREADS", "RAYON_NUM_THREADS"] {
+        if env.contains_key(k) {
+            notes.push(
+                "OMP_NUM_THREADS / RAYON_NUM_THREADS are set: lockstep's own pool ignores them \
+                 (use --threads or set_num_threads), but other libraries in the process may not",
+            );
+            break;
+        }
+    }
+    if env.contains_key("LOCKSTEP_TRACE") {
+        notes.push("LOCKSTEP_TRACE is set: every op call is traced (slower)");
+    }
+    let available = std::thread::available_parallelism().map_or(0, |n| n.get());
     json!({
         "lockstep": env!("CARGO_PKG_VERSION"),
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
+        "cpu_model": doctor::cpu_model(),
         "cpu_features": features,
+        "simd_in_use": doctor::simd_in_use(),
+        "libc": doctor::libc_version(),
         "threads": lockstep_tensor::get_num_threads(),
+        "available_parallelism": available,
+        "environment": env,
         "deterministic_algorithms": lockstep_tensor::are_deterministic_algorithms_enabled(),
         "warn_only": lockstep_tensor::is_deterministic_algorithms_warn_only_enabled(),
         "fill_uninitialized_memory": lockstep_tensor::deterministic::fill_uninitialized_memory(),
         "benchmark": lockstep_tensor::autotune::benchmark(),
         "conv_deterministic": lockstep_tensor::autotune::conv_deterministic(),
+        "tracing": std::env::var("LOCKSTEP_TRACE").ok(),
         "autotune_choices": lockstep_tensor::autotune::choices()
             .into_iter()
             .map(|(op, key, algo)| json!({"op": op, "key": key, "algo": algo}))
@@ -74,11 +97,37 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
     println!(
         "lockstep {} on {} {}",
         env["lockstep"].as_str().unwrap_or("?"),
-        env["os"],
-        env["arch"]
+        env["os"].as_str().unwrap_or("?"),
+        env["arch"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  CPU:                       {}",
+        env["cpu_model"].as_str().unwrap_or("unknown")
     );
     println!("  CPU features:              {}", env["cpu_features"]);
-    println!("  threads:                   {}", env["threads"]);
+    println!(
+        "  kernels run at:            {} (same bits at every level in deterministic mode)",
+        env["simd_in_use"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  C library (and libm):      {}",
+        env["libc"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  threads:                   {} (of {} available)",
+        env["threads"], env["available_parallelism"]
+    );
+    match env["environment"].as_object() {
+        Some(vars) if !vars.is_empty() => {
+            println!("  environment:");
+            for (k, v) in vars {
+                println!("    {k}={}", v.as_str().unwrap_or_default());
+            }
+        }
+        _ => {
+            println!("  environment:               no OMP_/MKL_/RAYON_/CUBLAS_/LOCKSTEP_ variables")
+        }
+    }
     println!(
         "  deterministic algorithms:  {} (warn-only {})",
         env["deterministic_algorithms"], env["warn_only"]
@@ -116,4 +165,31 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
         );
     }
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn report_names_what_can_break_reproducibility() {
+        let r = super::report();
+        for k in [
+            "lockstep",
+            "cpu_model",
+            "cpu_features",
+            "simd_in_use",
+            "libc",
+            "threads",
+            "available_parallelism",
+            "environment",
+            "deterministic_algorithms",
+            "benchmark",
+            "autotune_choices",
+        ] {
+            assert!(r.get(k).is_some(), "no {k} in {r}");
+        }
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(r["libc"].as_str().unwrap().starts_with("glibc 2."), "{r}");
+        }
+        assert!(r["environment"].is_object());
+    }
 }

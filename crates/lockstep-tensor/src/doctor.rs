@@ -226,6 +226,79 @@ pub fn run(cases: &[Case]) -> Vec<SelfTestResult> {
         .collect()
 }
 
+/// The CPU's model name (`/proc/cpuinfo` on Linux), if known.
+pub fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| {
+            l.starts_with("model name") || l.starts_with("Model") || l.starts_with("Hardware")
+        })
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The instruction-set level lockstep's vectorised kernels run at on this CPU (`avx512f`,
+/// `avx2+fma`, `neon` or `portable`). Deterministic kernels give the same bits at every level.
+pub fn simd_in_use() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return "avx512f";
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return "avx2+fma";
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        return "neon";
+    }
+    #[allow(unreachable_code)]
+    "portable"
+}
+
+/// The C library and its version (`glibc 2.39` from `gnu_get_libc_version`), which also
+/// supplies the math library (`libm`) that float64 samplers and `erf` call.
+pub fn libc_version() -> String {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn gnu_get_libc_version() -> *const std::ffi::c_char;
+        }
+        // SAFETY: glibc returns a pointer to a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) };
+        return format!("glibc {}", v.to_string_lossy());
+    }
+    #[allow(unreachable_code)]
+    if cfg!(target_env = "musl") {
+        "musl (version not exposed)".to_string()
+    } else {
+        format!("{} C library (version unknown)", std::env::consts::OS)
+    }
+}
+
+/// The environment variables that can change threading or results here: `OMP_NUM_THREADS`,
+/// `MKL_*`, `RAYON_NUM_THREADS`, `CUBLAS_WORKSPACE_CONFIG`, `OPENBLAS_*`, `PYTHONHASHSEED` and
+/// every `LOCKSTEP_*`, as set (sorted).
+pub fn relevant_env() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "OMP_NUM_THREADS"
+                    | "RAYON_NUM_THREADS"
+                    | "CUBLAS_WORKSPACE_CONFIG"
+                    | "PYTHONHASHSEED"
+            ) || k.starts_with("MKL_")
+                || k.starts_with("OPENBLAS_")
+                || k.starts_with("LOCKSTEP_")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
