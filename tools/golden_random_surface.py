@@ -4,7 +4,9 @@
 
 Run with the reference interpreter (NumPy 2.4.6, CPython 3.11):
     python3 tools/golden_random_surface.py
-Writes tests/golden/random_surface_numpy.json and tests/golden/random_surface_python.json (CPython
+Writes tests/golden/random_surface_{numpy,python,torch}.json (torch 2.15: log_normal_, cauchy_,
+geometric_, random_() per dtype, normal with tensor mean/std, poisson, _standard_gamma,
+distributions.Gamma/Chi2, the *_like functions; CPython
 `random`: the variates, randbytes, randrange/randint beyond 64 bits, sample with counts,
 choices with weights/cum_weights, seed version 1 of str/bytes) in the format of tests/golden/numpy.json: each
 case is `lockstep sample LIB FN --seed=S [opts]` and the values the real call drew (a fresh
@@ -245,7 +247,111 @@ def python_cases():
     return cases
 
 
-def main():
+# ------------------------------------------------------------------------------ torch
+def torch_cases():
+    import torch
+    from torch.distributions import Chi2, Gamma
+
+    dt = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64,
+          "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+          "bool": torch.bool}
+
+    def call(fn, o):
+        d = dt[o.get("dtype", "float32")]
+        shape = tuple(o.get("shape", (1,)))
+        if fn == "rand_like":
+            return torch.rand_like(torch.empty(shape, dtype=d))
+        if fn == "randn_like":
+            return torch.randn_like(torch.empty(shape, dtype=d))
+        if fn == "randint_like":
+            return torch.randint_like(torch.empty(shape, dtype=d), o.get("low", 0), o["high"])
+        if fn == "log_normal":
+            return torch.empty(shape, dtype=d).log_normal_(o.get("mean", 1.0), o.get("std", 2.0))
+        if fn == "cauchy":
+            return torch.empty(shape, dtype=d).cauchy_(o.get("median", 0.0), o.get("sigma", 1.0))
+        if fn == "geometric":
+            return torch.empty(shape, dtype=d).geometric_(o["p"])
+        if fn == "random":
+            return torch.empty(shape, dtype=d).random_()
+        if fn == "normal_tensor":
+            m = torch.tensor(o["means"], dtype=d) if "means" in o else o.get("mean", 0.0)
+            s = torch.tensor(o["stds"], dtype=d) if "stds" in o else o.get("std", 1.0)
+            return torch.normal(m, s)
+        if fn == "poisson":
+            return torch.poisson(torch.tensor(o["rates"], dtype=d))
+        if fn == "standard_gamma":
+            return torch._standard_gamma(torch.tensor(o["alpha"], dtype=d))
+        if fn == "gamma":
+            return Gamma(torch.tensor(o["concentration"], dtype=d),
+                         torch.tensor(o.get("rate", 1.0), dtype=d)).sample()
+        if fn == "chi2":
+            return Chi2(torch.tensor(o["df"], dtype=d)).sample()
+        raise ValueError(fn)
+
+    def case(fn, seed, repeat=1, **o):
+        torch.manual_seed(seed)
+        vals, dtype = [], None
+        for _ in range(repeat):
+            r = call(fn, o)
+            if r.dtype in (torch.float32, torch.float64):
+                dtype = "float32" if r.dtype == torch.float32 else "float64"
+                vals += [num(float(x)) for x in r.reshape(-1).tolist()]
+            else:
+                dtype = "int64"
+                vals += [int(x) for x in r.reshape(-1).tolist()]
+        args = ["torch", fn, f"--seed={seed}"]
+        for k, v in o.items():
+            args.append(f"--{k}={opt_text(v)}")
+        if repeat != 1:
+            args.append(f"--repeat={repeat}")
+        return {"args": args, "dtype": dtype, "values": vals}
+
+    F = ["float32", "float64"]
+    specs = []
+    for d in F:
+        specs += [("rand_like", dict(shape=(5,), dtype=d)), ("randn_like", dict(shape=(20,), dtype=d)),
+                  ("randn_like", dict(shape=(3,), dtype=d)),
+                  ("log_normal", dict(shape=(7,), dtype=d)), ("log_normal", dict(mean=0.5, std=0.25, shape=(40,), dtype=d)),
+                  ("cauchy", dict(shape=(20,), dtype=d)), ("cauchy", dict(median=1.0, sigma=2.5, shape=(20,), dtype=d)),
+                  ("geometric", dict(p=0.2, shape=(20,), dtype=d)), ("geometric", dict(p=0.9, shape=(20,), dtype=d)),
+                  ("geometric", dict(p=1e-6, shape=(20,), dtype=d)),
+                  ("normal_tensor", dict(means=[0.0, 1.0, 2.0], stds=[1.0, 2.0, 3.0], dtype=d)),
+                  ("normal_tensor", dict(means=[float(i) for i in range(20)], stds=[0.5], dtype=d)),
+                  ("normal_tensor", dict(means=[0.0, 1.0, 2.0, 3.0, 4.0], std=2.0, dtype=d)),
+                  ("normal_tensor", dict(mean=3.0, stds=[float(i) / 4 for i in range(17)], dtype=d)),
+                  ("poisson", dict(rates=[0.0, 0.5, 4.0, 9.99, 10.0, 12.0, 100.0, 1e5] * 4, dtype=d)),
+                  ("standard_gamma", dict(alpha=[0.0, 1e-3, 0.3, 0.999, 1.0, 2.5, 100.0] * 4, dtype=d)),
+                  ("gamma", dict(concentration=[0.5, 3.0, 1e-2], rate=2.0, dtype=d)),
+                  ("chi2", dict(df=[1.0, 3.5, 0.2, 50.0], dtype=d))]
+    specs += [("randint_like", dict(low=-5, high=5, shape=(6,), dtype="int64")),
+              ("randint_like", dict(high=1 << 30, shape=(6,), dtype="float64")),
+              ("geometric", dict(p=0.3, shape=(10,), dtype="int64"))]
+    specs += [("random", dict(shape=(8,), dtype=d)) for d in
+              ["int64", "int32", "int16", "int8", "uint8", "bool", "float32", "float64"]]
+    cases = []
+    for fn, o in specs:
+        for seed in [0, 5, 2**32 + 7, 2**64 - 1]:
+            cases.append(case(fn, seed, **o))
+        cases.append(case(fn, 3, repeat=3, **o))
+    return cases, torch.__version__
+
+
+def write(name, library, cases):
+    doc = {
+        "generator": ME,
+        "library": library,
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cases": cases,
+    }
+    path = os.path.join(GOLD, name)
+    with open(path, "w") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+        fh.write("\n")
+    print(f"{path}: {len(cases)} cases")
+
+
+def numpy_cases():
     cases = []
     for lib in ["numpy", "numpy-legacy"]:
         extra = GEN_ONLY if lib == "numpy" else LEGACY_ONLY
@@ -264,30 +370,19 @@ def main():
                 cases.append(case(lib, fn, 3, p, 7, repeat=3, dtype=dtype))
                 cases.append(case(lib, fn, 11, p, None, repeat=2, dtype=dtype))
                 cases.append(case(lib, fn, 12, p, (2, 3), dtype=dtype))
-    doc = {
-        "generator": ME,
-        "library": f"numpy {np.__version__}",
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "cases": cases,
-    }
-    path = os.path.join(GOLD, "random_surface_numpy.json")
-    with open(path, "w") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-        fh.write("\n")
-    print(f"{path}: {len(cases)} cases")
-    cases = python_cases()
-    doc = {
-        "generator": ME,
-        "library": f"CPython {sys.version.split()[0]} random",
-        "machine": platform.machine(),
-        "cases": cases,
-    }
-    path = os.path.join(GOLD, "random_surface_python.json")
-    with open(path, "w") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-        fh.write("\n")
-    print(f"{path}: {len(cases)} cases")
+    return cases
+
+
+def main():
+    which = sys.argv[1:] or ["numpy", "python", "torch"]
+    if "numpy" in which:
+        write("random_surface_numpy.json", f"numpy {np.__version__}", numpy_cases())
+    if "python" in which:
+        write("random_surface_python.json", f"CPython {sys.version.split()[0]} random",
+              python_cases())
+    if "torch" in which:
+        cases, version = torch_cases()
+        write("random_surface_torch.json", f"torch {version}", cases)
 
 
 if __name__ == "__main__":

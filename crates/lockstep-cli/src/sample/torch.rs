@@ -187,6 +187,105 @@ pub(super) const LIB: LibDoc = LibDoc {
             ],
             example: "--workers=2 --epochs=2 --n=16 --batch-size=4 --shuffle=true",
         },
+        FnDoc {
+            name: "rand_like",
+            call: "torch.rand_like(torch.empty(shape, dtype)) (= rand)",
+            options: &[SHAPE, FLOAT],
+            example: "--shape=3 --dtype=float64",
+        },
+        FnDoc {
+            name: "randn_like",
+            call: "torch.randn_like(torch.empty(shape, dtype)) (= randn)",
+            options: &[SHAPE, FLOAT],
+            example: "--shape=20 --dtype=float32",
+        },
+        FnDoc {
+            name: "randint_like",
+            call: "torch.randint_like(torch.empty(shape, dtype), low, high) (= randint)",
+            options: &[
+                opt(&["low"], "0"),
+                opt(&["high"], "required"),
+                SHAPE,
+                opt(&["dtype"], "int64; or float32, float64"),
+            ],
+            example: "--low=-5 --high=5 --shape=4 --dtype=int64",
+        },
+        FnDoc {
+            name: "log_normal",
+            call: "torch.empty(shape, dtype).log_normal_(mean, std)",
+            options: &[opt(&["mean"], "1"), opt(&["std"], "2"), SHAPE, FLOAT],
+            example: "--mean=0.5 --std=0.25 --shape=5 --dtype=float64",
+        },
+        FnDoc {
+            name: "cauchy",
+            call: "torch.empty(shape, dtype).cauchy_(median, sigma)",
+            options: &[opt(&["median"], "0"), opt(&["sigma"], "1"), SHAPE, FLOAT],
+            example: "--median=1 --sigma=2 --shape=5 --dtype=float32",
+        },
+        FnDoc {
+            name: "geometric",
+            call: "torch.empty(shape, dtype).geometric_(p)",
+            options: &[
+                opt(&["p"], "required"),
+                SHAPE,
+                opt(&["dtype"], "float32; or float64, int64"),
+            ],
+            example: "--p=0.2 --shape=5 --dtype=int64",
+        },
+        FnDoc {
+            name: "random",
+            call: "torch.empty(shape, dtype).random_() (bool and the integer dtypes print as int64)",
+            options: &[
+                SHAPE,
+                opt(
+                    &["dtype"],
+                    "int64; or int32, int16, int8, uint8, bool, float32, float64",
+                ),
+            ],
+            example: "--shape=5 --dtype=int16",
+        },
+        FnDoc {
+            name: "normal_tensor",
+            call: "torch.normal(mean, std) with mean = torch.tensor(means, dtype) or the float \
+                   --mean, std likewise",
+            options: &[
+                opt(&["means"], "none; M1,M2,.. (else --mean)"),
+                opt(&["stds"], "none; S1,S2,.. (else --std)"),
+                opt(&["mean"], "0"),
+                opt(&["std"], "1"),
+                FLOAT,
+            ],
+            example: "--means=0,1,2 --stds=1,2,3 --mean=0 --std=1 --dtype=float32",
+        },
+        FnDoc {
+            name: "poisson",
+            call: "torch.poisson(torch.tensor(rates, dtype))",
+            options: &[opt(&["rates"], "required; R1,R2,.."), FLOAT],
+            example: "--rates=0.5,4,12,100 --dtype=float64",
+        },
+        FnDoc {
+            name: "standard_gamma",
+            call: "torch._standard_gamma(torch.tensor(alpha, dtype))",
+            options: &[opt(&["alpha"], "required; A1,A2,.."), FLOAT],
+            example: "--alpha=0.5,1,2.5 --dtype=float32",
+        },
+        FnDoc {
+            name: "gamma",
+            call: "torch.distributions.Gamma(torch.tensor(concentration, dtype), \
+                   torch.tensor(rate, dtype)).sample()",
+            options: &[
+                opt(&["concentration"], "required; C1,C2,.."),
+                opt(&["rate"], "1"),
+                FLOAT,
+            ],
+            example: "--concentration=0.5,3 --rate=2 --dtype=float64",
+        },
+        FnDoc {
+            name: "chi2",
+            call: "torch.distributions.Chi2(torch.tensor(df, dtype)).sample()",
+            options: &[opt(&["df"], "required; D1,D2,.."), FLOAT],
+            example: "--df=1,3.5 --dtype=float32",
+        },
     ],
 };
 
@@ -311,7 +410,7 @@ pub fn run(
             let p: f64 = opts.get_or("p", 0.5)?;
             run_float(g, opts, repeat, n, DropoutFn(p))
         }
-        "randint" => {
+        "randint" | "randint_like" => {
             let low: i64 = opts.get_or("low", 0)?;
             let high: i64 = opts.require("high")?;
             match dtype(opts, Dtype::I64)? {
@@ -477,6 +576,153 @@ pub fn run(
                 Ok(Values::U64(out))
             })
         }
+        "rand_like" => run_float(g, opts, repeat, n, RandFn),
+        "randn_like" => run_float(g, opts, repeat, n, NormalFn(0.0, 1.0)),
+        "log_normal" => {
+            let (mean, std) = (opts.get_or("mean", 1.0)?, opts.get_or("std", 2.0)?);
+            run_float(g, opts, repeat, n, LogNormalFn(mean, std))
+        }
+        "cauchy" => {
+            let (median, sigma) = (opts.get_or("median", 0.0)?, opts.get_or("sigma", 1.0)?);
+            run_float(g, opts, repeat, n, CauchyFn(median, sigma))
+        }
+        "geometric" => {
+            let p: f64 = opts.require("p")?;
+            match dtype(opts, Dtype::F32)? {
+                Dtype::I64 => repeat_calls(repeat, || {
+                    let mut v = vec![0i64; n];
+                    t::geometric_(g, &mut v, p)?;
+                    Ok(Values::I64(v))
+                }),
+                Dtype::F32 => repeat_calls(repeat, || {
+                    let mut v = vec![0f32; n];
+                    t::geometric_(g, &mut v, p)?;
+                    Ok(Values::F32(v))
+                }),
+                Dtype::F64 => repeat_calls(repeat, || {
+                    let mut v = vec![0f64; n];
+                    t::geometric_(g, &mut v, p)?;
+                    Ok(Values::F64(v))
+                }),
+            }
+        }
+        "random" => {
+            fn ints<T: t::RandomDefault + Default + Into<i64>>(
+                g: &mut Generator,
+                n: usize,
+            ) -> Values {
+                let mut v = vec![T::default(); n];
+                t::random_default_(g, &mut v);
+                Values::I64(v.into_iter().map(Into::into).collect())
+            }
+            let d = opts.raw("dtype").unwrap_or("int64").to_string();
+            repeat_calls(repeat, || {
+                Ok(match d.as_str() {
+                    "int64" => ints::<i64>(g, n),
+                    "int32" => ints::<i32>(g, n),
+                    "int16" => ints::<i16>(g, n),
+                    "int8" => ints::<i8>(g, n),
+                    "uint8" => ints::<u8>(g, n),
+                    "bool" => {
+                        let mut v = vec![false; n];
+                        t::random_default_(g, &mut v);
+                        Values::I64(v.into_iter().map(i64::from).collect())
+                    }
+                    "float32" => {
+                        let mut v = vec![0f32; n];
+                        t::random_default_(g, &mut v);
+                        Values::F32(v)
+                    }
+                    "float64" => {
+                        let mut v = vec![0f64; n];
+                        t::random_default_(g, &mut v);
+                        Values::F64(v)
+                    }
+                    other => {
+                        return fail(format!(
+                            "option --dtype={other}: expected int64, int32, int16, int8, uint8, \
+                             bool, float32 or float64"
+                        ));
+                    }
+                })
+            })
+        }
+        "normal_tensor" => {
+            let means: Option<Vec<f64>> = opts.list("means")?;
+            let stds: Option<Vec<f64>> = opts.list("stds")?;
+            let (mean, std): (f64, f64) = (opts.get_or("mean", 0.0)?, opts.get_or("std", 1.0)?);
+            if means.is_none() && stds.is_none() {
+                return fail("normal_tensor: give --means or --stds (or both)");
+            }
+            let len = means
+                .as_ref()
+                .map_or(1, Vec::len)
+                .max(stds.as_ref().map_or(1, Vec::len));
+            check_total(len, repeat)?;
+            fn one<T: Float>(
+                g: &mut Generator,
+                means: &Option<Vec<f64>>,
+                stds: &Option<Vec<f64>>,
+                mean: f64,
+                std: f64,
+            ) -> Result<Vec<T>, SampleError> {
+                let conv = |v: &Vec<f64>| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+                let (m, s) = (means.as_ref().map(conv), stds.as_ref().map(conv));
+                let m = m.as_deref().ok_or(mean);
+                let s = s.as_deref().ok_or(std);
+                Ok(t::normal_tensor(g, m, s)?)
+            }
+            match float_dtype(opts)? {
+                Dtype::F32 => repeat_calls(repeat, || {
+                    Ok(Values::F32(one::<f32>(g, &means, &stds, mean, std)?))
+                }),
+                _ => repeat_calls(repeat, || {
+                    Ok(Values::F64(one::<f64>(g, &means, &stds, mean, std)?))
+                }),
+            }
+        }
+        "poisson" | "standard_gamma" | "gamma" | "chi2" => {
+            let key = match func {
+                "poisson" => "rates",
+                "standard_gamma" => "alpha",
+                "gamma" => "concentration",
+                _ => "df",
+            };
+            let xs: Vec<f64> = opts
+                .list(key)?
+                .ok_or_else(|| SampleError(format!("option --{key} is required here")))?;
+            check_total(xs.len(), repeat)?;
+            let rate: f64 = if func == "gamma" {
+                opts.get_or("rate", 1.0)?
+            } else {
+                1.0
+            };
+            fn one<T: Float>(
+                g: &mut Generator,
+                func: &str,
+                xs: &[f64],
+                rate: f64,
+            ) -> Result<Vec<T>, SampleError> {
+                let xs: Vec<T> = xs.iter().map(|&x| T::from_f64(x)).collect();
+                Ok(match func {
+                    "poisson" => t::poisson(g, &xs)?,
+                    "standard_gamma" => t::standard_gamma(g, &xs)?,
+                    "gamma" => t::gamma_sample(g, &xs, T::from_f64(rate))?,
+                    _ => {
+                        // Chi2(df) = Gamma(0.5 * df, 0.5), `0.5 * df` in the dtype.
+                        let half = T::from_f64(0.5);
+                        let conc: Vec<T> = xs.iter().map(|&d| half.mul(d)).collect();
+                        t::gamma_sample(g, &conc, half)?
+                    }
+                })
+            }
+            match float_dtype(opts)? {
+                Dtype::F32 => {
+                    repeat_calls(repeat, || Ok(Values::F32(one::<f32>(g, func, &xs, rate)?)))
+                }
+                _ => repeat_calls(repeat, || Ok(Values::F64(one::<f64>(g, func, &xs, rate)?))),
+            }
+        }
         _ => unknown_function(&LIB, func),
     }
 }
@@ -518,6 +764,20 @@ struct UniformFn(f64, f64);
 impl FloatFn for UniformFn {
     fn call<T: Float>(&self, g: &mut Generator, out: &mut Vec<T>) -> Result<(), SampleError> {
         Ok(t::uniform_(g, out, self.0, self.1)?)
+    }
+}
+
+struct LogNormalFn(f64, f64);
+impl FloatFn for LogNormalFn {
+    fn call<T: Float>(&self, g: &mut Generator, out: &mut Vec<T>) -> Result<(), SampleError> {
+        Ok(t::log_normal_(g, out, self.0, self.1)?)
+    }
+}
+
+struct CauchyFn(f64, f64);
+impl FloatFn for CauchyFn {
+    fn call<T: Float>(&self, g: &mut Generator, out: &mut Vec<T>) -> Result<(), SampleError> {
+        Ok(t::cauchy_(g, out, self.0, self.1)?)
     }
 }
 

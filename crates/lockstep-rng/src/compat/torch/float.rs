@@ -33,6 +33,8 @@ pub trait Float:
     fn div(self, o: Self) -> Self;
     /// Natural logarithm (the C library's `logf` / `log`).
     fn ln(self) -> Self;
+    /// The smallest positive normal number (`torch.finfo(dtype).tiny`).
+    fn tiny() -> Self;
     /// One unit uniform in `[0, 1)` as `torch.rand` makes it for this dtype.
     fn unit(g: &mut Generator) -> Self;
     /// `out.len()` unit uniforms, in order; same as repeated [`unit`](Self::unit).
@@ -81,6 +83,10 @@ macro_rules! arithmetic {
         #[inline]
         fn ln(self) -> Self {
             <$t>::ln(self)
+        }
+        #[inline]
+        fn tiny() -> Self {
+            <$t>::MIN_POSITIVE
         }
     };
 }

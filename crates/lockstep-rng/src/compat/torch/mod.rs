@@ -21,10 +21,15 @@
 //! 16-block path use PyTorch's AVX2 polynomial `log` and `sincos`, reproduced operation by
 //! operation (see `normal.rs`).
 
+mod distributions;
 mod float;
 pub mod init;
 mod normal;
 
+pub use distributions::{
+    FromF64, RandomDefault, cauchy_, gamma_sample, geometric_, log_normal_, normal_tensor, poisson,
+    random_default_, random_full_range_, standard_gamma,
+};
 pub use float::Float;
 pub use normal::{normal_, normal_scalar_path_};
 
