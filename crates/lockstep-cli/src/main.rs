@@ -234,6 +234,15 @@ struct TrainArgs {
     /// reports without them.
     #[arg(long)]
     nondeterministic: bool,
+    /// Micro-shards of M samples (needs --seeding invariant; not with --model cnn): each
+    /// batch's gradient is the fixed-order sum of its micro-shards' gradients, the same bits
+    /// on any number of processes (0 = off; --distributed: 8).
+    #[arg(long, default_value_t = 0)]
+    micro_batch: usize,
+    /// Data-parallel over MPI: `mpirun -np W lockstep train --distributed --seeding invariant
+    /// ...` (a build with --features mpi); the same bits for any W.
+    #[arg(long)]
+    distributed: bool,
 }
 
 fn main() -> ExitCode {
@@ -293,7 +302,11 @@ fn main() -> ExitCode {
                 resume: a.resume,
                 init_from: a.init_from,
                 nondeterministic: a.nondeterministic,
+                micro_batch: a.micro_batch,
             };
+            if a.distributed {
+                return lockstep_cli::distributed::main(&cfg, a.json);
+            }
             lockstep_cli::train::main(&cfg, a.json)
         }
         Command::Sweep {

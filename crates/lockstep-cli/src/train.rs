@@ -9,6 +9,7 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
+use crate::distributed::{Local, Shards, tree_sum};
 use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
@@ -87,6 +88,11 @@ pub struct TrainConfig {
     pub init_from: Option<PathBuf>,
     /// Turn deterministic algorithms off (they are on by default, as in the PyTorch program).
     pub nondeterministic: bool,
+    /// Micro-shards of this many samples (0 = off; needs `invariant` seeding): each batch's
+    /// gradient is the sum, in a fixed tree over micro-shard index, of the micro-shards'
+    /// gradients (see [`crate::distributed`]), so that any number of processes computes the
+    /// same bits.
+    pub micro_batch: usize,
 }
 
 impl Default for TrainConfig {
@@ -119,6 +125,7 @@ impl Default for TrainConfig {
             resume: None,
             init_from: None,
             nondeterministic: false,
+            micro_batch: 0,
         }
     }
 }
@@ -534,7 +541,7 @@ impl Progress for Quiet {}
 /// The configuration a checkpoint must share with the run that resumes it (everything but
 /// threads, workers, the number of epochs or steps and the checkpoint flags).
 fn identity(cfg: &TrainConfig) -> serde_json::Value {
-    json!({
+    let mut id = json!({
         "model": cfg.model, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
         "optimizer": cfg.optimizer, "momentum": cfg.momentum, "nesterov": cfg.nesterov,
         "weight_decay": cfg.weight_decay, "scheduler": cfg.scheduler,
@@ -544,7 +551,13 @@ fn identity(cfg: &TrainConfig) -> serde_json::Value {
         "init_from": cfg.init_from.as_ref().map(|p| p.display().to_string()),
         // StepLR's step size and the cosine period depend on the number of epochs.
         "epochs_for_scheduler": if cfg.scheduler == "none" { 0 } else { cfg.epochs },
-    })
+    });
+    // Micro-shards change the arithmetic (not the number of processes, which is free to
+    // change); the key exists only when they are on, so older checkpoints still resume.
+    if cfg.micro_batch > 0 {
+        id["micro_batch"] = json!(cfg.micro_batch);
+    }
+    id
 }
 
 fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
@@ -616,7 +629,22 @@ fn resume_checkpoint(path: &std::path::Path) -> Result<Option<Checkpoint>, BoxEr
 /// Invalid flags, an unreadable data file or checkpoint, or an op error (naming the op and
 /// shapes).
 pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, BoxError> {
+    run_distributed(cfg, progress, &mut Local)
+}
+
+/// [`run`] as one of the processes of `shards` (`--micro-batch` must be on when there are
+/// several): each computes its own micro-shards, all apply the same update; only rank 0
+/// writes checkpoints.
+///
+/// # Errors
+/// As [`run`]; a failed exchange.
+pub fn run_distributed(
+    cfg: &TrainConfig,
+    progress: &mut dyn Progress,
+    shards: &mut dyn Shards,
+) -> Result<Report, BoxError> {
     let aug = check(cfg)?;
+    check_micro_batch(cfg, shards.size())?;
     let invariant = match cfg.seeding.as_str() {
         "torch" => false,
         "invariant" => true,
@@ -818,29 +846,47 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
             let Some(batch) = it.next() else { break };
             let (xb, yb, ib) = batch?;
             lockstep_tensor::trace::set_step(step);
-            let xb = Var::constant(xb);
-            let out = if invariant {
+            let l = if cfg.micro_batch > 0 {
                 let keys = SampleKeys::new(
                     cfg.seed,
                     it.epoch(),
                     ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
                 );
-                with_sample_keys(keys, || model.forward(&xb))?
+                micro_batch_grads(
+                    model.as_ref(),
+                    &params,
+                    shards,
+                    cfg.micro_batch,
+                    &keys,
+                    &xb,
+                    &yb,
+                )?
             } else {
-                model.forward(&xb)?
+                let xb = Var::constant(xb);
+                let out = if invariant {
+                    let keys = SampleKeys::new(
+                        cfg.seed,
+                        it.epoch(),
+                        ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
+                    );
+                    with_sample_keys(keys, || model.forward(&xb))?
+                } else {
+                    model.forward(&xb)?
+                };
+                let loss = F::cross_entropy(&out, &yb)?;
+                opt.zero_grad();
+                loss.backward()?;
+                loss.data().item::<f32>()? as f64
             };
-            let loss = F::cross_entropy(&out, &yb)?;
-            opt.zero_grad();
-            loss.backward()?;
             if cfg.clip_grad_norm > 0.0 {
                 optim::clip_grad_norm_(&params, cfg.clip_grad_norm, 2.0)?;
             }
             opt.step()?;
-            let l = loss.data().item::<f32>()? as f64;
             step_losses.push(l);
             step += 1;
             progress.step(step, l);
             if let Some(dir) = &cfg.checkpoint_dir
+                && shards.rank() == 0
                 && cfg.checkpoint_every > 0
                 && step.is_multiple_of(cfg.checkpoint_every)
             {
@@ -894,6 +940,7 @@ pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, Box
         }
     }
     progress.finish();
+    shards.finish();
     let state = model.state_dict();
     Ok(Report {
         model: cfg.model.clone(),
@@ -982,21 +1029,7 @@ pub fn main(cfg: &TrainConfig, json: bool) -> std::process::ExitCode {
     let mut bar = Bar::new(json, cfg.batch_size);
     match run(cfg, &mut bar) {
         Ok(r) => {
-            if json {
-                println!("{}", r.to_json());
-            } else {
-                let last = r.step_losses.last().copied().unwrap_or(f64::NAN);
-                let acc = r.test_accuracy.last().copied().unwrap_or(f64::NAN);
-                println!(
-                    "{} seed {}: {} steps, final loss {last:.6}, test accuracy {:.2}%",
-                    r.model,
-                    r.seed,
-                    r.steps,
-                    acc * 100.0
-                );
-                println!("init_sha256  {}", r.init_sha256);
-                println!("final_sha256 {}", r.final_sha256);
-            }
+            print_report(&r, json);
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
@@ -1005,4 +1038,112 @@ pub fn main(cfg: &TrainConfig, json: bool) -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// What `lockstep train` prints at the end: the JSON report (`--json`) or a summary.
+pub fn print_report(r: &Report, json: bool) {
+    if json {
+        println!("{}", r.to_json());
+    } else {
+        let last = r.step_losses.last().copied().unwrap_or(f64::NAN);
+        let acc = r.test_accuracy.last().copied().unwrap_or(f64::NAN);
+        println!(
+            "{} seed {}: {} steps, final loss {last:.6}, test accuracy {:.2}%",
+            r.model,
+            r.seed,
+            r.steps,
+            acc * 100.0
+        );
+        println!("init_sha256  {}", r.init_sha256);
+        println!("final_sha256 {}", r.final_sha256);
+    }
+}
+
+/// `--micro-batch` (and `--distributed`, which needs it): invariant seeding; no BatchNorm.
+///
+/// # Errors
+/// Torch seeding or a cnn with micro-shards; several processes without them.
+pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
+    if cfg.micro_batch == 0 {
+        if processes > 1 {
+            return Err("several processes need --micro-batch > 0".into());
+        }
+        return Ok(());
+    }
+    if cfg.seeding != "invariant" {
+        return Err(format!(
+            "--micro-batch {} needs --seeding invariant (each sample's noise and dropout masks \
+             from its own stream); got --seeding {}",
+            cfg.micro_batch, cfg.seeding
+        )
+        .into());
+    }
+    if cfg.model == "cnn" {
+        return Err(format!(
+            "--micro-batch {} with --model cnn: BatchNorm's statistics would be per micro-shard, \
+             not over the batch (synchronized BatchNorm is not implemented yet); use mlp or lstm",
+            cfg.micro_batch
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// One step's gradients as the fixed-order sum of micro-shard gradients: micro-shard `k` is
+/// rows `k·m .. min((k+1)·m, B)` of the batch; its loss is the sum-reduced cross entropy
+/// times `1 / B` (so the micro-shards' losses add up to the batch mean); this process computes
+/// the micro-shards `shards` gives it, the exchange gathers all of them in order, and
+/// [`tree_sum`] adds them. Sets every parameter's gradient; returns the batch loss.
+fn micro_batch_grads(
+    model: &dyn Module,
+    params: &[Var],
+    shards: &mut dyn Shards,
+    m: usize,
+    keys: &SampleKeys,
+    xb: &Tensor,
+    yb: &Tensor,
+) -> Result<f64, BoxError> {
+    let b = yb.shape()[0];
+    let g = b.div_ceil(m);
+    let sizes: Vec<usize> = params.iter().map(Var::numel).collect();
+    let len = sizes.iter().sum::<usize>() + 1;
+    let inv_b = 1.0 / b as f64;
+    let sum_loss = F::CrossEntropy {
+        reduction: F::Reduction::Sum,
+        ..F::CrossEntropy::default()
+    };
+    let mut own = Vec::new();
+    for k in (0..g).filter(|&k| shards.owns(k)) {
+        let (start, n) = (k * m, m.min(b - k * m));
+        let x = Var::constant(xb.narrow(0, start, n)?);
+        let y = yb.narrow(0, start, n)?.contiguous();
+        let keys = SampleKeys::new(
+            keys.seed,
+            keys.epoch,
+            keys.indices[start..start + n].to_vec(),
+        );
+        let out = with_sample_keys(keys, || model.forward(&x))?;
+        let loss = F::cross_entropy_with(&out, &y, &sum_loss)?.mul_scalar(inv_b)?;
+        params.iter().for_each(Var::zero_grad);
+        loss.backward()?;
+        let mut v = Vec::with_capacity(len);
+        for (p, &size) in params.iter().zip(&sizes) {
+            match p.grad() {
+                Some(gr) => v.extend(gr.contiguous().to_vec::<f32>()?),
+                None => v.resize(v.len() + size, 0.0),
+            }
+        }
+        v.push(loss.data().item::<f32>()?);
+        own.push(v);
+    }
+    let all = shards.gather(&own, g, len)?;
+    let sum = tree_sum(&all);
+    shards.after_step(&own);
+    let mut at = 0;
+    for (p, &size) in params.iter().zip(&sizes) {
+        let grad = Tensor::from_vec(sum[at..at + size].to_vec(), p.shape())?;
+        p.set_grad(Some(grad))?;
+        at += size;
+    }
+    Ok(sum[len - 1] as f64)
 }

@@ -1,0 +1,223 @@
+//! `lockstep train --distributed` under `mpirun`: the same bits for any number of processes,
+//! and the same as one process with `--micro-batch`. Needs Open MPI (`mpirun` on the path):
+//! `cargo test -p lockstep-cli --features mpi --test mpi`.
+#![cfg(feature = "mpi")]
+
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockstep");
+
+/// Small runs: `max_steps` steps of 30 samples (micro-shards of 8, 8, 8 and 6: two for rank 0
+/// and one for the others at W = 3), with dropout and augmentation on; `extra` flags replace
+/// or add to these (flag, value), `--distributed` is added if `distributed`.
+fn args_with(
+    model: &str,
+    max_steps: usize,
+    distributed: bool,
+    extra: &[(&str, &str)],
+) -> Vec<String> {
+    let max_steps = max_steps.to_string();
+    let mut a: Vec<String> = [
+        "train",
+        "--model",
+        model,
+        "--seeding",
+        "invariant",
+        "--epochs",
+        "1",
+        "--max-steps",
+        &max_steps,
+        "--batch-size",
+        "30",
+        "--hidden",
+        "16",
+        "--test-size",
+        "1500",
+        "--threads",
+        "1",
+        "--dropout",
+        "0.2",
+        "--aug",
+        "torch",
+        "--noise",
+        "0.1",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (k, v) in extra {
+        match a.iter().position(|s| s == k) {
+            Some(i) => a[i + 1] = v.to_string(),
+            None => a.extend([k.to_string(), v.to_string()]),
+        }
+    }
+    if distributed {
+        a.push("--distributed".into());
+    }
+    a
+}
+
+fn args(model: &str) -> Vec<String> {
+    args_with(model, 4, false, &[])
+}
+
+/// Runs `cmd` to completion, failing the test (after killing it) if it takes over `limit`:
+/// a hang is a failure, never a stuck test.
+fn run_limited(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun on the path (apt-get install openmpi-bin)");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{cmd:?} still running after {limit:?} (a hang); stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mpirun(w: usize, args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &w.to_string(),
+        BIN,
+    ]);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_limited(cmd, Duration::from_secs(180))
+}
+
+fn report(out: &Output, what: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: one report (rank 0 only), got {stdout}"
+    );
+    serde_json::from_str(lines[0]).expect("JSON report")
+}
+
+fn single(args: &[String]) -> Value {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).args(["--micro-batch", "8"]);
+    report(
+        &run_limited(cmd, Duration::from_secs(120)),
+        "single process",
+    )
+}
+
+fn distributed(w: usize, args: &[String]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--distributed".into());
+    report(&mpirun(w, &a, &[]), &format!("mpirun -np {w}"))
+}
+
+fn same_bits_for_any_world_size(model: &str) {
+    let a = args(model);
+    let base = single(&a);
+    assert_eq!(base["steps"], 4);
+    for w in 1..=4 {
+        let r = distributed(w, &a);
+        assert_eq!(
+            r["final_sha256"], base["final_sha256"],
+            "{model}: W = {w} differs from the single process"
+        );
+        assert_eq!(r["step_losses"], base["step_losses"], "{model}: W = {w}");
+        assert_eq!(
+            r["test_accuracy"], base["test_accuracy"],
+            "{model}: W = {w}"
+        );
+        assert_eq!(r["init_sha256"], base["init_sha256"], "{model}: W = {w}");
+    }
+}
+
+#[test]
+fn mlp_same_bits_for_one_to_four_processes() {
+    same_bits_for_any_world_size("mlp");
+}
+
+#[test]
+fn lstm_same_bits_for_one_to_four_processes() {
+    same_bits_for_any_world_size("lstm");
+}
+
+#[test]
+fn checkpoint_saved_at_two_processes_resumes_at_three() {
+    let dir = std::env::temp_dir().join(format!("lockstep-mpi-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.display().to_string();
+    let first = args_with(
+        "lstm",
+        2,
+        true,
+        &[("--checkpoint-dir", &d), ("--checkpoint-every", "2")],
+    );
+    report(&mpirun(2, &first, &[]), "mpirun -np 2 (save)");
+    assert!(dir.join("ckpt-00000002.safetensors").exists());
+    let second = args_with("lstm", 4, true, &[("--resume", &d)]);
+    let resumed = report(&mpirun(3, &second, &[]), "mpirun -np 3 (resume)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let base = single(&args("lstm"));
+    assert_eq!(resumed["final_sha256"], base["final_sha256"]);
+    assert_eq!(resumed["step_losses"], base["step_losses"]);
+}
+
+#[test]
+fn a_failing_rank_ends_the_job_naming_the_rank() {
+    let a = args_with("mlp", 4, true, &[]);
+    let out = mpirun(3, &a, &[("LOCKSTEP_TEST_FAIL_RANK", "1")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank 1 of 3"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "no report: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn distributed_refuses_torch_seeding_workers_and_batchnorm() {
+    for (bad, want) in [
+        (
+            ("--seeding", "torch"),
+            "--distributed needs --seeding invariant",
+        ),
+        (("--workers", "2"), "--distributed needs --workers 0"),
+        (
+            ("--model", "cnn"),
+            "synchronized BatchNorm is not implemented",
+        ),
+    ] {
+        let a = args_with("mlp", 4, true, &[bad]);
+        let out = mpirun(2, &a, &[]);
+        assert!(!out.status.success(), "{bad:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{bad:?}: {err}");
+    }
+}
