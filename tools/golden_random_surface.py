@@ -336,6 +336,104 @@ def torch_cases():
     return cases, torch.__version__
 
 
+# ------------------------------------------------------------------------------ bit generators
+BGS = ["PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"]
+
+
+def bg_state_ints(bg):
+    s = bg.state
+    name = s["bit_generator"]
+    if name in ("PCG64", "PCG64DXSM"):
+        v = [s["state"]["state"], s["state"]["inc"]]
+    elif name == "Philox":
+        v = list(s["state"]["counter"]) + list(s["state"]["key"]) + list(s["buffer"]) + [s["buffer_pos"]]
+    elif name == "SFC64":
+        v = list(s["state"]["state"])
+    else:
+        return [int(x) for x in s["state"]["key"]] + [int(s["state"]["pos"])]
+    return [int(x) for x in v] + [int(s["has_uint32"]), int(s["uinteger"])]
+
+
+def bg_case(bgname, fn, seed, opts, repeat=1):
+    g = np.random.Generator(getattr(np.random, bgname)(seed))
+    bgen = g.bit_generator
+    if "advance" in opts:
+        bgen.advance(opts["advance"])
+    if "jumped" in opts:
+        bgen = bgen.jumped(opts["jumped"])
+        g = np.random.Generator(bgen)
+    vals, dtype = [], None
+    size = opts.get("shape")
+    for _ in range(repeat):
+        if fn == "random_raw":
+            dtype, v = "uint64", [int(x) for x in bgen.random_raw(size)]
+        elif fn == "state":
+            bgen.random_raw(opts.get("draws", 0))
+            dtype, v = "int", bg_state_ints(bgen)
+        elif fn == "spawn":
+            dtype, v = "float64", [float(x) for c in g.spawn(opts["n"]) for x in c.random(size)]
+        else:
+            kw = {k: v for k, v in opts.items() if k not in ("shape", "dtype")}
+            if "dtype" in opts:
+                kw["dtype"] = getattr(np, opts["dtype"])
+            r = np.asarray(getattr(g, fn)(**kw, size=size))
+            dtype = opts.get("dtype") if r.dtype.kind == "f" else "int64"
+            if dtype is None or dtype.startswith("int"):
+                dtype = "float64" if r.dtype.kind == "f" else "int64"
+            v = [num(x) for x in r.reshape(-1).tolist()]
+        vals += v
+    args = ["numpy", fn, f"--seed={seed}", f"--bit-generator={bgname}"]
+    for k, v in opts.items():
+        key = "size" if (k == "shape" and fn in GAMMA_SIZE) else k
+        if k == "shape" and fn in ("integers",) and False:
+            key = k
+        args.append(f"--{key}={opt_text(v)}")
+    if repeat != 1:
+        args.append(f"--repeat={repeat}")
+    return {"args": args, "dtype": dtype, "values": vals}
+
+
+def bitgen_cases():
+    cases = []
+    per = [
+        ("random_raw", dict(shape=10)), ("random", dict(shape=5)),
+        ("random", dict(shape=5, dtype="float32")), ("integers", dict(low=0, high=10, shape=10)),
+        ("integers", dict(low=-3, high=2**40, shape=6)),
+        ("integers", dict(low=0, high=1000, dtype="int32", shape=6)),
+        ("standard_normal", dict(shape=20)), ("standard_normal", dict(shape=9, dtype="float32")),
+        ("normal", dict(loc=1.0, scale=2.0, shape=5)), ("exponential", dict(scale=2.0, shape=5)),
+        ("standard_exponential", dict(shape=7, dtype="float32")), ("permutation", dict(n=10)),
+        ("chisquare", dict(df=3.0, shape=6)), ("binomial", dict(n=100, p=0.4, shape=8)),
+        ("poisson", dict(lam=4.5, shape=8)), ("hypergeometric", dict(ngood=30, nbad=20, nsample=15, shape=5)),
+        ("beta", dict(a=0.5, b=0.7, shape=5)), ("state", dict(draws=3)), ("spawn", dict(n=3, shape=2)),
+    ]
+    for bgname in BGS:
+        for fn, o in per:
+            for seed in [0, 5, 2**32 + 7, 2**100 + 3]:
+                o2 = dict(o)
+                if fn == "permutation":
+                    cases.append(perm_case(bgname, seed, o2["n"]))
+                    continue
+                cases.append(bg_case(bgname, fn, seed, o2))
+        cases.append(bg_case(bgname, "random_raw", 3, dict(shape=4), repeat=3))
+        if bgname != "SFC64" and bgname != "MT19937":
+            for adv, jmp in [(5, None), (None, 1), (2**70 + 3, 3), (2**127 + 11, None)]:
+                o = {}
+                if adv is not None:
+                    o["advance"] = adv
+                if jmp is not None:
+                    o["jumped"] = jmp
+                cases.append(bg_case(bgname, "random_raw", 9, dict(o, shape=6)))
+                cases.append(bg_case(bgname, "state", 9, dict(o, draws=5)))
+    return cases
+
+
+def perm_case(bgname, seed, n):
+    g = np.random.Generator(getattr(np.random, bgname)(seed))
+    return {"args": ["numpy", "permutation", f"--seed={seed}", f"--bit-generator={bgname}", f"--n={n}"],
+            "dtype": "int64", "values": [int(x) for x in g.permutation(n)]}
+
+
 def write(name, library, cases):
     doc = {
         "generator": ME,
@@ -374,9 +472,11 @@ def numpy_cases():
 
 
 def main():
-    which = sys.argv[1:] or ["numpy", "python", "torch"]
+    which = sys.argv[1:] or ["numpy", "bitgen", "python", "torch"]
     if "numpy" in which:
         write("random_surface_numpy.json", f"numpy {np.__version__}", numpy_cases())
+    if "bitgen" in which:
+        write("random_surface_numpy_bitgen.json", f"numpy {np.__version__}", bitgen_cases())
     if "python" in which:
         write("random_surface_python.json", f"CPython {sys.version.split()[0]} random",
               python_cases())

@@ -39,9 +39,14 @@ pub(super) const LEGACY: LibDoc = LibDoc {
 /// `lockstep sample numpy FN`: what `g = np.random.default_rng(S)` then one call draws.
 pub(super) const GENERATOR: LibDoc = LibDoc {
     name: "numpy",
-    seeding: "g = np.random.default_rng(S)",
+    seeding: "g = np.random.default_rng(S), or np.random.Generator(np.random.BG(S)) with \
+              --bit-generator=BG",
     common: &[
         opt(&["seed"], "0; an integer in [0, 2^128), or a list S1,S2,.."),
+        opt(
+            &["bit-generator"],
+            "PCG64; or PCG64DXSM, MT19937, Philox, SFC64",
+        ),
         opt(&["repeat"], "1"),
     ],
     functions: &GENERATOR_FNS,
@@ -103,7 +108,7 @@ const LEGACY_FNS: [FnDoc; 8 + DISTS.len()] = concat(
 );
 
 /// `numpy`'s functions: its own, then the distributions.
-const GENERATOR_FNS: [FnDoc; 8 + DISTS.len()] = concat(
+const GENERATOR_FNS: [FnDoc; 11 + DISTS.len()] = concat(
     [
         FnDoc {
             name: "random",
@@ -148,6 +153,35 @@ const GENERATOR_FNS: [FnDoc; 8 + DISTS.len()] = concat(
             example: "--shape=3 --dtype=float32",
         },
         FnDoc {
+            name: "random_raw",
+            call: "bg = g.bit_generator; bg.advance(advance); bg = bg.jumped(jumped); \
+                   bg.random_raw(size) (uint64; MT19937 gives 32-bit words)",
+            options: &[
+                SIZE,
+                opt(&["advance"], "none; PCG64, PCG64DXSM, Philox"),
+                opt(&["jumped"], "none; PCG64, PCG64DXSM, Philox"),
+            ],
+            example: "--shape=4 --advance=10 --jumped=2",
+        },
+        FnDoc {
+            name: "state",
+            call: "bg.random_raw(draws) after --advance/--jumped, then bg.state flattened to \
+                   integers (state, inc | counter, key, buffer, buffer_pos | s | key, pos; \
+                   then has_uint32, uinteger)",
+            options: &[
+                opt(&["draws"], "0"),
+                opt(&["advance"], "none"),
+                opt(&["jumped"], "none"),
+            ],
+            example: "--draws=3 --advance=5 --jumped=1",
+        },
+        FnDoc {
+            name: "spawn",
+            call: "[c.random(size) for c in g.spawn(n)] (float64)",
+            options: &[opt(&["n"], "required"), SIZE],
+            example: "--n=3 --shape=2",
+        },
+        FnDoc {
             name: "standard_gamma",
             call: "g.standard_gamma(shape, size, dtype=dtype)",
             options: &[opt(&["shape"], "required"), GSIZE, FLOAT],
@@ -169,7 +203,10 @@ fn f64_calls(
         Ok(Values::F64(v))
     })
 }
-use lockstep_rng::compat::numpy::{Distributions, RandomState, SeedSequence, default_rng_from};
+use lockstep_rng::compat::numpy::{
+    BitGenerator, Distributions, Generator, Pcg64Dxsm, Philox, RandomState, SeedSequence, Sfc64,
+};
+use lockstep_rng::engines::{Mt19937, Pcg64};
 
 /// The number of values in `--shape` (one when absent), checked so that all `--repeat`
 /// calls stay within the print cap.
@@ -284,8 +321,161 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
 
 pub fn run_generator(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
     let seed = opts.raw("seed").unwrap_or("0");
-    let mut g = default_rng_from(SeedSequence::parse(seed)?);
+    let ss = SeedSequence::parse(seed)?;
+    match opts.raw("bit-generator").unwrap_or("PCG64") {
+        "PCG64" => run_gen(Generator::<Pcg64>::from_seed_seq(ss), func, opts, repeat),
+        "PCG64DXSM" => run_gen(
+            Generator::<Pcg64Dxsm>::from_seed_seq(ss),
+            func,
+            opts,
+            repeat,
+        ),
+        "MT19937" => run_gen(Generator::<Mt19937>::from_seed_seq(ss), func, opts, repeat),
+        "Philox" => run_gen(Generator::<Philox>::from_seed_seq(ss), func, opts, repeat),
+        "SFC64" => run_gen(Generator::<Sfc64>::from_seed_seq(ss), func, opts, repeat),
+        other => fail(format!(
+            "option --bit-generator={other}: expected PCG64, PCG64DXSM, MT19937, Philox or SFC64"
+        )),
+    }
+}
+
+/// What the CLI needs of a bit generator beyond drawing: `jumped`, `advance` and its state.
+trait BitGenOps: BitGenerator {
+    fn jumped_by(&self, _jumps: u128) -> Result<Self, SampleError> {
+        fail(format!("{}: jumped is not supported", Self::NAME))
+    }
+    fn advance_by(&mut self, _delta: u128) -> Result<(), SampleError> {
+        fail(format!("{}: advance is not supported", Self::NAME))
+    }
+    /// The state as NumPy's `state` dict lists it, flattened to integers.
+    fn state_ints(&self) -> Vec<String>;
+}
+
+fn pending_ints(p: Option<u32>) -> [String; 2] {
+    [
+        u32::from(p.is_some()).to_string(),
+        p.unwrap_or(0).to_string(),
+    ]
+}
+
+impl BitGenOps for Pcg64 {
+    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
+        Ok(self.jumped(jumps))
+    }
+    fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
+        self.advance(delta);
+        Ok(())
+    }
+    fn state_ints(&self) -> Vec<String> {
+        let mut v = vec![self.state().to_string(), self.inc().to_string()];
+        v.extend(pending_ints(self.pending()));
+        v
+    }
+}
+
+impl BitGenOps for Pcg64Dxsm {
+    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
+        Ok(self.jumped(jumps))
+    }
+    fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
+        self.advance(delta);
+        Ok(())
+    }
+    fn state_ints(&self) -> Vec<String> {
+        let mut v = vec![self.state().to_string(), self.inc().to_string()];
+        v.extend(pending_ints(self.pending()));
+        v
+    }
+}
+
+impl BitGenOps for Philox {
+    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
+        Ok(self.jumped(jumps))
+    }
+    fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
+        self.advance([delta as u64, (delta >> 64) as u64, 0, 0]);
+        Ok(())
+    }
+    fn state_ints(&self) -> Vec<String> {
+        let (buffer, pos) = self.buffer();
+        let mut v: Vec<String> = self.counter().iter().map(u64::to_string).collect();
+        v.extend(self.key().iter().map(u64::to_string));
+        v.extend(buffer.iter().map(u64::to_string));
+        v.push(pos.to_string());
+        v.extend(pending_ints(self.pending()));
+        v
+    }
+}
+
+impl BitGenOps for Sfc64 {
+    fn state_ints(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state().iter().map(u64::to_string).collect();
+        v.extend(pending_ints(self.pending()));
+        v
+    }
+}
+
+impl BitGenOps for Mt19937 {
+    fn state_ints(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state().iter().map(u32::to_string).collect();
+        v.push(self.pos().to_string());
+        v
+    }
+}
+
+/// `--advance=D` then `--jumped=K` on the generator's bit generator, when given.
+fn moved<B: BitGenOps>(mut g: Generator<B>, opts: &Opts) -> Result<Generator<B>, SampleError> {
+    if let Some(d) = opts.get::<u128>("advance")? {
+        g.bit_generator().advance_by(d)?;
+    }
+    if let Some(k) = opts.get::<u128>("jumped")? {
+        let b = g.bit_generator().jumped_by(k)?;
+        g = Generator::with_bit_generator(b);
+    }
+    Ok(g)
+}
+
+fn run_gen<B: BitGenOps>(
+    mut g: Generator<B>,
+    func: &str,
+    opts: &Opts,
+    repeat: usize,
+) -> Result<Values, SampleError> {
     match func {
+        "random_raw" => {
+            let n = size(opts, repeat)?;
+            let mut g = moved(g, opts)?;
+            repeat_calls(repeat, || {
+                Ok(Values::U64(
+                    (0..n).map(|_| g.bit_generator().random_raw()).collect(),
+                ))
+            })
+        }
+        "state" => {
+            let draws: usize = opts.get_or("draws", 0)?;
+            check_count(draws)?;
+            let mut g = moved(g, opts)?;
+            repeat_calls(repeat, || {
+                for _ in 0..draws {
+                    g.bit_generator().random_raw();
+                }
+                Ok(Values::BigInt(g.bit_generator().state_ints()))
+            })
+        }
+        "spawn" => {
+            let kids: usize = opts.require("n")?;
+            let n = size(opts, repeat)?;
+            check_count(kids.saturating_mul(n).saturating_mul(repeat))?;
+            repeat_calls(repeat, || {
+                let mut all = Vec::with_capacity(kids * n);
+                for mut c in g.spawn(kids)? {
+                    let mut v = vec![0.0; n];
+                    c.random(&mut v);
+                    all.extend(v);
+                }
+                Ok(Values::F64(all))
+            })
+        }
         "random" | "standard_normal" | "standard_exponential" => {
             let n = size(opts, repeat)?;
             let dt = dtype(opts, &["float64", "float32"])?;

@@ -2,19 +2,23 @@
 
 use super::ziggurat::{exponential_f32, exponential_f64, next_f32, normal_f32, normal_f64};
 use super::{
-    Bits, SeedSequence, bounded32, bounded64, checked_cdf, choice_no_replace_p, mask_of, range_i32,
-    range_i64,
+    BitGenerator, Bits, SeedSequence, bounded32, bounded64, checked_cdf, choice_no_replace_p,
+    mask_of, range_i32, range_i64,
 };
 use crate::engines::Pcg64;
 use crate::{Result, invalid};
 
-/// `np.random.Generator(PCG64(...))`, bit for bit with NumPy 2.4 (NumPy may change
+/// `np.random.Generator(bit_generator)`, bit for bit with NumPy 2.4 (NumPy may change
 /// `Generator` streams between feature releases; lockstep follows 2.4). Every sampler draws
-/// exactly the PCG64 outputs NumPy draws, including the buffered 32-bit half, so mixed
-/// sequences of calls stay in lockstep.
+/// exactly the outputs NumPy draws, including the buffered 32-bit half, so mixed sequences of
+/// calls stay in lockstep. The bit generator is PCG64 (`default_rng`) unless another
+/// [`BitGenerator`] is named: `Generator<Sfc64>`, `Generator<Philox>`, `Generator<Pcg64Dxsm>`,
+/// `Generator<Mt19937>`.
+///
+/// [`BitGenerator`]: super::BitGenerator
 #[derive(Clone, Debug)]
-pub struct Generator {
-    bits: Pcg64,
+pub struct Generator<B = Pcg64> {
+    bits: B,
     seed_seq: Option<SeedSequence>,
 }
 
@@ -32,6 +36,26 @@ pub fn default_rng_from(seed_seq: SeedSequence) -> Generator {
     }
 }
 
+impl<B: BitGenerator> Generator<B> {
+    /// `Generator(B(seed_seq))`: the bit generator seeded from `seed_seq` (kept for
+    /// [`spawn`](Self::spawn)).
+    pub fn from_seed_seq(seed_seq: SeedSequence) -> Self {
+        Self {
+            bits: B::from_seed_seq(&seed_seq),
+            seed_seq: Some(seed_seq),
+        }
+    }
+
+    /// `Generator(bit_generator)` for a bit generator built by hand (from a state, jumped,
+    /// advanced): no seed sequence, so [`spawn`](Self::spawn) errors, as in NumPy.
+    pub fn with_bit_generator(bits: B) -> Self {
+        Self {
+            bits,
+            seed_seq: None,
+        }
+    }
+}
+
 impl Generator {
     /// A generator over an existing PCG64 engine (no seed sequence: [`spawn`](Self::spawn)
     /// then errors, as in NumPy).
@@ -46,26 +70,28 @@ impl Generator {
     pub fn from_u64(seed: u64) -> Self {
         default_rng(seed as u128)
     }
+}
 
+impl<B: BitGenerator> Generator<B> {
     /// The bit generator (`rng.bit_generator`), e.g. for its state, `advance` or raw draws.
-    pub fn bit_generator(&mut self) -> &mut Pcg64 {
+    pub fn bit_generator(&mut self) -> &mut B {
         &mut self.bits
     }
 
     /// `rng.spawn(n)`: generators seeded from children of the seed sequence.
-    pub fn spawn(&mut self, n: usize) -> Result<Vec<Generator>> {
+    pub fn spawn(&mut self, n: usize) -> Result<Vec<Generator<B>>> {
         let ss = self
             .seed_seq
             .as_mut()
             .ok_or_else(|| invalid("spawn", "self", "this generator has no SeedSequence"))?;
-        Ok(ss.spawn(n).into_iter().map(default_rng_from).collect())
+        Ok(ss.spawn(n).into_iter().map(Self::from_seed_seq).collect())
     }
 
     /// `random(size)`: `(u64 >> 11)·2^-53` per value. Outputs over 65536 values are filled
     /// on the rayon pool (identical values at any thread count).
     pub fn random(&mut self, out: &mut [f64]) {
-        // Large outputs are filled in parallel from exact jump-ahead states: same values.
-        self.bits.par_fill_f64(out);
+        // PCG64 fills large outputs in parallel from exact jump-ahead states: same values.
+        self.bits.fill_f64(out);
     }
 
     /// `random(size, dtype=np.float32)`: `(u32 >> 8)·2^-24` per value (32-bit draws).
@@ -77,11 +103,7 @@ impl Generator {
 
     /// `standard_normal(size)`: NumPy's 256-strip ziggurat on 64-bit draws.
     pub fn standard_normal(&mut self, out: &mut [f64]) {
-        let mut b = Block::new(&mut self.bits);
-        for o in out {
-            *o = normal_f64(&mut b);
-        }
-        b.finish();
+        self.bits.fill_normal(out, None);
     }
 
     /// `standard_normal(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
@@ -100,21 +122,13 @@ impl Generator {
                 format!("must be >= 0, got {scale}"),
             ));
         }
-        let mut b = Block::new(&mut self.bits);
-        for o in out {
-            *o = loc + scale * normal_f64(&mut b);
-        }
-        b.finish();
+        self.bits.fill_normal(out, Some((loc, scale)));
         Ok(())
     }
 
     /// `standard_exponential(size)`: NumPy's exponential ziggurat on 64-bit draws.
     pub fn standard_exponential(&mut self, out: &mut [f64]) {
-        let mut b = Block::new(&mut self.bits);
-        for o in out {
-            *o = exponential_f64(&mut b);
-        }
-        b.finish();
+        self.bits.fill_exponential(out, None);
     }
 
     /// `standard_exponential(size, dtype=np.float32)`: the float ziggurat on 32-bit draws.
@@ -133,11 +147,7 @@ impl Generator {
                 format!("must be >= 0, got {scale}"),
             ));
         }
-        let mut b = Block::new(&mut self.bits);
-        for o in out {
-            *o = scale * exponential_f64(&mut b);
-        }
-        b.finish();
+        self.bits.fill_exponential(out, Some(scale));
         Ok(())
     }
 
@@ -169,7 +179,7 @@ impl Generator {
                 format!("high - low must be finite and >= 0 (low = {low}, high = {high})"),
             ));
         }
-        self.bits.par_fill_f64(out);
+        self.bits.fill_f64(out);
         for o in out {
             *o = low + range * *o;
         }
@@ -247,7 +257,7 @@ impl Generator {
         if replace {
             return Ok(match cdf {
                 Some(cdf) => (0..size)
-                    .map(|_| super::search_right(&cdf, self.bits.next_f64()))
+                    .map(|_| super::search_right(&cdf, self.bits.f64()))
                     .collect(),
                 None => {
                     let rng = pop_size as u64 - 1;
@@ -267,7 +277,7 @@ impl Generator {
             ));
         }
         if let Some(p) = p {
-            return choice_no_replace_p(OP, || self.bits.next_f64(), p, size);
+            return choice_no_replace_p(OP, || self.bits.f64(), p, size);
         }
         Ok(self.choice_floyd(pop_size, size, shuffle))
     }
@@ -372,16 +382,16 @@ impl Bits for Block<'_> {
     }
 }
 
-impl super::distributions::sealed::Source for Generator {
+impl<B: BitGenerator> super::distributions::sealed::Source for Generator<B> {
     const LEGACY: bool = false;
     fn uniform(&mut self) -> f64 {
-        self.bits.next_f64()
+        self.bits.f64()
     }
     fn word32(&mut self) -> u32 {
-        self.bits.next_u32()
+        self.bits.u32()
     }
     fn word64(&mut self) -> u64 {
-        self.bits.next_u64()
+        self.bits.u64()
     }
     fn gauss(&mut self) -> f64 {
         normal_f64(&mut self.bits)
@@ -391,15 +401,48 @@ impl super::distributions::sealed::Source for Generator {
     }
 }
 
-impl Bits for Generator {
+impl<B: BitGenerator> Bits for Generator<B> {
     fn u32(&mut self) -> u32 {
-        self.bits.next_u32()
+        self.bits.u32()
     }
     fn u64(&mut self) -> u64 {
-        self.bits.next_u64()
+        self.bits.u64()
     }
     fn f64(&mut self) -> f64 {
-        self.bits.next_f64()
+        self.bits.f64()
+    }
+}
+
+impl BitGenerator for Pcg64 {
+    const NAME: &'static str = "PCG64";
+    fn from_seed_seq(seed_seq: &SeedSequence) -> Self {
+        seed_seq.pcg64()
+    }
+    fn random_raw(&mut self) -> u64 {
+        self.next_u64()
+    }
+    fn fill_f64(&mut self, out: &mut [f64]) {
+        self.par_fill_f64(out);
+    }
+    fn fill_normal(&mut self, out: &mut [f64], loc_scale: Option<(f64, f64)>) {
+        let mut b = Block::new(self);
+        match loc_scale {
+            None => out.iter_mut().for_each(|o| *o = normal_f64(&mut b)),
+            Some((loc, scale)) => out
+                .iter_mut()
+                .for_each(|o| *o = loc + scale * normal_f64(&mut b)),
+        }
+        b.finish();
+    }
+    fn fill_exponential(&mut self, out: &mut [f64], scale: Option<f64>) {
+        let mut b = Block::new(self);
+        match scale {
+            None => out.iter_mut().for_each(|o| *o = exponential_f64(&mut b)),
+            Some(s) => out
+                .iter_mut()
+                .for_each(|o| *o = s * exponential_f64(&mut b)),
+        }
+        b.finish();
     }
 }
 

@@ -22,6 +22,7 @@
 //! assert_eq!(y, [0.6369616873214543]);
 //! ```
 
+mod bit_generators;
 mod distributions;
 mod generator;
 mod legacy;
@@ -30,6 +31,7 @@ mod ziggurat;
 #[allow(clippy::excessive_precision)]
 mod ziggurat_tables;
 
+pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64};
 pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
@@ -38,12 +40,19 @@ pub use seed_sequence::SeedSequence;
 use crate::engines::{Mt19937, Pcg64};
 use crate::{Result, invalid};
 
-/// The draws NumPy's samplers are built on, for both bit generators.
-pub(crate) trait Bits {
-    fn u32(&mut self) -> u32;
-    fn u64(&mut self) -> u64;
-    fn f64(&mut self) -> f64;
+mod bits {
+    /// The draws NumPy's samplers are built on, for every bit generator (nominally public so
+    /// that [`BitGenerator`](super::BitGenerator) can name it; not reachable from outside).
+    pub trait Bits {
+        /// `next_uint32`.
+        fn u32(&mut self) -> u32;
+        /// `next_uint64`.
+        fn u64(&mut self) -> u64;
+        /// `next_double`.
+        fn f64(&mut self) -> f64;
+    }
 }
+pub(crate) use bits::Bits;
 
 /// The legacy flavour: `u64 = (first << 32) | second`, doubles from two words (53 bits).
 impl Bits for Mt19937 {
