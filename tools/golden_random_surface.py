@@ -250,7 +250,7 @@ def python_cases():
 # ------------------------------------------------------------------------------ torch
 def torch_cases():
     import torch
-    from torch.distributions import Chi2, Gamma
+    from torch.distributions import Beta, Chi2, Dirichlet, Gamma, StudentT
 
     dt = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64,
           "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
@@ -286,6 +286,13 @@ def torch_cases():
                          torch.tensor(o.get("rate", 1.0), dtype=d)).sample()
         if fn == "chi2":
             return Chi2(torch.tensor(o["df"], dtype=d)).sample()
+        if fn == "dirichlet":
+            return Dirichlet(torch.tensor(o["concentration"], dtype=d)).sample((o.get("n", 1),))
+        if fn == "beta":
+            return Beta(torch.tensor(o["concentration1"], dtype=d),
+                        torch.tensor(o["concentration0"], dtype=d)).sample()
+        if fn == "student_t":
+            return StudentT(torch.tensor(o["df"], dtype=d), o.get("loc", 0.0), o.get("scale", 1.0)).sample()
         raise ValueError(fn)
 
     def case(fn, seed, repeat=1, **o):
@@ -322,7 +329,14 @@ def torch_cases():
                   ("poisson", dict(rates=[0.0, 0.5, 4.0, 9.99, 10.0, 12.0, 100.0, 1e5] * 4, dtype=d)),
                   ("standard_gamma", dict(alpha=[0.0, 1e-3, 0.3, 0.999, 1.0, 2.5, 100.0] * 4, dtype=d)),
                   ("gamma", dict(concentration=[0.5, 3.0, 1e-2], rate=2.0, dtype=d)),
-                  ("chi2", dict(df=[1.0, 3.5, 0.2, 50.0], dtype=d))]
+                  ("chi2", dict(df=[1.0, 3.5, 0.2, 50.0], dtype=d)),
+                  ("dirichlet", dict(concentration=[0.5, 1.0, 2.0], n=4, dtype=d)),
+                  ("dirichlet", dict(concentration=[0.01, 0.05, 0.3, 5.0, 1.0], n=3, dtype=d)),
+                  ("dirichlet", dict(concentration=[0.2] * 12, n=2, dtype=d)),
+                  ("beta", dict(concentration1=[0.4, 2.0, 1e-3], concentration0=[0.4, 3.0, 1e-3], dtype=d)),
+                  ("beta", dict(concentration1=[0.2] * 20, concentration0=[0.2] * 20, dtype=d)),
+                  ("student_t", dict(df=[1.0, 3.5, 30.0], loc=1.0, scale=2.0, dtype=d)),
+                  ("student_t", dict(df=[2.0] * 20, dtype=d))]
     specs += [("randint_like", dict(low=-5, high=5, shape=(6,), dtype="int64")),
               ("randint_like", dict(high=1 << 30, shape=(6,), dtype="float64")),
               ("geometric", dict(p=0.3, shape=(10,), dtype="int64"))]

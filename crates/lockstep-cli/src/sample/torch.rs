@@ -281,6 +281,38 @@ pub(super) const LIB: LibDoc = LibDoc {
             example: "--concentration=0.5,3 --rate=2 --dtype=float64",
         },
         FnDoc {
+            name: "dirichlet",
+            call: "torch.distributions.Dirichlet(torch.tensor(concentration, dtype)).sample((n,))",
+            options: &[
+                opt(&["concentration"], "required; C1,C2,.."),
+                opt(&["n"], "1"),
+                FLOAT,
+            ],
+            example: "--concentration=0.5,1,2 --n=3 --dtype=float32",
+        },
+        FnDoc {
+            name: "beta",
+            call: "torch.distributions.Beta(torch.tensor(concentration1, dtype), \
+                   torch.tensor(concentration0, dtype)).sample()",
+            options: &[
+                opt(&["concentration1"], "required; A1,A2,.."),
+                opt(&["concentration0"], "required; B1,B2,.."),
+                FLOAT,
+            ],
+            example: "--concentration1=0.4,2 --concentration0=0.4,3 --dtype=float32",
+        },
+        FnDoc {
+            name: "student_t",
+            call: "torch.distributions.StudentT(torch.tensor(df, dtype), loc, scale).sample()",
+            options: &[
+                opt(&["df"], "required; D1,D2,.."),
+                opt(&["loc"], "0"),
+                opt(&["scale"], "1"),
+                FLOAT,
+            ],
+            example: "--df=1,3.5,30 --loc=1 --scale=2 --dtype=float64",
+        },
+        FnDoc {
             name: "chi2",
             call: "torch.distributions.Chi2(torch.tensor(df, dtype)).sample()",
             options: &[opt(&["df"], "required; D1,D2,.."), FLOAT],
@@ -678,6 +710,56 @@ pub fn run(
                 }),
                 _ => repeat_calls(repeat, || {
                     Ok(Values::F64(one::<f64>(g, &means, &stds, mean, std)?))
+                }),
+            }
+        }
+        "dirichlet" | "beta" | "student_t" => {
+            let list = |k: &str| -> Result<Vec<f64>, SampleError> {
+                opts.list(k)?
+                    .ok_or_else(|| SampleError(format!("option --{k} is required here")))
+            };
+            let (a, b) = match func {
+                "dirichlet" => (list("concentration")?, Vec::new()),
+                "beta" => (list("concentration1")?, list("concentration0")?),
+                _ => (list("df")?, Vec::new()),
+            };
+            let rows: usize = if func == "dirichlet" {
+                opts.get_or("n", 1)?
+            } else {
+                1
+            };
+            let (loc, scale): (f64, f64) = if func == "student_t" {
+                (opts.get_or("loc", 0.0)?, opts.get_or("scale", 1.0)?)
+            } else {
+                (0.0, 1.0)
+            };
+            check_total(a.len().saturating_mul(rows), repeat)?;
+            fn one<T: Float>(
+                g: &mut Generator,
+                func: &str,
+                a: &[f64],
+                b: &[f64],
+                rows: usize,
+                loc: f64,
+                scale: f64,
+            ) -> Result<Vec<T>, SampleError> {
+                let conv = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+                Ok(match func {
+                    "dirichlet" => {
+                        let row = conv(a);
+                        let all: Vec<T> = (0..rows).flat_map(|_| row.iter().copied()).collect();
+                        t::dirichlet_sample(g, &all, row.len())?
+                    }
+                    "beta" => t::beta_sample(g, &conv(a), &conv(b))?,
+                    _ => t::student_t_sample(g, &conv(a), T::from_f64(loc), T::from_f64(scale))?,
+                })
+            }
+            match float_dtype(opts)? {
+                Dtype::F32 => repeat_calls(repeat, || {
+                    Ok(Values::F32(one::<f32>(g, func, &a, &b, rows, loc, scale)?))
+                }),
+                _ => repeat_calls(repeat, || {
+                    Ok(Values::F64(one::<f64>(g, func, &a, &b, rows, loc, scale)?))
                 }),
             }
         }

@@ -362,3 +362,183 @@ pub fn gamma_sample<T: Float>(g: &mut Generator, concentration: &[T], rate: T) -
         })
         .collect())
 }
+
+/// `torch._sample_dirichlet(alpha)` for `alpha` of `rows × k` (row-major), which
+/// `distributions.Dirichlet(...).sample()` calls: one f64 gamma per element (clamped below at
+/// the f64 `finfo.tiny`), each divided by its row's sum, rounded to `T` and clamped to
+/// `[finfo.tiny, largest T below 1]`.
+///
+/// # Errors
+/// If `k == 0` with rows, `alpha.len()` is not a multiple of `k`, or a concentration is
+/// negative or NaN.
+pub fn dirichlet_sample<T: Float>(g: &mut Generator, alpha: &[T], k: usize) -> Result<Vec<T>> {
+    if k == 0 || !alpha.len().is_multiple_of(k) {
+        return Err(invalid(
+            "Dirichlet",
+            "concentration",
+            "the concentration must have a last dimension of k > 0 values per row",
+        ));
+    }
+    let mut gam = Vec::with_capacity(alpha.len());
+    for &a in alpha {
+        if !(a.to_f64() >= 0.0) {
+            return Err(invalid(
+                "Dirichlet",
+                "concentration",
+                "concentration must be >= 0",
+            ));
+        }
+        // `sample_gamma<double, double>` on the concentration converted to double.
+        gam.push(sample_gamma(g, a.to_f64()).max(f64::MIN_POSITIVE));
+    }
+    let below_one = T::below_one();
+    let mut out = Vec::with_capacity(alpha.len());
+    for row in gam.chunks_exact(k) {
+        let sum = inner_sum_f64(row);
+        for &x in row {
+            let v = T::from_f64(x / sum);
+            let v = if v.to_f64() < T::tiny().to_f64() {
+                T::tiny()
+            } else {
+                v
+            };
+            out.push(if v.to_f64() > below_one.to_f64() {
+                below_one
+            } else {
+                v
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `torch.distributions.Beta(c1, c0).sample()`: the first component of a Dirichlet draw of
+/// `[c1, c0]` for each pair.
+///
+/// # Errors
+/// As [`dirichlet_sample`], or if the two lengths differ.
+pub fn beta_sample<T: Float>(g: &mut Generator, c1: &[T], c0: &[T]) -> Result<Vec<T>> {
+    if c1.len() != c0.len() {
+        return Err(invalid(
+            "Beta",
+            "concentration0",
+            "c1 and c0 must have the same length",
+        ));
+    }
+    let alpha: Vec<T> = c1.iter().zip(c0).flat_map(|(&a, &b)| [a, b]).collect();
+    Ok(dirichlet_sample(g, &alpha, 2)?
+        .into_iter()
+        .step_by(2)
+        .collect())
+}
+
+/// `torch.distributions.StudentT(df, loc, scale).sample()`: `X = empty(n).normal_()` (the
+/// path `normal_` picks for `n` values), `Z = Chi2(df).sample()`, then
+/// `loc + scale · (X · rsqrt(Z / df))`, each operation rounded in `T`.
+///
+/// # Errors
+/// If a `df` is not positive.
+pub fn student_t_sample<T: Float>(g: &mut Generator, df: &[T], loc: T, scale: T) -> Result<Vec<T>> {
+    if df.iter().any(|d| !(d.to_f64() > 0.0)) {
+        return Err(invalid("StudentT", "df", "df must be > 0"));
+    }
+    let mut x = vec![T::ZERO; df.len()];
+    super::normal_(g, &mut x, 0.0, 1.0)?;
+    let half = T::from_f64(0.5);
+    let conc: Vec<T> = df.iter().map(|&d| half.mul(d)).collect();
+    let z = gamma_sample(g, &conc, half)?;
+    Ok(x.iter()
+        .zip(&z)
+        .zip(df)
+        .map(|((&x, &z), &d)| {
+            let r = T::ONE.div(T::from_f64(z.div(d).to_f64().sqrt()));
+            loc.add(scale.mul(x.mul(r)))
+        })
+        .collect())
+}
+
+/// `tensor.sum(-1)` over one contiguous row of doubles as PyTorch's AVX2 reduction kernel
+/// orders it (`SumKernel.cpp`): rows shorter than 4 add left to right; longer rows add
+/// 4-lane vectors into 4 interleaved accumulators (cascaded in levels for long rows), fold
+/// them, add the scalar tail, then the 4 lanes in order.
+fn inner_sum_f64(row: &[f64]) -> f64 {
+    const V: usize = 4;
+    const ILP: usize = 4;
+    let k = row.len();
+    if k < V {
+        return row.iter().fold(0.0, |a, &x| a + x);
+    }
+    let nvec = k / V;
+    let vec =
+        |i: usize| -> [f64; V] { [row[V * i], row[V * i + 1], row[V * i + 2], row[V * i + 3]] };
+    let nilp = nvec / ILP;
+    let mut partial = multi_row_sum(nilp, |i, m| vec(ILP * i + m));
+    for i in nilp * ILP..nvec {
+        add_lanes(&mut partial[0], vec(i));
+    }
+    for m in 1..ILP {
+        let p = partial[m];
+        add_lanes(&mut partial[0], p);
+    }
+    let mut acc = 0.0;
+    for &x in &row[nvec * V..] {
+        acc += x;
+    }
+    for l in 0..V {
+        acc += partial[0][l];
+    }
+    acc
+}
+
+fn add_lanes(dst: &mut [f64; 4], src: [f64; 4]) {
+    for l in 0..4 {
+        dst[l] += src[l];
+    }
+}
+
+/// PyTorch's `multi_row_sum` for 4 interleaved rows of 4-lane vectors: `size` groups, summed
+/// in up to 4 cascade levels of at least 16 groups each.
+fn multi_row_sum(size: usize, load: impl Fn(usize, usize) -> [f64; 4]) -> [[f64; 4]; 4] {
+    const LEVELS: usize = 4;
+    let ceil_log2 = if size <= 1 {
+        0
+    } else {
+        usize::BITS as usize - (size - 1).leading_zeros() as usize
+    };
+    let level_power = 4.max(ceil_log2 / LEVELS);
+    let level_step = 1usize << level_power;
+    let level_mask = level_step - 1;
+    let mut acc = [[[0.0f64; 4]; 4]; LEVELS];
+    let mut i = 0;
+    while i + level_step <= size {
+        for _ in 0..level_step {
+            for k in 0..4 {
+                add_lanes(&mut acc[0][k], load(i, k));
+            }
+            i += 1;
+        }
+        for j in 1..LEVELS {
+            for k in 0..4 {
+                let lower = acc[j - 1][k];
+                add_lanes(&mut acc[j][k], lower);
+                acc[j - 1][k] = [0.0; 4];
+            }
+            if i & (level_mask << (j * level_power)) != 0 {
+                break;
+            }
+        }
+    }
+    while i < size {
+        for k in 0..4 {
+            add_lanes(&mut acc[0][k], load(i, k));
+        }
+        i += 1;
+    }
+    for j in 1..LEVELS {
+        for k in 0..4 {
+            let upper = acc[j][k];
+            add_lanes(&mut acc[0][k], upper);
+        }
+    }
+    acc[0]
+}

@@ -35,6 +35,8 @@ pub trait Float:
     fn ln(self) -> Self;
     /// The smallest positive normal number (`torch.finfo(dtype).tiny`).
     fn tiny() -> Self;
+    /// The largest value below 1 (`nexttoward(1, 0)` in this dtype).
+    fn below_one() -> Self;
     /// One unit uniform in `[0, 1)` as `torch.rand` makes it for this dtype.
     fn unit(g: &mut Generator) -> Self;
     /// `out.len()` unit uniforms, in order; same as repeated [`unit`](Self::unit).
@@ -87,6 +89,10 @@ macro_rules! arithmetic {
         #[inline]
         fn tiny() -> Self {
             <$t>::MIN_POSITIVE
+        }
+        #[inline]
+        fn below_one() -> Self {
+            <$t>::from_bits((1.0 as $t).to_bits() - 1)
         }
     };
 }

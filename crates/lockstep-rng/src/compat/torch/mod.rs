@@ -27,8 +27,9 @@ pub mod init;
 mod normal;
 
 pub use distributions::{
-    FromF64, RandomDefault, cauchy_, gamma_sample, geometric_, log_normal_, normal_tensor, poisson,
-    random_default_, random_full_range_, standard_gamma,
+    FromF64, RandomDefault, beta_sample, cauchy_, dirichlet_sample, gamma_sample, geometric_,
+    log_normal_, normal_tensor, poisson, random_default_, random_full_range_, standard_gamma,
+    student_t_sample,
 };
 pub use float::Float;
 pub use normal::{normal_, normal_scalar_path_};
