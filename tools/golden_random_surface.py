@@ -20,7 +20,10 @@ import sys
 
 import random
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # the CPython 3.12 run (binomialvariate) needs no NumPy
+    np = None
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 GOLD = os.path.join(ROOT, "tests", "golden")
@@ -448,6 +451,22 @@ def perm_case(bgname, seed, n):
             "dtype": "int64", "values": [int(x) for x in g.permutation(n)]}
 
 
+def python312_cases():
+    """`binomialvariate` is new in CPython 3.12: run `python3.12 tools/golden_random_surface.py
+    python312` for these."""
+    assert sys.version_info >= (3, 12), "run the python312 cases with CPython 3.12"
+    cases = []
+    params = [(1, 0.3), (0, 0.5), (5, 0.0), (5, 1.0), (20, 0.3), (30, 0.8), (100, 0.05),
+              (100, 0.5), (1000, 0.3), (10**6, 0.4), (10**9, 1e-6), (10**12, 0.25), (50, 0.97)]
+    for n, p in params:
+        for seed in [0, 5, 2**32 + 7]:
+            r = random.Random(seed)
+            vals = [r.binomialvariate(n, p) for _ in range(40)]
+            cases.append({"args": ["python", "binomialvariate", f"--seed={seed}", f"--n={n}",
+                                   f"--p={p!r}", "--repeat=40"], "dtype": "int64", "values": vals})
+    return cases
+
+
 def write(name, library, cases):
     doc = {
         "generator": ME,
@@ -491,6 +510,10 @@ def main():
         write("random_surface_numpy.json", f"numpy {np.__version__}", numpy_cases())
     if "bitgen" in which:
         write("random_surface_numpy_bitgen.json", f"numpy {np.__version__}", bitgen_cases())
+    if "python312" in which:
+        write("random_surface_python312.json", f"CPython {sys.version.split()[0]} random",
+              python312_cases())
+        return
     if "python" in which:
         write("random_surface_python.json", f"CPython {sys.version.split()[0]} random",
               python_cases())

@@ -142,6 +142,13 @@ pub(super) const LIB: LibDoc = LibDoc {
             example: "--alpha=2 --beta=1.5 --n=3",
         },
         FnDoc {
+            name: "binomialvariate",
+            call: "r.binomialvariate(n, p) (CPython 3.12; int64; one value per call, --repeat \
+                   for more)",
+            options: &[opt(&["n"], "1"), opt(&["p"], "0.5")],
+            example: "--n=40 --p=0.3",
+        },
+        FnDoc {
             name: "randbytes",
             call: "list(r.randbytes(n)) (int64 bytes)",
             options: &[opt(&["n"], "required")],
@@ -351,6 +358,14 @@ pub fn run(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError
                     })
                     .collect::<Result<_, _>>()?;
                 Ok(Values::F64(v))
+            })
+        }
+        "binomialvariate" => {
+            let trials: i64 = opts.get_or("n", 1)?;
+            let p: f64 = opts.get_or("p", 0.5)?;
+            check_count(repeat)?;
+            repeat_calls(repeat, || {
+                Ok(Values::I64(vec![r.binomialvariate(trials, p)?]))
             })
         }
         "randbytes" => {

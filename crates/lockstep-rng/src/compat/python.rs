@@ -621,6 +621,84 @@ impl Random {
         Ok(alpha * py_pow(OP, -pylibm::log(u), 1.0 / beta)?)
     }
 
+    /// `binomialvariate(n, p)` (CPython 3.12; the same MT19937 draws as every other method):
+    /// `random() < p` for `n = 1`, geometric jumps (`log2`) for `n·p < 10`, Hörmann's BTRS
+    /// otherwise with CPython's own `math.lgamma` (a Lanczos sum, not the C library's).
+    /// Errors if `n < 0` or `p` is outside `[0, 1]`.
+    pub fn binomialvariate(&mut self, n: i64, p: f64) -> Result<i64> {
+        const OP: &str = "binomialvariate";
+        if n < 0 {
+            return Err(invalid(OP, "n", "n must be non-negative"));
+        }
+        if p <= 0.0 || p >= 1.0 {
+            if p == 0.0 {
+                return Ok(0);
+            }
+            if p == 1.0 {
+                return Ok(n);
+            }
+            return Err(invalid(OP, "p", "p must be in the range 0.0 <= p <= 1.0"));
+        }
+        if p.is_nan() {
+            // CPython compares NaN false everywhere and loops in BTRS; refuse instead.
+            return Err(invalid(OP, "p", "p is NaN"));
+        }
+        if n == 1 {
+            return Ok(i64::from(self.random() < p));
+        }
+        if p > 0.5 {
+            return Ok(n - self.binomialvariate(n, 1.0 - p)?);
+        }
+        let nf = n as f64;
+        if nf * p < 10.0 {
+            let (mut x, mut y) = (0i64, 0i64);
+            let c = pylibm::log2(1.0 - p);
+            if c == 0.0 {
+                return Ok(x);
+            }
+            loop {
+                y += (pylibm::log2(self.random()) / c).floor() as i64 + 1;
+                if y > n {
+                    return Ok(x);
+                }
+                x += 1;
+            }
+        }
+        let spq = (nf * p * (1.0 - p)).sqrt();
+        let b = 1.15 + 2.53 * spq;
+        let a = -0.0873 + 0.0248 * b + 0.01 * p;
+        let c = nf * p + 0.5;
+        let vr = 0.92 - 4.2 / b;
+        let mut setup: Option<(f64, f64, i64, f64)> = None;
+        loop {
+            let mut u = self.random();
+            u -= 0.5;
+            let us = 0.5 - u.abs();
+            let k = ((2.0 * a / us + b) * u + c).floor() as i64;
+            if k < 0 || k > n {
+                continue;
+            }
+            let mut v = self.random();
+            if us >= 0.07 && v <= vr {
+                return Ok(k);
+            }
+            let (alpha, lpq, m, h) = *setup.get_or_insert_with(|| {
+                let alpha = (2.83 + 5.1 / b) * spq;
+                let lpq = pylibm::log(p / (1.0 - p));
+                let m = ((n + 1) as f64 * p).floor() as i64;
+                let h = py_lgamma((m + 1) as f64) + py_lgamma((n - m + 1) as f64);
+                (alpha, lpq, m, h)
+            });
+            v *= alpha / (a / (us * us) + b);
+            if pylibm::log(v)
+                <= h - py_lgamma((k + 1) as f64) - py_lgamma((n - k + 1) as f64)
+                    + (k - m) as f64 * lpq
+            {
+                return Ok(k);
+            }
+        }
+    }
+
     /// `randbytes(n)`: `getrandbits(8n).to_bytes(n, 'little')`.
     pub fn randbytes(&mut self, n: usize) -> Vec<u8> {
         let mut out: Vec<u8> = self
@@ -895,7 +973,71 @@ mod pylibm {
         pub safe fn cos(x: f64) -> f64;
         pub safe fn acos(x: f64) -> f64;
         pub safe fn fmod(x: f64, y: f64) -> f64;
+        pub safe fn log2(x: f64) -> f64;
     }
+}
+
+/// CPython's `math.lgamma` for `x > 0` (`m_lgamma` in `mathmodule.c`: Lanczos' sum with
+/// g = 6.024680040776729583740234375, N = 13), which differs from the C library's `lgamma`
+/// in the last bits. Non-positive integers give infinity, as CPython's C function does.
+fn py_lgamma(x: f64) -> f64 {
+    const G: f64 = 6.024680040776729583740234375;
+    #[allow(clippy::excessive_precision)]
+    const NUM: [f64; 13] = [
+        23531376880.410759688572007674451636754734846804940,
+        42919803642.649098768957899047001988850926355848959,
+        35711959237.355668049440185451547166705960488635843,
+        17921034426.037209699919755754458931112671403265390,
+        6039542586.3520280050642916443072979210699388420708,
+        1439720407.3117216736632230727949123939715485786772,
+        248874557.86205415651146038641322942321632125127801,
+        31426415.585400194380614231628318205362874684987640,
+        2876370.6289353724412254090516208496135991145378768,
+        186056.26539522349504029498971604569928220784236328,
+        8071.6720023658162106380029022722506138218516325024,
+        210.82427775157934587250973392071336271166969580291,
+        2.5066282746310002701649081771338373386264310793408,
+    ];
+    const DEN: [f64; 13] = [
+        0.0,
+        39916800.0,
+        120543840.0,
+        150917976.0,
+        105258076.0,
+        45995730.0,
+        13339535.0,
+        2637558.0,
+        357423.0,
+        32670.0,
+        1925.0,
+        66.0,
+        1.0,
+    ];
+    if !x.is_finite() {
+        return if x.is_nan() { x } else { f64::INFINITY };
+    }
+    if x == x.floor() && x <= 2.0 {
+        return if x <= 0.0 { f64::INFINITY } else { 0.0 };
+    }
+    let absx = x.abs();
+    if absx < 1e-20 {
+        return -pylibm::log(absx);
+    }
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    if absx < 5.0 {
+        for i in (0..13).rev() {
+            num = num * absx + NUM[i];
+            den = den * absx + DEN[i];
+        }
+    } else {
+        for i in 0..13 {
+            num = num / absx + NUM[i];
+            den = den / absx + DEN[i];
+        }
+    }
+    let mut r = pylibm::log(num / den) - G;
+    r += (absx - 0.5) * (pylibm::log(absx + G - 0.5) - 1.0);
+    r
 }
 
 /// Python's float `x % y` (the result takes the sign of `y`).
