@@ -433,8 +433,10 @@ def bitgen_cases():
                     continue
                 cases.append(bg_case(bgname, fn, seed, o2))
         cases.append(bg_case(bgname, "random_raw", 3, dict(shape=4), repeat=3))
-        if bgname != "SFC64" and bgname != "MT19937":
-            for adv, jmp in [(5, None), (None, 1), (2**70 + 3, 3), (2**127 + 11, None)]:
+        moves = {"SFC64": [], "MT19937": [(None, 1), (None, 3)]}.get(
+            bgname, [(5, None), (None, 1), (2**70 + 3, 3), (2**127 + 11, None)])
+        if moves:
+            for adv, jmp in moves:
                 o = {}
                 if adv is not None:
                     o["advance"] = adv

@@ -159,7 +159,7 @@ const GENERATOR_FNS: [FnDoc; 11 + DISTS.len()] = concat(
             options: &[
                 SIZE,
                 opt(&["advance"], "none; PCG64, PCG64DXSM, Philox"),
-                opt(&["jumped"], "none; PCG64, PCG64DXSM, Philox"),
+                opt(&["jumped"], "none; PCG64, PCG64DXSM, Philox, MT19937"),
             ],
             example: "--shape=4 --advance=10 --jumped=2",
         },
@@ -416,6 +416,11 @@ impl BitGenOps for Sfc64 {
 }
 
 impl BitGenOps for Mt19937 {
+    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
+        let jumps = u64::try_from(jumps)
+            .map_err(|_| SampleError(format!("MT19937: jumped({jumps}) is too many jumps")))?;
+        Ok(lockstep_rng::compat::numpy::mt19937_jumped(self, jumps))
+    }
     fn state_ints(&self) -> Vec<String> {
         let mut v: Vec<String> = self.state().iter().map(u32::to_string).collect();
         v.push(self.pos().to_string());

@@ -446,3 +446,88 @@ mod tests {
         assert_eq!(p.counter(), q.counter());
     }
 }
+
+/// `MT19937.jumped(jumps)`: a copy of `mt` advanced as if `2^128 · jumps` outputs were
+/// drawn, by NumPy's Horner evaluation of the jump polynomial on the state (Haramoto,
+/// Matsumoto et al.); equal to NumPy's jumped state word for word.
+pub fn mt19937_jumped(mt: &Mt19937, jumps: u64) -> Mt19937 {
+    let mut s = JumpState {
+        key: *mt.state(),
+        pos: mt.pos(),
+    };
+    for _ in 0..jumps {
+        if s.pos >= N {
+            s.pos = 0;
+        }
+        s = horner(&s);
+    }
+    Mt19937::from_state(s.key, s.pos).expect("pos < 624")
+}
+
+/// The 624-word window the jump works on: `pos` is its oldest word.
+#[derive(Clone)]
+struct JumpState {
+    key: [u32; N],
+    pos: usize,
+}
+
+const MT_M: usize = 397;
+const MEXP: usize = 19937;
+
+fn poly_coef(deg: usize) -> bool {
+    super::mt19937_jump_poly::JUMP_POLY[deg >> 5] >> (deg & 31) & 1 == 1
+}
+
+/// One word of the next lap, in place at `pos` (`gen_next`).
+fn gen_next(s: &mut JumpState) {
+    const UPPER: u32 = 0x8000_0000;
+    const LOWER: u32 = 0x7FFF_FFFF;
+    const MATRIX_A: u32 = 0x9908_B0DF;
+    let mag = |y: u32| if y & 1 == 1 { MATRIX_A } else { 0 };
+    let num = s.pos;
+    if num < N - 1 {
+        let y = (s.key[num] & UPPER) | (s.key[num + 1] & LOWER);
+        let far = if num < N - MT_M {
+            s.key[num + MT_M]
+        } else {
+            s.key[num + MT_M - N]
+        };
+        s.key[num] = far ^ (y >> 1) ^ mag(y);
+        s.pos += 1;
+    } else {
+        let y = (s.key[N - 1] & UPPER) | (s.key[0] & LOWER);
+        s.key[N - 1] = s.key[MT_M - 1] ^ (y >> 1) ^ mag(y);
+        s.pos = 0;
+    }
+}
+
+/// `state1 ^= state2`, each read from its own `pos` (`add_state`).
+fn add_state(a: &mut JumpState, b: &JumpState) {
+    for i in 0..N {
+        a.key[(a.pos + i) % N] ^= b.key[(b.pos + i) % N];
+    }
+}
+
+/// `pf(state)` by Horner's rule over the jump polynomial (`horner1`).
+fn horner(state: &JumpState) -> JumpState {
+    let mut i = MEXP - 1;
+    while !poly_coef(i) {
+        i -= 1;
+    }
+    let mut temp = state.clone();
+    if i > 0 {
+        gen_next(&mut temp);
+        i -= 1;
+        while i > 0 {
+            if poly_coef(i) {
+                add_state(&mut temp, state);
+            }
+            gen_next(&mut temp);
+            i -= 1;
+        }
+        if poly_coef(0) {
+            add_state(&mut temp, state);
+        }
+    }
+    temp
+}

@@ -26,12 +26,14 @@ mod bit_generators;
 mod distributions;
 mod generator;
 mod legacy;
+#[allow(clippy::unreadable_literal)]
+mod mt19937_jump_poly;
 mod seed_sequence;
 mod ziggurat;
 #[allow(clippy::excessive_precision)]
 mod ziggurat_tables;
 
-pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64};
+pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64, mt19937_jumped};
 pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
