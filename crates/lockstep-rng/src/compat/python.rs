@@ -154,7 +154,8 @@ impl Random {
 
     /// `seed(b, version=1)` for `bytes`: the bytes are read as Latin-1 code points, then as
     /// [`from_str_seed_v1`](Self::from_str_seed_v1). (CPython 3.11 applies version 1 only to
-    /// `str` and `bytes`; a `bytearray` is seeded as version 2 even then.)
+    /// `str` and `bytes`: `seed(bytearray, version=1)` raises `TypeError` there, and a
+    /// `bytearray` with version 2 seeds as the same `bytes`, [`from_bytes`](Self::from_bytes).)
     pub fn from_bytes_v1(b: &[u8]) -> Self {
         let cps: Vec<u64> = b.iter().map(|&c| c as u64).collect();
         Self::from_u64(seed_v1_hash(&cps))
