@@ -37,6 +37,13 @@ pub trait Shards {
     /// A vector of the wrong length, or a failed exchange.
     fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize)
     -> Result<Vec<Vec<f32>>, BoxError>;
+    /// The sum of all `g` micro-shards' vectors: [`gather`](Self::gather), then [`tree_sum`].
+    ///
+    /// # Errors
+    /// As [`gather`](Self::gather).
+    fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>, BoxError> {
+        Ok(tree_sum(&self.gather(own, g, len)?))
+    }
     /// Called once per step with this process's own vectors (for benchmarks: the MPI
     /// exchange compares its cost with a plain all-reduce of their sum there).
     fn after_step(&mut self, _own: &[Vec<f32>]) {}
@@ -165,8 +172,8 @@ mod with_mpi {
         world: SimpleCommunicator,
         rank: usize,
         size: usize,
-        /// `LOCKSTEP_DIST_BENCH=1`: time the exchange and a plain all-reduce of the same
-        /// length every step.
+        /// `LOCKSTEP_DIST_BENCH=1`: time the fixed-order reduction (all-gather and tree sum)
+        /// and a plain all-reduce of the same length every step, each after a barrier.
         bench: bool,
         steps: usize,
         gather_time: Duration,
@@ -209,7 +216,6 @@ mod with_mpi {
             len: usize,
         ) -> Result<Vec<Vec<f32>>, BoxError> {
             check_own(own, own_count(g, self.rank, self.size), len)?;
-            let t = Instant::now();
             let slots = g.div_ceil(self.size);
             let mut send = vec![0f32; slots * len];
             for (j, v) in own.iter().enumerate() {
@@ -224,10 +230,20 @@ mod with_mpi {
                     recv[at..at + len].to_vec()
                 })
                 .collect();
-            self.gather_time += t.elapsed();
             self.floats += recv.len();
             self.len = len;
             Ok(all)
+        }
+        fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>, BoxError> {
+            if self.bench {
+                // Timed from when every process is ready: the exchange, not the wait for the
+                // slowest process's backward.
+                self.world.barrier();
+            }
+            let t = Instant::now();
+            let sum = super::tree_sum(&self.gather(own, g, len)?);
+            self.gather_time += t.elapsed();
+            Ok(sum)
         }
         fn after_step(&mut self, own: &[Vec<f32>]) {
             self.steps += 1;
@@ -236,12 +252,13 @@ mod with_mpi {
             }
             // What DDP does: each process's partial sum, all-reduced in MPI's order (the bits
             // depend on W). Timed for comparison only; the result is discarded.
-            let t = Instant::now();
             let partial = if own.is_empty() {
                 vec![0f32; self.len]
             } else {
                 super::tree_sum(own)
             };
+            self.world.barrier();
+            let t = Instant::now();
             let mut out = vec![0f32; partial.len()];
             self.world
                 .all_reduce_into(&partial[..], &mut out[..], SystemOperation::sum());
@@ -257,7 +274,7 @@ mod with_mpi {
                 serde_json::json!({
                     "world_size": self.size,
                     "steps": self.steps,
-                    "fixed_order_gather_ms_per_step": per(self.gather_time),
+                    "fixed_order_gather_and_tree_sum_ms_per_step": per(self.gather_time),
                     "plain_allreduce_ms_per_step": per(self.allreduce_time),
                     "gathered_floats_per_step": self.floats / self.steps,
                 })

@@ -9,7 +9,7 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
-use crate::distributed::{Local, Shards, tree_sum};
+use crate::distributed::{Local, Shards};
 use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
@@ -1093,7 +1093,7 @@ pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxE
 /// rows `k·m .. min((k+1)·m, B)` of the batch; its loss is the sum-reduced cross entropy
 /// times `1 / B` (so the micro-shards' losses add up to the batch mean); this process computes
 /// the micro-shards `shards` gives it, the exchange gathers all of them in order, and
-/// [`tree_sum`] adds them. Sets every parameter's gradient; returns the batch loss.
+/// [`crate::distributed::tree_sum`] adds them. Sets every parameter's gradient; returns the batch loss.
 fn micro_batch_grads(
     model: &dyn Module,
     params: &[Var],
@@ -1136,8 +1136,7 @@ fn micro_batch_grads(
         v.push(loss.data().item::<f32>()?);
         own.push(v);
     }
-    let all = shards.gather(&own, g, len)?;
-    let sum = tree_sum(&all);
+    let sum = shards.reduce(&own, g, len)?;
     shards.after_step(&own);
     let mut at = 0;
     for (p, &size) in params.iter().zip(&sizes) {
