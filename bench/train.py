@@ -36,9 +36,10 @@ print(json.dumps({"best": best, "mean": total / steps, "peak_rss_kb": resource.g
 '''
 
 
-def ours(kind, threads, mode, steps):
+def ours(kind, threads, mode, steps, fast=False):
     exe = os.path.join(ROOT, "target", "release", "examples", "train_bench")
-    out = subprocess.run([exe, kind, str(threads), mode, str(steps)], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([exe, kind, str(threads), mode, str(steps)] + (["fast"] if fast else []),
+                         check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
@@ -63,17 +64,21 @@ def main():
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--example", "train_bench",
                     "--bin", "lockstep"], cwd=ROOT, check=True)
     import torch
-    print(f"One training step (forward + backward + SGD momentum), mean over {a.steps} steps after 10 warm-up "
-          f"steps; peak RSS of the process. PyTorch {torch.__version__}.\n")
-    print("| model | threads | lockstep det | lockstep nondet | det / nondet | PyTorch | PyTorch / det | peak RSS lockstep | peak RSS PyTorch |")
+    print(f"One training step (forward + backward + SGD momentum), best and mean over {a.steps} steps after 10 "
+          f"warm-up steps (on a loaded machine compare the best-of figures); peak RSS of the process. "
+          f"`cnn fast`: lockstep with `set_allow_fast_conv(true)` (Winograd). PyTorch {torch.__version__}.\n")
+    print("| model | threads | lockstep det best / mean | lockstep nondet best / mean | det / nondet (best) | "
+          "PyTorch best / mean | PyTorch / det (best) | peak RSS lockstep | peak RSS PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for kind in ("mlp", "cnn", "lstm"):
+    ms = lambda r: f"{r['best']*1e3:.3f} / {r['mean']*1e3:.3f} ms"
+    for kind, fast in (("mlp", False), ("cnn", False), ("cnn", True), ("lstm", False)):
         for threads in (1, 2):
-            d = ours(kind, threads, "det", a.steps)
-            n = ours(kind, threads, "nondet", a.steps)
+            d = ours(kind, threads, "det", a.steps, fast)
+            n = ours(kind, threads, "nondet", a.steps, fast)
             t = theirs(a.spec, kind, threads, a.steps)
-            print(f"| {kind} | {threads} | {d['mean']*1e3:.3f} ms | {n['mean']*1e3:.3f} ms | {d['mean']/n['mean']:.2f}× | "
-                  f"{t['mean']*1e3:.3f} ms | **{t['mean']/d['mean']:.2f}×** | {d['peak_rss_kb']/1024:.0f} MiB | "
+            name = kind + (" fast" if fast else "")
+            print(f"| {name} | {threads} | {ms(d)} | {ms(n)} | {d['best']/n['best']:.2f}× | "
+                  f"{ms(t)} | **{t['best']/d['best']:.2f}×** | {d['peak_rss_kb']/1024:.0f} MiB | "
                   f"{t['peak_rss_kb']/1024:.0f} MiB |", flush=True)
     data = os.path.join(ROOT, "crates", "lockstep-data", "data", "digits.csv.gz")
     print("\nA whole run, `torch_train.py` vs `lockstep train`, same flags (`--epochs 2 --workers 0`), wall time "

@@ -1,5 +1,6 @@
 //! Times one training step (forward, backward, optimizer) of the `lockstep train` models, for
-//! `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS]`; prints one JSON
+//! `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS] [fast]` (`fast`:
+//! allow the fast, less accurate convolutions, `set_allow_fast_conv(true)`); prints one JSON
 //! line with the best and mean seconds per step over the timed steps and the process's peak
 //! resident memory (VmHWM, kB), so run each configuration in its own process.
 
@@ -26,6 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let threads: usize = a.get(2).map_or(Ok(1), |s| s.parse())?;
     let det = a.get(3).is_none_or(|s| s == "det");
     let steps: usize = a.get(4).map_or(Ok(200), |s| s.parse())?;
+    let fast = a.get(5).is_some_and(|s| s == "fast");
+    lockstep_tensor::autotune::set_allow_fast_conv(fast);
     let (hidden, batch) = match model_kind {
         "mlp" => (256, 64),
         "cnn" => (64, 64),
@@ -64,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         total += s;
     }
     println!(
-        "{{\"model\":\"{model_kind}\",\"threads\":{threads},\"mode\":\"{}\",\"best\":{best},\"mean\":{},\"peak_rss_kb\":{}}}",
+        "{{\"model\":\"{model_kind}\",\"fast_conv\":{fast},\"threads\":{threads},\"mode\":\"{}\",\"best\":{best},\"mean\":{},\"peak_rss_kb\":{}}}",
         if det { "det" } else { "nondet" },
         total / steps as f64,
         peak_rss_kb()

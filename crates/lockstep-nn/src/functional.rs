@@ -198,32 +198,14 @@ pub fn batch_norm(
             ),
         ));
     }
-    let xs = f64s(&x.data());
-    let at = move |i: usize, ch: usize, j: usize| (i * c + ch) * s + j;
-    // Batch statistics: the mean and the sum of squared deviations per channel, in f64.
+    let xt = x.data().contiguous();
+    let dtype = x.dtype();
     let batch_stats = training || running_mean.is_none() || running_var.is_none();
     let (mean, var_sum) = if batch_stats {
-        let mut mean = vec![0.0; c];
-        let mut var_sum = vec![0.0; c];
-        for ch in 0..c {
-            let mut acc = 0.0;
-            for i in 0..n {
-                for j in 0..s {
-                    acc += xs[at(i, ch, j)];
-                }
-            }
-            let mu = acc / m as f64;
-            let mut sq = 0.0;
-            for i in 0..n {
-                for j in 0..s {
-                    let d = xs[at(i, ch, j)] - mu;
-                    sq += d * d;
-                }
-            }
-            mean[ch] = mu;
-            var_sum[ch] = sq;
+        match dtype {
+            DType::F32 => bn_stats(xt.data::<f32>()?, n, c, s),
+            _ => bn_stats(xt.data::<f64>()?, n, c, s),
         }
-        (mean, var_sum)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -242,59 +224,30 @@ pub fn batch_norm(
     let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
     let w = weight.map(|w| f64s(&w.data()));
     let b = bias.map(|b| f64s(&b.data()));
-    let mut xhat = vec![0.0; xs.len()];
-    let mut y = vec![0.0; xs.len()];
-    for i in 0..n {
-        for ch in 0..c {
-            let (wc, bc) = (
-                w.as_ref().map_or(1.0, |w| w[ch]),
-                b.as_ref().map_or(0.0, |b| b[ch]),
-            );
-            for j in 0..s {
-                let k = at(i, ch, j);
-                xhat[k] = (xs[k] - mean[ch]) * invstd[ch];
-                y[k] = xhat[k] * wc + bc;
-            }
-        }
-    }
-    let dtype = x.dtype();
-    let y = from_f64s(y, x.shape(), dtype)?;
+    let norm = BnNorm {
+        n,
+        c,
+        s,
+        mean,
+        invstd,
+        w,
+    };
+    // x̂ is recomputed from x where needed (the same f64 operations, so the same bits as a
+    // stored copy), with no f64 copies of the input, output or gradient.
+    let y = match dtype {
+        DType::F32 => norm.forward::<f32>(&xt, b.as_deref())?,
+        _ => norm.forward::<f64>(&xt, b.as_deref())?,
+    };
     let mut inputs = vec![x];
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
     inputs.extend(weight);
     inputs.extend(bias);
-    let shape = x.shape().to_vec();
     Ok(Var::from_op(OP, y, &inputs, move |g| {
-        let gs = f64s(g);
-        let mut sg = vec![0.0; c];
-        let mut sgx = vec![0.0; c];
-        for ch in 0..c {
-            let (mut a, mut bb) = (0.0, 0.0);
-            for i in 0..n {
-                for j in 0..s {
-                    let k = at(i, ch, j);
-                    a += gs[k];
-                    bb += gs[k] * xhat[k];
-                }
-            }
-            sg[ch] = a;
-            sgx[ch] = bb;
-        }
-        let mut gx = vec![0.0; gs.len()];
-        for i in 0..n {
-            for ch in 0..c {
-                let wc = w.as_ref().map_or(1.0, |w| w[ch]);
-                for j in 0..s {
-                    let k = at(i, ch, j);
-                    gx[k] = if batch_stats {
-                        wc * invstd[ch] / m as f64 * (m as f64 * gs[k] - sg[ch] - xhat[k] * sgx[ch])
-                    } else {
-                        gs[k] * wc * invstd[ch]
-                    };
-                }
-            }
-        }
-        let mut out = vec![Some(from_f64s(gx, &shape, dtype)?)];
+        let (gx, sg, sgx) = match dtype {
+            DType::F32 => norm.backward::<f32>(&xt, g, batch_stats)?,
+            _ => norm.backward::<f64>(&xt, g, batch_stats)?,
+        };
+        let mut out = vec![Some(gx)];
         if has_w {
             out.push(Some(from_f64s(sgx, &[c], dtype)?));
         }
@@ -303,6 +256,115 @@ pub fn batch_norm(
         }
         Ok(out)
     }))
+}
+
+/// Batch statistics of `xs` (`[n, c, s]`): the mean and the sum of squared deviations per
+/// channel, in f64 in index order.
+fn bn_stats<T: Element>(xs: &[T], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
+    let m = (n * s) as f64;
+    let mut mean = vec![0.0; c];
+    let mut var_sum = vec![0.0; c];
+    for ch in 0..c {
+        let mut acc = 0.0;
+        for i in 0..n {
+            let base = (i * c + ch) * s;
+            for &v in &xs[base..base + s] {
+                acc += v.to_f64();
+            }
+        }
+        let mu = acc / m;
+        let mut sq = 0.0;
+        for i in 0..n {
+            let base = (i * c + ch) * s;
+            for &v in &xs[base..base + s] {
+                let d = v.to_f64() - mu;
+                sq += d * d;
+            }
+        }
+        mean[ch] = mu;
+        var_sum[ch] = sq;
+    }
+    (mean, var_sum)
+}
+
+/// What batch normalisation's forward and backward share: the shape `[n, c, s]`, the
+/// per-channel mean and 1/√(var + ε), and the weight, in f64.
+struct BnNorm {
+    n: usize,
+    c: usize,
+    s: usize,
+    mean: Vec<f64>,
+    invstd: Vec<f64>,
+    w: Option<Vec<f64>>,
+}
+
+impl BnNorm {
+    fn wc(&self, ch: usize) -> f64 {
+        self.w.as_ref().map_or(1.0, |w| w[ch])
+    }
+
+    /// `y = x̂·w + b` with `x̂ = (x − mean)·invstd`, in f64, rounded once to `T`.
+    fn forward<T: Element>(&self, xt: &Tensor, b: Option<&[f64]>) -> Result<Tensor> {
+        let xs = xt.data::<T>()?;
+        let mut y = Vec::with_capacity(xs.len());
+        for (k, plane) in xs.chunks(self.s.max(1)).enumerate().take(self.n * self.c) {
+            let ch = k % self.c;
+            let (mu, is, wc) = (self.mean[ch], self.invstd[ch], self.wc(ch));
+            let bc = b.map_or(0.0, |b| b[ch]);
+            y.extend(plane.iter().map(|&v| {
+                let xhat = (v.to_f64() - mu) * is;
+                T::from_f64(xhat * wc + bc)
+            }));
+        }
+        Tensor::from_vec(y, xt.shape())
+    }
+
+    /// The input's gradient and the per-channel sums `Σ g` and `Σ g·x̂` (the bias's and the
+    /// weight's gradients), in f64 in index order.
+    fn backward<T: Element>(
+        &self,
+        xt: &Tensor,
+        g: &Tensor,
+        batch_stats: bool,
+    ) -> Result<(Tensor, Vec<f64>, Vec<f64>)> {
+        let (n, c, s) = (self.n, self.c, self.s);
+        let m = (n * s) as f64;
+        let xs = xt.data::<T>()?;
+        let g = g.contiguous();
+        let gs = g.data::<T>()?;
+        let mut sg = vec![0.0; c];
+        let mut sgx = vec![0.0; c];
+        for ch in 0..c {
+            let (mu, is) = (self.mean[ch], self.invstd[ch]);
+            let (mut a, mut bb) = (0.0, 0.0);
+            for i in 0..n {
+                let base = (i * c + ch) * s;
+                for (&gv, &xv) in gs[base..base + s].iter().zip(&xs[base..base + s]) {
+                    let gv = gv.to_f64();
+                    a += gv;
+                    bb += gv * ((xv.to_f64() - mu) * is);
+                }
+            }
+            sg[ch] = a;
+            sgx[ch] = bb;
+        }
+        let mut gx = Vec::with_capacity(gs.len());
+        for k in 0..n * c {
+            let ch = k % c;
+            let (mu, is, wc) = (self.mean[ch], self.invstd[ch], self.wc(ch));
+            let range = k * s..(k + 1) * s;
+            let pairs = gs[range.clone()].iter().zip(&xs[range]);
+            if batch_stats {
+                gx.extend(pairs.map(|(&gv, &xv)| {
+                    let xhat = (xv.to_f64() - mu) * is;
+                    T::from_f64(wc * is / m * (m * gv.to_f64() - sg[ch] - xhat * sgx[ch]))
+                }));
+            } else {
+                gx.extend(pairs.map(|(&gv, _)| T::from_f64(gv.to_f64() * wc * is)));
+            }
+        }
+        Ok((Tensor::from_vec(gx, xt.shape())?, sg, sgx))
+    }
 }
 
 /// The running statistics' update of `batch_norm_cpu_update_stats_template`, formula by

@@ -13,7 +13,13 @@
 //!
 //! [`with_algorithm`] pins one algorithm for the calls a closure makes on this thread, whatever
 //! the heuristic or benchmark mode would choose — e.g. `conv2d.im2col_gemm` for GEMM-order sums
-//! where the heuristic picks Winograd.
+//! in a shape where benchmark mode might pick another candidate.
+//!
+//! [`set_allow_fast_conv`] (PyTorch's `torch.backends.cudnn.allow_tf32`, default off) lets the
+//! heuristic and benchmark mode choose the fast-but-less-accurate convolution algorithms
+//! (Winograd F(4×4, 3×3): about ten times the rounding error of a direct sum). Off, every
+//! convolution sums its terms directly (one fma chain per output, as PyTorch's CPU kernels),
+//! unless one of those algorithms is pinned with [`with_algorithm`].
 
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::{Error, Result};
@@ -27,12 +33,55 @@ use std::time::Instant;
 
 static BENCHMARK: AtomicBool = AtomicBool::new(false);
 static CONV_DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+static ALLOW_FAST_CONV: AtomicBool = AtomicBool::new(false);
 /// (op, shape key) → algorithm id.
 static CACHE: Mutex<BTreeMap<(String, String), String>> = Mutex::new(BTreeMap::new());
 
 thread_local! {
     /// Algorithms pinned by [`with_algorithm`] on this thread, innermost last.
     static PINNED: core::cell::RefCell<Vec<&'static str>> = const { core::cell::RefCell::new(Vec::new()) };
+    /// This thread's override of [`ALLOW_FAST_CONV`], set by [`with_allow_fast_conv`].
+    static FAST_CONV: core::cell::Cell<Option<bool>> = const { core::cell::Cell::new(None) };
+}
+
+/// `torch.backends.cudnn.allow_tf32 = on`, for convolution on the CPU: whether the heuristic
+/// and benchmark mode may choose convolution algorithms that trade accuracy for speed
+/// (today `*.winograd_f4x3`, whose errors are about ten times a direct sum's). Off by default:
+/// a convolution then gives PyTorch-level accuracy. The process-wide default; see
+/// [`with_allow_fast_conv`] for a scoped, per-thread setting. Either way the fast algorithms
+/// stay deterministic and thread-invariant; only their rounding differs.
+pub fn set_allow_fast_conv(on: bool) {
+    ALLOW_FAST_CONV.store(on, Ordering::SeqCst);
+}
+
+/// Whether fast, less accurate convolution algorithms may be chosen on this thread: the
+/// innermost [`with_allow_fast_conv`] around the call, else [`set_allow_fast_conv`]'s value.
+pub fn allow_fast_conv() -> bool {
+    FAST_CONV
+        .with(|f| f.get())
+        .unwrap_or_else(|| ALLOW_FAST_CONV.load(Ordering::SeqCst))
+}
+
+/// Runs `f` with [`allow_fast_conv`] set to `on` for the calls it makes on this thread (the
+/// previous setting is restored afterwards, also on panic). Safe under `cargo test`'s parallel
+/// threads: other threads keep their own setting.
+pub fn with_allow_fast_conv<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<bool>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FAST_CONV.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FAST_CONV.with(|c| c.replace(Some(on))));
+    f()
+}
+
+/// Whether `algo` is pinned on this thread by [`with_algorithm`] (a pin is an explicit choice:
+/// it runs even where the policy would not pick it, e.g. Winograd without
+/// [`allow_fast_conv`]).
+pub(crate) fn is_pinned(algo: &str) -> bool {
+    let op = algo.rsplit_once('.').map_or(algo, |(o, _)| o);
+    pinned(op) == Some(algo)
 }
 
 /// Runs `f` with the algorithm `algo` (an id such as `"conv2d.im2col_gemm"`; its op is the part

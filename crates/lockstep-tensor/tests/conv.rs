@@ -1,6 +1,7 @@
 //! conv2d and its backward primitives: against PyTorch (`tools/golden_conv.py`), every
 //! candidate against the others, thread invariance, deterministic-mode policy, bad input.
 
+use lockstep_tensor::autotune::with_allow_fast_conv;
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::{CONV2D, CONV2D_WEIGHT_GRAD, Conv2dParams};
 use lockstep_tensor::threads::with_num_threads;
@@ -231,7 +232,13 @@ fn winograd_close(got: &[f32], want: &[f64], terms: usize, what: &str) {
 
 #[test]
 fn winograd_shapes_match_the_reference_and_are_thread_invariant() {
-    // 3×3, stride 1, ≥ 16 channels: the heuristic picks `*.winograd_f4x3` for all three ops.
+    // Opted in, Winograd is the heuristic's choice here.
+    with_allow_fast_conv(true, winograd_shapes_body);
+}
+
+fn winograd_shapes_body() {
+    // 3×3, stride 1, ≥ 16 channels: with fast convolution allowed, the heuristic picks
+    // `*.winograd_f4x3` for all three ops.
     let p = Conv2dParams {
         padding: (1, 1),
         ..Conv2dParams::default()
@@ -332,10 +339,18 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     };
     let x = sample(&[2, 16, 8, 8], 31);
     let w = sample(&[16, 16, 3, 3], 32);
-    // The heuristic picks Winograd here; pinned, im2col's GEMM-order sums run instead.
-    let winograd = x.conv2d(&w, None, p).unwrap();
-    let gemm = with_algorithm("conv2d.im2col_gemm", || x.conv2d(&w, None, p).unwrap());
+    // Opted in, the heuristic picks Winograd here; pinned, im2col's GEMM-order sums run
+    // instead.
+    let winograd = with_allow_fast_conv(true, || x.conv2d(&w, None, p).unwrap());
+    let gemm = with_allow_fast_conv(true, || {
+        with_algorithm("conv2d.im2col_gemm", || x.conv2d(&w, None, p).unwrap())
+    });
     assert_ne!(bits(&winograd), bits(&gemm));
+    // By default (not opted in) the accurate algorithm runs; a pin of Winograd is an explicit
+    // opt-in of its own.
+    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&gemm));
+    let pinned = with_algorithm("conv2d.winograd_f4x3", || x.conv2d(&w, None, p).unwrap());
+    assert_eq!(bits(&pinned), bits(&winograd));
     let want = naive_conv(&x, &w, p);
     close(
         &gemm,
@@ -344,7 +359,9 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
         "im2col",
     );
     // A pin that does not apply to these shapes (1×1 only) leaves the usual choice.
-    let other = with_algorithm("conv2d.direct_1x1", || x.conv2d(&w, None, p).unwrap());
+    let other = with_allow_fast_conv(true, || {
+        with_algorithm("conv2d.direct_1x1", || x.conv2d(&w, None, p).unwrap())
+    });
     assert_eq!(bits(&other), bits(&winograd));
     // Unknown names and nondeterministic pins in deterministic mode are errors, not silence.
     assert!(with_algorithm("conv2d.no_such", || x.conv2d(&w, None, p)).is_err());
@@ -356,7 +373,13 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     });
     assert!(pinned_nondet.is_err());
     // Outside the closure the pin is gone.
-    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&winograd));
+    assert_eq!(
+        bits(&with_allow_fast_conv(true, || x
+            .conv2d(&w, None, p)
+            .unwrap())),
+        bits(&winograd)
+    );
+    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&gemm));
 }
 
 #[test]
@@ -442,4 +465,131 @@ fn bad_convolutions_are_errors() {
     assert!(Tensor::conv2d_backward_input(&sample(&[1, 2, 2, 2], 7), x.shape(), &w, p).is_err());
     assert!(Tensor::conv2d_backward_weight(&sample(&[1, 2, 2, 2], 7), &x, w.shape(), p).is_err());
     assert!(Tensor::conv2d_backward_input(&y, &[1, 4, 5], &w, p).is_err());
+}
+
+#[test]
+fn fast_conv_is_opt_in_and_scoped_per_thread() {
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let x = sample(&[2, 16, 8, 8], 41);
+    let w = sample(&[16, 16, 3, 3], 42);
+    let default = bits(&x.conv2d(&w, None, p).unwrap());
+    let fast = with_allow_fast_conv(true, || {
+        assert!(lockstep_tensor::autotune::allow_fast_conv());
+        // Nested scopes: the innermost wins, and the outer setting comes back.
+        let inner = with_allow_fast_conv(false, || bits(&x.conv2d(&w, None, p).unwrap()));
+        assert_eq!(inner, default);
+        bits(&x.conv2d(&w, None, p).unwrap())
+    });
+    assert_ne!(fast, default, "Winograd rounds differently");
+    assert!(!lockstep_tensor::autotune::allow_fast_conv());
+    // Another thread does not see this thread's opt-in.
+    with_allow_fast_conv(true, || {
+        let (x, w) = (x.clone(), w.clone());
+        let there = std::thread::spawn(move || bits(&x.conv2d(&w, None, p).unwrap()));
+        assert_eq!(there.join().unwrap(), default);
+    });
+    // The default is as accurate as a direct sum: within 1e-6 of the f64 reference per term.
+    let y = x.conv2d(&w, None, p).unwrap();
+    close(
+        &y,
+        &naive_conv(&x, &w, p)
+            .iter()
+            .map(|&v| v as f32)
+            .collect::<Vec<_>>(),
+        16 * 9,
+        "default conv",
+    );
+}
+
+/// The batched im2col paths (several small samples per product) give each sample the bits it
+/// gets alone, at any thread count.
+#[test]
+fn batched_small_convolutions_equal_per_sample_ones_at_any_thread_count() {
+    for (xs, ws, p) in [
+        (
+            [64, 1, 8, 8],
+            [16, 1, 3, 3],
+            Conv2dParams {
+                padding: (1, 1),
+                ..Conv2dParams::default()
+            },
+        ),
+        (
+            [64, 16, 4, 4],
+            [32, 16, 3, 3],
+            Conv2dParams {
+                padding: (1, 1),
+                ..Conv2dParams::default()
+            },
+        ),
+        (
+            [37, 4, 7, 5],
+            [6, 2, 3, 2],
+            Conv2dParams {
+                stride: (2, 1),
+                padding: (1, 2),
+                dilation: (1, 2),
+                groups: 2,
+            },
+        ),
+    ] {
+        let x = sample(&xs, 51);
+        let w = sample(&ws, 52);
+        let run = || {
+            scope(true, false, || {
+                let y = x.conv2d(&w, None, p).unwrap();
+                let gy = sample(y.shape(), 53);
+                (
+                    bits(&y),
+                    bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
+                    bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
+                )
+            })
+        };
+        let one = with_num_threads(1, run);
+        for t in [2, 3, 8] {
+            assert_eq!(with_num_threads(t, run), one, "{xs:?}: threads = {t}");
+        }
+        // Sample by sample (a batch of one: no batching), the same bits.
+        let y = x.conv2d(&w, None, p).unwrap();
+        let gy = sample(y.shape(), 53);
+        let per = y.numel() / xs[0];
+        let gper = x.numel() / xs[0];
+        let (yb, gb) = (
+            y.to_vec::<f32>().unwrap(),
+            Tensor::conv2d_backward_input(&gy, x.shape(), &w, p)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap(),
+        );
+        for n in [0, 1, xs[0] / 2, xs[0] - 1] {
+            let xn = x.narrow(0, n, 1).unwrap().contiguous();
+            let gyn = gy.narrow(0, n, 1).unwrap().contiguous();
+            let yn = xn.conv2d(&w, None, p).unwrap();
+            let gxn = Tensor::conv2d_backward_input(&gyn, xn.shape(), &w, p).unwrap();
+            let bits_of = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&yn),
+                bits_of(&yb[n * per..(n + 1) * per]),
+                "{xs:?} y[{n}]"
+            );
+            assert_eq!(
+                bits(&gxn),
+                bits_of(&gb[n * gper..(n + 1) * gper]),
+                "{xs:?} dx[{n}]"
+            );
+        }
+        close(
+            &y,
+            &naive_conv(&x, &w, p)
+                .iter()
+                .map(|&v| v as f32)
+                .collect::<Vec<_>>(),
+            ws[1] * ws[2] * ws[3],
+            "batched conv",
+        );
+    }
 }

@@ -105,6 +105,34 @@ impl Pool2d {
     }
 }
 
+/// Planes of at most this many elements in all stay on the calling thread: handing them to
+/// the pool costs more than the work. A function of the shapes only; each plane is computed
+/// the same way either way, so the choice never changes the bits.
+const SERIAL_MAX: usize = 1 << 16;
+
+/// Runs `f(plane, out_plane)` for every `chunk`-element plane of `out`: on the calling thread
+/// when the work is small (`work` elements touched in all, at most [`SERIAL_MAX`]) or there is
+/// one thread, else in parallel over planes.
+fn for_each_plane<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let par = Par::current();
+    if par.threads() == 1 || work <= SERIAL_MAX {
+        out.chunks_mut(chunk.max(1))
+            .enumerate()
+            .for_each(|(i, o)| f(i, o));
+    } else {
+        par.install(|| {
+            out.par_chunks_mut(chunk.max(1))
+                .enumerate()
+                .for_each(|(i, o)| f(i, o))
+        });
+    }
+}
+
 fn nchw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize, usize)> {
     match *x.shape() {
         [n, c, h, w] => Ok((n, c, h, w)),
@@ -146,42 +174,80 @@ impl Tensor {
         let mut vals = vec![0f32; n * c * oh * ow];
         let mut idx = vec![0i64; n * c * oh * ow];
         let plane = oh * ow;
-        Par::current().install(|| {
-            vals.par_chunks_mut(plane.max(1))
-                .zip(idx.par_chunks_mut(plane.max(1)))
-                .enumerate()
-                .for_each(|(pl, (v, ix))| {
-                    let s = &src[pl * h * w..(pl + 1) * h * w];
-                    for i in 0..oh {
-                        for j in 0..ow {
-                            let mut best = f32::NEG_INFINITY;
-                            let mut at = -1i64;
-                            for a in 0..p.kernel.0 {
-                                let y = (i * p.stride.0 + a * p.dilation.0) as isize
-                                    - p.padding.0 as isize;
-                                if y < 0 || y >= h as isize {
-                                    continue;
-                                }
-                                for b in 0..p.kernel.1 {
-                                    let xx = (j * p.stride.1 + b * p.dilation.1) as isize
-                                        - p.padding.1 as isize;
-                                    if xx < 0 || xx >= w as isize {
-                                        continue;
-                                    }
-                                    let k = y as usize * w + xx as usize;
-                                    let val = s[k];
-                                    if at < 0 || val > best || val.is_nan() && !best.is_nan() {
-                                        best = val;
-                                        at = k as i64;
-                                    }
+        // Without padding and with the last window inside (no ceil-mode overhang), every
+        // window lies inside the input: no bounds to check.
+        let inside = p.padding == (0, 0)
+            && oh > 0
+            && ow > 0
+            && (oh - 1) * p.stride.0 + (p.kernel.0 - 1) * p.dilation.0 < h
+            && (ow - 1) * p.stride.1 + (p.kernel.1 - 1) * p.dilation.1 < w;
+        let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
+            let s = &src[pl * h * w..(pl + 1) * h * w];
+            if inside {
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let (y0, x0) = (i * p.stride.0, j * p.stride.1);
+                        let mut best = s[y0 * w + x0];
+                        let mut at = y0 * w + x0;
+                        for a in 0..p.kernel.0 {
+                            let row = (y0 + a * p.dilation.0) * w;
+                            for b in 0..p.kernel.1 {
+                                let k = row + x0 + b * p.dilation.1;
+                                let val = s[k];
+                                if val > best || val.is_nan() && !best.is_nan() {
+                                    best = val;
+                                    at = k;
                                 }
                             }
-                            v[i * ow + j] = best;
-                            ix[i * ow + j] = at;
+                        }
+                        v[i * ow + j] = best;
+                        ix[i * ow + j] = at as i64;
+                    }
+                }
+                return;
+            }
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut best = f32::NEG_INFINITY;
+                    let mut at = -1i64;
+                    for a in 0..p.kernel.0 {
+                        let y = (i * p.stride.0 + a * p.dilation.0) as isize - p.padding.0 as isize;
+                        if y < 0 || y >= h as isize {
+                            continue;
+                        }
+                        for b in 0..p.kernel.1 {
+                            let xx =
+                                (j * p.stride.1 + b * p.dilation.1) as isize - p.padding.1 as isize;
+                            if xx < 0 || xx >= w as isize {
+                                continue;
+                            }
+                            let k = y as usize * w + xx as usize;
+                            let val = s[k];
+                            if at < 0 || val > best || val.is_nan() && !best.is_nan() {
+                                best = val;
+                                at = k as i64;
+                            }
                         }
                     }
-                })
-        });
+                    v[i * ow + j] = best;
+                    ix[i * ow + j] = at;
+                }
+            }
+        };
+        let par = Par::current();
+        if par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX {
+            vals.chunks_mut(plane.max(1))
+                .zip(idx.chunks_mut(plane.max(1)))
+                .enumerate()
+                .for_each(|(pl, vi)| pool_plane(pl, vi));
+        } else {
+            par.install(|| {
+                vals.par_chunks_mut(plane.max(1))
+                    .zip(idx.par_chunks_mut(plane.max(1)))
+                    .enumerate()
+                    .for_each(|(pl, vi)| pool_plane(pl, vi))
+            });
+        }
         Ok((
             Tensor::from_vec(vals, &[n, c, oh, ow])?,
             Tensor::from_vec(idx, &[n, c, oh, ow])?,
@@ -230,18 +296,15 @@ impl Tensor {
             });
         }
         let mut out = vec![0f32; n * c * h * w];
-        Par::current().install(|| {
-            out.par_chunks_mut((h * w).max(1))
-                .enumerate()
-                .for_each(|(pl, o)| {
-                    let (g, k) = (
-                        &gi[pl * plane_out..(pl + 1) * plane_out],
-                        &ixs[pl * plane_out..(pl + 1) * plane_out],
-                    );
-                    for (&gv, &kv) in g.iter().zip(k) {
-                        o[kv as usize] += gv;
-                    }
-                })
+        let work = out.len() + gi.len();
+        for_each_plane(&mut out, h * w, work, |pl, o| {
+            let (g, k) = (
+                &gi[pl * plane_out..(pl + 1) * plane_out],
+                &ixs[pl * plane_out..(pl + 1) * plane_out],
+            );
+            for (&gv, &kv) in g.iter().zip(k) {
+                o[kv as usize] += gv;
+            }
         });
         Tensor::from_vec(out, input_shape)
     }
@@ -346,24 +409,21 @@ fn window_mean(
     let x = x.contiguous();
     let src = float_data(op, &x)?;
     let mut out = vec![0f32; planes * oh * ow];
-    Par::current().install(|| {
-        out.par_chunks_mut((oh * ow).max(1))
-            .enumerate()
-            .for_each(|(pl, o)| {
-                let s = &src[pl * h * w..(pl + 1) * h * w];
-                for i in 0..oh {
-                    for j in 0..ow {
-                        let (y0, x0, y1, x1, div) = win(i, j);
-                        let mut sum = 0f32;
-                        for y in y0..y1 {
-                            for xx in x0..x1 {
-                                sum += s[y * w + xx];
-                            }
-                        }
-                        o[i * ow + j] = sum / div as f32;
+    let work = out.len() + src.len();
+    for_each_plane(&mut out, oh * ow, work, |pl, o| {
+        let s = &src[pl * h * w..(pl + 1) * h * w];
+        for i in 0..oh {
+            for j in 0..ow {
+                let (y0, x0, y1, x1, div) = win(i, j);
+                let mut sum = 0f32;
+                for y in y0..y1 {
+                    for xx in x0..x1 {
+                        sum += s[y * w + xx];
                     }
                 }
-            })
+                o[i * ow + j] = sum / div as f32;
+            }
+        }
     });
     let mut shape = x.shape().to_vec();
     (shape[2], shape[3]) = (oh, ow);
@@ -390,23 +450,20 @@ fn window_scatter(
     let g = grad_output.contiguous();
     let gs = float_data(op, &g)?;
     let mut out = vec![0f32; n * c * h * w];
-    Par::current().install(|| {
-        out.par_chunks_mut((h * w).max(1))
-            .enumerate()
-            .for_each(|(pl, o)| {
-                let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
-                for i in 0..oh {
-                    for j in 0..ow {
-                        let (y0, x0, y1, x1, div) = win(i, j);
-                        let v = g[i * ow + j] / div as f32;
-                        for y in y0..y1 {
-                            for xx in x0..x1 {
-                                o[y * w + xx] += v;
-                            }
-                        }
+    let work = out.len() + gs.len();
+    for_each_plane(&mut out, h * w, work, |pl, o| {
+        let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
+        for i in 0..oh {
+            for j in 0..ow {
+                let (y0, x0, y1, x1, div) = win(i, j);
+                let v = g[i * ow + j] / div as f32;
+                for y in y0..y1 {
+                    for o in &mut o[y * w + x0..y * w + x1] {
+                        *o += v;
                     }
                 }
-            })
+            }
+        }
     });
     Tensor::from_vec(out, &input_shape)
 }

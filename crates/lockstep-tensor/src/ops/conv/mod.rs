@@ -7,9 +7,18 @@
 //! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (the batch's tiles cut into ranges fixed by the shape, added in order: thread-invariant, parallel even for one sample) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
-//! timing): the direct kernels for 1×1 and depthwise shapes; Winograd for 3×3 convolutions
-//! with stride 1, dilation 1, one group, padding at most 2, outputs of at least 4×4 and at
-//! least 16 input and 16 output channels; im2col + GEMM otherwise. With benchmark mode on, the
+//! timing): the direct kernels for 1×1 and depthwise shapes; im2col + GEMM otherwise. Winograd
+//! (fast, about ten times the rounding error) is a candidate only where the caller opted in
+//! with [`autotune::set_allow_fast_conv`] / [`autotune::with_allow_fast_conv`] (PyTorch's
+//! `allow_tf32`; off by default) or pinned it with [`autotune::with_algorithm`]: then the
+//! heuristic picks it for 3×3 convolutions with stride 1, dilation 1, one group, padding at
+//! most 2, outputs of at least 4×4 and at least 16 input and 16 output channels.
+//!
+//! im2col + GEMM gathers the patches of several samples into one product when planes are
+//! small (about 512 output columns per product, a number fixed by the shape): every output is
+//! one fma chain over `C_in/groups · kH · kW` in that order whatever the product's width, so
+//! this changes speed, not bits; the input gradient likewise. Work under 2^21 multiply-adds
+//! stays on the calling thread. With benchmark mode on, the
 //! applicable candidates are timed once per shape. In deterministic mode — or with
 //! [`autotune::set_conv_deterministic`] — only thread-invariant candidates run. Every
 //! summation order here depends on the shapes only: GEMM never splits K across threads,
@@ -196,22 +205,60 @@ impl Geometry {
             .filter(|&x| x < self.w)
     }
 
-    /// im2col of one sample's group `g` (`x` is that sample, `C_in·H·W`) into `col`
-    /// (`K × OH·OW`, row-major), zeros where the window leaves the input.
-    fn im2col(&self, x: &[f32], g: usize, col: &mut [f32]) {
+    /// im2col of one sample's group `g` (`x` is that sample, `C_in·H·W`) into columns
+    /// `off..off + OH·OW` of `col` (`K × ld`, row-major), zeros where the window leaves the input.
+    fn im2col_at(&self, x: &[f32], g: usize, col: &mut [f32], ld: usize, off: usize) {
         let ohw = self.ohw();
+        let sw = self.p.stride.1;
+        if self.p.stride == (1, 1) && self.p.dilation == (1, 1) && self.w <= 64 {
+            // Small planes: one zero-padded copy per channel, then every row of the patch
+            // matrix is a plain copy of `OW` values (no per-row bounds or fills).
+            let (ph, pw) = self.p.padding;
+            let (hp, wp) = (self.h + 2 * ph, self.w + 2 * pw);
+            let mut pad = vec![0f32; hp * wp];
+            for c in 0..self.cg() {
+                let plane = &x[(g * self.cg() + c) * self.h * self.w..][..self.h * self.w];
+                for (y, src) in plane.chunks_exact(self.w).enumerate() {
+                    pad[(y + ph) * wp + pw..][..self.w].copy_from_slice(src);
+                }
+                for a in 0..self.kh {
+                    for b in 0..self.kw {
+                        let row = &mut col[((c * self.kh + a) * self.kw + b) * ld + off..][..ohw];
+                        for (i, dst) in row.chunks_exact_mut(self.ow).enumerate() {
+                            let src = &pad[(i + a) * wp + b..][..self.ow];
+                            for (d, &v) in dst.iter_mut().zip(src) {
+                                *d = v;
+                            }
+                        }
+                    }
+                }
+            }
+            return;
+        }
         for c in 0..self.cg() {
             let plane = &x[(g * self.cg() + c) * self.h * self.w..][..self.h * self.w];
             for a in 0..self.kh {
                 for b in 0..self.kw {
-                    let row = &mut col[((c * self.kh + a) * self.kw + b) * ohw..][..ohw];
+                    let row = &mut col[((c * self.kh + a) * self.kw + b) * ld + off..][..ohw];
+                    let (j0, j1) = self.valid_x(b);
                     for i in 0..self.oh {
                         let dst = &mut row[i * self.ow..(i + 1) * self.ow];
                         match self.in_y(i, a) {
                             None => dst.fill(0.0),
                             Some(y) => {
-                                for (j, d) in dst.iter_mut().enumerate() {
-                                    *d = self.in_x(j, b).map_or(0.0, |xx| plane[y * self.w + xx]);
+                                dst[..j0].fill(0.0);
+                                dst[j1..].fill(0.0);
+                                if j0 < j1 {
+                                    // Input column of output column j: j·sw + x0.
+                                    let x0 = (j0 * sw + b * self.p.dilation.1) - self.p.padding.1;
+                                    let src = &plane[y * self.w..][..self.w];
+                                    if sw == 1 {
+                                        dst[j0..j1].copy_from_slice(&src[x0..x0 + (j1 - j0)]);
+                                    } else {
+                                        for (t, d) in dst[j0..j1].iter_mut().enumerate() {
+                                            *d = src[x0 + t * sw];
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -221,21 +268,41 @@ impl Geometry {
         }
     }
 
-    /// Adds `col` (`K × OH·OW`) back into group `g` of one sample's input gradient, in a fixed
-    /// order (channel, kernel row, kernel column, output position).
-    fn col2im(&self, col: &[f32], g: usize, dx: &mut [f32]) {
+    /// The output columns `j0..j1` whose input column for kernel column `b` lies inside the
+    /// input (`in_x(j, b)` is `Some` exactly there).
+    fn valid_x(&self, b: usize) -> (usize, usize) {
+        let (sw, pw, off) = (self.p.stride.1, self.p.padding.1, b * self.p.dilation.1);
+        // j·sw + off ≥ pw and j·sw + off < w + pw.
+        let j0 = pw.saturating_sub(off).div_ceil(sw).min(self.ow);
+        let j1 = if self.w + pw > off {
+            (self.w + pw - off).div_ceil(sw).min(self.ow)
+        } else {
+            0
+        };
+        (j0, j1.max(j0))
+    }
+
+    /// Adds columns `off..off + OH·OW` of `col` (`K × ld`) back into group `g` of one sample's
+    /// input gradient, in a fixed order (channel, kernel row, kernel column, output position).
+    fn col2im_at(&self, col: &[f32], ld: usize, off: usize, g: usize, dx: &mut [f32]) {
         let ohw = self.ohw();
+        let sw = self.p.stride.1;
         for c in 0..self.cg() {
             let plane = &mut dx[(g * self.cg() + c) * self.h * self.w..][..self.h * self.w];
             for a in 0..self.kh {
                 for b in 0..self.kw {
-                    let row = &col[((c * self.kh + a) * self.kw + b) * ohw..][..ohw];
+                    let row = &col[((c * self.kh + a) * self.kw + b) * ld + off..][..ohw];
+                    let (j0, j1) = self.valid_x(b);
+                    if j0 == j1 {
+                        continue;
+                    }
+                    let x0 = (j0 * sw + b * self.p.dilation.1) - self.p.padding.1;
                     for i in 0..self.oh {
                         let Some(y) = self.in_y(i, a) else { continue };
-                        for j in 0..self.ow {
-                            if let Some(xx) = self.in_x(j, b) {
-                                plane[y * self.w + xx] += row[i * self.ow + j];
-                            }
+                        let src = &row[i * self.ow + j0..i * self.ow + j1];
+                        let dst = &mut plane[y * self.w..][..self.w];
+                        for (t, &v) in src.iter().enumerate() {
+                            dst[x0 + t * sw] += v;
                         }
                     }
                 }
@@ -248,56 +315,110 @@ type FwdFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type InputGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type WeightGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 
-/// Runs `per_sample(n, out_n, par)` for every sample: in parallel over samples (each on one
-/// thread) when the batch has at least as many samples as threads, else sample after sample
-/// with the threads inside. Each sample's output is computed the same way either way (GEMM's
-/// bits do not depend on its thread count), so the choice never changes the bits.
-fn for_each_sample(
-    n: usize,
+/// Samples per GEMM of the batched im2col paths: small planes are gathered so that one
+/// product has about [`CHUNK_COLS`] columns (a function of the shape only). Every output is
+/// one fma chain over K whatever the product's width, so batching never changes the bits.
+fn samples_per_chunk(g: &Geometry) -> usize {
+    (CHUNK_COLS / g.ohw().max(1)).clamp(1, g.n.max(1))
+}
+
+/// Columns of one batched product.
+const CHUNK_COLS: usize = 512;
+
+/// Multiply-adds below which a convolution stays on the calling thread.
+const SERIAL_MAX_WORK: usize = 1 << 21;
+
+/// Runs `per_chunk(c, samples, par)` for the chunks of `per` samples of the batch, each
+/// writing only its samples' part of `out` (`size` elements per sample): in parallel over
+/// chunks (each on one thread) when there are at least as many chunks as threads and the work
+/// is large enough, else chunk after chunk with `par`'s threads inside. Each chunk is
+/// computed the same way either way, so the choice never changes the bits.
+fn for_each_chunk(
+    g: &Geometry,
+    per: usize,
     out: &mut [f32],
+    work: usize,
     par: &Par,
-    per_sample: impl Fn(usize, &mut [f32], &Par) -> Result<()> + Sync,
+    per_chunk: impl Fn(std::ops::Range<usize>, &mut [f32], &Par) -> Result<()> + Sync,
 ) -> Result<()> {
-    if n == 0 || out.is_empty() {
+    if g.n == 0 || out.is_empty() {
         return Ok(());
     }
-    let size = out.len() / n;
-    if n >= par.threads() && par.threads() > 1 {
+    let size = out.len() / g.n;
+    let chunks = g.n.div_ceil(per);
+    let range = |c: usize| c * per..((c + 1) * per).min(g.n);
+    if work <= SERIAL_MAX_WORK || par.threads() == 1 {
+        let one = Par::new(1);
+        out.chunks_mut(size * per)
+            .enumerate()
+            .try_for_each(|(c, o)| per_chunk(range(c), o, &one))
+    } else if chunks >= par.threads() {
         let one = Par::new(1);
         par.install(|| {
-            out.par_chunks_mut(size)
+            out.par_chunks_mut(size * per)
                 .enumerate()
-                .try_for_each(|(i, o)| per_sample(i, o, &one))
+                .try_for_each(|(c, o)| per_chunk(range(c), o, &one))
         })
     } else {
-        out.chunks_mut(size)
+        out.chunks_mut(size * per)
             .enumerate()
-            .try_for_each(|(i, o)| per_sample(i, o, par))
+            .try_for_each(|(c, o)| per_chunk(range(c), o, par))
     }
 }
 
 fn fwd_im2col(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
     let chw = g.cin * g.h * g.w;
-    for_each_sample(g.n, out, par, |n, o, par| {
-        let xs = &x[n * chw..][..chw];
-        let mut col = vec![0f32; k * ohw];
+    let per = samples_per_chunk(g);
+    let work = g.n * g.cout * ohw * k;
+    for_each_chunk(g, per, out, work, par, |ns, o, par| {
+        let cols = ns.len() * ohw;
+        let mut col = vec![0f32; k * cols];
+        // One sample: the product writes straight into the output.
+        let mut tmp = if ns.len() > 1 {
+            vec![0f32; og * cols]
+        } else {
+            Vec::new()
+        };
         for grp in 0..g.p.groups {
-            g.im2col(xs, grp, &mut col);
+            for (slot, n) in ns.clone().enumerate() {
+                g.im2col_at(&x[n * chw..][..chw], grp, &mut col, cols, slot * ohw);
+            }
             let wg = &w[grp * og * k..][..og * k];
-            let og_out = &mut o[grp * og * ohw..][..og * ohw];
+            if ns.len() == 1 {
+                let og_out = &mut o[grp * og * ohw..][..og * ohw];
+                gemm(
+                    og,
+                    ohw,
+                    k,
+                    wg,
+                    (k, 1),
+                    &col,
+                    (ohw, 1),
+                    og_out,
+                    (ohw, 1),
+                    par,
+                )?;
+                continue;
+            }
             gemm(
                 og,
-                ohw,
+                cols,
                 k,
                 wg,
                 (k, 1),
                 &col,
-                (ohw, 1),
-                og_out,
-                (ohw, 1),
+                (cols, 1),
+                &mut tmp,
+                (cols, 1),
                 par,
             )?;
+            for slot in 0..ns.len() {
+                for r in 0..og {
+                    o[(slot * g.cout + grp * og + r) * ohw..][..ohw]
+                        .copy_from_slice(&tmp[r * cols + slot * ohw..][..ohw]);
+                }
+            }
         }
         Ok(())
     })
@@ -375,25 +496,58 @@ pub static CONV2D: Op<FwdFn> = Op {
 
 fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
-    for_each_sample(g.n, dx, par, |n, dxs, par| {
-        let mut col = vec![0f32; k * ohw];
+    let per = samples_per_chunk(g);
+    let work = g.n * g.cout * ohw * k;
+    let chw = g.cin * g.h * g.w;
+    for_each_chunk(g, per, dx, work, par, |ns, dxs, par| {
+        let cols = ns.len() * ohw;
+        let mut col = vec![0f32; k * cols];
+        let mut go = if ns.len() > 1 {
+            vec![0f32; og * cols]
+        } else {
+            Vec::new()
+        };
         for grp in 0..g.p.groups {
             let wg = &w[grp * og * k..][..og * k];
-            let go = &gout[(n * g.cout + grp * og) * ohw..][..og * ohw];
-            // col = W_gᵀ · gout_g: Wᵀ is W read with swapped strides.
-            gemm(
-                k,
-                ohw,
-                og,
-                wg,
-                (1, k),
-                go,
-                (ohw, 1),
-                &mut col,
-                (ohw, 1),
-                par,
-            )?;
-            g.col2im(&col, grp, dxs);
+            // col = W_gᵀ · gout_g: Wᵀ is W read with swapped strides; several samples'
+            // output gradients side by side.
+            if ns.len() == 1 {
+                let go = &gout[(ns.start * g.cout + grp * og) * ohw..][..og * ohw];
+                gemm(
+                    k,
+                    ohw,
+                    og,
+                    wg,
+                    (1, k),
+                    go,
+                    (ohw, 1),
+                    &mut col,
+                    (ohw, 1),
+                    par,
+                )?;
+            } else {
+                for (slot, n) in ns.clone().enumerate() {
+                    for r in 0..og {
+                        go[r * cols + slot * ohw..][..ohw]
+                            .copy_from_slice(&gout[(n * g.cout + grp * og + r) * ohw..][..ohw]);
+                    }
+                }
+                gemm(
+                    k,
+                    cols,
+                    og,
+                    wg,
+                    (1, k),
+                    &go,
+                    (cols, 1),
+                    &mut col,
+                    (cols, 1),
+                    par,
+                )?;
+            }
+            for slot in 0..ns.len() {
+                g.col2im_at(&col, cols, slot * ohw, grp, &mut dxs[slot * chw..][..chw]);
+            }
         }
         Ok(())
     })
@@ -431,27 +585,23 @@ fn im2row_operands(
     let mut rows = vec![0f32; wide * k];
     let mut go = vec![0f32; og * wide];
     let chw = g.cin * g.h * g.w;
-    for (slot, n) in ns.enumerate() {
-        let xs = &x[n * chw..][..chw];
-        for i in 0..g.oh {
-            for j in 0..g.ow {
-                let row = &mut rows[(slot * ohw + i * g.ow + j) * k..][..k];
-                let mut r = 0;
-                for c in 0..g.cg() {
-                    let plane = &xs[(grp * g.cg() + c) * g.h * g.w..][..g.h * g.w];
-                    for a in 0..g.kh {
-                        let y = g.in_y(i, a);
-                        for b in 0..g.kw {
-                            row[r] = match (y, g.in_x(j, b)) {
-                                (Some(y), Some(xx)) => plane[y * g.w + xx],
-                                _ => 0.0,
-                            };
-                            r += 1;
-                        }
-                    }
+    // im2col (contiguous copies), then transposed in blocks into one patch per row.
+    let mut col = vec![0f32; k * wide];
+    for (slot, n) in ns.clone().enumerate() {
+        g.im2col_at(&x[n * chw..][..chw], grp, &mut col, wide, slot * ohw);
+    }
+    const B: usize = 16;
+    for r0 in (0..k).step_by(B) {
+        for q0 in (0..wide).step_by(B) {
+            for r in r0..(r0 + B).min(k) {
+                let src = &col[r * wide..][..wide];
+                for q in q0..(q0 + B).min(wide) {
+                    rows[q * k + r] = src[q];
                 }
             }
         }
+    }
+    for (slot, n) in ns.enumerate() {
         for r in 0..og {
             go[r * wide + slot * ohw..][..ohw]
                 .copy_from_slice(&gout[(n * g.cout + grp * og + r) * ohw..][..ohw]);
@@ -505,21 +655,22 @@ fn weight_grad_fixed_parts(
     for grp in 0..g.p.groups {
         // The batch is cut into a number of parts fixed by N; each part's GEMM runs on one
         // thread and the parts are added in part order, so the bits do not depend on threads.
-        let partials: Vec<Result<Vec<f32>>> = par.install(|| {
-            (0..parts)
-                .into_par_iter()
-                .map(|t| {
-                    weight_grad_part(
-                        g,
-                        x,
-                        gout,
-                        grp,
-                        (t * per).min(g.n)..((t + 1) * per).min(g.n),
-                        &one,
-                    )
-                })
-                .collect()
-        });
+        let part = |t: usize| {
+            weight_grad_part(
+                g,
+                x,
+                gout,
+                grp,
+                (t * per).min(g.n)..((t + 1) * per).min(g.n),
+                &one,
+            )
+        };
+        let partials: Vec<Result<Vec<f32>>> =
+            if par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK {
+                (0..parts).map(part).collect()
+            } else {
+                par.install(|| (0..parts).into_par_iter().map(part).collect())
+            };
         let dst = &mut dw[grp * og * k..][..og * k];
         dst.fill(0.0);
         for p in partials {
@@ -618,6 +769,13 @@ fn check_grad_output(op: &'static str, g: &Geometry, grad_output: &Tensor) -> Re
     }
 }
 
+/// Whether a fast, less accurate algorithm (Winograd) may run for these shapes: it applies, and
+/// either [`autotune::allow_fast_conv`] is on or the algorithm is pinned
+/// ([`autotune::with_algorithm`]).
+fn fast_ok(g: &Geometry, algo: &str) -> bool {
+    winograd::applicable(g) && (autotune::allow_fast_conv() || autotune::is_pinned(algo))
+}
+
 /// The heuristic of the backward ops: Winograd where it is preferred (and allowed), else the
 /// first allowed candidate.
 fn winograd_or_first<F>(c: &[&'static Impl<F>], g: &Geometry, algo: &str) -> &'static Impl<F> {
@@ -678,7 +836,7 @@ impl Tensor {
             |i| match i.algo {
                 "conv2d.direct_1x1" => g.is_1x1(),
                 "conv2d.depthwise_direct" => g.is_depthwise(),
-                "conv2d.winograd_f4x3" => winograd::applicable(&g),
+                "conv2d.winograd_f4x3" => fast_ok(&g, i.algo),
                 _ => true,
             },
             |c| {
@@ -747,7 +905,7 @@ impl Tensor {
             &CONV2D_INPUT_GRAD,
             &g,
             g.n * g.cin * g.h * g.w,
-            |i| i.algo != "conv2d_input_grad.winograd_f4x3" || winograd::applicable(&g),
+            |i| i.algo != "conv2d_input_grad.winograd_f4x3" || fast_ok(&g, i.algo),
             |c| winograd_or_first(c, &g, "conv2d_input_grad.winograd_f4x3"),
             |f, out, par| f(&g, gs, ws, out, par),
         )?;
@@ -778,7 +936,7 @@ impl Tensor {
             &CONV2D_WEIGHT_GRAD,
             &g,
             g.cout * g.k(),
-            |i| i.algo != "conv2d_weight_grad.winograd_f4x3" || winograd::applicable(&g),
+            |i| i.algo != "conv2d_weight_grad.winograd_f4x3" || fast_ok(&g, i.algo),
             |c| winograd_or_first(c, &g, "conv2d_weight_grad.winograd_f4x3"),
             |f, out, par| f(&g, xs, gs, out, par),
         )?;

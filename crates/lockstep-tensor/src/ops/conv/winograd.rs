@@ -21,8 +21,10 @@
 //! # Precision
 //! The transforms' constants (up to 1/24 and 8) cost some precision against direct
 //! convolution: errors are a few 1e-6 of the sum of the terms' magnitudes (tested below
-//! 2e-5), about ten times those of `im2col_gemm`. Pin the `*.im2col_gemm`/`*.gemm_col2im`/
-//! `*.fixed_parts` algorithms with [`crate::autotune::with_algorithm`] for GEMM-order sums.
+//! 2e-5), about ten times those of `im2col_gemm`. So these kernels run only when asked for:
+//! with [`crate::autotune::set_allow_fast_conv`] / [`crate::autotune::with_allow_fast_conv`]
+//! (off by default, as PyTorch's `allow_tf32`), or pinned with
+//! [`crate::autotune::with_algorithm`].
 
 use super::Geometry;
 use crate::error::Result;
