@@ -17,7 +17,7 @@ use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
 use crate::ops::invalid;
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
-use lockstep_tensor::ops::matmul::{GemmFloat, gemm};
+use lockstep_tensor::ops::matmul::{GemmFloat, PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::{DType, Result, Tensor};
 
 /// Which recurrence.
@@ -641,6 +641,8 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
             }
         }
     }
+    // Packed once for all steps (the product's own layout, so the bits are gemm's).
+    let wt = PackedB::new(hd, g4, &wt, (g4, 1))?;
     let mut sv = Saved {
         acts: vec![T::ZERO; steps * b * g4],
         cs: vec![T::ZERO; steps * bh],
@@ -655,7 +657,7 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
     let one = <T as lockstep_tensor::Element>::ONE;
     for (k, &s) in order.iter().enumerate() {
         sv.hprev[k * bh..(k + 1) * bh].copy_from_slice(&h);
-        gemm(b, g4, hd, &h, (hd, 1), &wt, (g4, 1), &mut mm, (g4, 1), &par)?;
+        gemm_packed_b(b, &h, (hd, 1), &wt, &mut mm, (g4, 1), &par)?;
         let xs = &xs_all[s * b * g4..(s + 1) * b * g4];
         let a = &mut sv.acts[k * b * g4..(k + 1) * b * g4];
         for r in 0..b {
@@ -705,7 +707,8 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
         let par = LSTM_LAYER_BACKWARD.select()?.par;
         let gy = gy.contiguous();
         let gy = gy.data::<T>()?;
-        let w = w_t.data::<T>()?;
+        // W_hh [4H, H] packed once for every step's dG·W_hh.
+        let w = PackedB::new(g4, hd, w_t.data::<T>()?, (hd, 1))?;
         let mut dg_all = vec![T::ZERO; steps * b * g4];
         let mut dh = vec![T::ZERO; bh];
         let mut dc = gy[steps * bh..].to_vec();
@@ -736,7 +739,7 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
                 }
             }
             if k > 0 || need_h0 {
-                gemm(b, hd, g4, dg, (g4, 1), w, (hd, 1), &mut dh, (hd, 1), &par)?;
+                gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), &par)?;
             }
         }
         // W_hh: Σ_k dG_kᵀ · h_{k-1}, one product with K = T·B.
@@ -753,22 +756,32 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
             (hd, 1),
             &par,
         )?;
-        let mut dxw = vec![T::ZERO; steps * b * g4];
-        for (k, &s) in order.iter().enumerate() {
-            dxw[s * b * g4..(s + 1) * b * g4]
-                .copy_from_slice(&dg_all[k * b * g4..(k + 1) * b * g4]);
-        }
-        let mut out = vec![
-            Some(Tensor::from_vec(dxw, &[steps, b, g4])?),
-            Some(Tensor::from_vec(dw, &[g4, hd])?),
-        ];
-        if has_bias {
+        let db = has_bias.then(|| {
             let mut db = vec![T::ZERO; g4];
             for row in dg_all.chunks(g4) {
                 for (d, &x) in db.iter_mut().zip(row) {
                     *d = *d + x;
                 }
             }
+            db
+        });
+        // In time order: the forward direction's processing order already is.
+        let in_time_order = order.iter().enumerate().all(|(k, &s)| k == s);
+        let dxw = if in_time_order {
+            dg_all
+        } else {
+            let mut dxw = vec![T::ZERO; steps * b * g4];
+            for (k, &s) in order.iter().enumerate() {
+                dxw[s * b * g4..(s + 1) * b * g4]
+                    .copy_from_slice(&dg_all[k * b * g4..(k + 1) * b * g4]);
+            }
+            dxw
+        };
+        let mut out = vec![
+            Some(Tensor::from_vec(dxw, &[steps, b, g4])?),
+            Some(Tensor::from_vec(dw, &[g4, hd])?),
+        ];
+        if let Some(db) = db {
             out.push(Some(Tensor::from_vec(db, &[g4])?));
         }
         out.push(Some(Tensor::from_vec(dh, &[b, hd])?));

@@ -272,6 +272,84 @@ pub fn gemm_with<T: GemmFloat>(
     Ok(())
 }
 
+/// A `k × n` right-hand operand packed once for many products `C = A·B` with the same B (the
+/// recurrent weights of an RNN, used at every time step): [`gemm_packed_b`] then skips B's
+/// packing. The layout is the one [`gemm()`] packs B into, so the bits are [`gemm()`]'s.
+pub struct PackedB<T: GemmFloat> {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    buf: Aligned<T>,
+}
+
+impl<T: GemmFloat> PackedB<T> {
+    /// Packs `b` (`k × n`, with strides `b_strides`) for the fastest instruction set.
+    ///
+    /// # Errors
+    /// If B does not fit in its slice.
+    pub fn new(k: usize, n: usize, b: &[T], b_strides: Strides) -> Result<Self> {
+        check_operand("b", k, n, b_strides, b.len())?;
+        let isa = Isa::best();
+        let nr = T::kernel(isa).nr;
+        let p = Problem {
+            m: 0,
+            n,
+            k,
+            a: &[],
+            sa: (0, 0),
+            b,
+            sb: b_strides,
+        };
+        let buf = pack_all(k, T::KC, n.div_ceil(nr), nr, None, |j0, p0, kc, d| {
+            pack_b_panel(&p, nr, j0, p0, kc, d)
+        });
+        Ok(Self { isa, k, n, buf })
+    }
+
+    /// `(k, n)`.
+    pub fn dims(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+}
+
+/// [`gemm()`] with a B packed by [`PackedB::new`]: `C = A·B` for an `m×k` A, the same bits.
+///
+/// # Errors
+/// As [`gemm()`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed_b<T: GemmFloat>(
+    m: usize,
+    a: &[T],
+    a_strides: Strides,
+    b: &PackedB<T>,
+    c: &mut [T],
+    c_strides: Strides,
+    par: &Par,
+) -> Result<()> {
+    let (k, n) = (b.k, b.n);
+    check_operand("a", m, k, a_strides, a.len())?;
+    check_operand("c", m, n, c_strides, c.len())?;
+    check_no_overlap(m, n, c_strides)?;
+    let p = Problem {
+        m,
+        n,
+        k,
+        a,
+        sa: a_strides,
+        b: &[],
+        sb: (0, 0),
+    };
+    blocked_with(
+        &T::kernel(b.isa),
+        &p,
+        SyncPtr(c.as_mut_ptr()),
+        c_strides,
+        Some(par),
+        Some(b.buf.as_ptr()),
+    );
+    Ok(())
+}
+
 /// The inputs of one product.
 #[derive(Clone, Copy)]
 pub(crate) struct Problem<'a, T> {
@@ -498,6 +576,19 @@ pub(crate) fn blocked<T: GemmFloat>(
     sc: Strides,
     par: Option<&Par>,
 ) {
+    blocked_with(kern, p, c, sc, par, None);
+}
+
+/// [`blocked`], with B already packed (by [`PackedB::new`], for `kern`) when `packed_b` is
+/// given: `p.b` is then not read.
+fn blocked_with<T: GemmFloat>(
+    kern: &Kernel<T>,
+    p: &Problem<T>,
+    c: SyncPtr<T>,
+    sc: Strides,
+    par: Option<&Par>,
+    packed_b: Option<*const T>,
+) {
     let (m, n, k) = (p.m, p.n, p.k);
     if m == 0 || n == 0 {
         return;
@@ -523,8 +614,8 @@ pub(crate) fn blocked<T: GemmFloat>(
     // With a single row of tiles each B block is used once: each task packs its own B block
     // per KC step into a buffer that stays in cache, instead of packing all of B up front
     // (which costs a round trip through memory for wide products such as 64×128×50257).
-    let local_b = tiles_m == 1;
-    let pb = if local_b {
+    let local_b = tiles_m == 1 && packed_b.is_none();
+    let pb = if local_b || packed_b.is_some() {
         None
     } else {
         Some(pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
@@ -553,10 +644,12 @@ pub(crate) fn blocked<T: GemmFloat>(
     // Even out the tiles (22 panels make 11 + 11, not 20 + 2), for balance between threads.
     let mc_panels = mp.div_ceil(tiles_m);
     let nc_panels = np.div_ceil(tiles_n);
-    let pb_ptr = SyncPtr(
-        pb.as_ref()
+    let pb_ptr = SyncPtr(match packed_b {
+        Some(b) => b as *mut T,
+        None => pb
+            .as_ref()
             .map_or(core::ptr::null_mut(), |b| b.as_ptr() as *mut T),
-    );
+    });
     let tile = |t: usize| {
         let (tm, tn) = (t % tiles_m, t / tiles_m);
         let (ip0, ip1) = (tm * mc_panels, ((tm + 1) * mc_panels).min(mp));
@@ -724,4 +817,44 @@ pub(crate) fn splitk_completion<T: GemmFloat>(
     });
     let acc = total.into_inner().unwrap_or_else(|e| e.into_inner());
     write_out(&acc.expect("parts > 1"), p.m, p.n, c, sc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pre-packed B gives `gemm`'s bits, for one thread and several, with several KC blocks,
+    /// ragged edges and strided operands.
+    #[test]
+    fn packed_b_gives_gemm_bits_at_any_thread_count() {
+        let mut g = lockstep_rng::Generator::with_seed(7);
+        let mut vals = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (g.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0)
+                .collect()
+        };
+        for &(m, n, k, bt) in &[
+            (32, 512, 128, false),
+            (32, 128, 512, false),
+            (300, 77, 600, true),
+            (5, 3, 2, false),
+        ] {
+            let a = vals(m * k);
+            let b = vals(k * n);
+            let sb = if bt { (1, k) } else { (n, 1) };
+            let want = {
+                let mut c = vec![0f32; m * n];
+                gemm(m, n, k, &a, (k, 1), &b, sb, &mut c, (n, 1), &Par::new(1)).unwrap();
+                c
+            };
+            let packed = PackedB::new(k, n, &b, sb).unwrap();
+            assert_eq!(packed.dims(), (k, n));
+            for t in [1, 2, 3, 8] {
+                let mut c = vec![f32::NAN; m * n];
+                gemm_packed_b(m, &a, (k, 1), &packed, &mut c, (n, 1), &Par::new(t)).unwrap();
+                let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{m}x{n}x{k} at {t} threads");
+            }
+        }
+    }
 }

@@ -49,7 +49,7 @@ use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use gemm::Problem;
-pub use gemm::{Strides, gemm, gemm_with, is_skinny, splitk_parts};
+pub use gemm::{PackedB, Strides, gemm, gemm_packed_b, gemm_with, is_skinny, splitk_parts};
 pub use kernel::{Isa, Kernel};
 use rayon::prelude::*;
 
