@@ -173,25 +173,34 @@ pub fn cases() -> Vec<Case> {
     case(&mut v, "conv2d_weight_grad[4x8x19x17]", move || {
         Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp)
     });
-    // ≥ 16 channels: the Winograd kernels.
+    // ≥ 16 channels: the Winograd kernels (an explicit opt-in, as for users).
+    use crate::autotune::with_allow_fast_conv as fast;
     let (x, w) = (randn(&[9, 20, 13, 11], 27), randn(&[18, 20, 3, 3], 28));
     let gy = randn(&[9, 18, 13, 11], 29);
     let (xx, ww) = (x.clone(), w.clone());
     case(
         &mut v,
         "conv2d(winograd)[9x20x13x11, 18x20x3x3]",
-        move || xx.conv2d(&ww, None, cp),
+        move || fast(true, || xx.conv2d(&ww, None, cp)),
     );
     let (g2, ww) = (gy.clone(), w.clone());
     case(
         &mut v,
         "conv2d_input_grad(winograd)[9x20x13x11]",
-        move || Tensor::conv2d_backward_input(&g2, &[9, 20, 13, 11], &ww, cp),
+        move || {
+            fast(true, || {
+                Tensor::conv2d_backward_input(&g2, &[9, 20, 13, 11], &ww, cp)
+            })
+        },
     );
     case(
         &mut v,
         "conv2d_weight_grad(winograd)[9x20x13x11]",
-        move || Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp),
+        move || {
+            fast(true, || {
+                Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp)
+            })
+        },
     );
     v
 }
