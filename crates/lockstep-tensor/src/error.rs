@@ -62,7 +62,7 @@ pub enum Error {
          'use_deterministic_algorithms(true)'. You can turn off determinism just for this op \
          with `deterministic::allow_nondeterministic(\"{op}\", ..)`, or for everything with \
          `use_deterministic_algorithms(false)`, or make it only warn with \
-         `use_deterministic_algorithms_warn_only(true)`."
+         `use_deterministic_algorithms_warn_only(true, true)`."
     )]
     Nondeterministic {
         /// The op that refused.
@@ -103,4 +103,15 @@ pub fn try_filled_vec<T: Clone>(op: &'static str, n: usize, value: T) -> Result<
     })?;
     v.resize(n, value);
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_advice_in_the_nondeterministic_error_compiles() {
+        let e = super::Error::Nondeterministic { op: "x".into() }.to_string();
+        assert!(e.contains("use_deterministic_algorithms_warn_only(true, true)"));
+        // The advised call as the message writes it (not run: it would change the process mode).
+        let _advised: fn() = || crate::use_deterministic_algorithms_warn_only(true, true);
+    }
 }
