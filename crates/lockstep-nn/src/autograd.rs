@@ -18,6 +18,7 @@
 //! | `x.detach()`, `x.data` | [`Var::detach`], [`Var::data`] |
 //! | `torch.autograd.Function` | [`Var::from_op`] |
 
+use crate::ops::invalid;
 use lockstep_tensor::{DType, Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -109,14 +110,6 @@ impl core::fmt::Debug for Var {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        op,
-        arg,
-        reason: reason.into(),
-    }
 }
 
 impl Var {
