@@ -44,6 +44,7 @@ pub mod dtype;
 mod error;
 pub mod io;
 pub mod layout;
+pub mod math;
 pub mod ops;
 mod tensor;
 pub mod threads;
