@@ -22,6 +22,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An allocation sized from the caller's arguments failed or would exceed `isize::MAX`
+    /// bytes (PyTorch raises a catchable error there too).
+    #[error("{op}: out of memory: cannot allocate {bytes} bytes")]
+    OutOfMemory {
+        /// The operation.
+        op: &'static str,
+        /// The bytes asked for (saturated at `u128::MAX` — never reached in practice).
+        bytes: u128,
+    },
     /// The operating system's entropy source failed.
     #[error("{op}: could not read OS entropy: {reason}")]
     Entropy {
@@ -41,4 +50,15 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
         arg,
         reason: reason.into(),
     }
+}
+
+/// An empty vector with room for exactly `n` elements, or [`Error::OutOfMemory`] naming `op`:
+/// for allocations sized from outside input, which must fail with an error, never abort.
+pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
 }

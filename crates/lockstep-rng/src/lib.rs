@@ -38,7 +38,7 @@ mod generator;
 mod global;
 
 pub use engines::{Mt19937, Philox4x32};
-pub(crate) use error::invalid;
 pub use error::{Error, Result};
+pub(crate) use error::{invalid, try_with_capacity};
 pub use generator::{Generator, STATE_SIZE, default_generator, os_seed, try_default_generator};
 pub use global::{GlobalGuard, lock_global, lock_global_or_panic};

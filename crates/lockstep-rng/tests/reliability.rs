@@ -37,6 +37,34 @@ fn relocking_the_default_generator_on_one_thread_never_hangs() {
         .unwrap();
 }
 
+/// Defect 8: sizes near `usize::MAX` are refused with an error before any draw (they used to
+/// panic with "capacity overflow").
+#[test]
+fn huge_randperm_and_multinomial_are_errors() {
+    use lockstep_rng::compat::torch;
+    let mut g = Generator::with_seed(0);
+    let before = g.get_state();
+    for n in [usize::MAX, usize::MAX / 8 + 1, 1 << 62] {
+        let e = torch::try_randperm(&mut g, n).unwrap_err().to_string();
+        assert!(e.contains("randperm"), "{e}");
+    }
+    let e = torch::multinomial(&mut g, &[0.5f32, 0.5], 1, 2, usize::MAX, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("multinomial") && e.contains("out of memory"),
+        "{e}"
+    );
+    let e = torch::multinomial(&mut g, &[0.5f64; 4], 2, 2, usize::MAX, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("out of memory"), "{e}");
+    assert_eq!(g.get_state(), before, "nothing drawn");
+    // The fallible form draws what the plain one does.
+    let a = torch::try_randperm(&mut Generator::with_seed(3), 50).unwrap();
+    assert_eq!(a, torch::randperm(&mut Generator::with_seed(3), 50));
+}
+
 mod fuzz {
     //! Property tests of every RNG state format: a refused state leaves the generator as it
     //! was; an accepted one can be drawn from. `PROPTEST_CASES` sets the count (default 2,000).

@@ -128,23 +128,47 @@ pub fn random_i64(g: &mut Generator) -> i64 {
 pub const RANDPERM_THRESHOLD: usize = 214_748_364;
 
 /// `torch.randperm(n)`: a random permutation of `0..n`.
+///
+/// # Panics
+/// If the permutation cannot be allocated (`n` near `usize::MAX`, or more than memory holds);
+/// [`try_randperm`] returns that as an error instead.
 pub fn randperm(g: &mut Generator, n: usize) -> Vec<i64> {
+    match try_randperm(g, n) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `torch.randperm(n)`: a random permutation of `0..n`, the same draws as [`randperm`].
+///
+/// # Errors
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory) if `n` values of 8 bytes cannot be
+/// allocated, before anything is drawn; [`Error::InvalidArgument`](crate::Error) if `n`
+/// exceeds `i64::MAX` (the permutation's values are `int64`, as in PyTorch).
+pub fn try_randperm(g: &mut Generator, n: usize) -> Result<Vec<i64>> {
+    if i64::try_from(n).is_err() {
+        return Err(invalid(
+            "randperm",
+            "n",
+            format!("n must fit in int64, but got n={n}"),
+        ));
+    }
+    let mut r = crate::try_with_capacity::<i64>("randperm", n)?;
     if n < RANDPERM_THRESHOLD {
-        let mut r: Vec<i64> = (0..n as i64).collect();
+        r.extend(0..n as i64);
         for i in 0..n.saturating_sub(1) {
             let z = (g.next_u32() % (n - i) as u32) as usize;
             r.swap(i, i + z);
         }
-        r
     } else {
-        let mut r = vec![0i64; n];
+        r.resize(n, 0);
         for i in 0..n {
             let z = (g.next_u64() % (i as u64 + 1)) as usize;
             r[i] = r[z];
             r[z] = i as i64;
         }
-        r
     }
+    Ok(r)
 }
 
 fn check_probability(op: &'static str, p: f64) -> Result<()> {
@@ -254,7 +278,9 @@ pub fn exponential_<T: Float>(g: &mut Generator, out: &mut [T], lambd: f64) -> R
 ///
 /// # Errors
 /// If `probs.len() != rows × categories`, a weight is negative, infinite or NaN, a row sums to
-/// zero, `num_samples` is 0, or `num_samples > categories` without replacement.
+/// zero, `num_samples` is 0, or `num_samples > categories` without replacement;
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory) if the `rows × num_samples` result cannot
+/// be allocated (checked before anything is drawn).
 pub fn multinomial<T: Float>(
     g: &mut Generator,
     probs: &[T],
@@ -319,7 +345,13 @@ pub fn multinomial<T: Float>(
             ));
         }
     }
-    let mut out = Vec::with_capacity(rows * num_samples);
+    let total = rows
+        .checked_mul(num_samples)
+        .ok_or(crate::Error::OutOfMemory {
+            op: OP,
+            bytes: rows as u128 * num_samples as u128 * 8,
+        })?;
+    let mut out = crate::try_with_capacity::<i64>(OP, total)?;
     if !replacement || num_samples == 1 {
         let mut q = vec![T::ZERO; probs.len()];
         exponential_(g, &mut q, 1.0)?;
