@@ -47,6 +47,16 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> 
         .ok_or_else(|| invalid(op, "shape", format!("{shape:?} has too many elements")))
 }
 
+/// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op`.
+fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
+}
+
 impl Tensor {
     /// A tensor over `storage` with `layout` (crate-internal: the caller keeps it in bounds).
     pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Self {
@@ -151,11 +161,13 @@ impl Tensor {
                 ),
             ));
         }
+        // A count beyond usize saturates here and is refused by `checked_numel`.
         let n = checked_numel("arange", &[((end - start) / step).ceil().max(0.0) as usize])?;
-        Ok(crate::with_dtype!(dtype, T => Self::from_storage(
-            T::into_storage((0..n).map(|i| T::from_f64(start + i as f64 * step)).collect()),
-            &[n]
-        )))
+        Ok(crate::with_dtype!(dtype, T => {
+            let mut v = try_with_capacity::<T>("arange", n)?;
+            v.extend((0..n).map(|i| T::from_f64(start + i as f64 * step)));
+            Self::from_storage(T::into_storage(v), &[n])
+        }))
     }
 
     /// A 0-dimensional tensor holding `value`.
@@ -214,14 +226,31 @@ impl Tensor {
     }
 
     /// The same values in a dense row-major tensor (a cheap clone if already so).
+    ///
+    /// # Panics
+    /// If the copy cannot be allocated (e.g. a huge [`expand`](Self::expand)ed view);
+    /// [`try_contiguous`](Self::try_contiguous) returns that as an error.
     pub fn contiguous(&self) -> Tensor {
-        if self.is_contiguous() && self.layout.offset() == 0 && self.storage.len() == self.numel() {
-            return self.clone();
+        match self.try_contiguous() {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
         }
-        crate::with_dtype!(self.dtype(), T => {
-            let v: Vec<T> = self.to_vec::<T>().expect("storage matches its dtype");
+    }
+
+    /// [`contiguous`](Self::contiguous), with a failed allocation returned as
+    /// [`Error::OutOfMemory`] (PyTorch raises a catchable error for
+    /// `x.expand(2**40).contiguous()`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] naming `contiguous` and the bytes.
+    pub fn try_contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() && self.layout.offset() == 0 && self.storage.len() == self.numel() {
+            return Ok(self.clone());
+        }
+        Ok(crate::with_dtype!(self.dtype(), T => {
+            let v: Vec<T> = self.copy_out::<T>("contiguous")?;
             Self::from_storage(T::into_storage(v), self.shape())
-        })
+        }))
     }
 
     /// The elements of a dense tensor as a slice (row-major). Call [`contiguous`](Self::contiguous)
@@ -249,18 +278,27 @@ impl Tensor {
     /// The elements in row-major order, copied out.
     ///
     /// # Errors
-    /// If `T` is not the tensor's dtype.
+    /// If `T` is not the tensor's dtype; [`Error::OutOfMemory`] if the copy cannot be
+    /// allocated.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.copy_out("to_vec")
+    }
+
+    /// The elements in row-major order, copied into a fallibly allocated vector.
+    fn copy_out<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         let s = T::slice(&self.storage).ok_or(Error::DType {
-            op: "to_vec",
+            op,
             expected: T::DTYPE,
             got: self.dtype(),
         })?;
+        let mut v = try_with_capacity::<T>(op, self.numel())?;
         if self.is_contiguous() {
             let o = self.layout.offset();
-            return Ok(s[o..o + self.numel()].to_vec());
+            v.extend_from_slice(&s[o..o + self.numel()]);
+        } else {
+            v.extend(self.layout.indices().map(|i| s[i]));
         }
-        Ok(self.layout.indices().map(|i| s[i]).collect())
+        Ok(v)
     }
 
     /// The single value of a one-element tensor.
@@ -300,7 +338,7 @@ impl Tensor {
             && self.layout.offset() == 0
             && self.storage.len() == self.numel())
         {
-            *self = self.contiguous();
+            *self = self.try_contiguous()?;
         }
         let storage = Arc::make_mut(&mut self.storage);
         Ok(T::slice_mut(storage).expect("dtype checked above"))

@@ -87,3 +87,102 @@ fn huge_zeros_is_an_out_of_memory_error() {
     );
     assert!(e.to_string().contains("out of memory"));
 }
+
+/// Issue 13 defects 7 and 8: random tensors, `arange` and copies of huge views refuse sizes
+/// that cannot be held with an error (no abort, no "capacity overflow" panic), before drawing.
+#[test]
+fn huge_random_arange_and_copies_are_errors() {
+    use lockstep_rng::Generator;
+    use lockstep_tensor::{DType, Error, Tensor};
+    let oom = |r: Result<Tensor, Error>, op: &str| match r {
+        Err(Error::OutOfMemory { op: o, bytes }) => {
+            assert_eq!(o, op);
+            assert!(bytes >= 1 << 40, "{bytes}");
+        }
+        Err(e) => panic!("{op}: {e}"),
+        Ok(t) => panic!("{op}: allocated {:?}", t.shape()),
+    };
+    let mut g = Generator::with_seed(7);
+    let before = g.get_state();
+    let n = 1usize << 40;
+    oom(Tensor::rand(&[n], DType::F32, Some(&mut g)), "full");
+    oom(Tensor::randn(&[n], DType::F64, Some(&mut g)), "full");
+    oom(
+        Tensor::randint(0, 10, &[n], DType::I64, Some(&mut g)),
+        "randint",
+    );
+    oom(Tensor::randperm(n, Some(&mut g)), "randperm");
+    assert!(Tensor::randperm(usize::MAX, Some(&mut g)).is_err());
+    assert!(Tensor::randint(0, 10, &[usize::MAX, 2], DType::I64, Some(&mut g)).is_err());
+    let p = Tensor::from_vec(vec![0.25f32; 4], &[4]).unwrap();
+    assert!(Tensor::multinomial(&p, usize::MAX, true, Some(&mut g)).is_err());
+    oom(
+        Tensor::multinomial(&p, n, true, Some(&mut g)),
+        "multinomial",
+    );
+    let p2 = Tensor::from_vec(vec![0.25f32; 8], &[2, 4]).unwrap();
+    assert!(Tensor::multinomial(&p2, usize::MAX, true, Some(&mut g)).is_err());
+    assert_eq!(g.get_state(), before, "a refused size draws nothing");
+
+    oom(Tensor::arange(0.0, n as f64, 1.0, DType::I64), "arange");
+    assert!(Tensor::arange(0.0, 1e300, 1.0, DType::F32).is_err());
+    assert!(Tensor::arange(0.0, 1e19, 1.0, DType::F32).is_err());
+
+    let e = Tensor::from_vec(vec![1.5f64], &[1])
+        .unwrap()
+        .expand(&[n as isize])
+        .unwrap();
+    oom(e.try_contiguous(), "contiguous");
+    assert!(matches!(
+        e.to_vec::<f64>(),
+        Err(Error::OutOfMemory { op: "to_vec", .. })
+    ));
+    // In-place sampling of a huge view copies it first: an error too.
+    let mut v = e.clone();
+    assert!(v.normal_(0.0, 1.0, Some(&mut g)).is_err());
+    assert_eq!(g.get_state(), before);
+}
+
+/// A slice of an empty tensor whose start lies past the (empty) storage reads as empty.
+#[test]
+fn narrow_of_an_empty_tensor_stays_inside_its_storage() {
+    use lockstep_tensor::{DType, Tensor};
+    let x = Tensor::zeros(&[0, 5], DType::F32).unwrap();
+    let y = x.narrow(1, 2, 3).unwrap();
+    assert_eq!(y.shape(), &[0, 3]);
+    assert_eq!(y.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    assert_eq!(y.contiguous().shape(), &[0, 3]);
+    assert!(y.data::<f32>().unwrap().is_empty());
+    let z = Tensor::zeros(&[4, 0], DType::I64)
+        .unwrap()
+        .narrow(0, 3, 1)
+        .unwrap();
+    assert_eq!(z.to_vec::<i64>().unwrap(), Vec::<i64>::new());
+}
+
+/// The random ops are serial: the same bits at any thread count.
+#[test]
+fn random_tensors_do_not_depend_on_threads() {
+    use lockstep_rng::Generator;
+    use lockstep_tensor::threads::with_num_threads;
+    use lockstep_tensor::{DType, Tensor};
+    let run = || {
+        let mut g = Generator::with_seed(3);
+        let a = Tensor::randint(-5, 5, &[3, 7], DType::I64, Some(&mut g)).unwrap();
+        let b = Tensor::randperm(1000, Some(&mut g)).unwrap();
+        let c = Tensor::arange(0.0, 9.5, 0.5, DType::F32).unwrap();
+        (
+            a.to_vec::<i64>().unwrap(),
+            b.to_vec::<i64>().unwrap(),
+            c.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let want = with_num_threads(1, run);
+    for n in [2, 3, 8] {
+        assert_eq!(with_num_threads(n, run), want, "{n} threads");
+    }
+}

@@ -35,6 +35,14 @@ pub fn with_generator<R>(g: Option<&mut Generator>, f: impl FnOnce(&mut Generato
     }
 }
 
+/// The RNG layer's out-of-memory error as the tensor layer's own variant (same op, same bytes).
+fn rng_oom(e: lockstep_rng::Error) -> Error {
+    match e {
+        lockstep_rng::Error::OutOfMemory { op, bytes } => Error::OutOfMemory { op, bytes },
+        e => e.into(),
+    }
+}
+
 fn float_dtype(op: &'static str, dtype: DType) -> Result<()> {
     if dtype.is_float() {
         Ok(())
@@ -108,7 +116,7 @@ impl Tensor {
                 Ok(())
             }
             Order::Logical => {
-                let mut v = vec![T::ZERO; self.numel()];
+                let mut v = crate::error::try_filled_vec("fill", self.numel(), T::ZERO)?;
                 fill(&mut v, false)?;
                 *self = Tensor::from_vec(v, self.shape())?;
                 Ok(())
@@ -225,20 +233,22 @@ impl Tensor {
         dtype: DType,
         g: Option<&mut Generator>,
     ) -> Result<Tensor> {
-        let n = crate::tensor::checked_numel("randint", shape)?;
+        const OP: &str = "randint";
+        let n = crate::tensor::checked_numel(OP, shape)?;
+        // Allocated before the generator is touched: a refused size draws nothing.
         with_generator(g, |g| match dtype {
             DType::I64 => {
-                let mut v = vec![0i64; n];
+                let mut v = crate::error::try_filled_vec(OP, n, 0i64)?;
                 t::random_(g, &mut v, low, high)?;
                 Tensor::from_vec(v, shape)
             }
             DType::F32 => {
-                let mut v = vec![0f32; n];
+                let mut v = crate::error::try_filled_vec(OP, n, 0f32)?;
                 t::random_(g, &mut v, low, high)?;
                 Tensor::from_vec(v, shape)
             }
             DType::F64 => {
-                let mut v = vec![0f64; n];
+                let mut v = crate::error::try_filled_vec(OP, n, 0f64)?;
                 t::random_(g, &mut v, low, high)?;
                 Tensor::from_vec(v, shape)
             }
@@ -251,8 +261,12 @@ impl Tensor {
     }
 
     /// `torch.randperm(n)` as `I64`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if `n` values cannot be allocated, or `n` does not fit in
+    /// `int64` (checked before anything is drawn).
     pub fn randperm(n: usize, g: Option<&mut Generator>) -> Result<Tensor> {
-        let p = with_generator(g, |g| t::randperm(g, n));
+        let p = with_generator(g, |g| t::try_randperm(g, n)).map_err(rng_oom)?;
         crate::trace::traced("randperm", ALGO, &[], Tensor::from_vec(p, &[n]))
     }
 
@@ -321,10 +335,12 @@ impl Tensor {
         let out = with_generator(g, |g| -> Result<Vec<i64>> {
             Ok(match p.dtype() {
                 DType::F32 => {
-                    t::multinomial(g, p.data::<f32>()?, rows, cols, num_samples, replacement)?
+                    t::multinomial(g, p.data::<f32>()?, rows, cols, num_samples, replacement)
+                        .map_err(rng_oom)?
                 }
                 DType::F64 => {
-                    t::multinomial(g, p.data::<f64>()?, rows, cols, num_samples, replacement)?
+                    t::multinomial(g, p.data::<f64>()?, rows, cols, num_samples, replacement)
+                        .map_err(rng_oom)?
                 }
                 got => {
                     return Err(Error::DType {

@@ -139,7 +139,8 @@ impl Tensor {
         }
         let mut shape = self.shape().to_vec();
         shape[d] = length;
-        let offset = if length == 0 {
+        // An empty result keeps the offset: `start * stride` may lie past an empty storage.
+        let offset = if shape.contains(&0) {
             self.layout().offset()
         } else {
             self.layout().offset() + start * self.layout().strides()[d]
