@@ -247,7 +247,9 @@ impl Module for Conv2d {
 }
 
 /// `nn.BatchNorm1d` / `nn.BatchNorm2d`: weight 1, bias 0, running mean 0, running var 1,
-/// `num_batches_tracked` 0 (no draws); `eps = 1e-5`, `momentum = 0.1` by default.
+/// `num_batches_tracked` 0 (no draws); `eps = 1e-5`, `momentum = 0.1` by default. In training
+/// mode inside a [`SyncStep`](crate::sync_batch_norm::SyncStep) the statistics are over all the
+/// step's micro-shards, combined in a fixed order (`nn.SyncBatchNorm`'s semantics).
 pub struct BatchNorm {
     /// `[C]`, 1 at init.
     pub weight: Var,
@@ -320,6 +322,24 @@ impl Module for BatchNorm {
                     x.shape().to_vec()
                 ),
             ));
+        }
+        // Inside a micro-shard step (`sync_batch_norm::SyncStep`): statistics over all
+        // micro-shards, running statistics updated once per step.
+        if self.training
+            && let Some(y) = crate::sync_batch_norm::batch_norm_hook(
+                x,
+                &crate::sync_batch_norm::BatchNormRefs {
+                    weight: &self.weight,
+                    bias: &self.bias,
+                    running_mean: &self.running_mean,
+                    running_var: &self.running_var,
+                    num_batches_tracked: &self.num_batches_tracked,
+                    eps: self.eps,
+                    momentum: self.momentum,
+                },
+            )?
+        {
+            return Ok(y);
         }
         // As `_BatchNorm.forward`: count the batch, then pick the running average's weight.
         let mut factor = self.momentum.unwrap_or(0.0);

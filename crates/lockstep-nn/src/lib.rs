@@ -46,6 +46,7 @@ mod ops;
 pub mod optim;
 pub mod rng;
 pub mod rnn;
+pub mod sync_batch_norm;
 
 pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
