@@ -36,6 +36,7 @@ pub mod engines;
 mod error;
 mod generator;
 mod global;
+pub mod isa;
 
 pub use engines::{Mt19937, Philox4x32};
 pub use error::{Error, Result};

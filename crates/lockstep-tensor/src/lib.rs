@@ -43,6 +43,8 @@ pub mod doctor;
 pub mod dtype;
 mod error;
 pub mod io;
+/// The instruction-set switch (`LOCKSTEP_ISA`, [`isa::set_isa`]), from `lockstep-rng`.
+pub use lockstep_rng::isa;
 pub mod layout;
 pub mod math;
 pub mod ops;

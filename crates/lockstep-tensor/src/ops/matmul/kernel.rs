@@ -22,55 +22,11 @@ use super::GemmFloat;
 /// writable; the CPU must support the kernel's target features.
 pub type KernelFn<T> = unsafe fn(usize, *const T, *const T, *mut T, usize, bool);
 
-/// Which instruction set a kernel uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Scalar `mul_add` (a true fused multiply-add on every platform): runs anywhere.
-    Portable,
-    /// 256-bit AVX2 + FMA.
-    Avx2,
-    /// 512-bit AVX-512F.
-    Avx512,
-}
-
-impl Isa {
-    /// Whether the running CPU can execute kernels of this instruction set.
-    pub fn available(self) -> bool {
-        match self {
-            Isa::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The fastest instruction set the running CPU supports (detected once: per-line kernels
-    /// ask for it often, and each feature check is an atomic load and a branch).
-    pub fn best() -> Isa {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static CACHE: AtomicU8 = AtomicU8::new(0);
-        match CACHE.load(Ordering::Relaxed) {
-            1 => return Isa::Portable,
-            2 => return Isa::Avx2,
-            3 => return Isa::Avx512,
-            _ => {}
-        }
-        let (isa, code) = if Isa::Avx512.available() {
-            (Isa::Avx512, 3)
-        } else if Isa::Avx2.available() {
-            (Isa::Avx2, 2)
-        } else {
-            (Isa::Portable, 1)
-        };
-        CACHE.store(code, Ordering::Relaxed);
-        isa
-    }
-}
+/// Which instruction set a kernel uses: lockstep's one switch, defined in `lockstep-rng` (the
+/// lowest crate, whose engines have vector paths too). [`Isa::best`] is the path in use,
+/// honouring `LOCKSTEP_ISA` and [`crate::isa::set_isa`]; every build of a kernel gives the same
+/// bits.
+pub use lockstep_rng::isa::Isa;
 
 /// Asks the CPU to fetch the cache lines `lines` (64 bytes each, counted from `p`) into L1
 /// (`l1`) or L2: the one software-prefetch helper of the crate's kernels. Only a hint: an
