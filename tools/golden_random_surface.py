@@ -506,8 +506,135 @@ def numpy_cases():
     return cases
 
 
+# ------------------------------------------------------------------------------ the rest (issue 14)
+def extra_cases():
+    """Generator.permuted/bytes/multivariate_hypergeometric/multivariate_normal('cholesky'),
+    RandomState.bytes, and torch's random_(from, None)."""
+    import torch
+
+    cases = []
+
+    def gen(seed, bg):
+        return np.random.Generator(getattr(np.random, bg)(seed)) if bg else np.random.default_rng(seed)
+
+    def args_of(lib, fn, seed, bg, opts):
+        a = [lib, fn, f"--seed={seed}"]
+        if bg:
+            a.append(f"--bit-generator={bg}")
+        for k, v in opts.items():
+            a.append(f"--{k}={opt_text(v)}")
+        return a
+
+    # bytes, both classes; lengths around the 4-byte word.
+    for length in [0, 1, 3, 4, 5, 8, 13, 100]:
+        for seed in [0, 5, 2**32 - 1]:
+            rs = np.random.RandomState(seed)
+            vals = list(rs.bytes(length)) + list(rs.bytes(3))
+            cases.append({"args": ["numpy-legacy", "bytes", f"--seed={seed}", f"--length={length}",
+                                   "--then=3"], "dtype": "int64", "values": vals})
+        for seed, bg in [(0, None), (2**100 + 3, None), (7, "MT19937"), (7, "Philox"), (7, "SFC64"),
+                         (7, "PCG64DXSM")]:
+            g = gen(seed, bg)
+            vals = list(g.bytes(length)) + list(g.bytes(3))
+            cases.append({"args": args_of("numpy", "bytes", seed, bg, dict(length=length, then=3)),
+                          "dtype": "int64", "values": vals})
+
+    # permuted: x = arange(prod(shape)).reshape(shape); --out=C|F gives out=np.empty(.., order).
+    for shape in [(10,), (3, 4), (2, 3, 4), (5, 1), (1, 6), (0, 3), (4, 0, 2)]:
+        n = int(np.prod(shape))
+        axes = [None] + list(range(-len(shape), len(shape)))
+        for axis in axes:
+            for out in [None, "C", "F"]:
+                if out == "F" and axis is not None and shape != (3, 4):
+                    continue
+                for seed, bg in [(0, None), (5, None), (2**64 + 1, None), (3, "MT19937"), (3, "SFC64")]:
+                    g = gen(seed, bg)
+                    x = np.arange(n, dtype=np.int64).reshape(shape)
+                    o = None if out is None else np.empty(shape, dtype=np.int64, order=out)
+                    r = g.permuted(x, axis=axis, out=o)
+                    r2 = g.permuted(x, axis=axis)
+                    opts = {"shape": ",".join(str(d) for d in shape)}
+                    if axis is not None:
+                        opts["axis"] = axis
+                    if out is not None:
+                        opts["out"] = out
+                    a = args_of("numpy", "permuted", seed, bg, opts) + ["--repeat=2"]
+                    if out is not None:
+                        # the second call has no `out` in the golden run: run the same with
+                        # repeat=1 so the CLI's repeat semantics stay simple.
+                        a = a[:-1]
+                        vals = r.reshape(-1).tolist()
+                    else:
+                        vals = r.reshape(-1).tolist() + r2.reshape(-1).tolist()
+                    cases.append({"args": a, "dtype": "int64", "values": [int(v) for v in vals]})
+
+    # multivariate_hypergeometric, both methods, complements (nsample > total/2), zeros.
+    mv = [([16, 8, 4], 6), ([16, 8, 4], 20), ([5, 0, 3], 8), ([10, 10], 0), ([0, 0], 0),
+          ([3], 2), ([100, 200, 300, 50, 7], 321), ([2, 3, 4, 1000], 17), ([1] * 30, 15),
+          ([25, 25, 25], 60), ([10**6, 10**6, 5], 10**5)]
+    for colors, nsample in mv:
+        for method in ["marginals", "count"]:
+            for seed, bg in [(0, None), (5, None), (2**33, None), (4861946401452, None), (9, "Philox")]:
+                for size in [None, 4, (2, 3)]:
+                    if sum(colors) > 10**5 and (method == "count" or size == (2, 3)):
+                        continue
+                    g = gen(seed, bg)
+                    r = g.multivariate_hypergeometric(colors, nsample, size=size, method=method)
+                    opts = dict(colors=colors, nsample=nsample, method=method)
+                    if size is not None:
+                        opts["shape"] = size if isinstance(size, int) else ",".join(map(str, size))
+                    cases.append({"args": args_of("numpy", "multivariate_hypergeometric", seed, bg, opts),
+                                  "dtype": "int64", "values": [int(v) for v in r.reshape(-1)]})
+
+    # multivariate_normal, method='cholesky' (LAPACK dpotrf + BLAS: compared within 1e-12 of the
+    # largest magnitude of the case).
+    rng = np.random.RandomState(12345)
+    covs = [("diag", [0.0, 1.0, -2.0], np.diag([1.0, 4.0, 0.25]))]
+    for d in range(2, 7):
+        a = rng.standard_normal((d, d))
+        covs.append((f"spd{d}", list(rng.standard_normal(d).round(3)), a @ a.T + d * np.eye(d) * 0.1))
+    covs.append(("ill", [1e3, -1e3], np.array([[1.0, 0.999999], [0.999999, 1.0]])))
+    covs.append(("scale", [0.0, 0.0, 0.0], np.array([[1e6, 2e3, 0.0], [2e3, 5.0, 0.1], [0.0, 0.1, 0.0125]])))
+    for name, mean, cov in covs:
+        for seed, bg in [(0, None), (5, None), (2**70, None), (1, "MT19937")]:
+            for size in [None, 7, (2, 3)]:
+                g = gen(seed, bg)
+                r = g.multivariate_normal(mean, cov, size=size, method="cholesky")
+                opts = dict(mean=[float(m) for m in mean], cov=[float(c) for c in cov.reshape(-1)],
+                            method="cholesky")
+                if size is not None:
+                    opts["shape"] = size if isinstance(size, int) else ",".join(map(str, size))
+                cases.append({"args": args_of("numpy", "multivariate_normal", seed, bg, opts),
+                              "dtype": "float64", "rtol": 1e-12,
+                              "values": [num(v) for v in r.reshape(-1)]})
+
+    # torch: Tensor.random_(from, None) for every dtype lockstep prints.
+    dt = {"int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8,
+          "uint8": torch.uint8, "bool": torch.bool, "float32": torch.float32, "float64": torch.float64}
+    froms = [0, 1, 5, -3, 100, 127, 255, 2**15 - 1, 2**31 - 5, -2**31, 2**24 - 1, -2**40, 2**53 - 1,
+             2**62, 2**63 - 2**31, 2**63 - 10, -2**63, -2**63 + 1, 16777217, 2**53 + 7]
+    for name, d in dt.items():
+        for f in froms:
+            for seed in [0, 2**32 + 7]:
+                torch.manual_seed(seed)
+                try:
+                    r = torch.empty(9, dtype=d).random_(f, None)
+                    r2 = torch.empty(2, dtype=d).random_(f, to=None)
+                except RuntimeError:
+                    continue
+                vals = r.tolist() + r2.tolist()
+                if name.startswith("float"):
+                    vals = [num(v) for v in vals]
+                else:
+                    vals = [int(v) for v in vals]
+                cases.append({"args": ["torch", "random", f"--seed={seed}", f"--from={f}",
+                                       "--shape=9", f"--dtype={name}", "--then=2"],
+                              "dtype": name if name.startswith("float") else "int64", "values": vals})
+    return cases, torch.__version__
+
+
 def main():
-    which = sys.argv[1:] or ["numpy", "bitgen", "python", "torch"]
+    which = sys.argv[1:] or ["numpy", "bitgen", "python", "torch", "extra"]
     if "numpy" in which:
         write("random_surface_numpy.json", f"numpy {np.__version__}", numpy_cases())
     if "bitgen" in which:
@@ -519,6 +646,9 @@ def main():
     if "python" in which:
         write("random_surface_python.json", f"CPython {sys.version.split()[0]} random",
               python_cases())
+    if "extra" in which:
+        cases, version = extra_cases()
+        write("random_surface_extra.json", f"numpy {np.__version__}, torch {version}", cases)
     if "torch" in which:
         cases, version = torch_cases()
         write("random_surface_torch.json", f"torch {version}", cases)

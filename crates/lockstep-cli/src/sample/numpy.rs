@@ -53,8 +53,9 @@ pub(super) const GENERATOR: LibDoc = LibDoc {
 };
 
 /// `numpy-legacy`'s functions: its own, then the distributions.
-const LEGACY_FNS: [FnDoc; 8 + DISTS.len()] = concat(
+const LEGACY_FNS: [FnDoc; 9 + DISTS.len()] = concat(
     [
+        BYTES,
         FnDoc {
             name: "rand",
             call: "rs.rand(*shape) (float64)",
@@ -107,9 +108,81 @@ const LEGACY_FNS: [FnDoc; 8 + DISTS.len()] = concat(
     DISTS,
 );
 
+/// `bytes`, on both classes.
+const BYTES: FnDoc = FnDoc {
+    name: "bytes",
+    call: "list(bytes(length)), then list(bytes(then)) on the same generator (ints 0..255)",
+    options: &[opt(&["length"], "required"), opt(&["then"], "none")],
+    example: "--length=5 --then=3",
+};
+
+/// `--length` then `--then` bytes, `repeat` times, as integers.
+fn bytes_calls(
+    opts: &Opts,
+    repeat: usize,
+    mut draw: impl FnMut(usize) -> lockstep_rng::Result<Vec<u8>>,
+) -> Result<Values, SampleError> {
+    let length: usize = opts.require("length")?;
+    let then: Option<usize> = opts.get("then")?;
+    check_count(
+        length
+            .saturating_add(then.unwrap_or(0))
+            .saturating_mul(repeat),
+    )?;
+    repeat_calls(repeat, || {
+        let mut v = draw(length)?;
+        if let Some(t) = then {
+            v.extend(draw(t)?);
+        }
+        Ok(Values::I64(v.into_iter().map(i64::from).collect()))
+    })
+}
+
 /// `numpy`'s functions: its own, then the distributions.
-const GENERATOR_FNS: [FnDoc; 11 + DISTS.len()] = concat(
+const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
     [
+        BYTES,
+        FnDoc {
+            name: "permuted",
+            call: "g.permuted(x, axis=axis, out=out) with x = np.arange(prod(shape)).reshape(shape), \
+                   out = np.empty(shape, order=out) (int64, printed in C order)",
+            options: &[
+                opt(&["shape"], "required; D0,D1,.. (the shape of x)"),
+                opt(&["axis"], "none; an integer, negative from the end"),
+                opt(&["out"], "none; C or F (out's memory order)"),
+            ],
+            example: "--shape=3,4 --axis=1 --out=F",
+        },
+        FnDoc {
+            name: "multivariate_hypergeometric",
+            call: "g.multivariate_hypergeometric(colors, nsample, size=shape, method=method) \
+                   (int64, size + (len(colors),))",
+            options: &[
+                opt(&["colors"], "required; C1,C2,.."),
+                opt(&["nsample"], "required"),
+                opt(&["method"], "marginals; or count"),
+                DSIZE,
+            ],
+            example: "--colors=16,8,4 --nsample=6 --method=count --shape=3",
+        },
+        FnDoc {
+            name: "multivariate_normal",
+            call: "g.multivariate_normal(mean, np.reshape(cov, (d, d)), size=shape, \
+                   method='cholesky') (float64, size + (d,); within 1e-12 of NumPy's LAPACK/BLAS \
+                   result, relative to the largest magnitude; method svd/eigh not offered)",
+            options: &[
+                opt(&["mean"], "required; M1,..,Md"),
+                opt(&["cov"], "required; d*d values, row-major"),
+                opt(
+                    &["method"],
+                    "svd (NumPy's default, not offered: give cholesky)",
+                ),
+                opt(&["check-valid"], "warn; ignored with cholesky, as in NumPy"),
+                opt(&["tol"], "1e-8; ignored with cholesky, as in NumPy"),
+                DSIZE,
+            ],
+            example: "--mean=0,1 --cov=2,0.5,0.5,1 --method=cholesky --shape=3",
+        },
         FnDoc {
             name: "random",
             call: "g.random(size=shape, dtype=dtype)",
@@ -204,7 +277,8 @@ fn f64_calls(
     })
 }
 use lockstep_rng::compat::numpy::{
-    BitGenerator, Distributions, Generator, Pcg64Dxsm, Philox, RandomState, SeedSequence, Sfc64,
+    BitGenerator, Distributions, Generator, MemoryOrder, MvhgMethod, Pcg64Dxsm, Philox,
+    RandomState, SeedSequence, Sfc64,
 };
 use lockstep_rng::engines::{Mt19937, Pcg64};
 
@@ -294,6 +368,7 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             let n = need_n(opts, repeat)?;
             repeat_calls(repeat, || Ok(Values::I64(rs.permutation(n))))
         }
+        "bytes" => bytes_calls(opts, repeat, |n| rs.bytes(n)),
         "uniform" => {
             let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
@@ -525,6 +600,79 @@ fn run_gen<B: BitGenOps>(
         "permutation" => {
             let n = need_n(opts, repeat)?;
             repeat_calls(repeat, || Ok(Values::I64(g.permutation(n))))
+        }
+        "bytes" => bytes_calls(opts, repeat, |n| g.bytes(n)),
+        "permuted" => {
+            let shape: Vec<usize> = opts
+                .list("shape")?
+                .ok_or_else(|| SampleError("option --shape is required here".into()))?;
+            let n = shape
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .unwrap_or(usize::MAX);
+            check_count(n.saturating_mul(repeat))?;
+            let axis: Option<isize> = opts.get("axis")?;
+            let order = match opts.raw("out") {
+                None | Some("C") => MemoryOrder::C,
+                Some("F") => MemoryOrder::F,
+                Some(o) => return fail(format!("option --out={o}: expected C or F")),
+            };
+            let x: Vec<i64> = (0..n as i64).collect();
+            repeat_calls(repeat, || {
+                let mut v = x.clone();
+                g.permuted_out(&mut v, &shape, axis, order)?;
+                Ok(Values::I64(v))
+            })
+        }
+        "multivariate_hypergeometric" => {
+            let colors: Vec<i64> = opts
+                .list("colors")?
+                .ok_or_else(|| SampleError("option --colors is required here".into()))?;
+            let nsample: i64 = opts.require("nsample")?;
+            let method = match opts.raw("method").unwrap_or("marginals") {
+                "marginals" => MvhgMethod::Marginals,
+                "count" => MvhgMethod::Count,
+                m => {
+                    return fail(format!(
+                        "option --method={m}: method must be \"count\" or \"marginals\""
+                    ));
+                }
+            };
+            let rows = dist_size(opts, false, colors.len(), repeat)?;
+            repeat_calls(repeat, || {
+                Ok(Values::I64(g.multivariate_hypergeometric(
+                    &colors, nsample, rows, method,
+                )?))
+            })
+        }
+        "multivariate_normal" => {
+            let mean: Vec<f64> = opts
+                .list("mean")?
+                .ok_or_else(|| SampleError("option --mean is required here".into()))?;
+            let cov: Vec<f64> = opts
+                .list("cov")?
+                .ok_or_else(|| SampleError("option --cov is required here".into()))?;
+            match opts.raw("method").unwrap_or("svd") {
+                "cholesky" => {}
+                m @ ("svd" | "eigh") => {
+                    return fail(format!(
+                        "option --method={m}: not offered (NumPy's LAPACK sign conventions are \
+                         not reproduced yet); use --method=cholesky"
+                    ));
+                }
+                m => {
+                    return fail(format!(
+                        "option --method={m}: method must be one of {{'eigh', 'svd', 'cholesky'}}"
+                    ));
+                }
+            }
+            let _tol: f64 = opts.get_or("tol", 1e-8)?;
+            let rows = dist_size(opts, false, mean.len(), repeat)?;
+            repeat_calls(repeat, || {
+                Ok(Values::F64(
+                    g.multivariate_normal_cholesky(&mean, &cov, rows)?,
+                ))
+            })
         }
         "uniform" => {
             let n = size(opts, repeat)?;

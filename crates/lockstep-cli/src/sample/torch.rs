@@ -234,9 +234,16 @@ pub(super) const LIB: LibDoc = LibDoc {
         },
         FnDoc {
             name: "random",
-            call: "torch.empty(shape, dtype).random_() (bool and the integer dtypes print as int64)",
+            call: "torch.empty(shape, dtype).random_(), or .random_(from, None) with --from; \
+                   --then=K adds torch.empty(K, dtype).random_(from, to=None) (bool and the \
+                   integer dtypes print as int64)",
             options: &[
                 SHAPE,
+                opt(
+                    &["from"],
+                    "none; an int64 (random_(from, None): [from, dtype max])",
+                ),
+                opt(&["then"], "none; with --from"),
                 opt(
                     &["dtype"],
                     "int64; or int32, int16, int8, uint8, bool, float32, float64",
@@ -637,6 +644,56 @@ pub fn run(
                     Ok(Values::F64(v))
                 }),
             }
+        }
+        "random" if opts.raw("from").is_some() => {
+            let from: i64 = opts.require("from")?;
+            let then: usize = opts.get_or("then", 0)?;
+            check_total(n.saturating_add(then), repeat)?;
+            fn draw<T: t::RandomFrom + Default>(
+                g: &mut Generator,
+                from: i64,
+                sizes: [usize; 2],
+            ) -> Result<Vec<T>, SampleError> {
+                let mut all = Vec::new();
+                for k in sizes {
+                    let mut v = vec![T::default(); k];
+                    t::random_from_(g, &mut v, from)?;
+                    all.extend(v);
+                }
+                Ok(all)
+            }
+            fn ints<T: t::RandomFrom + Default + Into<i64>>(
+                g: &mut Generator,
+                from: i64,
+                sizes: [usize; 2],
+            ) -> Result<Values, SampleError> {
+                Ok(Values::I64(
+                    draw::<T>(g, from, sizes)?
+                        .into_iter()
+                        .map(Into::into)
+                        .collect(),
+                ))
+            }
+            let sizes = [n, then];
+            let d = opts.raw("dtype").unwrap_or("int64").to_string();
+            repeat_calls(repeat, || {
+                Ok(match d.as_str() {
+                    "int64" => ints::<i64>(g, from, sizes)?,
+                    "int32" => ints::<i32>(g, from, sizes)?,
+                    "int16" => ints::<i16>(g, from, sizes)?,
+                    "int8" => ints::<i8>(g, from, sizes)?,
+                    "uint8" => ints::<u8>(g, from, sizes)?,
+                    "bool" => ints::<bool>(g, from, sizes)?,
+                    "float32" => Values::F32(draw(g, from, sizes)?),
+                    "float64" => Values::F64(draw(g, from, sizes)?),
+                    other => {
+                        return fail(format!(
+                            "option --dtype={other}: expected int64, int32, int16, int8, uint8, \
+                             bool, float32 or float64"
+                        ));
+                    }
+                })
+            })
         }
         "random" => {
             fn ints<T: t::RandomDefault + Default + Into<i64>>(

@@ -851,7 +851,7 @@ const HRUA_D2: f64 = 0.8989161620588988;
 
 /// `Generator.hypergeometric`: draws one item at a time for small samples, Stadlober's HRUA
 /// (with `logfactorial`) otherwise.
-fn hypergeometric_gen<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
+pub(crate) fn hypergeometric_gen<S: Source>(s: &mut S, good: i64, bad: i64, sample: i64) -> i64 {
     if sample >= 10 && sample <= good + bad - 10 {
         return hrua_gen(s, good, bad, sample);
     }

@@ -206,6 +206,16 @@ impl RandomState {
         Ok(())
     }
 
+    /// `bytes(length)`: `ceil(length / 4)` 32-bit MT19937 words (`randint(0, 2^32,
+    /// dtype=uint32)` takes each as is), little-endian, cut to `length` bytes; `length = 0`
+    /// still draws one word, as NumPy's C division `(length − 1) / 4 + 1` does.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] if `length` bytes cannot be allocated (nothing drawn).
+    pub fn bytes(&mut self, length: usize) -> Result<Vec<u8>> {
+        super::multivariate::random_bytes(&mut self.mt, length)
+    }
+
     /// `shuffle(x)` along the first axis.
     pub fn shuffle<T>(&mut self, x: &mut [T]) {
         super::shuffle_slice(&mut self.mt, x);

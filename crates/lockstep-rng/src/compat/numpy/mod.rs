@@ -28,6 +28,7 @@ mod generator;
 mod legacy;
 #[allow(clippy::unreadable_literal)]
 mod mt19937_jump_poly;
+mod multivariate;
 mod seed_sequence;
 mod ziggurat;
 #[allow(clippy::excessive_precision)]
@@ -37,6 +38,7 @@ pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64
 pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
+pub use multivariate::{MemoryOrder, MvhgMethod};
 pub use seed_sequence::SeedSequence;
 
 use crate::engines::{Mt19937, Pcg64};

@@ -117,6 +117,151 @@ pub fn random_<T: FromI64>(g: &mut Generator, out: &mut [T], from: i64, to: i64)
     Ok(())
 }
 
+/// A dtype `Tensor.random_(from, None)` can fill: the top of its range and how `from` is
+/// checked, as PyTorch's `random_from_to_impl` decides them per dtype.
+pub trait RandomFrom: Copy {
+    /// PyTorch's name of the dtype in its errors (`int`, `short int`, `float`, …).
+    const NAME: &'static str;
+    /// Whether `from = i64::MIN` (the full 64-bit range) is supported (int64, float, double).
+    const FULL_RANGE: bool;
+    /// `(from, to_inc)` after PyTorch's adjustment and checks, or the error's reason.
+    fn bounds(from: i64) -> core::result::Result<(i64, i64), String>;
+    /// `static_cast<T>(int64 v)`.
+    fn cast(v: i64) -> Self;
+}
+
+macro_rules! random_from_int {
+    ($($t:ty => $name:expr),*) => {$(
+        impl RandomFrom for $t {
+            const NAME: &'static str = $name;
+            const FULL_RANGE: bool = <$t>::MIN as i64 == i64::MIN;
+            fn bounds(from: i64) -> core::result::Result<(i64, i64), String> {
+                if from < <$t>::MIN as i64 || from > <$t>::MAX as i64 {
+                    return Err(format!("from is out of bounds for {}", $name));
+                }
+                Ok((from, <$t>::MAX as i64))
+            }
+            #[inline]
+            fn cast(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+random_from_int!(i64 => "long int", i32 => "int", i16 => "short int", i8 => "signed char",
+    u8 => "unsigned char");
+
+impl RandomFrom for bool {
+    const NAME: &'static str = "bool";
+    const FULL_RANGE: bool = false;
+    fn bounds(from: i64) -> core::result::Result<(i64, i64), String> {
+        if !(0..=1).contains(&from) {
+            return Err("from is out of bounds for bool".into());
+        }
+        Ok((from, 1))
+    }
+    #[inline]
+    fn cast(v: i64) -> Self {
+        v != 0
+    }
+}
+
+/// `static_cast<int64_t>(x)` as x86-64 computes it (`cvttsd2si`): out of range or NaN gives
+/// `i64::MIN` (Rust's `as` saturates instead).
+fn x86_to_i64(x: f64) -> i64 {
+    if x >= -9_223_372_036_854_775_808.0 && x < 9_223_372_036_854_775_808.0 {
+        x as i64
+    } else {
+        i64::MIN
+    }
+}
+
+macro_rules! random_from_float {
+    ($($t:ty => $name:expr, $digits:expr),*) => {$(
+        impl RandomFrom for $t {
+            const NAME: &'static str = $name;
+            const FULL_RANGE: bool = true;
+            fn bounds(mut from: i64) -> core::result::Result<(i64, i64), String> {
+                // `update_from`: move `from` right until it survives the cast to the dtype.
+                if from == i64::MAX {
+                    // PyTorch's `update_from` never returns here (it shifts a negative value
+                    // right until it reaches zero).
+                    return Err(format!(
+                        "from={from} is too large for {} (PyTorch does not return)",
+                        $name
+                    ));
+                }
+                let from_plus_1 = x86_to_i64((from + 1) as $t as f64);
+                if from_plus_1 < from {
+                    let mut f = from.wrapping_add(1).unsigned_abs();
+                    let mut n = 0i32;
+                    loop {
+                        f >>= 1;
+                        if f == 0 {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    from = from_plus_1.wrapping_add(1i64 << (n - $digits + 1));
+                }
+                let to_inc = 1i64 << $digits;
+                if from >= to_inc {
+                    return Err(format!(
+                        "random_ expects 'from' casted to dtype to be less than or equal to \
+                         'to_inc' casted to dtype, but got from={from} > to_inc={to_inc}"
+                    ));
+                }
+                Ok((from, to_inc))
+            }
+            #[inline]
+            fn cast(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+random_from_float!(f32 => "float", 24, f64 => "double", 53);
+
+/// Fills `out` like `Tensor.random_(from, None)` (also `random_(from, to=None)`): integers in
+/// `[from, top]` where `top` is the dtype's largest value (1 for bool, `2^24` for float32,
+/// `2^53` for float64), drawn as in [`random_`] with `range = top − from + 1`; `from =
+/// i64::MIN` gives every 64-bit value (int64, float32, float64 only).
+///
+/// # Errors
+/// If `from` is outside the dtype (PyTorch's "from is out of bounds for int"), or, for floats,
+/// not below the top after PyTorch's rounding of `from`; `from = i64::MIN` on a dtype other
+/// than int64/float32/float64 with a non-empty `out`. Nothing is drawn then.
+pub fn random_from_<T: RandomFrom>(g: &mut Generator, out: &mut [T], from: i64) -> Result<()> {
+    if from == i64::MIN {
+        if out.is_empty() {
+            return Ok(());
+        }
+        if !T::FULL_RANGE {
+            return Err(invalid(
+                "random_",
+                "from",
+                format!(
+                    "random_full_64_bits_range_kernel_cpu handles only int64, double, float and \
+                     bfloat16 (dtype {})",
+                    T::NAME
+                ),
+            ));
+        }
+        for v in out.iter_mut() {
+            *v = T::cast(g.next_u64() as i64);
+        }
+        return Ok(());
+    }
+    let (from, to_inc) = T::bounds(from).map_err(|r| invalid("random_", "from", r))?;
+    let range = (to_inc as u64).wrapping_sub(from as u64).wrapping_add(1);
+    if range >= 1 << 28 {
+        for v in out.iter_mut() {
+            *v = T::cast((g.next_u64() % range).wrapping_add(from as u64) as i64);
+        }
+    } else {
+        for v in out.iter_mut() {
+            *v = T::cast((g.next_u32() as u64 % range).wrapping_add(from as u64) as i64);
+        }
+    }
+    Ok(())
+}
+
 /// One draw of `torch.empty((), dtype=torch.int64).random_()`: a 64-bit draw modulo `2^63`.
 /// This is how PyTorch's data pipeline draws seeds (`base_seed`, `RandomSampler`).
 pub fn random_i64(g: &mut Generator) -> i64 {
