@@ -355,7 +355,9 @@ def cases(name, ty):
     return [(to_ty(x, ty), None) for x in xs]
 
 
-WORST_F32 = {"tanh": [0x3e6ee50c], "sigmoid": [0xc18515ec]}
+WORST_F32 = {"tanh": [0x3e6ee50c], "sigmoid": [0xc18515ec], "exp": [0xc2171adb],
+             "ln": [0x3fb3e619], "ln_1p": [0x3ecf9864], "expm1": [0x3eb9c703],
+             "erf": [0x3f563109], "sin": [0x73a291c1], "cos": [0x46756516]}
 
 
 def specials(name, ty):

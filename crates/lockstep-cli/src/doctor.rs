@@ -2,7 +2,51 @@
 //! whether every deterministic kernel gives the same bits at 1, 2, 3 and all threads.
 
 use lockstep_tensor::doctor::{self, SelfTestResult};
+use lockstep_tensor::isa::{self, Isa};
 use serde_json::json;
+
+/// Refuses a `LOCKSTEP_ISA` that names no instruction-set path or one this CPU cannot run,
+/// with the message to print (the library alone would warn and take the detected path). The
+/// `lockstep` binary calls this before running any command.
+///
+/// # Errors
+/// The message, naming the variable, its value and the paths this CPU can run.
+pub fn check_isa_env() -> Result<(), String> {
+    isa::isa_from_env().map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The instruction-set section of the report: the path in use, where it came from, and the
+/// paths this CPU can run.
+fn isa_report() -> serde_json::Value {
+    let (in_use, source) = isa::isa_in_use();
+    json!({
+        "in_use": in_use.name(),
+        "source": source.name(),
+        "detected": Isa::detected().name(),
+        "available": Isa::ALL
+            .into_iter()
+            .filter(|i| i.available())
+            .map(Isa::name)
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// The platform-math section: what calls the C library's math functions.
+fn platform_math_report() -> serde_json::Value {
+    let list = doctor::PLATFORM_MATH;
+    json!({
+        "deterministic_kernels": list
+            .iter()
+            .filter(|p| p.deterministic_kernel)
+            .map(|p| json!({"what": p.what, "functions": p.functions}))
+            .collect::<Vec<_>>(),
+        "compat_samplers": list
+            .iter()
+            .filter(|p| !p.deterministic_kernel)
+            .map(|p| json!({"what": p.what, "functions": p.functions}))
+            .collect::<Vec<_>>(),
+    })
+}
 
 /// The environment report as JSON.
 pub fn report() -> serde_json::Value {
@@ -46,6 +90,8 @@ pub fn report() -> serde_json::Value {
         "cpu_model": doctor::cpu_model(),
         "cpu_features": features,
         "simd_in_use": doctor::simd_in_use(),
+        "isa": isa_report(),
+        "platform_math": platform_math_report(),
         "libc": doctor::libc_version(),
         "threads": lockstep_tensor::get_num_threads(),
         "available_parallelism": available,
@@ -69,8 +115,13 @@ pub fn self_test() -> Vec<SelfTestResult> {
     doctor::run(&doctor::cases())
 }
 
-/// Prints the report (and the self-test); returns whether everything passed.
+/// Prints the report (and the self-test); returns whether everything passed. A bad
+/// `LOCKSTEP_ISA` is refused (an error on standard error, `false`).
 pub fn run(self_test_too: bool, as_json: bool) -> bool {
+    if let Err(e) = check_isa_env() {
+        eprintln!("error: lockstep doctor: {e}");
+        return false;
+    }
     let env = report();
     let results = if self_test_too {
         Some(self_test())
@@ -84,7 +135,13 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
         let tests = results.as_ref().map(|r| {
             r.iter()
                 .map(|r| {
-                    json!({"op": r.op, "threads": r.threads, "identical": r.identical, "error": r.error})
+                    json!({
+                        "op": r.op,
+                        "threads": r.threads,
+                        "identical": r.identical,
+                        "error": r.error,
+                        "output_hash": r.output_hash.map(|h| format!("{h:016x}")),
+                    })
                 })
                 .collect::<Vec<_>>()
         });
@@ -105,10 +162,46 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
         env["cpu_model"].as_str().unwrap_or("unknown")
     );
     println!("  CPU features:              {}", env["cpu_features"]);
+    let isa = &env["isa"];
     println!(
-        "  kernels run at:            {} (same bits at every level in deterministic mode)",
-        env["simd_in_use"].as_str().unwrap_or("?")
+        "  instruction-set path:      {} ({}; this CPU can run {}; LOCKSTEP_ISA or \
+         isa::set_isa force one; same bits on every path)",
+        isa["in_use"].as_str().unwrap_or("?"),
+        isa["source"].as_str().unwrap_or("?"),
+        isa["available"]
+            .as_array()
+            .map(|a| a
+                .iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default()
     );
+    let pm = &env["platform_math"];
+    let kernels = pm["deterministic_kernels"].as_array().map_or(0, Vec::len);
+    if kernels == 0 {
+        println!(
+            "  platform math library:     no deterministic kernel uses it (portable \
+             lockstep_tensor::math)"
+        );
+    } else {
+        println!("  platform math library:     used by {kernels} deterministic kernel(s):");
+        for p in pm["deterministic_kernels"].as_array().into_iter().flatten() {
+            println!(
+                "    {} ({})",
+                p["what"].as_str().unwrap_or("?"),
+                p["functions"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    println!("  compat samplers calling it (as their reference library does):");
+    for p in pm["compat_samplers"].as_array().into_iter().flatten() {
+        println!(
+            "    {} [{}]",
+            p["what"].as_str().unwrap_or("?"),
+            p["functions"].as_str().unwrap_or("?")
+        );
+    }
     println!(
         "  C library (and libm):      {}",
         env["libc"].as_str().unwrap_or("?")
@@ -177,6 +270,8 @@ mod tests {
             "cpu_model",
             "cpu_features",
             "simd_in_use",
+            "isa",
+            "platform_math",
             "libc",
             "threads",
             "available_parallelism",
@@ -191,5 +286,16 @@ mod tests {
             assert!(r["libc"].as_str().unwrap().starts_with("glibc 2."), "{r}");
         }
         assert!(r["environment"].is_object());
+        assert_eq!(r["isa"]["in_use"], r["simd_in_use"]);
+        assert!(
+            r["isa"]["available"]
+                .as_array()
+                .unwrap()
+                .contains(&"portable".into())
+        );
+        assert_eq!(
+            r["platform_math"]["deterministic_kernels"],
+            serde_json::json!([])
+        );
     }
 }

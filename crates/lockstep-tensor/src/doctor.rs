@@ -19,6 +19,9 @@ pub struct SelfTestResult {
     pub identical: bool,
     /// An error, if the op failed to run at all.
     pub error: Option<String>,
+    /// A hash of the output's shape and bits (first run; [`crate::trace::hash_bytes`]), to
+    /// compare runs across processes, instruction-set paths ([`crate::isa`]) and machines.
+    pub output_hash: Option<u64>,
 }
 
 /// A named case: a closure computing an output from nothing but its own seeded inputs.
@@ -30,6 +33,16 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
 
 fn bits(t: &Tensor) -> Vec<u64> {
     t.to_f64_vec().into_iter().map(f64::to_bits).collect()
+}
+
+/// The hash of a shape and the output's bits (as `bits` lists them).
+fn output_hash(shape: &[usize], bits: &[u64]) -> u64 {
+    let bytes: Vec<u8> = (shape.iter().map(|&d| d as u64))
+        .chain([u64::MAX])
+        .chain(bits.iter().copied())
+        .flat_map(u64::to_le_bytes)
+        .collect();
+    crate::trace::hash_bytes(&bytes)
 }
 
 fn indices(n: usize, high: i64, seed: u64) -> Tensor {
@@ -229,6 +242,7 @@ pub fn run(cases: &[Case]) -> Vec<SelfTestResult> {
                 op: name.clone(),
                 threads: threads.clone(),
                 identical: error.is_none() && outs.windows(2).all(|w| w[0] == w[1]),
+                output_hash: outs.first().map(|(s, b)| output_hash(s, b)),
                 error,
             }
         })
@@ -246,29 +260,70 @@ pub fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
-/// The instruction-set level lockstep's vectorised kernels run at on this CPU (`avx512f`,
-/// `avx2+fma`, `neon` or `portable`). Deterministic kernels give the same bits at every level.
+/// The instruction-set path lockstep's vectorised kernels run (`avx512`, `avx2` or `portable`):
+/// [`crate::isa::Isa::best`], i.e. forced by `set_isa`, asked for by `LOCKSTEP_ISA`, or the
+/// fastest the CPU has. Deterministic kernels give the same bits on every path.
 pub fn simd_in_use() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return "avx512f";
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return "avx2+fma";
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        return "neon";
-    }
-    #[allow(unreachable_code)]
-    "portable"
+    crate::isa::Isa::best().name()
 }
 
+/// Code whose results depend on the platform's math library (glibc, musl, macOS, MSVC), so
+/// may differ in the last bit from one OS or libc to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlatformMath {
+    /// What (a sampler or kernel, by its public name).
+    pub what: &'static str,
+    /// The C functions it calls.
+    pub functions: &'static str,
+    /// Whether it is one of lockstep's deterministic kernels (the promise "the same bits on
+    /// every machine" covers those: this list should hold none) rather than a compat sampler
+    /// (which calls what the library it mirrors calls, by design).
+    pub deterministic_kernel: bool,
+}
+
+/// Everything in lockstep that calls the platform's math library. Deterministic kernels take
+/// their transcendental functions from [`crate::math`] (portable); the compat samplers call the
+/// functions the reference library calls, so that they match it on the same platform.
+pub const PLATFORM_MATH: &[PlatformMath] = &[
+    PlatformMath {
+        what: "torch: randn/normal_ (float64, and float32 below 16 values), Tensor.normal_",
+        functions: "log, log1p, sin, cos",
+        deterministic_kernel: false,
+    },
+    PlatformMath {
+        what: "torch: exponential_, geometric_, log_normal_, cauchy_",
+        functions: "log, log1p, exp, tan",
+        deterministic_kernel: false,
+    },
+    PlatformMath {
+        what: "torch: poisson, binomial, gamma/dirichlet/beta/chi2/student_t (distributions)",
+        functions: "log, log1p, exp, pow, lgamma, sin, cos",
+        deterministic_kernel: false,
+    },
+    PlatformMath {
+        what: "torch: trunc_normal_ (nn.init)",
+        functions: "erf",
+        deterministic_kernel: false,
+    },
+    PlatformMath {
+        what: "python (CPython random): gauss, normalvariate, lognormvariate, expovariate, \
+               vonmisesvariate, gammavariate, betavariate, paretovariate, weibullvariate, \
+               binomialvariate, sample",
+        functions: "log, exp, cos, sin, acos, pow, fmod, log2 (lgamma: CPython's own)",
+        deterministic_kernel: false,
+    },
+    PlatformMath {
+        what: "numpy (Generator and RandomState): normal tails, exponential tails, gamma, beta, \
+               chisquare, f, standard_t, lognormal, logseries, poisson, binomial, \
+               hypergeometric, vonmises, wald, weibull, pareto, power, gumbel, logistic, \
+               zipf, geometric, rayleigh, laplace, gauss (legacy)",
+        functions: "log, log1p, exp, expm1, pow, cos, acos, fmod, logf, powf",
+        deterministic_kernel: false,
+    },
+];
+
 /// The C library and its version (`glibc 2.39` from `gnu_get_libc_version`), which also
-/// supplies the math library (`libm`) that float64 samplers and `erf` call.
+/// supplies the math library (`libm`) the compat samplers call ([`PLATFORM_MATH`]).
 pub fn libc_version() -> String {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -314,6 +369,17 @@ mod tests {
     fn built_in_cases_pass() {
         for r in super::run(&super::cases()) {
             assert!(r.identical, "{r:?}");
+            assert!(r.output_hash.is_some(), "{r:?}");
         }
+    }
+
+    #[test]
+    fn no_deterministic_kernel_depends_on_the_platform_math_library() {
+        assert!(super::PLATFORM_MATH.iter().all(|p| !p.deterministic_kernel));
+    }
+
+    #[test]
+    fn the_path_reported_is_the_path_in_use() {
+        assert_eq!(super::simd_in_use(), crate::isa::Isa::best().name());
     }
 }
