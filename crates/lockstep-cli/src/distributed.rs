@@ -37,6 +37,16 @@ pub trait Shards {
     /// A vector of the wrong length, or a failed exchange.
     fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize)
     -> Result<Vec<Vec<f32>>, BoxError>;
+    /// [`gather`](Self::gather) for `f64` vectors (BatchNorm's partial statistics).
+    ///
+    /// # Errors
+    /// As [`gather`](Self::gather).
+    fn gather_f64(
+        &mut self,
+        own: &[Vec<f64>],
+        g: usize,
+        len: usize,
+    ) -> Result<Vec<Vec<f64>>, BoxError>;
     /// The sum of all `g` micro-shards' vectors: [`gather`](Self::gather), then [`tree_sum`].
     ///
     /// # Errors
@@ -71,6 +81,15 @@ impl Shards for Local {
         check_own(own, own_count(g, 0, 1), len)?;
         Ok(own.to_vec())
     }
+    fn gather_f64(
+        &mut self,
+        own: &[Vec<f64>],
+        g: usize,
+        len: usize,
+    ) -> Result<Vec<Vec<f64>>, BoxError> {
+        check_own(own, own_count(g, 0, 1), len)?;
+        Ok(own.to_vec())
+    }
 }
 
 /// How many of `g` micro-shards process `rank` of `w` owns.
@@ -78,7 +97,7 @@ pub fn own_count(g: usize, rank: usize, w: usize) -> usize {
     if rank >= g { 0 } else { (g - rank).div_ceil(w) }
 }
 
-fn check_own(own: &[Vec<f32>], count: usize, len: usize) -> Result<(), BoxError> {
+fn check_own<T>(own: &[Vec<T>], count: usize, len: usize) -> Result<(), BoxError> {
     if own.len() != count || own.iter().any(|v| v.len() != len) {
         return Err(format!(
             "micro-shard exchange: expected {count} vectors of {len} floats, got {} (lengths {:?})",
@@ -118,7 +137,7 @@ pub fn tree_sum(parts: &[Vec<f32>]) -> Vec<f32> {
 /// [`DEFAULT_MICRO_BATCH`]; invariant seeding and no loader workers are required.
 ///
 /// # Errors
-/// Another seeding, workers, a model with BatchNorm.
+/// Another seeding, workers.
 pub fn distributed_config(
     cfg: &crate::train::TrainConfig,
 ) -> Result<crate::train::TrainConfig, BoxError> {
@@ -145,9 +164,89 @@ pub fn distributed_config(
     Ok(c)
 }
 
+/// How the micro-shards' gradients are summed across processes; both give the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// Every process gathers every micro-shard's whole vector and adds them all in the fixed
+    /// tree: ≈ `4·G·P` bytes received per process and step.
+    Gather,
+    /// Process `j` receives chunk `j` (`≈ P/W` floats) of every micro-shard's vector
+    /// (all-to-all), adds them in the same fixed tree, and an all-gather of the summed chunks
+    /// gives everyone the whole sum: ≈ `4·P·(G/W + 1)` bytes received per process and step.
+    ReduceScatter,
+}
+
+impl Reduction {
+    /// The flag's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Gather => "gather",
+            Self::ReduceScatter => "reduce-scatter",
+        }
+    }
+}
+
+/// The default of `--collective-timeout`, in seconds.
+pub const DEFAULT_COLLECTIVE_TIMEOUT_S: f64 = 300.0;
+
+/// The options of `lockstep train --distributed` beyond the training configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistOptions {
+    /// How long a process waits at an exchange for the others to arrive before it ends the
+    /// job, naming the processes that did not arrive.
+    pub collective_timeout: std::time::Duration,
+    /// How gradients are summed.
+    pub reduction: Reduction,
+}
+
+impl Default for DistOptions {
+    fn default() -> Self {
+        Self {
+            collective_timeout: std::time::Duration::from_secs_f64(DEFAULT_COLLECTIVE_TIMEOUT_S),
+            reduction: Reduction::Gather,
+        }
+    }
+}
+
+impl DistOptions {
+    /// From the flags: `--collective-timeout SECS` (default
+    /// [`DEFAULT_COLLECTIVE_TIMEOUT_S`]) and `--reduction gather|reduce-scatter` (default
+    /// `gather`).
+    ///
+    /// # Errors
+    /// A timeout that is not a number of seconds in `(0, 10⁶]`; an unknown reduction.
+    pub fn new(timeout_s: Option<f64>, reduction: Option<&str>) -> Result<Self, BoxError> {
+        let t = timeout_s.unwrap_or(DEFAULT_COLLECTIVE_TIMEOUT_S);
+        if !(t > 0.0 && t <= 1e6) {
+            return Err(format!(
+                "invalid value {t} for --collective-timeout: seconds, more than 0 and at most 1000000"
+            )
+            .into());
+        }
+        let reduction = match reduction.unwrap_or("gather") {
+            "gather" => Reduction::Gather,
+            "reduce-scatter" => Reduction::ReduceScatter,
+            other => {
+                return Err(format!(
+                    "invalid value {other:?} for --reduction: gather or reduce-scatter"
+                )
+                .into());
+            }
+        };
+        Ok(Self {
+            collective_timeout: std::time::Duration::from_secs_f64(t),
+            reduction,
+        })
+    }
+}
+
 /// `lockstep train --distributed` in a build without MPI: the error.
 #[cfg(not(feature = "mpi"))]
-pub fn main(_cfg: &crate::train::TrainConfig, _json: bool) -> std::process::ExitCode {
+pub fn main(
+    _cfg: &crate::train::TrainConfig,
+    _opts: &DistOptions,
+    _json: bool,
+) -> std::process::ExitCode {
     eprintln!(
         "error: lockstep train --distributed: built without MPI support: rebuild with --features mpi"
     );
@@ -159,24 +258,37 @@ pub use with_mpi::{Mpi, main};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::{BoxError, Shards, check_own, own_count};
+    use super::{BoxError, DistOptions, Reduction, Shards, check_own, own_count, tree_sum};
     use crate::train::{self, Quiet, TrainConfig};
+    use lockstep_tensor::try_filled_vec;
     use mpi::collective::SystemOperation;
+    use mpi::datatype::Equivalence;
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::*;
     use std::time::{Duration, Instant};
 
-    /// The exchange over MPI's world communicator: an all-gather of fixed-size blocks (each
-    /// process's own micro-shards, padded to `ceil(G / W)` vectors).
+    /// The tag of the arrival messages that precede every exchange.
+    const ARRIVAL_TAG: i32 = 0x4c53;
+
+    /// The exchange over MPI's world communicator. Every exchange starts with an arrival
+    /// check (each process tells every other the exchange's sequence number and waits, up to
+    /// the timeout, for theirs), so that a process that hangs ends the job with its rank
+    /// named instead of leaving the others in a collective forever; then an all-gather of
+    /// fixed-size blocks (each process's own micro-shards, padded to `ceil(G / W)` vectors),
+    /// or for [`Reduction::ReduceScatter`] an all-to-all of chunks and an all-gather of sums.
     pub struct Mpi {
         world: SimpleCommunicator,
         rank: usize,
         size: usize,
-        /// `LOCKSTEP_DIST_BENCH=1`: time the fixed-order reduction (all-gather and tree sum)
-        /// and a plain all-reduce of the same length every step, each after a barrier.
+        timeout: Duration,
+        reduction: Reduction,
+        /// Exchanges so far (the arrival messages carry it).
+        seq: u64,
+        /// `LOCKSTEP_DIST_BENCH=1`: time the fixed-order reduction and a plain all-reduce of
+        /// the same length every step, each after a barrier.
         bench: bool,
         steps: usize,
-        gather_time: Duration,
+        reduce_time: Duration,
         allreduce_time: Duration,
         floats: usize,
         /// The length of the last exchange's vectors.
@@ -185,20 +297,162 @@ mod with_mpi {
 
     impl Mpi {
         /// Over the world communicator of an initialized MPI.
-        pub fn new(world: SimpleCommunicator) -> Self {
+        pub fn new(world: SimpleCommunicator, opts: &DistOptions) -> Self {
             let rank = world.rank() as usize;
             let size = world.size() as usize;
             Self {
                 world,
                 rank,
                 size,
+                timeout: opts.collective_timeout,
+                reduction: opts.reduction,
+                seq: 0,
                 bench: std::env::var("LOCKSTEP_DIST_BENCH").is_ok_and(|v| v == "1"),
                 steps: 0,
-                gather_time: Duration::ZERO,
+                reduce_time: Duration::ZERO,
                 allreduce_time: Duration::ZERO,
                 floats: 0,
                 len: 0,
             }
+        }
+
+        /// Waits until every process has arrived at this exchange (`W − 1` messages of 8 bytes
+        /// sent and received per process). After the timeout the job ends (`MPI_Abort`) with
+        /// the ranks that did not arrive named: a request still pending cannot be abandoned.
+        fn arrive(&mut self) {
+            self.seq += 1;
+            if self.size == 1 {
+                return;
+            }
+            let (rank, size, seq, timeout) = (self.rank, self.size, self.seq, self.timeout);
+            let mine = [seq];
+            let mut theirs = vec![[0u64]; size];
+            let world = &self.world;
+            mpi::request::scope(|scope| {
+                let mut sends = Vec::with_capacity(size - 1);
+                let mut pending = Vec::with_capacity(size - 1);
+                for (q, buf) in theirs.iter_mut().enumerate() {
+                    if q == rank {
+                        continue;
+                    }
+                    let p = world.process_at_rank(q as i32);
+                    sends.push(p.immediate_send_with_tag(scope, &mine[..], ARRIVAL_TAG));
+                    pending.push((
+                        q,
+                        p.immediate_receive_into_with_tag(scope, &mut buf[..], ARRIVAL_TAG),
+                    ));
+                }
+                let start = Instant::now();
+                while !pending.is_empty() {
+                    pending = pending
+                        .into_iter()
+                        .filter_map(|(q, r)| r.test().err().map(|r| (q, r)))
+                        .collect();
+                    if pending.is_empty() {
+                        break;
+                    }
+                    if start.elapsed() > timeout {
+                        let missing: Vec<usize> = pending.iter().map(|(q, _)| *q).collect();
+                        eprintln!(
+                            "error: lockstep train --distributed: rank {rank} of {size}: \
+                             collective timeout: rank{} {} did not arrive at exchange {seq} \
+                             within {:.1} s (--collective-timeout); ending the job",
+                            if missing.len() == 1 { "" } else { "s" },
+                            missing
+                                .iter()
+                                .map(|q| q.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            timeout.as_secs_f64()
+                        );
+                        world.abort(3);
+                    }
+                    std::thread::yield_now();
+                }
+                for s in sends {
+                    s.wait_without_status();
+                }
+            });
+            if let Some((q, b)) = theirs
+                .iter()
+                .enumerate()
+                .find(|&(q, b)| q != rank && b[0] != seq)
+            {
+                // Every process makes the same exchanges in the same order; if not, say so.
+                eprintln!(
+                    "error: lockstep train --distributed: rank {rank} of {size}: at exchange \
+                     {seq}, rank {q} is at exchange {} (the processes diverged)",
+                    b[0]
+                );
+                world.abort(4);
+            }
+        }
+
+        /// All `g` micro-shards' vectors in micro-shard order (micro-shard `k` from rank
+        /// `k mod W`, slot `k div W`).
+        fn gather_blocks<T: Equivalence + Copy + Default>(
+            &mut self,
+            own: &[Vec<T>],
+            g: usize,
+            len: usize,
+        ) -> Result<Vec<Vec<T>>, BoxError> {
+            check_own(own, own_count(g, self.rank, self.size), len)?;
+            let slots = g.div_ceil(self.size);
+            let mut send = try_filled_vec("distributed gather", slots * len, T::default())?;
+            for (j, v) in own.iter().enumerate() {
+                send[j * len..(j + 1) * len].copy_from_slice(v);
+            }
+            let mut recv =
+                try_filled_vec("distributed gather", self.size * send.len(), T::default())?;
+            self.arrive();
+            self.world.all_gather_into(&send[..], &mut recv[..]);
+            let all = (0..g)
+                .map(|k| {
+                    let at = ((k % self.size) * slots + k / self.size) * len;
+                    recv[at..at + len].to_vec()
+                })
+                .collect();
+            self.floats += recv.len();
+            Ok(all)
+        }
+
+        /// The fixed-tree sum with each process adding one chunk of the vector: an
+        /// all-to-all gives process `j` chunk `j` of every micro-shard's vector, it adds them
+        /// with [`tree_sum`] (element-wise, so the same bits as summing whole vectors), and an
+        /// all-gather of the summed chunks gives everyone the whole sum.
+        fn reduce_scatter(
+            &mut self,
+            own: &[Vec<f32>],
+            g: usize,
+            len: usize,
+        ) -> Result<Vec<f32>, BoxError> {
+            check_own(own, own_count(g, self.rank, self.size), len)?;
+            let (w, slots, chunk) = (self.size, g.div_ceil(self.size), len.div_ceil(self.size));
+            // To rank q: this rank's micro-shards' chunk q, `slots` blocks of `chunk` floats.
+            let mut send = try_filled_vec("distributed reduce-scatter", w * slots * chunk, 0f32)?;
+            for (j, v) in own.iter().enumerate() {
+                for q in 0..w {
+                    let (lo, hi) = ((q * chunk).min(len), ((q + 1) * chunk).min(len));
+                    let at = (q * slots + j) * chunk;
+                    send[at..at + hi - lo].copy_from_slice(&v[lo..hi]);
+                }
+            }
+            let mut recv = try_filled_vec("distributed reduce-scatter", send.len(), 0f32)?;
+            self.arrive();
+            self.world.all_to_all_into(&send[..], &mut recv[..]);
+            let parts: Vec<Vec<f32>> = (0..g)
+                .map(|k| {
+                    let at = ((k % w) * slots + k / w) * chunk;
+                    recv[at..at + chunk].to_vec()
+                })
+                .collect();
+            let mine = tree_sum(&parts);
+            let mut full = try_filled_vec("distributed reduce-scatter", w * chunk, 0f32)?;
+            self.arrive();
+            self.world.all_gather_into(&mine[..], &mut full[..]);
+            full.truncate(len);
+            self.floats += recv.len() + full.len();
+            Ok(full)
         }
     }
 
@@ -215,24 +469,15 @@ mod with_mpi {
             g: usize,
             len: usize,
         ) -> Result<Vec<Vec<f32>>, BoxError> {
-            check_own(own, own_count(g, self.rank, self.size), len)?;
-            let slots = g.div_ceil(self.size);
-            let mut send = vec![0f32; slots * len];
-            for (j, v) in own.iter().enumerate() {
-                send[j * len..(j + 1) * len].copy_from_slice(v);
-            }
-            let mut recv = vec![0f32; self.size * slots * len];
-            self.world.all_gather_into(&send[..], &mut recv[..]);
-            // Micro-shard k came from rank k mod W, slot k div W.
-            let all = (0..g)
-                .map(|k| {
-                    let at = ((k % self.size) * slots + k / self.size) * len;
-                    recv[at..at + len].to_vec()
-                })
-                .collect();
-            self.floats += recv.len();
-            self.len = len;
-            Ok(all)
+            self.gather_blocks(own, g, len)
+        }
+        fn gather_f64(
+            &mut self,
+            own: &[Vec<f64>],
+            g: usize,
+            len: usize,
+        ) -> Result<Vec<Vec<f64>>, BoxError> {
+            self.gather_blocks(own, g, len)
         }
         fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>, BoxError> {
             if self.bench {
@@ -241,8 +486,12 @@ mod with_mpi {
                 self.world.barrier();
             }
             let t = Instant::now();
-            let sum = super::tree_sum(&self.gather(own, g, len)?);
-            self.gather_time += t.elapsed();
+            let sum = match self.reduction {
+                Reduction::Gather => tree_sum(&self.gather(own, g, len)?),
+                Reduction::ReduceScatter => self.reduce_scatter(own, g, len)?,
+            };
+            self.reduce_time += t.elapsed();
+            self.len = len;
             Ok(sum)
         }
         fn after_step(&mut self, own: &[Vec<f32>]) {
@@ -255,7 +504,7 @@ mod with_mpi {
             let partial = if own.is_empty() {
                 vec![0f32; self.len]
             } else {
-                super::tree_sum(own)
+                tree_sum(own)
             };
             self.world.barrier();
             let t = Instant::now();
@@ -274,9 +523,10 @@ mod with_mpi {
                 serde_json::json!({
                     "world_size": self.size,
                     "steps": self.steps,
-                    "fixed_order_gather_and_tree_sum_ms_per_step": per(self.gather_time),
+                    "reduction": self.reduction.name(),
+                    "fixed_order_reduction_ms_per_step": per(self.reduce_time),
                     "plain_allreduce_ms_per_step": per(self.allreduce_time),
-                    "gathered_floats_per_step": self.floats / self.steps,
+                    "received_floats_per_step": self.floats / self.steps,
                 })
             );
         }
@@ -284,7 +534,7 @@ mod with_mpi {
 
     /// `mpirun -np W lockstep train --distributed …`: every process trains (rank 0 reports);
     /// an error on any process aborts the job (`MPI_Abort`) with a message naming the rank.
-    pub fn main(cfg: &TrainConfig, json: bool) -> std::process::ExitCode {
+    pub fn main(cfg: &TrainConfig, opts: &DistOptions, json: bool) -> std::process::ExitCode {
         let Some(universe) = mpi::initialize() else {
             eprintln!("error: lockstep train --distributed: MPI is already initialized");
             return std::process::ExitCode::from(2);
@@ -317,7 +567,14 @@ mod with_mpi {
             // For the tests: one process fails while the others wait in the first exchange.
             fail(&"injected failure (LOCKSTEP_TEST_FAIL_RANK)");
         }
-        let mut shards = Mpi::new(world);
+        if std::env::var("LOCKSTEP_TEST_HANG_RANK").is_ok_and(|v| v == rank.to_string()) {
+            // For the tests: one process hangs (alive, never arriving) until the others'
+            // collective timeout ends the job.
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        let mut shards = Mpi::new(world, opts);
         let result = if rank == 0 {
             let mut bar = train::Bar::new(json, cfg.batch_size);
             let r = train::run_distributed(&cfg, &mut bar, &mut shards);

@@ -234,15 +234,25 @@ struct TrainArgs {
     /// reports without them.
     #[arg(long)]
     nondeterministic: bool,
-    /// Micro-shards of M samples (needs --seeding invariant; not with --model cnn): each
-    /// batch's gradient is the fixed-order sum of its micro-shards' gradients, the same bits
-    /// on any number of processes (0 = off; --distributed: 8).
+    /// Micro-shards of M samples (needs --seeding invariant): each batch's gradient is the
+    /// fixed-order sum of its micro-shards' gradients, BatchNorm's statistics are over the
+    /// batch in a fixed order; the same bits on any number of processes (0 = off;
+    /// --distributed: 8).
     #[arg(long, default_value_t = 0)]
     micro_batch: usize,
     /// Data-parallel over MPI: `mpirun -np W lockstep train --distributed --seeding invariant
     /// ...` (a build with --features mpi); the same bits for any W.
     #[arg(long)]
     distributed: bool,
+    /// With --distributed: seconds a process waits at an exchange for the others before it
+    /// ends the job naming the ranks that did not arrive [default: 300].
+    #[arg(long, value_name = "SECS", requires = "distributed")]
+    collective_timeout: Option<f64>,
+    /// With --distributed: how gradients are summed, `gather` (every process adds every
+    /// micro-shard's gradient) or `reduce-scatter` (each adds a slice); the same bits
+    /// [default: gather].
+    #[arg(long, requires = "distributed")]
+    reduction: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -305,7 +315,17 @@ fn main() -> ExitCode {
                 micro_batch: a.micro_batch,
             };
             if a.distributed {
-                return lockstep_cli::distributed::main(&cfg, a.json);
+                let opts = match lockstep_cli::distributed::DistOptions::new(
+                    a.collective_timeout,
+                    a.reduction.as_deref(),
+                ) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        eprintln!("error: lockstep train --distributed: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
+                return lockstep_cli::distributed::main(&cfg, &opts, a.json);
             }
             lockstep_cli::train::main(&cfg, a.json)
         }

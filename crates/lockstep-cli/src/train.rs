@@ -22,6 +22,7 @@ use lockstep_nn::layers::{
 use lockstep_nn::optim::{self, LrScheduler, Optimizer};
 use lockstep_nn::rng::{SampleKeys, with_sample_keys};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
+use lockstep_nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
 use lockstep_nn::{Module, Named, Var, functional as F, no_grad};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -1059,10 +1060,10 @@ pub fn print_report(r: &Report, json: bool) {
     }
 }
 
-/// `--micro-batch` (and `--distributed`, which needs it): invariant seeding; no BatchNorm.
+/// `--micro-batch` (and `--distributed`, which needs it): invariant seeding.
 ///
 /// # Errors
-/// Torch seeding or a cnn with micro-shards; several processes without them.
+/// Torch seeding with micro-shards; several processes without them.
 pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
     if cfg.micro_batch == 0 {
         if processes > 1 {
@@ -1078,22 +1079,37 @@ pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxE
         )
         .into());
     }
-    if cfg.model == "cnn" {
-        return Err(format!(
-            "--micro-batch {} with --model cnn: BatchNorm's statistics would be per micro-shard, \
-             not over the batch (synchronized BatchNorm is not implemented yet); use mlp or lstm",
-            cfg.micro_batch
-        )
-        .into());
-    }
     Ok(())
+}
+
+/// BatchNorm's partial statistics through the micro-shard exchange.
+struct StatsOver<'a>(&'a mut dyn Shards);
+
+impl StatsExchange for StatsOver<'_> {
+    fn gather(
+        &mut self,
+        own: &[Vec<f64>],
+        g: usize,
+        len: usize,
+    ) -> lockstep_tensor::Result<Vec<Vec<f64>>> {
+        self.0
+            .gather_f64(own, g, len)
+            .map_err(|e| lockstep_tensor::Error::InvalidArgument {
+                op: "sync_batch_norm",
+                arg: "exchange",
+                reason: e.to_string(),
+            })
+    }
 }
 
 /// One step's gradients as the fixed-order sum of micro-shard gradients: micro-shard `k` is
 /// rows `k·m .. min((k+1)·m, B)` of the batch; its loss is the sum-reduced cross entropy
 /// times `1 / B` (so the micro-shards' losses add up to the batch mean); this process computes
 /// the micro-shards `shards` gives it, the exchange gathers all of them in order, and
-/// [`crate::distributed::tree_sum`] adds them. Sets every parameter's gradient; returns the batch loss.
+/// [`crate::distributed::tree_sum`] adds them. BatchNorm's statistics are over the whole
+/// batch, gathered the same way ([`SyncStep`]); a process that owns no micro-shard runs one
+/// as a shadow (for BatchNorm's exchanges and running statistics) and contributes nothing.
+/// Sets every parameter's gradient; returns the batch loss.
 fn micro_batch_grads(
     model: &dyn Module,
     params: &[Var],
@@ -1112,29 +1128,46 @@ fn micro_batch_grads(
         reduction: F::Reduction::Sum,
         ..F::CrossEntropy::default()
     };
+    let mut here: Vec<MicroShard> = (0..g)
+        .filter(|&k| shards.owns(k))
+        .map(|index| MicroShard { index, owned: true })
+        .collect();
+    if here.is_empty() {
+        here.push(MicroShard {
+            index: shards.rank() % g,
+            owned: false,
+        });
+    }
     let mut own = Vec::new();
-    for k in (0..g).filter(|&k| shards.owns(k)) {
-        let (start, n) = (k * m, m.min(b - k * m));
-        let x = Var::constant(xb.narrow(0, start, n)?);
-        let y = yb.narrow(0, start, n)?.contiguous();
-        let keys = SampleKeys::new(
-            keys.seed,
-            keys.epoch,
-            keys.indices[start..start + n].to_vec(),
-        );
-        let out = with_sample_keys(keys, || model.forward(&x))?;
-        let loss = F::cross_entropy_with(&out, &y, &sum_loss)?.mul_scalar(inv_b)?;
-        params.iter().for_each(Var::zero_grad);
-        loss.backward()?;
-        let mut v = Vec::with_capacity(len);
-        for (p, &size) in params.iter().zip(&sizes) {
-            match p.grad() {
-                Some(gr) => v.extend(gr.contiguous().to_vec::<f32>()?),
-                None => v.resize(v.len() + size, 0.0),
+    {
+        let mut exchange = StatsOver(&mut *shards);
+        let mut step = SyncStep::new(&mut exchange, g, here)?;
+        let losses = step.forward(|k| {
+            let (start, n) = (k * m, m.min(b - k * m));
+            let x = Var::constant(xb.narrow(0, start, n)?);
+            let y = yb.narrow(0, start, n)?.contiguous();
+            let keys = SampleKeys::new(
+                keys.seed,
+                keys.epoch,
+                keys.indices[start..start + n].to_vec(),
+            );
+            let out = with_sample_keys(keys, || model.forward(&x))?;
+            F::cross_entropy_with(&out, &y, &sum_loss)?.mul_scalar(inv_b)
+        })?;
+        step.backward(&losses, |_, loss| {
+            params.iter().for_each(Var::zero_grad);
+            loss.backward()?;
+            let mut v = Vec::with_capacity(len);
+            for (p, &size) in params.iter().zip(&sizes) {
+                match p.grad() {
+                    Some(gr) => v.extend(gr.contiguous().to_vec::<f32>()?),
+                    None => v.resize(v.len() + size, 0.0),
+                }
             }
-        }
-        v.push(loss.data().item::<f32>()?);
-        own.push(v);
+            v.push(loss.data().item::<f32>()?);
+            own.push(v);
+            Ok(())
+        })?;
     }
     let sum = shards.reduce(&own, g, len)?;
     shards.after_step(&own);

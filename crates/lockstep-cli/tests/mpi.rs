@@ -1,5 +1,6 @@
-//! `lockstep train --distributed` under `mpirun`: the same bits for any number of processes,
-//! and the same as one process with `--micro-batch`. Needs Open MPI (`mpirun` on the path):
+//! `lockstep train --distributed` under `mpirun`: the same bits for any number of processes
+//! (mlp, cnn with BatchNorm, lstm; both reductions), and the same as one process with
+//! `--micro-batch`; resuming across world sizes; failing and hanging ranks. Needs Open MPI (`mpirun` on the path):
 //! `cargo test -p lockstep-cli --features mpi --test mpi`.
 #![cfg(feature = "mpi")]
 
@@ -167,24 +168,91 @@ fn lstm_same_bits_for_one_to_four_processes() {
 }
 
 #[test]
-fn checkpoint_saved_at_two_processes_resumes_at_three() {
-    let dir = std::env::temp_dir().join(format!("lockstep-mpi-resume-{}", std::process::id()));
+fn cnn_same_bits_for_one_to_four_processes() {
+    // BatchNorm's statistics over the batch, gathered in micro-shard order.
+    same_bits_for_any_world_size("cnn");
+}
+
+#[test]
+fn a_process_without_micro_shards_follows_as_a_shadow() {
+    // Batches of 12: micro-shards of 8 and 4, so rank 2 of 3 owns none; it still meets
+    // every BatchNorm exchange and keeps the same running statistics.
+    let a = args_with("cnn", 3, false, &[("--batch-size", "12")]);
+    let base = single(&a);
+    let r = distributed(3, &a);
+    assert_eq!(r["final_sha256"], base["final_sha256"]);
+    assert_eq!(r["step_losses"], base["step_losses"]);
+}
+
+#[test]
+fn reduce_scatter_gives_the_bits_of_the_gather() {
+    let a = args_with("cnn", 3, false, &[("--reduction", "reduce-scatter")]);
+    // --reduction needs --distributed: the reference is the plain single process.
+    let base = single(&args_with("cnn", 3, false, &[]));
+    for w in [2, 3] {
+        let r = distributed(w, &a);
+        assert_eq!(r["final_sha256"], base["final_sha256"], "W = {w}");
+        assert_eq!(r["step_losses"], base["step_losses"], "W = {w}");
+    }
+}
+
+/// Saved after 2 steps at W = 2, resumed at W = 3 for 2 more: the bits of 4 steps in one go.
+fn checkpoint_saved_at_two_processes_resumes_at_three(model: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "lockstep-mpi-resume-{model}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.display().to_string();
     let first = args_with(
-        "lstm",
+        model,
         2,
         true,
         &[("--checkpoint-dir", &d), ("--checkpoint-every", "2")],
     );
     report(&mpirun(2, &first, &[]), "mpirun -np 2 (save)");
     assert!(dir.join("ckpt-00000002.safetensors").exists());
-    let second = args_with("lstm", 4, true, &[("--resume", &d)]);
+    let second = args_with(model, 4, true, &[("--resume", &d)]);
     let resumed = report(&mpirun(3, &second, &[]), "mpirun -np 3 (resume)");
     let _ = std::fs::remove_dir_all(&dir);
-    let base = single(&args("lstm"));
-    assert_eq!(resumed["final_sha256"], base["final_sha256"]);
-    assert_eq!(resumed["step_losses"], base["step_losses"]);
+    let base = single(&args(model));
+    assert_eq!(resumed["final_sha256"], base["final_sha256"], "{model}");
+    assert_eq!(resumed["step_losses"], base["step_losses"], "{model}");
+}
+
+#[test]
+fn lstm_checkpoint_saved_at_two_processes_resumes_at_three() {
+    checkpoint_saved_at_two_processes_resumes_at_three("lstm");
+}
+
+#[test]
+fn cnn_checkpoint_saved_at_two_processes_resumes_at_three() {
+    // BatchNorm's running statistics and step count travel in the checkpoint.
+    checkpoint_saved_at_two_processes_resumes_at_three("cnn");
+}
+
+#[test]
+fn a_hanging_rank_ends_the_job_after_the_collective_timeout() {
+    let a = args_with("mlp", 4, true, &[("--collective-timeout", "4")]);
+    let start = Instant::now();
+    let out = mpirun(3, &a, &[("LOCKSTEP_TEST_HANG_RANK", "1")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("collective timeout: rank 1 did not arrive"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("rank 0 did not") && !err.contains("rank 2 did not"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // Well before the test's own limit for a hang (180 s).
+    assert!(
+        start.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -202,7 +270,7 @@ fn a_failing_rank_ends_the_job_naming_the_rank() {
 }
 
 #[test]
-fn distributed_refuses_torch_seeding_workers_and_batchnorm() {
+fn distributed_refuses_torch_seeding_workers_and_bad_options() {
     for (bad, want) in [
         (
             ("--seeding", "torch"),
@@ -210,8 +278,16 @@ fn distributed_refuses_torch_seeding_workers_and_batchnorm() {
         ),
         (("--workers", "2"), "--distributed needs --workers 0"),
         (
-            ("--model", "cnn"),
-            "synchronized BatchNorm is not implemented",
+            ("--collective-timeout", "0"),
+            "invalid value 0 for --collective-timeout",
+        ),
+        (
+            ("--collective-timeout", "nan"),
+            "invalid value NaN for --collective-timeout",
+        ),
+        (
+            ("--reduction", "ring"),
+            "invalid value \"ring\" for --reduction",
         ),
     ] {
         let a = args_with("mlp", 4, true, &[bad]);
@@ -220,4 +296,10 @@ fn distributed_refuses_torch_seeding_workers_and_batchnorm() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{bad:?}: {err}");
     }
+    // The distributed options without --distributed: a usage error, not ignored.
+    let mut cmd = Command::new(BIN);
+    cmd.args(args_with("mlp", 1, false, &[("--reduction", "gather")]));
+    let out = run_limited(cmd, Duration::from_secs(60));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--distributed"));
 }
