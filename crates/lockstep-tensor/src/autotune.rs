@@ -92,8 +92,18 @@ pub(crate) fn is_pinned(algo: &str) -> bool {
 ///
 /// Calls then fail with [`Error::InvalidArgument`] if `algo` names no implementation of its
 /// op, or if it is not thread-invariant while deterministic mode (or, for convolution,
-/// [`set_conv_deterministic`]) requires that.
+/// [`set_conv_deterministic`]) requires that. A name that is no known algorithm at all (a
+/// misspelling, or an op with nothing to tune) is reported on standard error here, once per
+/// name; [`try_with_algorithm`] makes it an error instead.
 pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
+    if let Some(e) = unknown_algo("autotune::with_algorithm", algo) {
+        static SAID: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if !said.contains(&algo) {
+            said.push(algo);
+            eprintln!("warning: {e}: the pin has no effect");
+        }
+    }
     struct Unpin;
     impl Drop for Unpin {
         fn drop(&mut self) {
@@ -105,8 +115,71 @@ pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The innermost algorithm pinned on this thread for `op`.
-fn pinned(op: &str) -> Option<&'static str> {
+/// Tunable ops seen by [`Op::select_tuned`] or [`register`] in this process (user-defined ones
+/// included): op name → its algorithm ids. With the built-in registrations
+/// ([`crate::dispatch::builtin_ops`]) it decides which names [`load`] and
+/// [`try_with_algorithm`] accept.
+static KNOWN: Mutex<BTreeMap<&'static str, Vec<&'static str>>> = Mutex::new(BTreeMap::new());
+
+/// Makes a user-defined op's algorithm ids known to [`load`] and [`try_with_algorithm`]
+/// before its first call (built-in ops are always known; an op is also registered by its
+/// first [`Op::select_tuned`]).
+pub fn register<F: 'static>(op: &'static Op<F>) {
+    KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(op.name)
+        .or_insert_with(|| op.impls.iter().map(|i| i.algo).collect());
+}
+
+/// Whether `op` is a known op (built in or registered), and whether `algo` is one of its
+/// algorithm ids.
+fn known(op: &str, algo: &str) -> (bool, bool) {
+    if let Some(algos) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get(op) {
+        return (true, algos.contains(&algo));
+    }
+    match crate::dispatch::builtin_ops()
+        .into_iter()
+        .find(|o| o.name == op)
+    {
+        Some(o) => (true, o.impls.iter().any(|(a, _)| *a == algo)),
+        None => (false, false),
+    }
+}
+
+/// The error for an algorithm id that names no implementation of a known op (`op_name`
+/// asks), or `None` for a good id.
+fn unknown_algo(op_name: &'static str, algo: &str) -> Option<Error> {
+    let op = algo.rsplit_once('.').map_or("", |(o, _)| o);
+    let reason = match known(op, algo) {
+        (_, true) => return None,
+        (true, false) => format!("{algo} is not an implementation of {op}"),
+        (false, _) => {
+            format!("{algo} names no known op (an id is `OP.NAME`, e.g. `conv2d.im2col_gemm`)")
+        }
+    };
+    Some(Error::InvalidArgument {
+        op: op_name,
+        arg: "algorithm",
+        reason,
+    })
+}
+
+/// [`with_algorithm`] that first checks `algo`: it must be the id of an implementation of a
+/// built-in op or of a [`register`]ed one, so a misspelt name is an error before anything
+/// runs (also for an op name that no call would ever read).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the algorithm, before `f` runs.
+pub fn try_with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> Result<R> {
+    if let Some(e) = unknown_algo("autotune::with_algorithm", algo) {
+        return Err(e);
+    }
+    Ok(with_algorithm(algo, f))
+}
+
+/// The innermost algorithm pinned on this thread for `op` (also read by `Op::select`).
+pub(crate) fn pinned(op: &str) -> Option<&'static str> {
     PINNED.with(|p| {
         p.borrow()
             .iter()
@@ -190,6 +263,7 @@ impl<F: Copy + 'static> Op<F> {
         heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
         mut time: impl FnMut(&'static Impl<F>, &Par) -> Result<()>,
     ) -> Result<crate::dispatch::Choice<'static, F>> {
+        register(self);
         let par = Par::current();
         let mut allowed = self.allowed(restrict_deterministic)?;
         if let Some(algo) = pinned(self.name) {
@@ -268,6 +342,7 @@ impl<F: Copy + 'static> Op<F> {
             .collect();
         if v.is_empty() {
             if warn_only && !restrict_deterministic {
+                crate::deterministic::warn_nondeterministic(self.name);
                 return Ok(self.impls.iter().collect());
             }
             return Err(Error::Nondeterministic {
@@ -362,6 +437,9 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
                         .and_then(|r| r.strip_prefix('.'))
                         .is_some_and(|n| !n.is_empty() && !n.contains('.')) =>
             {
+                if let Some(err) = unknown_algo(OP, a) {
+                    return Err(file_err(OP, path, format!("bad entry {e}: {err}")));
+                }
                 parsed.push(((o.to_string(), k.to_string()), a.to_string()))
             }
             _ => return Err(file_err(OP, path, format!("bad entry {e}"))),
@@ -500,6 +578,19 @@ mod tests {
                 "{op} {algo}"
             );
         }
+        // Issue 13: unknown ops and algorithm ids are refused, naming the entry.
+        for (op, algo, why) in [
+            (
+                "conv2d",
+                "conv2d.im2col_gemn",
+                "not an implementation of conv2d",
+            ),
+            ("conv3d", "conv3d.direct", "no known op"),
+        ] {
+            std::fs::write(&file, good(&feats, op, algo)).unwrap();
+            let e = load(&file).unwrap_err().to_string();
+            assert!(e.contains("bad entry") && e.contains(why), "{e}");
+        }
         // Saving never touches a sibling `tune.tmp` (it used to be the temporary file).
         std::fs::write(dir.join("tune.tmp"), "mine").unwrap();
         save(&file).unwrap();
@@ -508,5 +599,67 @@ mod tests {
             "mine"
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn misspelt_pins_are_errors() {
+        // A non-tunable op's misspelt algorithm, an unknown op, and a correct name.
+        let e = try_with_algorithm("sum.fixed_tre", || ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an implementation of sum"), "{e}");
+        let e = try_with_algorithm("summ.fixed_tree", || ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no known op"), "{e}");
+        assert_eq!(try_with_algorithm("sum.fixed_tree", || 7).unwrap(), 7);
+        // A user-defined tunable op is known once registered.
+        assert!(try_with_algorithm("warn_test_op.b", || ()).is_err());
+        register(&WARN_OP);
+        assert!(try_with_algorithm("warn_test_op.b", || ()).is_ok());
+    }
+
+    static WARN_OP: Op<F> = Op {
+        name: "warn_test_op",
+        impls: &[
+            Impl {
+                algo: "warn_test_op.a",
+                guarantee: Guarantee::NotGuaranteed,
+                f: || 1,
+            },
+            Impl {
+                algo: "warn_test_op.b",
+                guarantee: Guarantee::NotGuaranteed,
+                f: || 2,
+            },
+        ],
+    };
+    static WARN_OP2: Op<F> = Op {
+        name: "warn_test_op2",
+        impls: &[Impl {
+            algo: "warn_test_op2.a",
+            guarantee: Guarantee::NotGuaranteed,
+            f: || 1,
+        }],
+    };
+
+    #[test]
+    fn warn_only_mode_warns_for_tunable_ops() {
+        use crate::deterministic::warned_nondeterministic;
+        assert!(!warned_nondeterministic("warn_test_op2"));
+        let c = scope(true, true, || {
+            WARN_OP2.select_tuned("k", false, |_| true, |a| a[0], |_, _| Ok(()))
+        });
+        assert_eq!(c.unwrap().imp.algo, "warn_test_op2.a");
+        // Warned (on standard error: no logger is installed in tests), once per op.
+        assert!(warned_nondeterministic("warn_test_op2"));
+        assert!(!crate::deterministic::warn_nondeterministic(
+            "warn_test_op2"
+        ));
+        // Not in warn-only mode: refused, as before.
+        let e = scope(true, false, || {
+            WARN_OP2.select_tuned("k", false, |_| true, |a| a[0], |_, _| Ok(()))
+        });
+        assert!(matches!(e, Err(Error::Nondeterministic { .. })));
     }
 }

@@ -6,6 +6,8 @@
 //! effective setting on the calling thread; kernels never read it.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
@@ -132,6 +134,40 @@ pub fn set_fill_uninitialized_memory(on: bool) {
 /// Whether `fill_uninitialized_memory` is on.
 pub fn fill_uninitialized_memory() -> bool {
     FILL_UNINITIALIZED.load(Ordering::SeqCst)
+}
+
+/// Ops already warned about in warn-only mode (once per op per process, as Python's default
+/// warnings filter shows a `UserWarning` once per call site).
+static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Warn-only mode's warning for `op`, the first time only: through `log` when a logger takes
+/// warnings (`log::max_level()` at least `Warn`), else on standard error as PyTorch's
+/// `warnings.warn` prints it, so it never vanishes. Returns whether it warned now.
+pub(crate) fn warn_nondeterministic(op: &str) -> bool {
+    let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if !w.get_or_insert_with(HashSet::new).insert(op.to_string()) {
+        return false;
+    }
+    drop(w);
+    let msg = format!(
+        "{op} does not have a deterministic implementation, but you set \
+         'use_deterministic_algorithms(true, warn_only=true)'; running the nondeterministic one"
+    );
+    if log::max_level() >= log::LevelFilter::Warn {
+        log::warn!("{msg}");
+    } else {
+        eprintln!("UserWarning: {msg}");
+    }
+    true
+}
+
+/// Whether warn-only mode has warned about `op` in this process.
+pub fn warned_nondeterministic(op: &str) -> bool {
+    WARNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|w| w.contains(op))
 }
 
 pub(crate) fn fill_uninitialized_memory_active() -> bool {

@@ -92,8 +92,28 @@ pub trait Float: Element + core::ops::Add<Output = Self> + Default {
         let _ = isa;
         fold_lanes(x, Self::default(), |a, v| a + v)
     }
+
+    /// The lane sums of four [`CHUNK`]-element pieces `x[j * CHUNK..(j + 1) * CHUNK]` at once
+    /// (`x.len() == 4 * CHUNK`): the bits of [`lane_sums`](Self::lane_sums) on each piece, with
+    /// four independent chains of additions in flight instead of one (a single chain is bound
+    /// by the add latency, not by memory). `None` where no such path exists.
+    #[doc(hidden)]
+    fn lane_sums4(x: &[Self], isa: Isa) -> Option<[[Self; LANES]; 4]> {
+        let _ = (x, isa);
+        None
+    }
 }
 impl Float for f32 {
+    #[inline]
+    fn lane_sums4(x: &[Self], isa: Isa) -> Option<[[Self; LANES]; 4]> {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 && isa.available() && x.len() == 4 * CHUNK {
+            // SAFETY: the CPU supports AVX-512F and the length is checked.
+            return Some(unsafe { x86::sums4_f32_avx512(x) });
+        }
+        let _ = (x, isa);
+        None
+    }
     #[inline]
     fn lane_sums(x: &[Self], isa: Isa) -> [Self; LANES] {
         #[cfg(target_arch = "x86_64")]
@@ -174,6 +194,51 @@ mod x86 {
                 acc
             }
         };
+    }
+
+    /// Lane sums of the four [`super::CHUNK`]-element pieces of `x` (see
+    /// [`super::Float::lane_sums4`]): four chains, one per piece, each the chain of
+    /// `sums_f32_avx512` on its piece.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and `x.len()` must be `4 * CHUNK`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn sums4_f32_avx512(x: &[f32]) -> [[f32; LANES]; 4] {
+        use super::CHUNK;
+        debug_assert_eq!(x.len(), 4 * CHUNK);
+        let p = x.as_ptr();
+        let (p0, p1, p2, p3) = (
+            p,
+            p.wrapping_add(CHUNK),
+            p.wrapping_add(2 * CHUNK),
+            p.wrapping_add(3 * CHUNK),
+        );
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+        );
+        let mut k = 0;
+        while k < CHUNK {
+            for q in [p0, p1, p2, p3] {
+                prefetch(q.cast::<u8>().wrapping_add(k * 4 + PF), 0..1, true);
+            }
+            // SAFETY: k + 16 <= CHUNK, so each load lies inside its piece.
+            unsafe {
+                a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p0.add(k)));
+                a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p1.add(k)));
+                a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p2.add(k)));
+                a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p3.add(k)));
+            }
+            k += LANES;
+        }
+        let mut out = [[0f32; LANES]; 4];
+        for (o, a) in out.iter_mut().zip([a0, a1, a2, a3]) {
+            // SAFETY: `o` holds 16 floats.
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) };
+        }
+        out
     }
 
     lane_kernel!(
@@ -288,27 +353,73 @@ pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
     v[0]
 }
 
-/// Deterministic sum of a slice using `par`: identical bits at any thread count.
+/// [`sum_lanes`] of each [`CHUNK`]-element piece of `x` (the last may be shorter), into
+/// `out` (one value per piece), four pieces at a time where [`Float::lane_sums4`] has a path.
+fn piece_sums<T: Float>(x: &[T], out: &mut [T], isa: Isa) {
+    let mut quads = x.chunks_exact(4 * CHUNK);
+    let mut o = 0;
+    for q in &mut quads {
+        match T::lane_sums4(q, isa) {
+            Some(l) => {
+                for mut l in l {
+                    out[o] = tree_sum(&mut l);
+                    o += 1;
+                }
+            }
+            None => {
+                for c in q.chunks(CHUNK) {
+                    out[o] = sum_lanes(c);
+                    o += 1;
+                }
+            }
+        }
+    }
+    for c in quads.remainder().chunks(CHUNK) {
+        out[o] = sum_lanes(c);
+        o += 1;
+    }
+}
+
+/// Deterministic sum of a slice using `par`: identical bits at any thread count. The pieces'
+/// sums are independent, so the threads take contiguous runs of pieces (long sequential
+/// streams for the prefetchers) and [`tree_sum`] combines them in index order.
 pub fn sum_det<T: Float>(x: &[T], par: &Par) -> T {
     if x.len() <= CHUNK {
         return sum_lanes(x);
     }
-    let mut partials: Vec<T> = par.install(|| x.par_chunks(CHUNK).map(sum_lanes).collect());
+    let pieces = x.len().div_ceil(CHUNK);
+    let mut partials = vec![T::default(); pieces];
+    let isa = Isa::best();
+    let threads = par.threads().min(pieces / 4).max(1);
+    if threads == 1 {
+        piece_sums(x, &mut partials, isa);
+    } else {
+        // Runs of whole quads of pieces, so that the split changes no piece.
+        let per = pieces.div_ceil(threads).next_multiple_of(4);
+        par.install(|| {
+            partials
+                .par_chunks_mut(per)
+                .zip(x.par_chunks(per * CHUNK))
+                .for_each(|(o, c)| piece_sums(c, o, isa))
+        });
+    }
     tree_sum(&mut partials)
 }
 
-/// Nondeterministic sum: one contiguous range per thread, partial sums added in completion
-/// order.
+/// Nondeterministic sum: one contiguous range per thread (each summed as [`sum_det`] sums a
+/// slice, so as accurately), the per-thread sums added in completion order.
 pub fn sum_nondet<T: Float>(x: &[T], par: &Par) -> T {
     let threads = par.threads();
-    if threads == 1 || x.len() <= CHUNK {
-        return sum_lanes(x);
+    if threads == 1 || x.len() <= 4 * CHUNK {
+        return sum_det(x, par);
     }
     let total = Mutex::new(T::default());
-    let per = x.len().div_ceil(threads);
+    let per = x.len().div_ceil(threads).next_multiple_of(CHUNK);
     par.install(|| {
         x.par_chunks(per).for_each(|c| {
-            let s = sum_lanes(c);
+            let mut p = vec![T::default(); c.len().div_ceil(CHUNK)];
+            piece_sums(c, &mut p, Isa::best());
+            let s = tree_sum(&mut p);
             let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
             *t = *t + s;
         })
@@ -368,12 +479,16 @@ pub static SUM: Op<SumFn> = Op {
     ],
 };
 
-/// `torch.sum(x, dim)`: one implementation, each output adding its inputs in index order
-/// (thread-invariant). Through dispatch so that it can be traced and counted like every op.
+/// `torch.sum(x, dim)`: one implementation, each output the fixed-order sum of its line (the
+/// bits of [`sum_det`] over the line, whatever its stride: [`CHUNK`]-element pieces, each in
+/// [`LANES`] lanes folded by a fixed tree, the pieces combined by [`tree_sum`]) — so its error
+/// grows like a pairwise sum's, not like a sequential one's, and it gives the bits of
+/// [`Tensor::mean_dim`] times the count. Thread-invariant. Through dispatch so that it can be
+/// traced and counted like every op.
 pub static SUM_DIM: Op<()> = Op {
     name: "sum_dim",
     impls: &[Impl {
-        algo: "sum_dim.index_order",
+        algo: "sum_dim.fixed_tree",
         guarantee: Guarantee::ThreadInvariant,
         f: (),
     }],
@@ -383,47 +498,150 @@ pub static SUM_DIM: Op<()> = Op {
 /// more); a function of the shape only, and no kernel's order depends on it.
 const SERIAL_MAX: usize = 1 << 15;
 
-/// Sums rows of a `[outer, n, inner]` view into `[outer, inner]`, each output in a fixed order
-/// (sequential over `n`); parallel over outputs, so thread-invariant.
-fn sum_dim_kernel<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) -> Vec<T> {
-    let mut out = vec![T::default(); outer * inner];
-    // Small or single-threaded: on the calling thread (each output's order is the same).
-    if par.threads() == 1 || outer == 1 || x.len() <= SERIAL_MAX {
-        if inner == 1 {
-            for (o, dst) in out.iter_mut().enumerate() {
-                *dst = sum_lanes(&x[o * n..(o + 1) * n]);
-            }
-        } else {
-            for (o, dst) in out.chunks_mut(inner).enumerate() {
-                for k in 0..n {
-                    let row = &x[(o * n + k) * inner..(o * n + k + 1) * inner];
-                    for (d, &v) in dst.iter_mut().zip(row) {
-                        *d = *d + v;
-                    }
-                }
+/// Column tile of [`col_sums`] in bytes per lane row: [`LANES`] rows of this many bytes (16 KiB
+/// in all) stay in L1 while the rows stream past. Speed only: no order depends on it.
+const COL_TILE_BYTES: usize = 1 << 10;
+
+/// The pairwise tree of [`tree_sum`] applied column by column to `rows` rows of `w` elements
+/// (row `r` at `v[r * w..]`); the result is left in row 0.
+fn tree_rows<T: Float>(v: &mut [T], rows: usize, w: usize) {
+    let mut n = rows;
+    while n > 1 {
+        let half = n / 2;
+        for i in 0..half {
+            // Row i reads rows 2i and 2i + 1 (never below i), so in place is safe.
+            for j in 0..w {
+                v[i * w + j] = v[2 * i * w + j] + v[(2 * i + 1) * w + j];
             }
         }
-        return out;
+        if n % 2 == 1 {
+            v.copy_within((n - 1) * w..n * w, half * w);
+            n = half + 1;
+        } else {
+            n = half;
+        }
     }
-    if inner == 1 {
+}
+
+/// Fixed-order sums of rows `k0..k1` (at most [`CHUNK`]) of an `[n, inner]` slab, for the
+/// columns `c0..c0 + w`, into `dst` (`w` elements): row `k` goes to lane `(k - k0) mod LANES`
+/// of its column, each lane in row order from `+0`, then the lanes are folded by the tree of
+/// [`tree_sum`] — per column exactly the additions of [`sum_lanes`] over that column's piece.
+/// `acc` is scratch of `LANES * w` elements.
+#[allow(clippy::too_many_arguments)]
+fn col_piece<T: Float>(
+    slab: &[T],
+    inner: usize,
+    c0: usize,
+    w: usize,
+    k0: usize,
+    k1: usize,
+    acc: &mut [T],
+    dst: &mut [T],
+) {
+    let acc = &mut acc[..LANES * w];
+    acc.fill(T::default());
+    if w == inner {
+        // Whole rows: a group of LANES rows is one contiguous block of LANES * inner elements,
+        // added element by element to the lanes (row l of the group to lane l).
+        let block = &slab[k0 * inner..k1 * inner];
+        let mut groups = block.chunks_exact(LANES * inner);
+        for g in &mut groups {
+            for (a, &v) in acc.iter_mut().zip(g) {
+                *a = *a + v;
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(groups.remainder()) {
+            *a = *a + v;
+        }
+    } else {
+        for k in k0..k1 {
+            let l = (k - k0) % LANES;
+            let row = &slab[k * inner + c0..k * inner + c0 + w];
+            for (a, &v) in acc[l * w..(l + 1) * w].iter_mut().zip(row) {
+                *a = *a + v;
+            }
+        }
+    }
+    tree_rows(acc, LANES, w);
+    dst.copy_from_slice(&acc[..w]);
+}
+
+/// Sums `[outer, n, inner]` over `n` into `[outer, inner]`: each output the bits of
+/// [`sum_det`] over its line at any thread count (parallel over outer slices, pieces of
+/// [`CHUNK`] rows and column tiles; the pieces of a line combined by [`tree_rows`]).
+fn col_sums<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) -> Result<Vec<T>> {
+    let mut out = crate::try_filled_vec("sum_dim", outer * inner, T::default())?;
+    if n == 0 || out.is_empty() {
+        return Ok(out);
+    }
+    let tile = (COL_TILE_BYTES / core::mem::size_of::<T>()).max(1);
+    let pieces = n.div_ceil(CHUNK);
+    // Partials laid out [outer][piece][inner]; with one piece they are the output itself.
+    let mut parts = if pieces == 1 {
+        Vec::new()
+    } else {
+        crate::try_filled_vec("sum_dim", outer * pieces * inner, T::default())?
+    };
+    let buf: &mut [T] = if pieces == 1 { &mut out } else { &mut parts };
+    let work = |r: usize, row: &mut [T], acc: &mut Vec<T>| {
+        let (o, p) = (r / pieces, r % pieces);
+        let slab = &x[o * n * inner..(o + 1) * n * inner];
+        let (k0, k1) = (p * CHUNK, ((p + 1) * CHUNK).min(n));
+        let w = if inner <= 2 * tile { inner } else { tile };
+        acc.resize(LANES * w, T::default());
+        for (t, dst) in row.chunks_mut(w).enumerate() {
+            col_piece(slab, inner, t * w, dst.len(), k0, k1, acc, dst);
+        }
+    };
+    if par.threads() == 1 || x.len() <= SERIAL_MAX {
+        let mut acc = Vec::new();
+        for (r, row) in buf.chunks_mut(inner).enumerate() {
+            work(r, row, &mut acc);
+        }
+    } else {
+        par.install(|| {
+            buf.par_chunks_mut(inner)
+                .enumerate()
+                .for_each_init(Vec::new, |acc, (r, row)| work(r, row, acc))
+        });
+    }
+    if pieces > 1 {
+        for (o, dst) in out.chunks_mut(inner).enumerate() {
+            let p = &mut parts[o * pieces * inner..(o + 1) * pieces * inner];
+            tree_rows(p, pieces, inner);
+            dst.copy_from_slice(&p[..inner]);
+        }
+    }
+    Ok(out)
+}
+
+/// Sums `[outer, n, inner]` over `n` (see [`SUM_DIM`]): lines of stride 1 with [`sum_det`],
+/// others with [`col_sums`] (the same order).
+fn sum_dim_kernel<T: Float>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    par: &Par,
+) -> Result<Vec<T>> {
+    if inner != 1 {
+        return col_sums(x, outer, n, inner, par);
+    }
+    let mut out = crate::try_filled_vec("sum_dim", outer, T::default())?;
+    if par.threads() == 1 || outer == 1 || x.len() <= SERIAL_MAX {
+        for (o, dst) in out.iter_mut().enumerate() {
+            *dst = sum_det(&x[o * n..(o + 1) * n], par);
+        }
+    } else {
         par.install(|| {
             out.par_iter_mut()
                 .enumerate()
-                .for_each(|(o, dst)| *dst = sum_lanes(&x[o * n..(o + 1) * n]))
-        });
-    } else {
-        par.install(|| {
-            out.par_chunks_mut(inner).enumerate().for_each(|(o, dst)| {
-                for k in 0..n {
-                    let row = &x[(o * n + k) * inner..(o * n + k + 1) * inner];
-                    for (d, &v) in dst.iter_mut().zip(row) {
-                        *d = *d + v;
-                    }
-                }
-            })
+                .with_min_len((SERIAL_MAX / n.max(1)).max(1))
+                .for_each(|(o, dst)| *dst = sum_det(&x[o * n..(o + 1) * n], par))
         });
     }
-    out
+    Ok(out)
 }
 
 impl Tensor {
@@ -436,8 +654,9 @@ impl Tensor {
         crate::trace::traced(SUM.name, c.imp.algo, &[self], (c.imp.f)(self, &c.par))
     }
 
-    /// `torch.sum(x, dim, keepdim)`: deterministic at any thread count (each output element
-    /// adds its inputs in index order).
+    /// `torch.sum(x, dim, keepdim)`: deterministic at any thread count; each output is the
+    /// fixed-order (blocked pairwise) sum of its line described at [`SUM_DIM`], the same bits
+    /// as [`mean_dim`](Self::mean_dim) times the count would have before rounding.
     ///
     /// # Errors
     /// If `dim` is out of range, or the dtype is not a float.
@@ -458,11 +677,11 @@ impl Tensor {
         let par = c.par;
         let out = match x.dtype() {
             DType::F32 => Tensor::from_vec(
-                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, &par),
+                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, &par)?,
                 &out_shape,
             ),
             DType::F64 => Tensor::from_vec(
-                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, &par),
+                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, &par)?,
                 &out_shape,
             ),
             got => Err(Error::DType {
@@ -523,9 +742,9 @@ pub trait Real:
     const INFINITY: Self;
     /// Negative infinity.
     const NEG_INFINITY: Self;
-    /// `e^self`.
+    /// `e^self` ([`crate::math`]: the same bits on every platform).
     fn exp(self) -> Self;
-    /// Natural logarithm.
+    /// Natural logarithm ([`crate::math`]: the same bits on every platform).
     fn ln(self) -> Self;
     /// Square root.
     fn sqrt(self) -> Self;
@@ -544,10 +763,10 @@ impl Real for f32 {
     const INFINITY: Self = f32::INFINITY;
     const NEG_INFINITY: Self = f32::NEG_INFINITY;
     fn exp(self) -> Self {
-        f32::exp(self)
+        crate::math::expf(self)
     }
     fn ln(self) -> Self {
-        f32::ln(self)
+        crate::math::lnf(self)
     }
     fn sqrt(self) -> Self {
         f32::sqrt(self)
@@ -569,10 +788,10 @@ impl Real for f64 {
     const INFINITY: Self = f64::INFINITY;
     const NEG_INFINITY: Self = f64::NEG_INFINITY;
     fn exp(self) -> Self {
-        f64::exp(self)
+        crate::math::exp(self)
     }
     fn ln(self) -> Self {
-        f64::ln(self)
+        crate::math::ln(self)
     }
     fn sqrt(self) -> Self {
         f64::sqrt(self)
@@ -582,7 +801,7 @@ impl Real for f64 {
     }
     fn exp_slice(src: &[Self], dst: &mut [Self]) {
         for (d, &s) in dst.iter_mut().zip(src) {
-            *d = s.exp();
+            *d = crate::math::exp(s);
         }
     }
     #[inline(always)]
@@ -1035,7 +1254,11 @@ fn mean_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     with_float!("mean", x, T => {
         let d = dense::<T>(&xc)?;
         let nn = T::from_f64(g.n as f64);
-        let v = reduce_lines(d, g, par, |l| line_sum(l, par) / nn);
+        // The sums of `sum_dim` (same order, same bits), divided by the count.
+        let mut v = sum_dim_kernel(d, g.outer, g.n, g.inner, par)?;
+        for s in v.iter_mut() {
+            *s = *s / nn;
+        }
         Ok(vec![Tensor::from_vec(v, &shape)?])
     })
 }
@@ -1108,7 +1331,6 @@ fn softmax_kernel(x: &Tensor, a: &RedArgs, par: &Par, log: bool) -> Result<Vec<T
     })
 }
 
-#[allow(clippy::assign_op_pattern)] // `Float` has `Add`, not `AddAssign`
 fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     let g = match a.dim {
         Some(d) => geom(x.shape(), d),
@@ -1123,28 +1345,29 @@ fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
         let data = dense::<T>(&xc)?;
         let Geom { n, inner, .. } = g;
         let mut out = zeroed_vec::<T>(data.len());
-        if !data.is_empty() {
-            // Sequential along the line (the only order PyTorch's sequential scan has), parallel
+        if !data.is_empty() && n > 0 {
+            // Sequential along the line (PyTorch's order), accumulated in f64 and rounded once
+            // per output, as PyTorch's CPU kernel accumulates float32 (its `acc_type` is
+            // double): the error of each output is one rounding, not one per term. Parallel
             // over blocks of lines; for inner > 1 the rows are added whole (vectorised).
             par.install(|| {
                 out.par_chunks_mut(n * inner)
                     .zip(data.par_chunks(n * inner))
                     .with_min_len((1 << 14) / (n * inner).max(1) + 1)
-                    .for_each(|(ob, xb)| {
+                    .for_each_init(Vec::new, |acc: &mut Vec<f64>, (ob, xb)| {
                         if inner == 1 {
-                            let mut acc = T::default();
+                            let mut a = 0f64;
                             for (o, &v) in ob.iter_mut().zip(xb) {
-                                acc = acc + v;
-                                *o = acc;
+                                a += v.to_f64();
+                                *o = T::from_f64(a);
                             }
                         } else {
-                            ob[..inner].copy_from_slice(&xb[..inner]);
-                            for k in 1..n {
-                                let (prev, cur) = ob.split_at_mut(k * inner);
-                                let prev = &prev[(k - 1) * inner..];
-                                let xr = &xb[k * inner..(k + 1) * inner];
-                                for ((c, &p), &v) in cur[..inner].iter_mut().zip(prev).zip(xr) {
-                                    *c = p + v;
+                            acc.clear();
+                            acc.resize(inner, 0.0);
+                            for (orow, xrow) in ob.chunks_mut(inner).zip(xb.chunks(inner)) {
+                                for ((o, a), &v) in orow.iter_mut().zip(acc.iter_mut()).zip(xrow) {
+                                    *a += v.to_f64();
+                                    *o = T::from_f64(*a);
                                 }
                             }
                         }
@@ -1202,8 +1425,9 @@ det_op!(
     LOG_SOFTMAX, "log_softmax", "log_softmax.fixed_lanes", |x, a, p| softmax_kernel(x, a, p, true)
 );
 det_op!(
-    /// `torch.cumsum`: sequential along each line, parallel over lines.
-    CUMSUM, "cumsum", "cumsum.sequential_lines", cumsum_kernel
+    /// `torch.cumsum`: sequential along each line, accumulated in `f64` (as PyTorch does for
+    /// `float32`), parallel over lines.
+    CUMSUM, "cumsum", "cumsum.sequential_f64_acc", cumsum_kernel
 );
 
 fn run_red(op: &'static Op<RedFn>, x: &Tensor, a: RedArgs) -> Result<Vec<Tensor>> {
@@ -1388,7 +1612,8 @@ impl Tensor {
         run_red(&LOG_SOFTMAX, self, a).map(one)
     }
 
-    /// `torch.cumsum(x, dim)`: sequential along the dimension (floats only).
+    /// `torch.cumsum(x, dim)`: sequential along the dimension, accumulated in `f64` and
+    /// rounded once per output (as PyTorch's CPU kernel; floats only).
     ///
     /// # Errors
     /// If `dim` is out of range or the dtype is not a float.
@@ -1512,6 +1737,78 @@ mod tests {
                     let w: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
                     assert_eq!(g, w, "{isa:?} n={n} log={log}");
                 }
+            }
+        }
+    }
+
+    /// The plain definition of the deterministic order: [`sum_lanes`] per [`CHUNK`] piece,
+    /// then [`tree_sum`] over the pieces.
+    fn reference_det<T: Float>(x: &[T]) -> T {
+        if x.len() <= CHUNK {
+            return sum_lanes(x);
+        }
+        let mut p: Vec<T> = x.chunks(CHUNK).map(sum_lanes).collect();
+        tree_sum(&mut p)
+    }
+
+    #[test]
+    fn sum_det_is_the_piecewise_order_at_any_thread_count() {
+        // Quads of pieces (the four-chain path), their remainders, and a partial last piece.
+        for n in [4 * CHUNK, 4 * CHUNK + 1, 9 * CHUNK + 77, 13 * CHUNK] {
+            let v = data(n);
+            let v64: Vec<f64> = v.iter().map(|&x| x as f64 * 1.3).collect();
+            let want = reference_det(&v).to_bits();
+            let want64 = reference_det(&v64).to_bits();
+            for t in [1, 2, 3, 8] {
+                let par = Par::new(t);
+                assert_eq!(sum_det(&v, &par).to_bits(), want, "n={n} t={t}");
+                assert_eq!(sum_det(&v64, &par).to_bits(), want64, "n={n} t={t}");
+            }
+        }
+    }
+
+    #[test]
+    fn sum_dim_and_mean_dim_give_the_bits_of_the_line_sum() {
+        // Strided lines: whole-row groups (small inner), column tiles (wide inner), several
+        // pieces per line (n > CHUNK).
+        for shape in [
+            [2usize, 2 * CHUNK + 333, 3],
+            [1, 40, 1300],
+            [3, 17, 600],
+            [2, 5, 1],
+        ] {
+            let len: usize = shape.iter().product();
+            let v = data(len);
+            let x = Tensor::from_vec(v.clone(), &shape).unwrap();
+            let [outer, n, inner] = shape;
+            let mut want = Vec::new();
+            let mut want_mean = Vec::new();
+            for o in 0..outer {
+                for c in 0..inner {
+                    let line: Vec<f32> = (0..n).map(|k| v[(o * n + k) * inner + c]).collect();
+                    let s = reference_det(&line);
+                    want.push(s.to_bits());
+                    want_mean.push((s / n as f32).to_bits());
+                }
+            }
+            for t in [1, 2, 3, 8] {
+                let (s, m) = with_num_threads(t, || {
+                    (x.sum_dim(1, false).unwrap(), x.mean_dim(1, false).unwrap())
+                });
+                let s: Vec<u32> = s
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                let m: Vec<u32> = m
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                assert_eq!(s, want, "{shape:?} t={t}");
+                assert_eq!(m, want_mean, "{shape:?} t={t}");
             }
         }
     }

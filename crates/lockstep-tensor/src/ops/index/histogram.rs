@@ -45,8 +45,12 @@ pub enum HistInput<'a> {
     },
 }
 
-/// Kernel of a histogram: `(input, weights or None for counts, number of bins, par)`.
-pub type HistFn<W> = fn(&HistInput<'_>, Option<&[W]>, usize, &Par) -> Vec<W>;
+/// Kernel of a histogram: `(input, weights or None for counts, number of bins, par)`; fails
+/// with [`Error::OutOfMemory`] when the bins (or the kernel's buffers) cannot be allocated.
+pub type HistFn<W> = fn(&HistInput<'_>, Option<&[W]>, usize, &Par) -> Result<Vec<W>>;
+
+/// The op named by an allocation failure of the histogram kernels.
+const OP_BUF: &str = "bincount/histc";
 
 /// Deterministic histogram: fixed blocks, each counted in order, partials added per bin in
 /// block order.
@@ -56,7 +60,7 @@ fn hist_det_g<W: AccElem>(
     w: &(impl Fn(usize) -> W + Sync),
     nbins: usize,
     par: &Par,
-) -> Vec<W> {
+) -> Result<Vec<W>> {
     let nb = hist_blocks(n, nbins);
     let count = |lo: usize, hi: usize, out: &mut [W]| {
         for i in lo..hi {
@@ -66,12 +70,34 @@ fn hist_det_g<W: AccElem>(
             }
         }
     };
-    let mut out = vec![W::default(); nbins];
+    let mut out = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
     if nb == 1 || nbins == 0 {
         count(0, n, &mut out);
-        return out;
+        return Ok(out);
     }
-    let mut parts = vec![W::default(); nb * nbins];
+    if par.threads() == 1 {
+        // The same additions with one partial buffer reused: block 0 counts straight into
+        // `out` (`+0 + p0` is `p0`: a sum from `+0` is never `-0`), each later block into the
+        // zeroed buffer, then added bin by bin in block order. Less memory touched than one
+        // buffer per block.
+        count(0, n / nb, &mut out);
+        let mut buf = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
+        for b in 1..nb {
+            if b > 1 {
+                buf.fill(W::default());
+            }
+            count(n * b / nb, n * (b + 1) / nb, &mut buf);
+            for (o, &v) in out.iter_mut().zip(&buf) {
+                *o = W::add(*o, v);
+            }
+        }
+        return Ok(out);
+    }
+    let len = nb.checked_mul(nbins).ok_or(Error::OutOfMemory {
+        op: OP_BUF,
+        bytes: nb as u128 * nbins as u128 * core::mem::size_of::<W>() as u128,
+    })?;
+    let mut parts = crate::try_filled_vec(OP_BUF, len, W::default())?;
     par.install(|| {
         parts
             .par_chunks_mut(nbins)
@@ -89,7 +115,7 @@ fn hist_det_g<W: AccElem>(
             }
         })
     });
-    out
+    Ok(out)
 }
 
 /// Nondeterministic histogram: one contiguous range per thread, buffers merged as threads
@@ -100,7 +126,7 @@ fn hist_nondet_g<W: AccElem>(
     w: &(impl Fn(usize) -> W + Sync),
     nbins: usize,
     par: &Par,
-) -> Vec<W> {
+) -> Result<Vec<W>> {
     let t = par.threads();
     let count = |lo: usize, hi: usize, out: &mut [W]| {
         for i in lo..hi {
@@ -110,23 +136,24 @@ fn hist_nondet_g<W: AccElem>(
             }
         }
     };
+    let mut out = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
     if t == 1 || n < 1 << 15 {
-        let mut out = vec![W::default(); nbins];
         count(0, n, &mut out);
-        return out;
+        return Ok(out);
     }
-    let total = Mutex::new(vec![W::default(); nbins]);
+    let total = Mutex::new(out);
     par.install(|| {
-        (0..t).into_par_iter().for_each(|k| {
-            let mut buf = vec![W::default(); nbins];
+        (0..t).into_par_iter().try_for_each(|k| {
+            let mut buf = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
             count(n * k / t, n * (k + 1) / t, &mut buf);
             let mut o = total.lock().unwrap_or_else(|e| e.into_inner());
             for (o, &b) in o.iter_mut().zip(&buf) {
                 *o = W::add(*o, b);
             }
+            Ok::<(), Error>(())
         })
-    });
-    total.into_inner().unwrap_or_else(|e| e.into_inner())
+    })?;
+    Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// `histc`'s bin of `v` (PyTorch's formula, in the input's precision); `usize::MAX` outside
@@ -152,7 +179,7 @@ fn hist_run<W: AccElem>(
     nbins: usize,
     par: &Par,
     det: bool,
-) -> Vec<W> {
+) -> Result<Vec<W>> {
     macro_rules! go {
         ($bin:expr, $n:expr) => {{
             let bin = $bin;
@@ -183,7 +210,12 @@ fn hist_run<W: AccElem>(
     }
 }
 
-fn hist_det<W: AccElem>(inp: &HistInput<'_>, w: Option<&[W]>, nbins: usize, par: &Par) -> Vec<W> {
+fn hist_det<W: AccElem>(
+    inp: &HistInput<'_>,
+    w: Option<&[W]>,
+    nbins: usize,
+    par: &Par,
+) -> Result<Vec<W>> {
     hist_run(inp, w, nbins, par, true)
 }
 
@@ -192,7 +224,7 @@ fn hist_nondet<W: AccElem>(
     w: Option<&[W]>,
     nbins: usize,
     par: &Par,
-) -> Vec<W> {
+) -> Result<Vec<W>> {
     hist_run(inp, w, nbins, par, false)
 }
 
@@ -269,12 +301,13 @@ impl Tensor {
                 format!("bincount only supports non-negative inputs, got {mn}"),
             ));
         }
+        // `mx + 1` bins (2^63 for i64::MAX: refused below as out of memory, not a panic).
         let nbins = if x.is_empty() { 0 } else { mx as usize + 1 }.max(minlength);
         let inp = HistInput::Bins(x);
         let c = BINCOUNT.select()?;
         let out = match weights {
             None => {
-                let v = (c.imp.f.i64)(&inp, None, nbins, &c.par);
+                let v = (c.imp.f.i64)(&inp, None, nbins, &c.par)?;
                 Tensor::from_vec(v, &[nbins])
             }
             Some(w) => {
@@ -288,11 +321,11 @@ impl Tensor {
                 let wc = w.contiguous();
                 if w.dtype() == DType::F32 {
                     let wd = dense::<f32>(&wc)?;
-                    let v = (c.imp.f.f32)(&inp, Some(wd), nbins, &c.par);
+                    let v = (c.imp.f.f32)(&inp, Some(wd), nbins, &c.par)?;
                     Tensor::from_vec(v, &[nbins])
                 } else {
                     let wd = wc.to_f64_vec();
-                    let v = (c.imp.f.f64)(&inp, Some(&wd), nbins, &c.par);
+                    let v = (c.imp.f.f64)(&inp, Some(&wd), nbins, &c.par)?;
                     Tensor::from_vec(v, &[nbins])
                 }
             }
@@ -339,8 +372,14 @@ impl Tensor {
                     ));
                 }
                 let inp = HistInput::$V { x, lo, hi };
-                let v = (c.imp.f.i64)(&inp, None, bins, &c.par);
-                Tensor::from_vec(v.into_iter().map(|c| c as $T).collect::<Vec<$T>>(), &[bins])
+                let v = (c.imp.f.i64)(&inp, None, bins, &c.par)?;
+                let mut o: Vec<$T> = Vec::new();
+                o.try_reserve_exact(bins).map_err(|_| Error::OutOfMemory {
+                    op: OP,
+                    bytes: bins as u128 * core::mem::size_of::<$T>() as u128,
+                })?;
+                o.extend(v.into_iter().map(|c| c as $T));
+                Tensor::from_vec(o, &[bins])
             }};
         }
         let out = match self.dtype() {

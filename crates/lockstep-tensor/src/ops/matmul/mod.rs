@@ -164,10 +164,15 @@ fn operand(t: &Tensor) -> Operand<'_> {
 }
 
 /// Storage offsets of every matrix of `op` over the broadcast batch shape `batch`.
-fn batch_offsets(op: &Operand, batch: &[usize]) -> Vec<usize> {
-    let total: usize = batch.iter().product();
+fn batch_offsets(op: &Operand, batch: &[usize]) -> Result<Vec<usize>> {
+    let total = batch
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .unwrap_or(usize::MAX);
     let lead = batch.len() - op.batch.len();
-    let mut out = Vec::with_capacity(total);
+    // Sized from the caller's shapes (a huge batch of empty matrices): fallible.
+    let mut out = crate::try_filled_vec("matmul", total, 0usize)?;
+    out.clear();
     let mut idx = vec![0usize; batch.len()];
     for _ in 0..total {
         let mut off = op.t.layout().offset();
@@ -185,7 +190,7 @@ fn batch_offsets(op: &Operand, batch: &[usize]) -> Vec<usize> {
             idx[d] = 0;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Products smaller than this (m·n·k) run one matrix per thread in batched matmul.
@@ -201,10 +206,20 @@ fn run<T: GemmFloat>(
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let sa = T::slice(a.t.storage()).expect("dtype checked");
     let sb = T::slice(b.t.storage()).expect("dtype checked");
-    let offs_a = batch_offsets(a, batch);
-    let offs_b = batch_offsets(b, batch);
-    let mn = m * n;
-    let mut out = vec![T::ZERO; offs_a.len() * mn];
+    let offs_a = batch_offsets(a, batch)?;
+    let offs_b = batch_offsets(b, batch)?;
+    // The output is sized from the shapes: a product too large for memory (or for `usize`)
+    // is an error, not an abort.
+    let mn = m.checked_mul(n).unwrap_or(usize::MAX);
+    let len = offs_a
+        .len()
+        .checked_mul(mn)
+        .filter(|&l| l <= isize::MAX as usize / core::mem::size_of::<T>())
+        .ok_or(Error::OutOfMemory {
+            op: "matmul",
+            bytes: offs_a.len() as u128 * mn as u128 * core::mem::size_of::<T>() as u128,
+        })?;
+    let mut out = crate::try_filled_vec("matmul", len, T::ZERO)?;
     if mn == 0 {
         return Ok(out);
     }
