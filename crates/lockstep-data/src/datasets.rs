@@ -160,7 +160,16 @@ pub fn parse_csv(text: &str, has_header: bool, path: &Path) -> Result<CsvTable> 
 /// [`Error::Io`] if it cannot be read, [`Error::Format`] as [`parse_csv`].
 pub fn read_csv(path: impl AsRef<Path>, has_header: bool) -> Result<CsvTable> {
     let path = path.as_ref();
-    let bytes = maybe_gunzip("read_csv", path, read_file("read_csv", path)?)?;
+    parse_csv_bytes(read_file("read_csv", path)?, has_header, path)
+}
+
+/// [`read_csv`] on a file's bytes already in memory (`path` names them in errors): gzip when
+/// they start with its magic, then UTF-8, then [`parse_csv`].
+///
+/// # Errors
+/// [`Error::Format`] as [`read_csv`].
+pub fn parse_csv_bytes(bytes: Vec<u8>, has_header: bool, path: &Path) -> Result<CsvTable> {
+    let bytes = maybe_gunzip("read_csv", path, bytes)?;
     let text = String::from_utf8(bytes)
         .map_err(|e| format_err("read_csv", path, "CSV", format!("not UTF-8: {e}")))?;
     parse_csv(&text, has_header, path)
@@ -190,6 +199,21 @@ impl CsvDataset {
     ) -> Result<Self> {
         let path = path.as_ref();
         let table = read_csv(path, has_header)?;
+        Self::from_table(&table, label_column, path)
+    }
+
+    /// [`from_path`](Self::from_path) on a file's bytes already in memory (`path` names them
+    /// in errors).
+    ///
+    /// # Errors
+    /// As [`from_path`](Self::from_path).
+    pub fn from_bytes(
+        bytes: Vec<u8>,
+        has_header: bool,
+        label_column: isize,
+        path: &Path,
+    ) -> Result<Self> {
+        let table = parse_csv_bytes(bytes, has_header, path)?;
         Self::from_table(&table, label_column, path)
     }
 
@@ -253,7 +277,7 @@ impl CsvDataset {
     /// # Errors
     /// If the shape does not hold the features' count.
     pub fn with_shape(mut self, shape: &[usize]) -> Result<Self> {
-        if shape.iter().product::<usize>() != self.width {
+        if shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(self.width) {
             return Err(crate::error::invalid(
                 "CsvDataset",
                 "shape",

@@ -61,7 +61,8 @@ pub enum Error {
     Timeout {
         /// The batch waited for.
         batch: usize,
-        /// The data-set indices of its samples.
+        /// The data-set indices of its samples (an `IterableLoader`: the positions of its
+        /// items in the worker's shard, at most 1,024 of them).
         indices: Vec<usize>,
         /// The worker it was sent to.
         worker: usize,
@@ -98,6 +99,15 @@ pub enum Error {
         /// Why it does not fit.
         reason: String,
     },
+    /// An allocation sized from the caller's input (a pass over a data set of 2^40 samples)
+    /// could not be made; PyTorch raises a catchable error there rather than aborting.
+    #[error("{op}: out of memory: cannot allocate {bytes} bytes")]
+    OutOfMemory {
+        /// The operation.
+        op: &'static str,
+        /// The size asked for.
+        bytes: u128,
+    },
     /// An error from the RNG layer.
     #[error(transparent)]
     Rng(#[from] lockstep_rng::Error),
@@ -115,6 +125,17 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
         arg,
         reason: reason.into(),
     }
+}
+
+/// An empty vector with room for exactly `n` elements, or [`Error::OutOfMemory`] naming `op`
+/// (instead of aborting the process, or panicking with "capacity overflow").
+pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
 }
 
 /// The message of a caught panic.

@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `DataLoader(iterable_dataset, batch_size, drop_last, num_workers, generator)`.
 ///
@@ -19,7 +19,8 @@ use std::time::Duration;
 /// round robin — worker 0's first, worker 1's first, … — skipping exhausted workers, exactly
 /// PyTorch's order, whatever the timing. An item error or panic yields an
 /// [`Error::Worker`] naming the worker and the item's position in its shard, then the pass
-/// ends.
+/// ends. With a [`timeout`](Self::timeout), a worker that produces no batch in time (a stuck
+/// iterator) ends the pass with [`Error::Timeout`] instead of hanging.
 pub struct IterableLoader<D: IterableDataset, C = DefaultCollate> {
     dataset: Arc<D>,
     collate: Arc<C>,
@@ -28,6 +29,7 @@ pub struct IterableLoader<D: IterableDataset, C = DefaultCollate> {
     num_workers: usize,
     prefetch_factor: usize,
     generator: SharedGenerator,
+    timeout: Option<Duration>,
 }
 
 impl<D: IterableDataset + 'static> IterableLoader<D>
@@ -37,7 +39,7 @@ where
     /// A loader with default collation.
     ///
     /// # Errors
-    /// If `batch_size` is 0.
+    /// As [`with_collate`](Self::with_collate).
     pub fn new(dataset: D, batch_size: usize, drop_last: bool, num_workers: usize) -> Result<Self> {
         Self::with_collate(dataset, batch_size, drop_last, num_workers, DefaultCollate)
     }
@@ -47,7 +49,7 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
     /// A loader with a custom `collate_fn`.
     ///
     /// # Errors
-    /// If `batch_size` is 0.
+    /// If `batch_size` is 0, or `num_workers` is above [`MAX_WORKERS`](crate::loader::MAX_WORKERS).
     pub fn with_collate(
         dataset: D,
         batch_size: usize,
@@ -62,6 +64,16 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
                 "batch_size should be a positive integer value, but got batch_size=0",
             ));
         }
+        if num_workers > crate::loader::MAX_WORKERS {
+            return Err(invalid(
+                "DataLoader",
+                "num_workers",
+                format!(
+                    "{num_workers} worker threads is more than a DataLoader starts ({})",
+                    crate::loader::MAX_WORKERS
+                ),
+            ));
+        }
         Ok(Self {
             dataset: Arc::new(dataset),
             collate: Arc::new(collate),
@@ -70,6 +82,7 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
             num_workers,
             prefetch_factor: 2,
             generator: SharedGenerator::Default,
+            timeout: None,
         })
     }
 
@@ -82,6 +95,16 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
     /// Batches buffered per worker (default 2).
     pub fn prefetch_factor(mut self, n: usize) -> Self {
         self.prefetch_factor = n.max(1);
+        self
+    }
+
+    /// `timeout` (the map-style loader's option): the longest wait for one batch. When it
+    /// passes, the pass ends with [`Error::Timeout`] naming the batch, the worker and the
+    /// positions in that worker's shard of the items it was gathering (an iterable data set
+    /// has no sample indices). The stuck worker thread is left to finish on its own. Default:
+    /// wait as long as the workers live.
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = Some(d);
         self
     }
 
@@ -114,7 +137,8 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
                 };
                 let mut pos = 0usize;
                 loop {
-                    let mut items = Vec::with_capacity(bs);
+                    // Not `bs` up front: a huge batch_size must not be reserved before items exist.
+                    let mut items = Vec::with_capacity(bs.min(1024));
                     while items.len() < bs {
                         match catch_unwind(AssertUnwindSafe(|| it.next())) {
                             Ok(Some(Ok(x))) => items.push(x),
@@ -166,6 +190,10 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
                         rxs: Vec::new(),
                         handles: Vec::new(),
                         active: Vec::new(),
+                        received: Vec::new(),
+                        batch: 0,
+                        batch_size: self.batch_size,
+                        timeout: self.timeout,
                         next_worker: 0,
                         pending: Some(Error::Worker {
                             worker: w,
@@ -179,6 +207,10 @@ impl<D: IterableDataset + 'static, C: Collate<D::Item> + 'static> IterableLoader
         }
         IterableIter {
             active: vec![true; rxs.len()],
+            received: vec![0; rxs.len()],
+            batch: 0,
+            batch_size: self.batch_size,
+            timeout: self.timeout,
             rxs,
             handles,
             next_worker: 0,
@@ -193,6 +225,12 @@ pub struct IterableIter<B> {
     rxs: Vec<Receiver<Result<B>>>,
     handles: Vec<Option<JoinHandle<()>>>,
     active: Vec<bool>,
+    /// Batches received from each worker (its next batch's position in its shard).
+    received: Vec<usize>,
+    /// Batches yielded in this pass.
+    batch: usize,
+    batch_size: usize,
+    timeout: Option<Duration>,
     next_worker: usize,
     pending: Option<Error>,
     base_seed: u64,
@@ -228,9 +266,14 @@ impl<B> Iterator for IterableIter<B> {
             if !self.active[w] {
                 continue;
             }
+            let start = Instant::now();
             loop {
                 match self.rxs[w].recv_timeout(Duration::from_millis(50)) {
-                    Ok(Ok(b)) => return Some(Ok(b)),
+                    Ok(Ok(b)) => {
+                        self.received[w] += 1;
+                        self.batch += 1;
+                        return Some(Ok(b));
+                    }
                     Ok(Err(e)) => {
                         self.stop();
                         return Some(Err(e));
@@ -249,7 +292,23 @@ impl<B> Iterator for IterableIter<B> {
                         }
                         break;
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(t) = self.timeout
+                            && start.elapsed() >= t
+                        {
+                            let first = self.received[w].saturating_mul(self.batch_size);
+                            let e = Error::Timeout {
+                                batch: self.batch,
+                                indices: (first..first.saturating_add(self.batch_size))
+                                    .take(1024)
+                                    .collect(),
+                                worker: w,
+                                seconds: t.as_secs_f64(),
+                            };
+                            self.stop();
+                            return Some(Err(e));
+                        }
+                    }
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! (which a `DataLoader` always does). Passes are materialized so that a loader can save its
 //! position and resume.
 
-use crate::error::{Error, Result, invalid};
+use crate::error::{Error, Result, invalid, try_with_capacity};
 use crate::rng::SharedGenerator;
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch as t;
@@ -53,7 +53,20 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 }
 
 fn to_usize(v: Vec<i64>) -> Vec<usize> {
+    // In place: `i64` and `usize` have one size and alignment.
     v.into_iter().map(|i| i as usize).collect()
+}
+
+/// `randperm(n)` as indices: an error, not an abort, when `n` values cannot be held.
+fn randperm(g: &mut Generator, n: usize) -> Result<Vec<usize>> {
+    Ok(to_usize(t::try_randperm(g, n)?))
+}
+
+/// `0..n` as a vector, allocated fallibly.
+fn iota(op: &'static str, n: usize) -> Result<Vec<usize>> {
+    let mut v = try_with_capacity(op, n)?;
+    v.extend(0..n);
+    Ok(v)
 }
 
 /// `SequentialSampler`: `0, 1, …, n − 1`.
@@ -74,7 +87,7 @@ impl Sampler for SequentialSampler {
         self.n
     }
     fn pass(&mut self) -> Result<Vec<usize>> {
-        Ok((0..self.n).collect())
+        iota("SequentialSampler", self.n)
     }
 }
 
@@ -129,7 +142,7 @@ impl RandomSampler {
 
     fn draw(&self, g: &mut Generator) -> Result<Vec<usize>> {
         let n = self.n;
-        let mut out = Vec::with_capacity(self.num_samples);
+        let mut out = try_with_capacity("RandomSampler", self.num_samples)?;
         if self.replacement {
             let mut chunk = [0i64; 32];
             for _ in 0..self.num_samples / 32 {
@@ -141,10 +154,10 @@ impl RandomSampler {
             out.extend(rest.iter().map(|&i| i as usize));
         } else {
             for _ in 0..self.num_samples / n {
-                out.extend(to_usize(t::randperm(g, n)));
+                out.extend(randperm(g, n)?);
             }
-            let last = t::randperm(g, n);
-            out.extend(last[..self.num_samples % n].iter().map(|&i| i as usize));
+            let last = randperm(g, n)?;
+            out.extend_from_slice(&last[..self.num_samples % n]);
         }
         Ok(out)
     }
@@ -191,8 +204,8 @@ impl Sampler for SubsetRandomSampler {
         self.indices.len()
     }
     fn pass(&mut self) -> Result<Vec<usize>> {
-        let p = self.generator.with(|g| t::randperm(g, self.indices.len()));
-        Ok(p.into_iter().map(|i| self.indices[i as usize]).collect())
+        let p = self.generator.with(|g| randperm(g, self.indices.len()))?;
+        Ok(p.into_iter().map(|i| self.indices[i]).collect())
     }
     fn generator(&self) -> Option<&SharedGenerator> {
         (!self.generator.is_default()).then_some(&self.generator)
@@ -346,17 +359,37 @@ impl Sampler for DistributedSampler {
         self.num_samples()
     }
     fn pass(&mut self) -> Result<Vec<usize>> {
+        const OP: &str = "DistributedSampler";
+        let total = self
+            .num_samples()
+            .checked_mul(self.num_replicas)
+            .ok_or_else(|| {
+                invalid(
+                    OP,
+                    "dataset",
+                    format!(
+                        "{} samples padded to a multiple of {} replicas overflow",
+                        self.n, self.num_replicas
+                    ),
+                )
+            })?;
         let mut idx: Vec<usize> = if self.shuffle {
             let seed = self.seed.wrapping_add(self.epoch);
-            to_usize(t::randperm(&mut Generator::with_seed(seed), self.n))
+            randperm(&mut Generator::with_seed(seed), self.n)?
         } else {
-            (0..self.n).collect()
+            iota(OP, self.n)?
         };
-        let total = self.num_samples() * self.num_replicas;
+        if let Some(extra) = total.checked_sub(idx.len()) {
+            idx.try_reserve_exact(extra)
+                .map_err(|_| Error::OutOfMemory {
+                    op: OP,
+                    bytes: total as u128 * 8,
+                })?;
+        }
         if !self.drop_last {
             let pad = total - idx.len();
             if pad > 0 && idx.is_empty() {
-                return Err(invalid("DistributedSampler", "dataset", "empty data set"));
+                return Err(invalid(OP, "dataset", "empty data set"));
             }
             if pad <= idx.len() {
                 idx.extend_from_within(..pad);
@@ -428,8 +461,14 @@ impl BatchSampler {
     /// # Errors
     /// As the inner sampler's [`Sampler::pass`].
     pub fn pass(&mut self) -> Result<Vec<Vec<usize>>> {
+        const OP: &str = "BatchSampler";
         let idx = self.sampler.pass()?;
-        let mut out: Vec<Vec<usize>> = idx.chunks(self.batch_size).map(<[usize]>::to_vec).collect();
+        let mut out: Vec<Vec<usize>> = try_with_capacity(OP, idx.len().div_ceil(self.batch_size))?;
+        for c in idx.chunks(self.batch_size) {
+            let mut b = try_with_capacity(OP, c.len())?;
+            b.extend_from_slice(c);
+            out.push(b);
+        }
         if self.drop_last && out.last().is_some_and(|b| b.len() < self.batch_size) {
             out.pop();
         }
