@@ -400,32 +400,49 @@ fn poisson_ptrs<S: Source>(s: &mut S, lam: f64) -> i64 {
     }
 }
 
-/// Binomial by inversion (`n·p ≤ 30`); the legacy flavour computes `q^n` as
-/// `exp(n·log(q))`, `Generator` as `exp(n·log1p(−p))`.
-fn binomial_inversion<S: Source>(s: &mut S, n: i64, p: f64) -> i64 {
-    let q = 1.0 - p;
-    let qn = if S::LEGACY {
-        exp(n as f64 * log(q))
-    } else {
-        exp(n as f64 * log1p(-p))
-    };
-    let np = n as f64 * p;
-    let bound = to_i64((n as f64).min(np + 10.0 * (np * q + 1.0).sqrt()));
-    let mut x: i64 = 0;
-    let mut px = qn;
-    let mut u = s.uniform();
-    while u > px {
-        x += 1;
-        if x > bound {
-            x = 0;
-            px = qn;
-            u = s.uniform();
+/// Binomial by inversion (`n·p ≤ 30`): the constants NumPy keeps in its `binomial_t` between
+/// draws with the same `(n, p)`. The legacy flavour computes `q^n` as `exp(n·log(q))`,
+/// `Generator` as `exp(n·log1p(−p))`.
+#[derive(Clone, Copy)]
+struct Inversion {
+    n: i64,
+    p: f64,
+    q: f64,
+    qn: f64,
+    bound: i64,
+}
+
+impl Inversion {
+    fn new(legacy: bool, n: i64, p: f64) -> Self {
+        let q = 1.0 - p;
+        let qn = if legacy {
+            exp(n as f64 * log(q))
         } else {
-            u -= px;
-            px = ((n - x + 1) as f64 * p * px) / (x as f64 * q);
-        }
+            exp(n as f64 * log1p(-p))
+        };
+        let np = n as f64 * p;
+        let bound = to_i64((n as f64).min(np + 10.0 * (np * q + 1.0).sqrt()));
+        Self { n, p, q, qn, bound }
     }
-    x
+
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        let Self { n, p, q, qn, bound } = *self;
+        let mut x: i64 = 0;
+        let mut px = qn;
+        let mut u = s.uniform();
+        while u > px {
+            x += 1;
+            if x > bound {
+                x = 0;
+                px = qn;
+                u = s.uniform();
+            } else {
+                u -= px;
+                px = ((n - x + 1) as f64 * p * px) / (x as f64 * q);
+            }
+        }
+        x
+    }
 }
 
 /// One term of BTPE's Stirling correction, with NumPy 2.4's constant 13680 (the paper has
@@ -435,127 +452,224 @@ fn stirling_term(v: f64, v2: f64) -> f64 {
     (13680.0 - (462.0 - (132.0 - (99.0 - 140.0 / v2) / v2) / v2) / v2) / v / 166320.0
 }
 
-/// Kachitvichyanukul & Schmeiser's BTPE (`n·min(p, 1−p) > 30`). NumPy 2.4 (both classes) adds
-/// all four Stirling error terms, as the 1988 paper printed them; NumPy's development branch
-/// (2.5) subtracts the last two in `Generator`. lockstep follows 2.4.
-fn binomial_btpe<S: Source>(s: &mut S, n: i64, p: f64) -> i64 {
-    let nf = n as f64;
-    let r = p.min(1.0 - p);
-    let q = 1.0 - r;
-    let fm = nf * r + r;
-    let m = to_i64(fm.floor());
-    let mf = m as f64;
-    let p1 = (2.195 * (nf * r * q).sqrt() - 4.6 * q).floor() + 0.5;
-    let xm = mf + 0.5;
-    let xl = xm - p1;
-    let xr = xm + p1;
-    let c = 0.134 + 20.5 / (15.3 + mf);
-    let a = (fm - xl) / (fm - xl * r);
-    let laml = a * (1.0 + a / 2.0);
-    let a = (xr - fm) / (xr * q);
-    let lamr = a * (1.0 + a / 2.0);
-    let p2 = p1 * (1.0 + 2.0 * c);
-    let p3 = p2 + c / laml;
-    let p4 = p3 + c / lamr;
-    let nrq = nf * r * q;
-    let y = 'draw: loop {
-        let u = s.uniform() * p4;
-        let mut v = s.uniform();
-        let y: i64;
-        if u <= p1 {
-            // Triangular centre: accept at once.
-            break 'draw to_i64((xm - p1 * v + u).floor());
-        } else if u <= p2 {
-            let x = xl + (u - p1) / c;
-            v = v * c + 1.0 - (mf - x + 0.5).abs() / p1;
-            if v > 1.0 {
-                continue;
-            }
-            y = to_i64(x.floor());
-        } else if u <= p3 {
-            y = to_i64((xl + log(v) / laml).floor());
-            if y < 0 || v == 0.0 {
-                continue;
-            }
-            v = v * (u - p2) * laml;
-        } else {
-            y = to_i64((xr - log(v) / lamr).floor());
-            if y > n || v == 0.0 {
-                continue;
-            }
-            v = v * (u - p3) * lamr;
-        }
-        let k = (y - m).abs();
-        if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
-            // Explicit evaluation of f(y)/f(m).
-            let s_ = r / q;
-            let a = s_ * (n + 1) as f64;
-            let mut f = 1.0;
-            if m < y {
-                for i in m + 1..=y {
-                    f *= a / i as f64 - s_;
-                }
-            } else if m > y {
-                for i in y + 1..=m {
-                    f /= a / i as f64 - s_;
-                }
-            }
-            if v > f {
-                continue;
-            }
-            break 'draw y;
-        }
-        // Squeeze with the normal approximation, then the Stirling bound.
-        let kf = k as f64;
-        let rho = (kf / nrq) * ((kf * (kf / 3.0 + 0.625) + 0.16666666666666666) / nrq + 0.5);
-        let t = (-k * k) as f64 / (2.0 * nrq);
-        let big_a = log(v);
-        if big_a < t - rho {
-            break 'draw y;
-        }
-        if big_a > t + rho {
-            continue;
-        }
-        let x1 = y as f64 + 1.0;
-        let f1 = mf + 1.0;
-        let z = nf + 1.0 - mf;
-        let w = nf - y as f64 + 1.0;
-        let (x2, f2, z2, w2) = (x1 * x1, f1 * f1, z * z, w * w);
-        let bound = xm * log(f1 / x1)
-            + ((n - m) as f64 + 0.5) * log(z / w)
-            + (y - m) as f64 * log(w * r / (x1 * q))
-            + stirling_term(f1, f2)
-            + stirling_term(z, z2)
-            + stirling_term(x1, x2)
-            + stirling_term(w, w2);
-        if big_a > bound {
-            continue;
-        }
-        break 'draw y;
-    };
-    if p > 0.5 { n - y } else { y }
+/// Kachitvichyanukul & Schmeiser's BTPE (`n·min(p, 1−p) > 30`), its constants computed once
+/// per `(n, p)` as NumPy's `binomial_t` keeps them. NumPy 2.4 (both classes) adds all four
+/// Stirling error terms, as the 1988 paper printed them; NumPy's development branch (2.5)
+/// subtracts the last two in `Generator`. lockstep follows 2.4.
+#[derive(Clone, Copy)]
+struct Btpe {
+    n: i64,
+    nf: f64,
+    r: f64,
+    q: f64,
+    m: i64,
+    mf: f64,
+    p1: f64,
+    xm: f64,
+    xl: f64,
+    xr: f64,
+    c: f64,
+    laml: f64,
+    lamr: f64,
+    p2: f64,
+    p3: f64,
+    p4: f64,
+    nrq: f64,
 }
 
-/// `random_binomial` / `legacy_random_binomial`. `Generator` returns 0 for `n = 0` or
-/// `p = 0` without drawing; the legacy code always draws.
+impl Btpe {
+    fn new(n: i64, p: f64) -> Self {
+        let nf = n as f64;
+        let r = p.min(1.0 - p);
+        let q = 1.0 - r;
+        let fm = nf * r + r;
+        let m = to_i64(fm.floor());
+        let mf = m as f64;
+        let p1 = (2.195 * (nf * r * q).sqrt() - 4.6 * q).floor() + 0.5;
+        let xm = mf + 0.5;
+        let xl = xm - p1;
+        let xr = xm + p1;
+        let c = 0.134 + 20.5 / (15.3 + mf);
+        let a = (fm - xl) / (fm - xl * r);
+        let laml = a * (1.0 + a / 2.0);
+        let a = (xr - fm) / (xr * q);
+        let lamr = a * (1.0 + a / 2.0);
+        let p2 = p1 * (1.0 + 2.0 * c);
+        let p3 = p2 + c / laml;
+        let p4 = p3 + c / lamr;
+        let nrq = nf * r * q;
+        Self {
+            n,
+            nf,
+            r,
+            q,
+            m,
+            mf,
+            p1,
+            xm,
+            xl,
+            xr,
+            c,
+            laml,
+            lamr,
+            p2,
+            p3,
+            p4,
+            nrq,
+        }
+    }
+
+    /// One draw of `min(p, 1 − p)`'s binomial (the caller flips for `p > 0.5`).
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        let Self {
+            n,
+            nf,
+            r,
+            q,
+            m,
+            mf,
+            p1,
+            xm,
+            xl,
+            xr,
+            c,
+            laml,
+            lamr,
+            p2,
+            p3,
+            p4,
+            nrq,
+        } = *self;
+        loop {
+            let u = s.uniform() * p4;
+            let mut v = s.uniform();
+            let y: i64;
+            if u <= p1 {
+                // Triangular centre: accept at once.
+                return to_i64((xm - p1 * v + u).floor());
+            } else if u <= p2 {
+                let x = xl + (u - p1) / c;
+                v = v * c + 1.0 - (mf - x + 0.5).abs() / p1;
+                if v > 1.0 {
+                    continue;
+                }
+                y = to_i64(x.floor());
+            } else if u <= p3 {
+                y = to_i64((xl + log(v) / laml).floor());
+                if y < 0 || v == 0.0 {
+                    continue;
+                }
+                v = v * (u - p2) * laml;
+            } else {
+                y = to_i64((xr - log(v) / lamr).floor());
+                if y > n || v == 0.0 {
+                    continue;
+                }
+                v = v * (u - p3) * lamr;
+            }
+            let k = (y - m).abs();
+            if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
+                // Explicit evaluation of f(y)/f(m).
+                let s_ = r / q;
+                let a = s_ * (n + 1) as f64;
+                let mut f = 1.0;
+                if m < y {
+                    for i in m + 1..=y {
+                        f *= a / i as f64 - s_;
+                    }
+                } else if m > y {
+                    for i in y + 1..=m {
+                        f /= a / i as f64 - s_;
+                    }
+                }
+                if v > f {
+                    continue;
+                }
+                return y;
+            }
+            // Squeeze with the normal approximation, then the Stirling bound.
+            let kf = k as f64;
+            let rho = (kf / nrq) * ((kf * (kf / 3.0 + 0.625) + 0.16666666666666666) / nrq + 0.5);
+            let t = (-k * k) as f64 / (2.0 * nrq);
+            let big_a = log(v);
+            if big_a < t - rho {
+                return y;
+            }
+            if big_a > t + rho {
+                continue;
+            }
+            let x1 = y as f64 + 1.0;
+            let f1 = mf + 1.0;
+            let z = nf + 1.0 - mf;
+            let w = nf - y as f64 + 1.0;
+            let (x2, f2, z2, w2) = (x1 * x1, f1 * f1, z * z, w * w);
+            let bound = xm * log(f1 / x1)
+                + ((n - m) as f64 + 0.5) * log(z / w)
+                + (y - m) as f64 * log(w * r / (x1 * q))
+                + stirling_term(f1, f2)
+                + stirling_term(z, z2)
+                + stirling_term(x1, x2)
+                + stirling_term(w, w2);
+            if big_a > bound {
+                continue;
+            }
+            return y;
+        }
+    }
+}
+
+/// `random_binomial` / `legacy_random_binomial` for one `(n, p)`, set up once: `Generator`
+/// returns 0 for `n = 0` or `p = 0` without drawing (the legacy code always draws); the
+/// algorithm runs on `min(p, 1 − p)` and flips the result for `p > 0.5`.
+#[derive(Clone, Copy)]
+enum Binomial {
+    Zero,
+    Inversion { alg: Inversion, flip: bool },
+    Btpe { alg: Btpe, flip: bool },
+}
+
+impl Binomial {
+    fn new(legacy: bool, p: f64, n: i64) -> Self {
+        if !legacy && (n == 0 || p == 0.0) {
+            return Self::Zero;
+        }
+        let (pp, flip) = if p <= 0.5 {
+            (p, false)
+        } else {
+            (1.0 - p, true)
+        };
+        if pp * n as f64 <= 30.0 {
+            Self::Inversion {
+                alg: Inversion::new(legacy, n, pp),
+                flip,
+            }
+        } else {
+            Self::Btpe {
+                alg: Btpe::new(n, pp),
+                flip,
+            }
+        }
+    }
+
+    #[inline]
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        match self {
+            Self::Zero => 0,
+            Self::Inversion { alg, flip } => {
+                let x = alg.draw(s);
+                if *flip { alg.n - x } else { x }
+            }
+            Self::Btpe { alg, flip } => {
+                let y = alg.draw(s);
+                if *flip { alg.n - y } else { y }
+            }
+        }
+    }
+}
+
+/// One binomial draw (for callers whose `(n, p)` changes from draw to draw).
 pub(crate) fn binomial<S: Source>(s: &mut S, p: f64, n: i64) -> i64 {
-    if !S::LEGACY && (n == 0 || p == 0.0) {
-        return 0;
-    }
-    if p <= 0.5 {
-        if p * n as f64 <= 30.0 {
-            binomial_inversion(s, n, p)
-        } else {
-            binomial_btpe(s, n, p)
-        }
-    } else {
-        let q = 1.0 - p;
-        if q * n as f64 <= 30.0 {
-            n - binomial_inversion(s, n, q)
-        } else {
-            n - binomial_btpe(s, n, q)
-        }
-    }
+    Binomial::new(S::LEGACY, p, n).draw(s)
 }
 
 fn chisquare<S: Source>(s: &mut S, df: f64) -> f64 {
@@ -1263,7 +1377,8 @@ pub trait Distributions: Source + Sized {
         if n < 0 {
             return Err(invalid("binomial", "n", format!("n < 0 (got {n})")));
         }
-        fill(out, || binomial(self, p, n));
+        let b = Binomial::new(Self::LEGACY, p, n);
+        fill(out, || b.draw(self));
         Ok(())
     }
 
