@@ -192,6 +192,16 @@ pub fn first_difference(a: &[Record], b: &[Record]) -> Option<usize> {
     })
 }
 
+/// The registration of `algo` among the built-in ops of the tensor and training layers.
+fn find_any_algo(algo: &str) -> Option<(lockstep_tensor::dispatch::OpInfo, Guarantee)> {
+    find_algo(algo).or_else(|| {
+        lockstep_nn::builtin_ops().into_iter().find_map(|o| {
+            let g = o.impls.iter().find(|(a, _)| *a == algo)?.1;
+            Some((o, g))
+        })
+    })
+}
+
 /// Explains a diverging record: its algorithm's guarantee, a deterministic alternative.
 pub fn advice(a: Option<&Record>, b: Option<&Record>, train: bool) -> String {
     let Some(r) = a.or(b) else {
@@ -204,7 +214,7 @@ pub fn advice(a: Option<&Record>, b: Option<&Record>, train: bool) -> String {
          `lockstep_tensor::deterministic::scope(true, false, ..)`)"
     };
     let algos: Vec<&str> = [a, b].iter().flatten().map(|r| r.algo.as_str()).collect();
-    let infos: Vec<_> = algos.iter().filter_map(|a| find_algo(a)).collect();
+    let infos: Vec<_> = algos.iter().filter_map(|a| find_any_algo(a)).collect();
     if algos.len() == 2 && algos[0] != algos[1] {
         return format!(
             "the runs chose different implementations ({} vs {}): benchmark mode or a pinned \

@@ -51,4 +51,4 @@ pub mod sync_batch_norm;
 pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
 pub use module::{Kind, Module, Named};
-pub use ops::sum_to;
+pub use ops::{builtin_ops, sum_to};

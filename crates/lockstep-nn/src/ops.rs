@@ -4,7 +4,7 @@
 //! summed back to the input's shape.
 
 use crate::autograd::Var;
-use lockstep_tensor::ops::elementwise::{map1, map2};
+use lockstep_tensor::dispatch::{Guarantee, Impl, Op, OpInfo};
 use lockstep_tensor::{DType, Error, Result, Tensor};
 
 pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {
@@ -15,20 +15,46 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
     }
 }
 
-/// `f(a, b)` elementwise (broadcast) over two float tensors of one dtype.
-macro_rules! float_map2 {
-    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $e:expr) => {
-        match $a.dtype() {
-            DType::F32 => map2($op, $a, $b, |$x: f32, $y: f32| $e),
-            DType::F64 => map2($op, $a, $b, |$x: f64, $y: f64| $e),
-            got => Err(Error::DType {
-                op: $op,
-                expected: DType::F32,
-                got,
-            }),
-        }
+/// The ops this crate registers with dispatch itself (the training layer's own kernels: gradient
+/// clipping), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
+/// `lockstep verify`'s advice and tools that explain a trace.
+pub fn builtin_ops() -> Vec<OpInfo> {
+    vec![
+        GET_TOTAL_NORM.info(),
+        CLIP_GRADS_WITH_NORM.info(),
+        CLIP_GRAD_VALUE.info(),
+    ]
+}
+
+/// One thread-invariant implementation (`f` unused: the kernel is the caller's).
+macro_rules! single_op {
+    ($(#[$doc:meta])* $id:ident = $name:literal, $algo:literal) => {
+        $(#[$doc])*
+        pub(crate) static $id: Op<()> = Op {
+            name: $name,
+            impls: &[Impl {
+                algo: $algo,
+                guarantee: Guarantee::ThreadInvariant,
+                f: (),
+            }],
+        };
     };
 }
+
+single_op!(
+    /// `torch.nn.utils.get_total_norm` (the first half of `clip_grad_norm_`): each norm in
+    /// the order of PyTorch's serial CPU kernels.
+    GET_TOTAL_NORM = "get_total_norm", "get_total_norm.torch_cpu_order"
+);
+single_op!(
+    /// `clip_grads_with_norm_` (the second half of `clip_grad_norm_`): one product per
+    /// element; traced once per gradient.
+    CLIP_GRADS_WITH_NORM = "clip_grads_with_norm_", "clip_grads_with_norm_.scale"
+);
+single_op!(
+    /// `clip_grad_value_`: one clamp per element; traced once per gradient.
+    CLIP_GRAD_VALUE = "clip_grad_value_", "clip_grad_value_.clamp"
+);
 
 /// Sums `g` down to `shape` (the reverse of broadcasting): leading dimensions are summed away,
 /// and dimensions where `shape` has 1 are summed with `keepdim`. Deterministic (`sum_dim`).
@@ -227,12 +253,7 @@ impl Var {
         let y = self.data().sqrt()?;
         let out = y.clone();
         Ok(Var::from_op("sqrt", y, &[self], move |g| {
-            Ok(vec![Some(float_map2!(
-                "sqrt_backward",
-                g,
-                &out,
-                |g, y| g / (y + y)
-            )?)])
+            Ok(vec![Some(Tensor::sqrt_backward(g, &out)?)])
         }))
     }
 
@@ -261,13 +282,7 @@ impl Var {
         let y = self.data().tanh()?;
         let out = y.clone();
         Ok(Var::from_op("tanh", y, &[self], move |g| {
-            // PyTorch's tanh_backward: g · (1 − y²)
-            Ok(vec![Some(float_map2!(
-                "tanh_backward",
-                g,
-                &out,
-                |g, y| g * (1.0 - y * y)
-            )?)])
+            Ok(vec![Some(Tensor::tanh_backward(g, &out)?)])
         }))
     }
 
@@ -279,13 +294,7 @@ impl Var {
         let y = self.data().sigmoid()?;
         let out = y.clone();
         Ok(Var::from_op("sigmoid", y, &[self], move |g| {
-            // PyTorch's sigmoid_backward: g · (1 − y) · y
-            Ok(vec![Some(float_map2!(
-                "sigmoid_backward",
-                g,
-                &out,
-                |g, y| g * ((1.0 - y) * y)
-            )?)])
+            Ok(vec![Some(Tensor::sigmoid_backward(g, &out)?)])
         }))
     }
 
@@ -297,13 +306,7 @@ impl Var {
         let y = self.data().relu()?;
         let out = y.clone();
         Ok(Var::from_op("relu", y, &[self], move |g| {
-            // threshold_backward(g, y, 0): g where y > 0, else 0
-            Ok(vec![Some(float_map2!(
-                "relu_backward",
-                g,
-                &out,
-                |g, y| if y > 0.0 { g } else { 0.0 }
-            )?)])
+            Ok(vec![Some(Tensor::relu_backward(g, &out)?)])
         }))
     }
 
@@ -315,11 +318,7 @@ impl Var {
         let x = self.data();
         let y = x.gelu()?;
         Ok(Var::from_op("gelu", y, &[self], move |g| {
-            let d = match x.dtype() {
-                DType::F32 => map1("gelu_backward", &x, |x: f32| gelu_grad(x as f64) as f32)?,
-                _ => map1("gelu_backward", &x, gelu_grad)?,
-            };
-            Ok(vec![Some(g.mul(&d)?)])
+            Ok(vec![Some(g.mul(&x.gelu_derivative(false)?)?)])
         }))
     }
 
@@ -330,23 +329,9 @@ impl Var {
     /// Non-float dtype.
     pub fn gelu_tanh(&self) -> Result<Var> {
         let x = self.data();
-        let y = match x.dtype() {
-            DType::F32 => map1("gelu", &x, gelu_tanh_f32)?,
-            DType::F64 => map1("gelu", &x, gelu_tanh_f64)?,
-            got => {
-                return Err(Error::DType {
-                    op: "gelu",
-                    expected: DType::F32,
-                    got,
-                });
-            }
-        };
+        let y = x.gelu_tanh()?;
         Ok(Var::from_op("gelu", y, &[self], move |g| {
-            let d = match x.dtype() {
-                DType::F32 => map1("gelu_backward", &x, gelu_tanh_grad_f32)?,
-                _ => map1("gelu_backward", &x, gelu_tanh_grad_f64)?,
-            };
-            Ok(vec![Some(g.mul(&d)?)])
+            Ok(vec![Some(g.mul(&x.gelu_derivative(true)?)?)])
         }))
     }
 
@@ -400,8 +385,27 @@ impl Var {
     /// As [`Tensor::linear`].
     pub fn linear(&self, weight: &Var, bias: Option<&Var>) -> Result<Var> {
         let (x, w) = (self.data(), weight.data());
-        let b = bias.map(|b| b.data());
-        let v = x.linear(&w, b.as_ref())?;
+        let mut v = x.linear(&w, None)?;
+        if let Some(b) = bias.map(|b| b.data()) {
+            // The bias added here rather than inside `Tensor::linear`, as its own op (`add_`,
+            // through dispatch, traced), in place in the fresh product: the same bits.
+            let of = w.shape()[0];
+            if b.shape() != [of] {
+                return Err(Error::ShapeMismatch {
+                    op: "linear",
+                    lhs: b.shape().to_vec(),
+                    rhs: vec![of],
+                });
+            }
+            if b.dtype() != v.dtype() {
+                return Err(Error::DType {
+                    op: "linear",
+                    expected: v.dtype(),
+                    got: b.dtype(),
+                });
+            }
+            v.add_(&b)?;
+        }
         let (rx, rw) = (self.requires_grad(), weight.requires_grad());
         let rb = bias.is_some_and(|b| b.requires_grad());
         let mut inputs = vec![self, weight];
@@ -803,52 +807,6 @@ fn pad_dim(g: &Tensor, d: usize, start: usize, shape: &[usize], dtype: DType) ->
         parts.push(Tensor::zeros(&zs, dtype)?);
     }
     Tensor::cat(&parts, d as isize)
-}
-
-/// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
-/// scalar path), in the tensor's own precision.
-macro_rules! gelu_tanh_fns {
-    ($t:ty, $fwd:ident, $grad:ident) => {
-        fn $fwd(x: $t) -> $t {
-            let k_beta =
-                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
-            let k_kappa: $t = 0.044715;
-            let x_cube = x * x * x;
-            let inner = k_beta * (x + k_kappa * x_cube);
-            0.5 * x * (1.0 + inner.tanh())
-        }
-
-        fn $grad(x: $t) -> $t {
-            let k_beta =
-                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
-            let k_kappa: $t = 0.044715;
-            let x_sq = x * x;
-            let x_cube = x_sq * x;
-            let inner = k_beta * (x + k_kappa * x_cube);
-            let tanh_inner = inner.tanh();
-            let left = 0.5 * x;
-            let right = 1.0 + tanh_inner;
-            let left_derivative = 0.5 * right;
-            let right_derivative =
-                left * (1.0 - tanh_inner * tanh_inner) * k_beta * (1.0 + 3.0 * k_kappa * x_sq);
-            left_derivative + right_derivative
-        }
-    };
-}
-gelu_tanh_fns!(f32, gelu_tanh_f32, gelu_tanh_grad_f32);
-gelu_tanh_fns!(f64, gelu_tanh_f64, gelu_tanh_grad_f64);
-
-unsafe extern "C" {
-    safe fn erf(x: f64) -> f64;
-}
-
-/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`.
-fn gelu_grad(x: f64) -> f64 {
-    let cdf = 0.5 * (1.0 + erf(x * core::f64::consts::FRAC_1_SQRT_2));
-    let pdf = (-0.5 * x * x).exp()
-        * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
-        * core::f64::consts::FRAC_1_SQRT_2;
-    cdf + x * pdf
 }
 
 #[cfg(test)]

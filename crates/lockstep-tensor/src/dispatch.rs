@@ -65,34 +65,108 @@ fn warn_once(op: &'static str) {
 impl<F: Copy + 'static> Op<F> {
     /// Picks the implementation for a call from the calling thread's context.
     ///
+    /// An algorithm pinned with [`with_algorithm`](crate::autotune::with_algorithm) for this op
+    /// runs if the policy allows it. Otherwise the first implementation runs, or in
+    /// deterministic mode the first `ThreadInvariant` one.
+    ///
     /// # Errors
     /// [`Error::Nondeterministic`] in deterministic mode (not warn-only) when no implementation
     /// is `ThreadInvariant` and the op is not exempted by
-    /// [`allow_nondeterministic`](crate::deterministic::allow_nondeterministic).
+    /// [`allow_nondeterministic`](crate::deterministic::allow_nondeterministic);
+    /// [`Error::InvalidArgument`] when the pinned algorithm is not one of this op's, or is not
+    /// thread-invariant where deterministic mode requires it.
     pub fn select(&'static self) -> Result<Choice<'static, F>> {
-        let par = Par::current();
+        let imp = self.select_impl()?;
+        Ok(Choice {
+            imp,
+            par: Par::current(),
+        })
+    }
+
+    /// [`select`](Self::select)'s choice without the [`Par`]: for kernels that look at the
+    /// thread count only for large inputs (no reference count taken on the pool). The same
+    /// policy and errors; no allocation and no lock (thread-local reads only).
+    ///
+    /// # Errors
+    /// As [`select`](Self::select).
+    #[inline]
+    pub fn select_impl(&'static self) -> Result<&'static Impl<F>> {
         let (det, warn_only) = deterministic::mode();
-        let imp = if det && !deterministic::is_allowed_nondeterministic(self.name) {
-            match self
+        let strict = det && !deterministic::is_allowed_nondeterministic(self.name);
+        if let Some(algo) = crate::autotune::pinned(self.name) {
+            return self.pinned(algo, strict, warn_only);
+        }
+        self.select_unpinned(strict, warn_only)
+    }
+
+    #[inline]
+    fn select_unpinned(&'static self, strict: bool, warn_only: bool) -> Result<&'static Impl<F>> {
+        if !strict {
+            return self.first();
+        }
+        match self
+            .impls
+            .iter()
+            .find(|i| i.guarantee >= Guarantee::ThreadInvariant)
+        {
+            Some(i) => Ok(i),
+            None if warn_only => {
+                warn_once(self.name);
+                self.first()
+            }
+            None => Err(Error::Nondeterministic {
+                op: self.name.to_string(),
+            }),
+        }
+    }
+
+    /// The implementation `algo` pinned by `with_algorithm`, if the policy allows it.
+    #[cold]
+    fn pinned(
+        &'static self,
+        algo: &str,
+        strict: bool,
+        warn_only: bool,
+    ) -> Result<&'static Impl<F>> {
+        let bad = |reason: String| Error::InvalidArgument {
+            op: self.name,
+            arg: "algorithm",
+            reason,
+        };
+        let Some(imp) = self.by_algo(algo) else {
+            // Two registrations can share a name (`index_put` with and without accumulate):
+            // a pin of the other one's algorithm does not apply here.
+            if find_algo(algo).is_some_and(|(o, _)| o.name == self.name) {
+                return self.select_unpinned(strict, warn_only);
+            }
+            let known: Vec<&str> = self.impls.iter().map(|i| i.algo).collect();
+            return Err(bad(format!(
+                "{algo} is not an implementation of {} (it has {})",
+                self.name,
+                known.join(", ")
+            )));
+        };
+        // As `select_tuned`: deterministic mode allows the thread-invariant implementations,
+        // or, in warn-only mode for an op that has none, all of them.
+        if strict && imp.guarantee < Guarantee::ThreadInvariant {
+            if self
                 .impls
                 .iter()
-                .find(|i| i.guarantee >= Guarantee::ThreadInvariant)
+                .any(|i| i.guarantee >= Guarantee::ThreadInvariant)
             {
-                Some(i) => i,
-                None if warn_only => {
-                    warn_once(self.name);
-                    self.first()?
-                }
-                None => {
-                    return Err(Error::Nondeterministic {
-                        op: self.name.to_string(),
-                    });
-                }
+                return Err(bad(format!(
+                    "{algo} is pinned but is not thread-invariant, and deterministic mode \
+                     allows only thread-invariant implementations"
+                )));
             }
-        } else {
-            self.first()?
-        };
-        Ok(Choice { imp, par })
+            if !warn_only {
+                return Err(Error::Nondeterministic {
+                    op: self.name.to_string(),
+                });
+            }
+            warn_once(self.name);
+        }
+        Ok(imp)
     }
 
     fn first(&'static self) -> Result<&'static Impl<F>> {
@@ -130,16 +204,16 @@ impl<F: 'static> Op<F> {
     }
 }
 
-/// Every built-in op registered with dispatch, and the single-implementation families that
-/// have nothing to choose (elementwise maps, random draws, `cat`), under the algorithm ids
-/// their traces show.
+/// Every built-in op of this crate registered with dispatch, and the single-implementation
+/// families that do not go through it yet (random draws, `cat`), under the algorithm ids their
+/// traces show. (`lockstep_nn::builtin_ops` lists the training layer's own.)
 pub fn builtin_ops() -> Vec<OpInfo> {
-    use crate::ops::{conv, index, matmul, reduce};
+    use crate::ops::{conv, elementwise, index, matmul, pool, reduce};
     let single = |name, algo| OpInfo {
         name,
         impls: vec![(algo, Guarantee::ThreadInvariant)],
     };
-    vec![
+    let mut v = vec![
         reduce::SUM.info(),
         reduce::SUM_DIM.info(),
         reduce::MEAN_DIM.info(),
@@ -165,10 +239,18 @@ pub fn builtin_ops() -> Vec<OpInfo> {
         index::GATHER.info(),
         index::BINCOUNT.info(),
         index::HISTC.info(),
-        single("elementwise", crate::ops::elementwise::ALGO),
+        index::EMBEDDING.info(),
+        pool::MAX_POOL2D.info(),
+        pool::MAX_POOL2D_BACKWARD.info(),
+        pool::AVG_POOL2D.info(),
+        pool::AVG_POOL2D_BACKWARD.info(),
+        pool::ADAPTIVE_AVG_POOL2D.info(),
+        pool::ADAPTIVE_AVG_POOL2D_BACKWARD.info(),
         single("random", crate::ops::random::ALGO),
         single("cat", "cat.copy"),
-    ]
+    ];
+    v.extend(elementwise::OPS.iter().map(|o| o.info()));
+    v
 }
 
 /// The registration whose implementations include `algo`, and that implementation's guarantee.

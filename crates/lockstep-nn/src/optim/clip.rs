@@ -6,10 +6,14 @@
 //! PyTorch evaluates as `reciprocal(total_norm + 1e-6) * max_norm` in the gradients' dtype —
 //! clamps it to at most 1 and multiplies every gradient by it (always, even when it is 1).
 //! The order of each norm's sum is described at [`get_total_norm`].
+//!
+//! All three go through dispatch (ops `get_total_norm`, `clip_grads_with_norm_`,
+//! `clip_grad_value_`, one thread-invariant implementation each) and are traced: the total
+//! norm once, the scaled or clamped gradients once per gradient.
 
 use super::{Real, multiversion, with_real};
 use crate::autograd::Var;
-use crate::ops::invalid;
+use crate::ops::{CLIP_GRAD_VALUE, CLIP_GRADS_WITH_NORM, GET_TOTAL_NORM, invalid};
 use lockstep_tensor::{DType, Element, Error, Result, Tensor};
 
 multiversion! {
@@ -156,6 +160,7 @@ pub fn get_total_norm(
         return Ok(Tensor::scalar(0.0f32));
     }
     let dt = common_dtype(OP, tensors)?;
+    let imp = GET_TOTAL_NORM.select_impl()?;
     let total = with_real!(OP, dt, T => {
         let mut norms = Vec::with_capacity(tensors.len());
         for t in tensors {
@@ -174,6 +179,10 @@ pub fn get_total_norm(
         }
         Ok::<_, Error>(Tensor::scalar(total))
     })?;
+    if lockstep_tensor::trace::enabled() {
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        lockstep_tensor::trace::record(OP, imp.algo, &inputs, &total);
+    }
     Ok(total)
 }
 
@@ -232,6 +241,7 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
     }
     let gts: Vec<Tensor> = grads.iter().map(|(_, g)| g.clone()).collect();
     let dt = common_dtype(OP, &gts)?;
+    let imp = CLIP_GRADS_WITH_NORM.select_impl()?;
     let new = with_real!(OP, dt, T => {
         let total = T::from_f64(total_norm.to_f64_vec()[0]);
         // clip_coef = max_norm / (total_norm + 1e-6)  ==  (total_norm + 1e-6).reciprocal() * max_norm
@@ -244,7 +254,9 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
             let gd = c.data::<T>()?;
             let mut out = vec![T::ZERO; gd.len()];
             scale_into(gd, coef, &mut out);
-            new.push(Tensor::from_vec(out, g.shape())?);
+            let t = Tensor::from_vec(out, g.shape())?;
+            lockstep_tensor::trace::record(OP, imp.algo, &[g, total_norm], &t);
+            new.push(t);
         }
         Ok::<_, Error>(new)
     })?;
@@ -281,6 +293,7 @@ pub fn clip_grad_value_(params: &[Var], clip_value: f64) -> Result<()> {
         return Err(invalid(OP, "clip_value", "must not be NaN"));
     }
     let grads = grads_of(params);
+    let imp = CLIP_GRAD_VALUE.select_impl()?;
     let mut new = Vec::with_capacity(grads.len());
     for (_, g) in &grads {
         let t = with_real!(OP, g.dtype(), T => {
@@ -290,6 +303,7 @@ pub fn clip_grad_value_(params: &[Var], clip_value: f64) -> Result<()> {
             clamp_into(gd, T::from_f64(-clip_value), T::from_f64(clip_value), &mut out);
             Tensor::from_vec(out, g.shape())
         })?;
+        lockstep_tensor::trace::record(OP, imp.algo, &[g], &t);
         new.push(t);
     }
     for ((p, _), g) in grads.iter().zip(new) {

@@ -2,14 +2,24 @@
 //! own inputs only, so every kernel here is thread-invariant by construction; work is split into
 //! fixed-size chunks over the output.
 //!
+//! Every op here is a `static` [`Op<Kernel>`] (PyTorch's name: `add`, `mul`, `relu`, `where`,
+//! `tanh_backward`, …; algorithm `NAME.chunked`), reached through
+//! [`Op::select_impl`](crate::dispatch::Op::select_impl) — so each can be exempted with
+//! `allow_nondeterministic`, pinned with `autotune::with_algorithm`, listed by
+//! [`builtin_ops`](crate::dispatch::builtin_ops) and traced — at the cost of a few thread-local
+//! reads (no allocation, no lock).
+//!
 //! Both operands of a binary op must have the same dtype (no implicit promotion); use
 //! [`Tensor::to_dtype`] first. Scalar forms (`add_scalar`, …) convert the scalar to the tensor's
-//! dtype, as PyTorch does for a Python number.
+//! dtype, as PyTorch does for a Python number. Broadcast operands are read in place (stride 0),
+//! never expanded into copies. The transcendental functions come from [`crate::math`], so their
+//! bits do not depend on the platform's libm.
 
 // Kernels are written once and instantiated for every dtype (bool and u8 included), where some
 // comparisons are trivially true or false; that is expected, not a bug.
 #![allow(clippy::absurd_extreme_comparisons, clippy::bool_comparison)]
 
+use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::threads::Par;
@@ -18,11 +28,101 @@ use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 14;
 
-/// The algorithm id of every elementwise op: their only implementation, thread-invariant (each
-/// output element from its own inputs). They have nothing to choose, so they skip
-/// [`Op::select`](crate::dispatch::Op::select) (no cost in small ops) and go straight to
-/// [`trace::record`](crate::trace::record).
-pub const ALGO: &str = "elementwise.chunked";
+/// How an elementwise op's kernel runs: its implementations' `f` (one today).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Fixed-size chunks of the output ([`CHUNK_LEN`] elements) in parallel, each output
+    /// element computed from its own inputs only: thread-invariant.
+    Chunked,
+}
+
+/// The number of output elements per chunk of [`Kernel::Chunked`]: a constant, and an element's
+/// value never depends on which chunk computes it.
+pub const CHUNK_LEN: usize = CHUNK;
+
+/// Declares elementwise ops: a `static` [`Op<Kernel>`] each, with one thread-invariant
+/// implementation whose algorithm id is `NAME.chunked`, and the list of them.
+macro_rules! elementwise_ops {
+    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub static $id: Op<Kernel> = Op {
+                name: $name,
+                impls: &[Impl {
+                    algo: concat!($name, ".chunked"),
+                    guarantee: Guarantee::ThreadInvariant,
+                    f: Kernel::Chunked,
+                }],
+            };
+        )*
+        /// Every elementwise op, in the order of this file (for
+        /// [`builtin_ops`](crate::dispatch::builtin_ops)).
+        pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
+    };
+}
+
+elementwise_ops! {
+    /// `torch.add` (also `add_scalar`).
+    ADD = "add";
+    /// `Tensor.add_`: in place (the bias add of `linear`).
+    ADD_ = "add_";
+    /// `torch.sub`.
+    SUB = "sub";
+    /// `torch.mul`.
+    MUL = "mul";
+    /// `torch.div`.
+    DIV = "div";
+    /// `torch.maximum`.
+    MAXIMUM = "maximum";
+    /// `torch.minimum`.
+    MINIMUM = "minimum";
+    /// `torch.eq`.
+    EQ = "eq";
+    /// `torch.ne`.
+    NE = "ne";
+    /// `torch.lt`.
+    LT = "lt";
+    /// `torch.le`.
+    LE = "le";
+    /// `torch.gt`.
+    GT = "gt";
+    /// `torch.ge`.
+    GE = "ge";
+    /// `torch.where`.
+    WHERE = "where";
+    /// `torch.exp`.
+    EXP = "exp";
+    /// `torch.log`.
+    LOG = "log";
+    /// `torch.sqrt`.
+    SQRT = "sqrt";
+    /// `torch.sigmoid`.
+    SIGMOID = "sigmoid";
+    /// `torch.tanh`.
+    TANH = "tanh";
+    /// `F.gelu` (both approximations).
+    GELU = "gelu";
+    /// `torch.relu`.
+    RELU = "relu";
+    /// `torch.neg`.
+    NEG = "neg";
+    /// `torch.abs`.
+    ABS = "abs";
+    /// `torch.clamp`.
+    CLAMP = "clamp";
+    /// `torch.pow` (tensor or scalar exponent).
+    POW = "pow";
+    /// The gradient of `relu` (PyTorch's `threshold_backward(g, y, 0)`).
+    RELU_BACKWARD = "relu_backward";
+    /// `tanh_backward(g, y)`: `g · (1 − y²)`.
+    TANH_BACKWARD = "tanh_backward";
+    /// `sigmoid_backward(g, y)`: `g · (1 − y) · y`.
+    SIGMOID_BACKWARD = "sigmoid_backward";
+    /// The derivative of `gelu` at `x` (both approximations).
+    GELU_BACKWARD = "gelu_backward";
+    /// The gradient of `sqrt`: `g / (2y)`.
+    SQRT_BACKWARD = "sqrt_backward";
+}
 
 /// The broadcast shape of `a` and `b` (trailing dimensions aligned; 1 stretches).
 ///
@@ -58,22 +158,133 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     Ok(out)
 }
 
-/// `t`'s elements broadcast to `shape`, borrowed when `t` is already dense in that shape.
-fn dense_cow<'a, T: Element>(t: &'a Tensor, shape: &[usize]) -> Result<std::borrow::Cow<'a, [T]>> {
-    if t.shape() == shape && t.is_contiguous() {
-        return Ok(std::borrow::Cow::Borrowed(t.data::<T>()?));
+/// A zeroed output buffer of `shape`'s size: [`Error::OutOfMemory`] naming `op` when the size
+/// overflows or the allocation fails (a broadcast can ask for far more than its inputs hold).
+fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
+    match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+        Some(n) => crate::try_filled_vec(op, n, U::ZERO),
+        None => Err(Error::OutOfMemory {
+            op,
+            bytes: shape
+                .iter()
+                .fold(core::mem::size_of::<U>() as u128, |a, &d| {
+                    a.saturating_mul(d as u128)
+                }),
+        }),
     }
-    Ok(std::borrow::Cow::Owned(dense::<T>(t, shape)?))
 }
 
-fn dense<T: Element>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
-    let isz: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-    let e = if t.shape() == shape {
-        t.clone()
-    } else {
-        t.expand(&isz)?
+/// An input read in place, whatever its layout (a view, an expanded tensor): its elements from
+/// its offset on, and its strides in the output's dimensions (0 where it is broadcast).
+struct Src<'a, T> {
+    data: &'a [T],
+    st: Vec<usize>,
+}
+
+impl<'a, T: Element> Src<'a, T> {
+    fn new(op: &'static str, t: &'a Tensor, out: &[usize]) -> Result<Self> {
+        let s = T::slice(t.storage()).ok_or(Error::DType {
+            op,
+            expected: T::DTYPE,
+            got: t.dtype(),
+        })?;
+        // An empty input makes an empty output: nothing is read.
+        let data = if t.numel() == 0 {
+            &[]
+        } else {
+            &s[t.layout().offset()..]
+        };
+        let mut st = vec![0; out.len()];
+        let k = out.len() - t.ndim();
+        for (d, (&n, &s)) in t.shape().iter().zip(t.layout().strides()).enumerate() {
+            if n != 1 {
+                st[k + d] = s;
+            }
+        }
+        Ok(Self { data, st })
+    }
+}
+
+/// Walks output elements `lo..lo + len` of `shape` in runs along the last dimension: for each
+/// run, `f(position − lo, input offsets of its first element, input strides along the run,
+/// run length)`. Pure index arithmetic: which inputs an element reads never depends on `lo`.
+fn walk<const K: usize>(
+    shape: &[usize],
+    st: [&[usize]; K],
+    lo: usize,
+    len: usize,
+    mut f: impl FnMut(usize, [usize; K], [usize; K], usize),
+) {
+    let Some((&inner, outer)) = shape.split_last() else {
+        if len > 0 {
+            f(0, [0; K], [0; K], 1);
+        }
+        return;
     };
-    e.to_vec::<T>()
+    if inner == 0 {
+        return;
+    }
+    let step: [usize; K] = core::array::from_fn(|k| st[k][outer.len()]);
+    let (mut pos, end) = (lo, lo + len);
+    while pos < end {
+        let (mut row, col) = (pos / inner, pos % inner);
+        let run = (inner - col).min(end - pos);
+        let mut off: [usize; K] = core::array::from_fn(|k| col * step[k]);
+        for (d, &n) in outer.iter().enumerate().rev() {
+            let i = row % n;
+            row /= n;
+            for k in 0..K {
+                off[k] += i * st[k][d];
+            }
+        }
+        f(pos - lo, off, step, run);
+        pos += run;
+    }
+}
+
+/// Output chunk `out` (elements `lo..`) of a broadcast binary op.
+fn chunk2<T: Element, U: Element>(
+    out: &mut [U],
+    lo: usize,
+    shape: &[usize],
+    a: &Src<T>,
+    b: &Src<T>,
+    f: &(impl Fn(T, T) -> U + Sync),
+) {
+    let (va, vb) = (a.data, b.data);
+    walk(
+        shape,
+        [&a.st, &b.st],
+        lo,
+        out.len(),
+        |p, [oa, ob], [ia, ib], n| {
+            let o = &mut out[p..p + n];
+            match (ia, ib) {
+                (1, 1) => {
+                    for ((o, &x), &y) in o.iter_mut().zip(&va[oa..oa + n]).zip(&vb[ob..ob + n]) {
+                        *o = f(x, y);
+                    }
+                }
+                (1, 0) => {
+                    let y = vb[ob];
+                    for (o, &x) in o.iter_mut().zip(&va[oa..oa + n]) {
+                        *o = f(x, y);
+                    }
+                }
+                (0, 1) => {
+                    let x = va[oa];
+                    for (o, &y) in o.iter_mut().zip(&vb[ob..ob + n]) {
+                        *o = f(x, y);
+                    }
+                }
+                _ => {
+                    for (t, o) in o.iter_mut().enumerate() {
+                        *o = f(va[oa + t * ia], vb[ob + t * ib]);
+                    }
+                }
+            }
+        },
+    );
 }
 
 fn check_dtype(op: &'static str, t: &Tensor, want: DType) -> Result<()> {
@@ -88,74 +299,181 @@ fn check_dtype(op: &'static str, t: &Tensor, want: DType) -> Result<()> {
     }
 }
 
-/// `out[i] = f(x[i])` over a tensor of type `T`.
+/// `out[i] = f(x[i])` over a tensor of type `T`, as the elementwise op `op`: through
+/// [`Op::select`] (so deterministic mode, exemptions, pins and tracing apply), then its kernel.
+/// Own ops: declare a `static Op<Kernel>` (one `Impl` with `f: Kernel::Chunked`).
+///
+/// # Errors
+/// `x` not of type `T`; the output cannot be allocated; dispatch refuses the op.
 pub fn map1<T: Element, U: Element>(
-    op: &'static str,
+    op: &'static Op<Kernel>,
     x: &Tensor,
     f: impl Fn(T) -> U + Sync,
 ) -> Result<Tensor> {
-    check_dtype(op, x, T::DTYPE)?;
-    let c = x.contiguous();
-    let src = c.data::<T>()?;
-    let mut out = vec![U::ZERO; src.len()];
-    // One chunk: no hop into the pool (small tensors are most of a training step's ops).
-    if src.len() <= CHUNK {
-        for (o, &s) in out.iter_mut().zip(src) {
-            *o = f(s);
+    check_dtype(op.name, x, T::DTYPE)?;
+    let imp = op.select_impl()?;
+    let mut out = out_buf::<U>(op.name, x.shape())?;
+    // A view (an expanded tensor) is read through its strides, never copied.
+    let dense = if x.is_contiguous() {
+        Some(x.data::<T>()?)
+    } else {
+        None
+    };
+    let strided = match dense {
+        Some(_) => None,
+        None => Some(Src::<T>::new(op.name, x, x.shape())?),
+    };
+    let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+        (Some(d), _) => {
+            let n = o.len();
+            for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
+                *o = f(s);
+            }
         }
-        return crate::trace::traced(op, ALGO, &[x], Tensor::from_vec(out, x.shape()));
+        (None, Some(s)) => walk(x.shape(), [&s.st], lo, o.len(), |p, [os], [is], n| {
+            for (t, o) in o[p..p + n].iter_mut().enumerate() {
+                *o = f(s.data[os + t * is]);
+            }
+        }),
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    match imp.f {
+        // One chunk: no hop into the pool (small tensors are most of a training step's ops).
+        Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+        Kernel::Chunked => Par::current().install(|| {
+            out.par_chunks_mut(CHUNK)
+                .enumerate()
+                .for_each(|(i, o)| run(o, i * CHUNK))
+        }),
     }
-    Par::current().install(|| {
-        out.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(o, s)| {
-                for (o, &s) in o.iter_mut().zip(s) {
-                    *o = f(s);
-                }
-            })
-    });
-    crate::trace::traced(op, ALGO, &[x], Tensor::from_vec(out, x.shape()))
+    crate::trace::traced(op.name, imp.algo, &[x], Tensor::from_vec(out, x.shape()))
 }
 
-/// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`).
+/// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`), as the
+/// elementwise op `op` (see [`map1`]). Broadcast inputs are read in place, not expanded.
+///
+/// # Errors
+/// Dtypes that differ or are not `T`; shapes that do not broadcast; the output cannot be
+/// allocated; dispatch refuses the op.
 pub fn map2<T: Element, U: Element>(
-    op: &'static str,
+    op: &'static Op<Kernel>,
     a: &Tensor,
     b: &Tensor,
     f: impl Fn(T, T) -> U + Sync,
 ) -> Result<Tensor> {
     if a.dtype() != b.dtype() {
         return Err(Error::DType {
-            op,
+            op: op.name,
             expected: a.dtype(),
             got: b.dtype(),
         });
     }
-    check_dtype(op, a, T::DTYPE)?;
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    let (va, vb) = (dense_cow::<T>(a, &shape)?, dense_cow::<T>(b, &shape)?);
-    let (va, vb) = (&*va, &*vb);
-    let mut out = vec![U::ZERO; va.len()];
-    if va.len() <= CHUNK {
-        for ((o, &x), &y) in out.iter_mut().zip(va).zip(vb) {
-            *o = f(x, y);
+    check_dtype(op.name, a, T::DTYPE)?;
+    let shape = broadcast_shapes(op.name, a.shape(), b.shape())?;
+    let imp = op.select_impl()?;
+    let mut out = out_buf::<U>(op.name, &shape)?;
+    // Inputs are read in place: broadcast and other views through their strides, never
+    // expanded into copies; two dense inputs of one shape take a plain loop.
+    let dense = if a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous() {
+        Some((a.data::<T>()?, b.data::<T>()?))
+    } else {
+        None
+    };
+    let strided = match dense {
+        Some(_) => None,
+        None => Some((
+            Src::<T>::new(op.name, a, &shape)?,
+            Src::<T>::new(op.name, b, &shape)?,
+        )),
+    };
+    let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+        (Some((va, vb)), _) => {
+            let n = o.len();
+            let (x, y) = (&va[lo..lo + n], &vb[lo..lo + n]);
+            for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                *o = f(x, y);
+            }
         }
-        return crate::trace::traced(op, ALGO, &[a, b], Tensor::from_vec(out, &shape));
+        (None, Some((sa, sb))) => chunk2(o, lo, &shape, sa, sb, &f),
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    match imp.f {
+        Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+        Kernel::Chunked => Par::current().install(|| {
+            out.par_chunks_mut(CHUNK)
+                .enumerate()
+                .for_each(|(i, o)| run(o, i * CHUNK))
+        }),
     }
-    Par::current().install(|| {
-        out.par_chunks_mut(CHUNK)
-            .zip(va.par_chunks(CHUNK).zip(vb.par_chunks(CHUNK)))
-            .for_each(|(o, (x, y))| {
-                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-                    *o = f(x, y);
+    crate::trace::traced(op.name, imp.algo, &[a, b], Tensor::from_vec(out, &shape))
+}
+
+/// `dst[i] = f(dst[i], src[i])` in place, `src` broadcast to `dst`'s shape, as the elementwise
+/// op `op` (see [`map1`]). Copies `dst` first only if its storage is shared or it is a view.
+fn inplace2<T: Element>(
+    op: &'static Op<Kernel>,
+    dst: &mut Tensor,
+    src: &Tensor,
+    f: impl Fn(T, T) -> T + Sync,
+) -> Result<()> {
+    if dst.dtype() != src.dtype() {
+        return Err(Error::DType {
+            op: op.name,
+            expected: dst.dtype(),
+            got: src.dtype(),
+        });
+    }
+    check_dtype(op.name, dst, T::DTYPE)?;
+    let shape = dst.shape().to_vec();
+    if broadcast_shapes(op.name, &shape, src.shape())? != shape {
+        return Err(Error::ShapeMismatch {
+            op: op.name,
+            lhs: shape,
+            rhs: src.shape().to_vec(),
+        });
+    }
+    let imp = op.select_impl()?;
+    // `src` may share `dst`'s storage: read it from its own handle, which keeps that storage
+    // alive, while `dst` is written copy-on-write.
+    let keep = src.clone();
+    let s = Src::<T>::new(op.name, &keep, &shape)?;
+    let d = dst.data_mut::<T>()?;
+    // `dst` is dense now: an element's position is its offset.
+    let run = |o: &mut [T], lo: usize| {
+        walk(&shape, [&s.st], lo, o.len(), |p, [os], [is], n| {
+            let o = &mut o[p..p + n];
+            match is {
+                0 => {
+                    let y = s.data[os];
+                    o.iter_mut().for_each(|x| *x = f(*x, y));
                 }
-            })
-    });
-    crate::trace::traced(op, ALGO, &[a, b], Tensor::from_vec(out, &shape))
+                1 => {
+                    for (x, &y) in o.iter_mut().zip(&s.data[os..os + n]) {
+                        *x = f(*x, y);
+                    }
+                }
+                _ => {
+                    for (t, x) in o.iter_mut().enumerate() {
+                        *x = f(*x, s.data[os + t * is]);
+                    }
+                }
+            }
+        })
+    };
+    match imp.f {
+        Kernel::Chunked if d.len() <= CHUNK => run(d, 0),
+        Kernel::Chunked => Par::current().install(|| {
+            d.par_chunks_mut(CHUNK)
+                .enumerate()
+                .for_each(|(i, o)| run(o, i * CHUNK))
+        }),
+    }
+    crate::trace::record(op.name, imp.algo, &[&*dst, src], dst);
+    Ok(())
 }
 
 macro_rules! float_unary {
-    ($($(#[$doc:meta])* $name:ident => |$x:ident| $e:expr;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $op:ident => |$x:ident| $f32:expr, $f64:expr;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
@@ -164,9 +482,9 @@ macro_rules! float_unary {
                 /// If the dtype is not `F32` or `F64`.
                 pub fn $name(&self) -> Result<Tensor> {
                     match self.dtype() {
-                        DType::F32 => map1(stringify!($name), self, |$x: f32| $e),
-                        DType::F64 => map1(stringify!($name), self, |$x: f64| $e),
-                        got => Err(Error::DType { op: stringify!($name), expected: DType::F32, got }),
+                        DType::F32 => map1(&$op, self, |$x: f32| $f32),
+                        DType::F64 => map1(&$op, self, |$x: f64| $f64),
+                        got => Err(Error::DType { op: $op.name, expected: DType::F32, got }),
                     }
                 }
             )*
@@ -174,39 +492,136 @@ macro_rules! float_unary {
     };
 }
 
-unsafe extern "C" {
-    safe fn erf(x: f64) -> f64;
-    safe fn erff(x: f32) -> f32;
-}
+use crate::math;
 
 float_unary! {
-    /// `torch.exp`.
-    exp => |x| x.exp();
-    /// `torch.log` (natural).
-    log => |x| x.ln();
-    /// `torch.sqrt`.
-    sqrt => |x| x.sqrt();
-    /// `torch.sigmoid`: `1 / (1 + exp(−x))`.
-    sigmoid => |x| 1.0 / (1.0 + (-x).exp());
-    /// `torch.tanh`.
-    tanh => |x| x.tanh();
+    /// `torch.exp` (portable: [`math::expf`] / [`math::exp`]).
+    exp, EXP => |x| math::expf(x), math::exp(x);
+    /// `torch.log` (natural; portable: [`math::lnf`] / [`math::ln`]).
+    log, LOG => |x| math::lnf(x), math::ln(x);
+    /// `torch.sqrt` (correctly rounded).
+    sqrt, SQRT => |x| x.sqrt(), x.sqrt();
+    /// `torch.sigmoid`: `1 / (1 + exp(−x))` (portable).
+    sigmoid, SIGMOID => |x| math::sigmoidf(x), math::sigmoid(x);
+    /// `torch.tanh` (portable: [`math::tanhf`] / [`math::tanh`]).
+    tanh, TANH => |x| math::tanhf(x), math::tanh(x);
+    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` (portable erf).
+    gelu, GELU => |x| x * 0.5 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
+        x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
+    /// `F.gelu(x, approximate='tanh')`: `½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, PyTorch's
+    /// formula in the tensor's own precision (portable tanh).
+    gelu_tanh, GELU => |x| gelu_tanh_f32(x), gelu_tanh_f64(x);
+}
+
+/// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
+/// scalar path), in the tensor's own precision.
+macro_rules! gelu_tanh_fns {
+    ($t:ty, $tanh:path, $fwd:ident, $grad:ident) => {
+        fn $fwd(x: $t) -> $t {
+            let k_beta =
+                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
+            let k_kappa: $t = 0.044715;
+            let x_cube = x * x * x;
+            let inner = k_beta * (x + k_kappa * x_cube);
+            0.5 * x * (1.0 + $tanh(inner))
+        }
+
+        fn $grad(x: $t) -> $t {
+            let k_beta =
+                (core::f64::consts::SQRT_2 * core::f64::consts::FRAC_2_SQRT_PI * 0.5) as $t;
+            let k_kappa: $t = 0.044715;
+            let x_sq = x * x;
+            let x_cube = x_sq * x;
+            let inner = k_beta * (x + k_kappa * x_cube);
+            let tanh_inner = $tanh(inner);
+            let left = 0.5 * x;
+            let right = 1.0 + tanh_inner;
+            let left_derivative = 0.5 * right;
+            let right_derivative =
+                left * (1.0 - tanh_inner * tanh_inner) * k_beta * (1.0 + 3.0 * k_kappa * x_sq);
+            left_derivative + right_derivative
+        }
+    };
+}
+gelu_tanh_fns!(f32, math::tanhf, gelu_tanh_f32, gelu_tanh_grad_f32);
+gelu_tanh_fns!(f64, math::tanh, gelu_tanh_f64, gelu_tanh_grad_f64);
+
+/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`, in f64 (portable erf and exp).
+fn gelu_grad(x: f64) -> f64 {
+    let cdf = 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
+    let pdf = math::exp(-0.5 * x * x)
+        * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
+        * core::f64::consts::FRAC_1_SQRT_2;
+    cdf + x * pdf
+}
+
+/// `f(g, y)` elementwise (broadcast) over two float tensors of one dtype, as `op`.
+macro_rules! float_map2 {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $e:expr) => {
+        match $a.dtype() {
+            DType::F32 => map2(&$op, $a, $b, |$x: f32, $y: f32| $e),
+            DType::F64 => map2(&$op, $a, $b, |$x: f64, $y: f64| $e),
+            got => Err(Error::DType {
+                op: $op.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    };
 }
 
 impl Tensor {
-    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))`.
+    /// The gradient of `relu` given its output `y` (PyTorch's `threshold_backward(g, y, 0)`):
+    /// `g` where `y > 0`, else 0.
     ///
     /// # Errors
-    /// If the dtype is not a float.
-    pub fn gelu(&self) -> Result<Tensor> {
-        match self.dtype() {
-            DType::F32 => map1("gelu", self, |x: f32| {
-                x * 0.5 * (1.0 + erff(x * core::f32::consts::FRAC_1_SQRT_2))
-            }),
-            DType::F64 => map1("gelu", self, |x: f64| {
-                x * 0.5 * (1.0 + erf(x * core::f64::consts::FRAC_1_SQRT_2))
-            }),
-            got => Err(Error::DType {
-                op: "gelu",
+    /// Dtypes that differ or are not float; shapes that do not broadcast.
+    pub fn relu_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+        float_map2!(RELU_BACKWARD, grad, output, |g, y| if y > 0.0 {
+            g
+        } else {
+            0.0
+        })
+    }
+
+    /// PyTorch's `tanh_backward(g, y)` given the output `y`: `g · (1 − y²)`.
+    ///
+    /// # Errors
+    /// As [`relu_backward`](Self::relu_backward).
+    pub fn tanh_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+        float_map2!(TANH_BACKWARD, grad, output, |g, y| g * (1.0 - y * y))
+    }
+
+    /// PyTorch's `sigmoid_backward(g, y)` given the output `y`: `g · ((1 − y) · y)`.
+    ///
+    /// # Errors
+    /// As [`relu_backward`](Self::relu_backward).
+    pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+        float_map2!(SIGMOID_BACKWARD, grad, output, |g, y| g * ((1.0 - y) * y))
+    }
+
+    /// The gradient of `sqrt` given its output `y`: `g / (y + y)`.
+    ///
+    /// # Errors
+    /// As [`relu_backward`](Self::relu_backward).
+    pub fn sqrt_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+        float_map2!(SQRT_BACKWARD, grad, output, |g, y| g / (y + y))
+    }
+
+    /// The derivative of [`gelu`](Self::gelu) (or, with `tanh`, of
+    /// [`gelu_tanh`](Self::gelu_tanh), PyTorch's formula) at `self`; f32 inputs take the exact
+    /// form's derivative in f64 and round once.
+    ///
+    /// # Errors
+    /// A dtype that is not float.
+    pub fn gelu_derivative(&self, tanh: bool) -> Result<Tensor> {
+        match (self.dtype(), tanh) {
+            (DType::F32, false) => map1(&GELU_BACKWARD, self, |x: f32| gelu_grad(x as f64) as f32),
+            (DType::F64, false) => map1(&GELU_BACKWARD, self, gelu_grad),
+            (DType::F32, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f32),
+            (DType::F64, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f64),
+            (got, _) => Err(Error::DType {
+                op: GELU_BACKWARD.name,
                 expected: DType::F32,
                 got,
             }),
@@ -214,8 +629,11 @@ impl Tensor {
     }
 
     /// `torch.relu`: `max(x, 0)` (NaN stays NaN).
+    ///
+    /// # Errors
+    /// Only if dispatch refuses the op or the output cannot be allocated.
     pub fn relu(&self) -> Result<Tensor> {
-        crate::with_dtype!(self.dtype(), T => map1("relu", self, |x: T| if x < T::ZERO { T::ZERO } else { x }))
+        crate::with_dtype!(self.dtype(), T => map1(&RELU, self, |x: T| if x < T::ZERO { T::ZERO } else { x }))
     }
 
     /// `torch.neg`.
@@ -224,9 +642,9 @@ impl Tensor {
     /// For `Bool` and `U8` tensors.
     pub fn neg(&self) -> Result<Tensor> {
         match self.dtype() {
-            DType::F32 => map1("neg", self, |x: f32| -x),
-            DType::F64 => map1("neg", self, |x: f64| -x),
-            DType::I64 => map1("neg", self, |x: i64| x.wrapping_neg()),
+            DType::F32 => map1(&NEG, self, |x: f32| -x),
+            DType::F64 => map1(&NEG, self, |x: f64| -x),
+            DType::I64 => map1(&NEG, self, |x: i64| x.wrapping_neg()),
             got => Err(Error::DType {
                 op: "neg",
                 expected: DType::F32,
@@ -235,13 +653,17 @@ impl Tensor {
         }
     }
 
-    /// `torch.abs`.
+    /// `torch.abs` (`Bool` and `U8` values are their own absolute value).
+    ///
+    /// # Errors
+    /// Only if dispatch refuses the op or the output cannot be allocated.
     pub fn abs(&self) -> Result<Tensor> {
         match self.dtype() {
-            DType::F32 => map1("abs", self, |x: f32| x.abs()),
-            DType::F64 => map1("abs", self, |x: f64| x.abs()),
-            DType::I64 => map1("abs", self, |x: i64| x.wrapping_abs()),
-            _ => Ok(self.clone()),
+            DType::F32 => map1(&ABS, self, |x: f32| x.abs()),
+            DType::F64 => map1(&ABS, self, |x: f64| x.abs()),
+            DType::I64 => map1(&ABS, self, |x: i64| x.wrapping_abs()),
+            DType::U8 => map1(&ABS, self, |x: u8| x),
+            DType::Bool => map1(&ABS, self, |x: bool| x),
         }
     }
 
@@ -261,14 +683,15 @@ impl Tensor {
         }
         crate::with_dtype!(self.dtype(), T => {
             let (lo, hi) = (min.map(T::from_f64), max.map(T::from_f64));
-            map1("clamp", self, move |x: T| {
+            map1(&CLAMP, self, move |x: T| {
                 let x = match lo { Some(l) if x < l => l, _ => x };
                 match hi { Some(h) if x > h => h, _ => x }
             })
         })
     }
 
-    /// `torch.pow(x, exponent)` with a scalar exponent (floats).
+    /// `torch.pow(x, exponent)` with a scalar exponent (floats; portable [`math::powf`] /
+    /// [`math::pow`]).
     ///
     /// # Errors
     /// If the dtype is not a float.
@@ -276,9 +699,9 @@ impl Tensor {
         match self.dtype() {
             DType::F32 => {
                 let e = exponent as f32;
-                map1("pow", self, move |x: f32| x.powf(e))
+                map1(&POW, self, move |x: f32| math::powf(x, e))
             }
-            DType::F64 => map1("pow", self, move |x: f64| x.powf(exponent)),
+            DType::F64 => map1(&POW, self, move |x: f64| math::pow(x, exponent)),
             got => Err(Error::DType {
                 op: "pow",
                 expected: DType::F32,
@@ -287,20 +710,12 @@ impl Tensor {
         }
     }
 
-    /// `torch.pow(x, exponent)` elementwise with broadcasting (floats).
+    /// `torch.pow(x, exponent)` elementwise with broadcasting (floats; portable).
     ///
     /// # Errors
     /// If the dtypes differ or are not float, or the shapes do not broadcast.
     pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
-        match self.dtype() {
-            DType::F32 => map2("pow", self, exponent, |a: f32, b: f32| a.powf(b)),
-            DType::F64 => map2("pow", self, exponent, |a: f64, b: f64| a.powf(b)),
-            got => Err(Error::DType {
-                op: "pow",
-                expected: DType::F32,
-                got,
-            }),
-        }
+        float_map2!(POW, self, exponent, |a, b| pow_any(a, b))
     }
 
     /// `torch.where(cond, a, b)`: `a` where `cond` is true, else `b`, all three broadcast.
@@ -318,17 +733,70 @@ impl Tensor {
         }
         let shape = broadcast_shapes("where", cond.shape(), a.shape())?;
         let shape = broadcast_shapes("where", &shape, b.shape())?;
-        let c = dense::<bool>(cond, &shape)?;
+        let imp = WHERE.select_impl()?;
+        let c = Src::<bool>::new("where", cond, &shape)?;
         crate::with_dtype!(a.dtype(), T => {
-            let (va, vb) = (dense::<T>(a, &shape)?, dense::<T>(b, &shape)?);
-            let v: Vec<T> = c.iter().zip(va.iter().zip(&vb)).map(|(&c, (&x, &y))| if c { x } else { y }).collect();
-            crate::trace::traced("where", ALGO, &[cond, a, b], Tensor::from_vec(v, &shape))
+            let mut out = out_buf::<T>(WHERE.name, &shape)?;
+            let (sa, sb) = (Src::<T>::new("where", a, &shape)?, Src::<T>::new("where", b, &shape)?);
+            let run = |o: &mut [T], lo: usize| {
+                walk(&shape, [&c.st, &sa.st, &sb.st], lo, o.len(), |p, [oc, oa, ob], [ic, ia, ib], n| {
+                    for (t, o) in o[p..p + n].iter_mut().enumerate() {
+                        *o = if c.data[oc + t * ic] { sa.data[oa + t * ia] } else { sb.data[ob + t * ib] };
+                    }
+                })
+            };
+            match imp.f {
+                Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+                Kernel::Chunked => Par::current().install(|| {
+                    out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, o)| run(o, i * CHUNK))
+                }),
+            }
+            crate::trace::traced(WHERE.name, imp.algo, &[cond, a, b], Tensor::from_vec(out, &shape))
         })
+    }
+
+    /// `Tensor.add_(other)`: `self += other` in place, `other` broadcast to `self`'s shape (the
+    /// shape does not change). The storage is written directly when this tensor owns it alone
+    /// and is dense; otherwise it is copied first (copy-on-write), so other tensors sharing it
+    /// never see the change. `self[i] + other[j]`: the bits of [`add`](Self::add).
+    ///
+    /// # Errors
+    /// Dtypes that differ or `Bool`; `other` not broadcastable to `self`'s shape.
+    pub fn add_(&mut self, other: &Tensor) -> Result<()> {
+        match self.dtype() {
+            DType::F32 => inplace2(&ADD_, self, other, |a: f32, b: f32| a + b),
+            DType::F64 => inplace2(&ADD_, self, other, |a: f64, b: f64| a + b),
+            DType::I64 => inplace2(&ADD_, self, other, |a: i64, b: i64| a.wrapping_add(b)),
+            DType::U8 => inplace2(&ADD_, self, other, |a: u8, b: u8| a.wrapping_add(b)),
+            got => Err(Error::DType {
+                op: ADD_.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
     }
 }
 
+/// `powf` for either float type, through [`math`].
+trait PowAny: Copy {
+    fn pow_any(self, e: Self) -> Self;
+}
+impl PowAny for f32 {
+    fn pow_any(self, e: f32) -> f32 {
+        math::powf(self, e)
+    }
+}
+impl PowAny for f64 {
+    fn pow_any(self, e: f64) -> f64 {
+        math::pow(self, e)
+    }
+}
+fn pow_any<T: PowAny>(a: T, b: T) -> T {
+    a.pow_any(b)
+}
+
 macro_rules! arith {
-    ($($(#[$doc:meta])* $name:ident, $scalar:ident, $float:expr, $int:expr;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $scalar:ident, $op:ident, $float:expr, $int:expr;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
@@ -336,13 +804,12 @@ macro_rules! arith {
                 /// # Errors
                 /// If dtypes differ, shapes do not broadcast, or the dtype is `Bool`.
                 pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
-                    let op = stringify!($name);
                     match self.dtype() {
-                        DType::F32 => map2(op, self, other, |a: f32, b: f32| $float(a, b)),
-                        DType::F64 => map2(op, self, other, |a: f64, b: f64| $float(a, b)),
-                        DType::I64 => map2(op, self, other, |a: i64, b: i64| $int(a, b)),
-                        DType::U8 => map2(op, self, other, |a: u8, b: u8| $int(a as i64, b as i64) as u8),
-                        got => Err(Error::DType { op, expected: DType::F32, got }),
+                        DType::F32 => map2(&$op, self, other, |a: f32, b: f32| $float(a, b)),
+                        DType::F64 => map2(&$op, self, other, |a: f64, b: f64| $float(a, b)),
+                        DType::I64 => map2(&$op, self, other, |a: i64, b: i64| $int(a, b)),
+                        DType::U8 => map2(&$op, self, other, |a: u8, b: u8| $int(a as i64, b as i64) as u8),
+                        got => Err(Error::DType { op: $op.name, expected: DType::F32, got }),
                     }
                 }
 
@@ -373,21 +840,21 @@ fn int_div(a: i64, b: i64) -> i64 {
 
 arith! {
     /// `a + b` (`torch.add`).
-    add, add_scalar, |a, b| a + b, |a: i64, b: i64| a.wrapping_add(b);
+    add, add_scalar, ADD, |a, b| a + b, |a: i64, b: i64| a.wrapping_add(b);
     /// `a − b` (`torch.sub`).
-    sub, sub_scalar, |a, b| a - b, |a: i64, b: i64| a.wrapping_sub(b);
+    sub, sub_scalar, SUB, |a, b| a - b, |a: i64, b: i64| a.wrapping_sub(b);
     /// `a · b` (`torch.mul`).
-    mul, mul_scalar, |a, b| a * b, |a: i64, b: i64| a.wrapping_mul(b);
+    mul, mul_scalar, MUL, |a, b| a * b, |a: i64, b: i64| a.wrapping_mul(b);
     /// `a / b` (`torch.div`; integers truncate, and dividing by 0 gives 0 instead of a panic).
-    div, div_scalar, |a, b| a / b, int_div;
+    div, div_scalar, DIV, |a, b| a / b, int_div;
     /// `torch.maximum` (NaN propagates).
-    maximum, maximum_scalar, |a, b| if is_nan(a) || a > b { a } else { b }, |a: i64, b: i64| a.max(b);
+    maximum, maximum_scalar, MAXIMUM, |a, b| if is_nan(a) || a > b { a } else { b }, |a: i64, b: i64| a.max(b);
     /// `torch.minimum` (NaN propagates).
-    minimum, minimum_scalar, |a, b| if is_nan(a) || a < b { a } else { b }, |a: i64, b: i64| a.min(b);
+    minimum, minimum_scalar, MINIMUM, |a, b| if is_nan(a) || a < b { a } else { b }, |a: i64, b: i64| a.min(b);
 }
 
 macro_rules! compare {
-    ($($(#[$doc:meta])* $name:ident, $op:tt;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $id:ident, $op:tt;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
@@ -395,7 +862,7 @@ macro_rules! compare {
                 /// # Errors
                 /// If dtypes differ or shapes do not broadcast.
                 pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
-                    crate::with_dtype!(self.dtype(), T => map2(stringify!($name), self, other, |a: T, b: T| a $op b))
+                    crate::with_dtype!(self.dtype(), T => map2(&$id, self, other, |a: T, b: T| a $op b))
                 }
             )*
         }
@@ -404,17 +871,17 @@ macro_rules! compare {
 
 compare! {
     /// `a == b`, elementwise, as `Bool`.
-    eq, ==;
+    eq, EQ, ==;
     /// `a != b`.
-    ne, !=;
+    ne, NE, !=;
     /// `a < b`.
-    lt, <;
+    lt, LT, <;
     /// `a <= b`.
-    le, <=;
+    le, LE, <=;
     /// `a > b`.
-    gt, >;
+    gt, GT, >;
     /// `a >= b`.
-    ge, >=;
+    ge, GE, >=;
 }
 
 #[cfg(test)]

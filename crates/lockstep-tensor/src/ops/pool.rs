@@ -3,11 +3,60 @@
 //! gradient scatter of the backward passes) runs in a fixed order, so all kernels here are
 //! thread-invariant.
 
+use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
+
+/// Declares the pooling ops: one thread-invariant implementation each (`NAME.per_plane`:
+/// parallel over planes, each plane's sums in a fixed order), through dispatch so that they can
+/// be exempted, pinned, listed and traced like every op.
+macro_rules! pool_ops {
+    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {$(
+        $(#[$doc])*
+        pub static $id: Op<()> = Op {
+            name: $name,
+            impls: &[Impl {
+                algo: concat!($name, ".per_plane"),
+                guarantee: Guarantee::ThreadInvariant,
+                f: (),
+            }],
+        };
+    )*};
+}
+
+pool_ops! {
+    /// `F.max_pool2d` (with indices).
+    MAX_POOL2D = "max_pool2d";
+    /// Its gradient: each output gradient added at its index, in output order.
+    MAX_POOL2D_BACKWARD = "max_pool2d_backward";
+    /// `F.avg_pool2d`.
+    AVG_POOL2D = "avg_pool2d";
+    /// Its gradient.
+    AVG_POOL2D_BACKWARD = "avg_pool2d_backward";
+    /// `F.adaptive_avg_pool2d`.
+    ADAPTIVE_AVG_POOL2D = "adaptive_avg_pool2d";
+    /// Its gradient.
+    ADAPTIVE_AVG_POOL2D_BACKWARD = "adaptive_avg_pool2d_backward";
+}
+
+/// A zeroed buffer of `dims`' product elements: [`Error::OutOfMemory`] naming `op` when the
+/// size overflows or cannot be allocated (sizes come from the caller: output sizes, shapes).
+fn out_buf<T: Clone + Default>(op: &'static str, dims: &[usize]) -> Result<Vec<T>> {
+    match dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+        Some(n) => crate::try_filled_vec(op, n, T::default()),
+        None => Err(Error::OutOfMemory {
+            op,
+            bytes: dims
+                .iter()
+                .fold(core::mem::size_of::<T>() as u128, |a, &d| {
+                    a.saturating_mul(d as u128)
+                }),
+        }),
+    }
+}
 
 /// Kernel size, stride, padding and dilation of a 2-D pooling window (PyTorch's arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,12 +163,12 @@ const SERIAL_MAX: usize = 1 << 16;
 /// when the work is small (`work` elements touched in all, at most [`SERIAL_MAX`]) or there is
 /// one thread, else in parallel over planes.
 fn for_each_plane<T: Send>(
+    par: &Par,
     out: &mut [T],
     chunk: usize,
     work: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    let par = Par::current();
     if par.threads() == 1 || work <= SERIAL_MAX {
         out.chunks_mut(chunk.max(1))
             .enumerate()
@@ -171,8 +220,9 @@ impl Tensor {
         let (oh, ow) = p.out_hw(OP, h, w)?;
         let x = self.contiguous();
         let src = float_data(OP, &x)?;
-        let mut vals = vec![0f32; n * c * oh * ow];
-        let mut idx = vec![0i64; n * c * oh * ow];
+        let choice = MAX_POOL2D.select()?;
+        let mut vals = out_buf::<f32>(OP, &[n, c, oh, ow])?;
+        let mut idx = out_buf::<i64>(OP, &[n, c, oh, ow])?;
         let plane = oh * ow;
         // Without padding and with the last window inside (no ceil-mode overhang), every
         // window lies inside the input: no bounds to check.
@@ -234,7 +284,7 @@ impl Tensor {
                 }
             }
         };
-        let par = Par::current();
+        let par = choice.par;
         if par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX {
             vals.chunks_mut(plane.max(1))
                 .zip(idx.chunks_mut(plane.max(1)))
@@ -248,10 +298,12 @@ impl Tensor {
                     .for_each(|(pl, vi)| pool_plane(pl, vi))
             });
         }
-        Ok((
+        let (vals, idx) = (
             Tensor::from_vec(vals, &[n, c, oh, ow])?,
             Tensor::from_vec(idx, &[n, c, oh, ow])?,
-        ))
+        );
+        crate::trace::record(OP, choice.imp.algo, &[self], &vals);
+        Ok((vals, idx))
     }
 
     /// The gradient of [`max_pool2d`](Self::max_pool2d) with respect to its input: each output
@@ -288,16 +340,19 @@ impl Tensor {
         let ix = indices.contiguous();
         let ixs = ix.data::<i64>()?;
         let plane_out = grad_output.shape()[2] * grad_output.shape()[3];
-        if let Some(&bad) = ixs.iter().find(|&&k| k < 0 || k as usize >= h * w) {
+        let choice = MAX_POOL2D_BACKWARD.select()?;
+        let mut out = out_buf::<f32>(OP, &[n, c, h, w])?;
+        // h·w fits: the buffer above holds n·c·h·w elements (n·c ≥ 1 when there are indices).
+        let hw = h.saturating_mul(w);
+        if let Some(&bad) = ixs.iter().find(|&&k| k < 0 || k as u64 >= hw as u64) {
             return Err(Error::IndexOutOfRange {
                 op: OP,
                 index: bad,
-                size: h * w,
+                size: hw,
             });
         }
-        let mut out = vec![0f32; n * c * h * w];
         let work = out.len() + gi.len();
-        for_each_plane(&mut out, h * w, work, |pl, o| {
+        for_each_plane(&choice.par, &mut out, hw, work, |pl, o| {
             let (g, k) = (
                 &gi[pl * plane_out..(pl + 1) * plane_out],
                 &ixs[pl * plane_out..(pl + 1) * plane_out],
@@ -306,7 +361,8 @@ impl Tensor {
                 o[kv as usize] += gv;
             }
         });
-        Tensor::from_vec(out, input_shape)
+        let out = Tensor::from_vec(out, input_shape);
+        crate::trace::traced(OP, choice.imp.algo, &[grad_output, indices], out)
     }
 
     /// `F.avg_pool2d(x, …, count_include_pad)` for f32 `(N, C, H, W)` (dilation must be 1).
@@ -321,7 +377,7 @@ impl Tensor {
         let (n, c, h, w) = nchw(OP, self)?;
         let (oh, ow) = p.out_hw(OP, h, w)?;
         let win = |i, j| avg_window(&p, i, j, h, w, count_include_pad);
-        window_mean(OP, self, (n * c, h, w), (oh, ow), win)
+        window_mean(&AVG_POOL2D, self, (n * c, h, w), (oh, ow), win)
     }
 
     /// The gradient of [`avg_pool2d`](Self::avg_pool2d) with respect to its input.
@@ -344,7 +400,13 @@ impl Tensor {
         };
         let (oh, ow) = p.out_hw(OP, h, w)?;
         let win = |i, j| avg_window(&p, i, j, h, w, count_include_pad);
-        window_scatter(OP, grad_output, [n, c, h, w], (oh, ow), win)
+        window_scatter(
+            &AVG_POOL2D_BACKWARD,
+            grad_output,
+            [n, c, h, w],
+            (oh, ow),
+            win,
+        )
     }
 
     /// `F.adaptive_avg_pool2d(x, (oh, ow))` for f32 `(N, C, H, W)`: output cell `(i, j)`
@@ -359,7 +421,7 @@ impl Tensor {
             return Err(invalid(OP, "output_size", "output size must be positive"));
         }
         let win = |i, j| adaptive_window(i, j, h, w, out_hw);
-        window_mean(OP, self, (n * c, h, w), out_hw, win)
+        window_mean(&ADAPTIVE_AVG_POOL2D, self, (n * c, h, w), out_hw, win)
     }
 
     /// The gradient of [`adaptive_avg_pool2d`](Self::adaptive_avg_pool2d) with respect to its
@@ -390,7 +452,13 @@ impl Tensor {
             return Err(invalid(OP, "grad_output", "output size must be positive"));
         }
         let win = |i, j| adaptive_window(i, j, h, w, (oh, ow));
-        window_scatter(OP, grad_output, [n, c, h, w], (oh, ow), win)
+        window_scatter(
+            &ADAPTIVE_AVG_POOL2D_BACKWARD,
+            grad_output,
+            [n, c, h, w],
+            (oh, ow),
+            win,
+        )
     }
 }
 
@@ -400,17 +468,18 @@ type Window = (usize, usize, usize, usize, usize);
 /// Mean over `win(i, j)` of every plane of `x` (`planes × h × w`) into `planes × oh × ow`;
 /// each window summed row by row, in a fixed order.
 fn window_mean(
-    op: &'static str,
-    x: &Tensor,
+    op: &'static Op<()>,
+    input: &Tensor,
     (planes, h, w): (usize, usize, usize),
     (oh, ow): (usize, usize),
     win: impl Fn(usize, usize) -> Window + Sync,
 ) -> Result<Tensor> {
-    let x = x.contiguous();
-    let src = float_data(op, &x)?;
-    let mut out = vec![0f32; planes * oh * ow];
+    let x = input.contiguous();
+    let src = float_data(op.name, &x)?;
+    let choice = op.select()?;
+    let mut out = out_buf::<f32>(op.name, &[planes, oh, ow])?;
     let work = out.len() + src.len();
-    for_each_plane(&mut out, oh * ow, work, |pl, o| {
+    for_each_plane(&choice.par, &mut out, oh * ow, work, |pl, o| {
         let s = &src[pl * h * w..(pl + 1) * h * w];
         for i in 0..oh {
             for j in 0..ow {
@@ -427,13 +496,18 @@ fn window_mean(
     });
     let mut shape = x.shape().to_vec();
     (shape[2], shape[3]) = (oh, ow);
-    Tensor::from_vec(out, &shape)
+    crate::trace::traced(
+        op.name,
+        choice.imp.algo,
+        &[input],
+        Tensor::from_vec(out, &shape),
+    )
 }
 
 /// The gradient of [`window_mean`]: each output gradient, divided by its window's divisor, is
 /// added to every input of the window, in output order within each plane.
 fn window_scatter(
-    op: &'static str,
+    op: &'static Op<()>,
     grad_output: &Tensor,
     input_shape: [usize; 4],
     (oh, ow): (usize, usize),
@@ -442,16 +516,18 @@ fn window_scatter(
     let [n, c, h, w] = input_shape;
     if grad_output.shape() != [n, c, oh, ow] {
         return Err(Error::ShapeMismatch {
-            op,
+            op: op.name,
             lhs: grad_output.shape().to_vec(),
             rhs: vec![n, c, oh, ow],
         });
     }
     let g = grad_output.contiguous();
-    let gs = float_data(op, &g)?;
-    let mut out = vec![0f32; n * c * h * w];
+    let gs = float_data(op.name, &g)?;
+    let choice = op.select()?;
+    let mut out = out_buf::<f32>(op.name, &[n, c, h, w])?;
     let work = out.len() + gs.len();
-    for_each_plane(&mut out, h * w, work, |pl, o| {
+    // h·w fits: `out` holds n·c·h·w elements (or is empty, when no plane is visited).
+    for_each_plane(&choice.par, &mut out, h.saturating_mul(w), work, |pl, o| {
         let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
         for i in 0..oh {
             for j in 0..ow {
@@ -465,14 +541,33 @@ fn window_scatter(
             }
         }
     });
-    Tensor::from_vec(out, &input_shape)
+    crate::trace::traced(
+        op.name,
+        choice.imp.algo,
+        &[grad_output],
+        Tensor::from_vec(out, &input_shape),
+    )
 }
 
 /// Adaptive pooling's window: rows `⌊i·H/oh⌋ .. ⌈(i+1)·H/oh⌉`, the same for columns.
 fn adaptive_window(i: usize, j: usize, h: usize, w: usize, (oh, ow): (usize, usize)) -> Window {
-    let (y0, y1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
-    let (x0, x1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+    let (y0, y1) = adaptive_range(i, h, oh);
+    let (x0, x1) = adaptive_range(j, w, ow);
     (y0, x0, y1, x1, ((y1 - y0) * (x1 - x0)).max(1))
+}
+
+/// `⌊i·len/out⌋ .. ⌈(i+1)·len/out⌉`, exact also where the products overflow `usize`.
+fn adaptive_range(i: usize, len: usize, out: usize) -> (usize, usize) {
+    match (i.checked_mul(len), (i + 1).checked_mul(len)) {
+        (Some(a), Some(b)) => (a / out, b.div_ceil(out)),
+        _ => {
+            let (i, len, out) = (i as u128, len as u128, out as u128);
+            (
+                (i * len / out) as usize,
+                ((i + 1) * len).div_ceil(out) as usize,
+            )
+        }
+    }
 }
 
 /// Window `[y0, y1) × [x0, x1)` clipped to the input, and the divisor PyTorch uses.

@@ -3,13 +3,13 @@
 
 use super::common::{AccElem, acc_op, check_indices, index_tensor, one_dim, with_acc};
 use super::rows::{ROW_ATOMIC, ROW_DET, ROW_NONDET, RowAddFn, RowGeomPub, run_rows};
-use super::select::INDEX_SELECT;
+use super::select::{IndexSelectFn, index_select_kernel};
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
-use crate::ops::reduce::{dense, zeroed_vec};
+use crate::ops::reduce::dense;
 use crate::threads::Par;
-use crate::{Tensor, invalid};
+use crate::{Tensor, invalid, try_filled_vec};
 use rayon::prelude::*;
 
 acc_op!(
@@ -17,6 +17,17 @@ acc_op!(
     EMBEDDING_BACKWARD: RowAddFn, "embedding_backward", "embedding_backward.source_parallel",
     "embedding_backward.dest_partitioned", "embedding_backward.atomic", ROW_NONDET, ROW_DET, ROW_ATOMIC
 );
+
+/// `torch.nn.functional.embedding`: a copy of each selected row (index_select's kernel, no
+/// accumulation, so thread-invariant), under its own name for exemptions, pins and traces.
+pub static EMBEDDING: Op<IndexSelectFn> = Op {
+    name: "embedding",
+    impls: &[Impl {
+        algo: "embedding.row_copy",
+        guarantee: Guarantee::ThreadInvariant,
+        f: index_select_kernel,
+    }],
+};
 
 /// Reduction of `embedding_bag`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,13 +114,12 @@ impl Tensor {
         let ic = index_tensor(OP, indices)?;
         let idx = dense::<i64>(&ic)?;
         check_indices(OP, idx, self.shape()[0])?;
-        let c = INDEX_SELECT.select()?;
+        let c = EMBEDDING.select()?;
         let out = (c.imp.f)(self, 0, idx, &c.par)?;
-        let mut shape = indices.shape().to_vec();
-        shape.push(self.shape()[1]);
-        let out =
-            crate::with_dtype!(out.dtype(), T => Tensor::from_vec(out.to_vec::<T>()?, &shape));
-        crate::trace::traced(OP, c.imp.algo, &[self, indices], out)
+        // The rows are dense: a view in the indices' shape.
+        let mut shape: Vec<isize> = indices.shape().iter().map(|&d| d as isize).collect();
+        shape.push(self.shape()[1] as isize);
+        crate::trace::traced(OP, c.imp.algo, &[self, indices], out.reshape(&shape))
     }
 
     /// `embedding_dense_backward(grad, indices, num_weights)`: the gradient of the weight,
@@ -143,9 +153,14 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         check_indices(OP, idx, num_weights)?;
         let d = *grad.shape().last().unwrap_or(&0);
+        // `num_weights` comes from the caller: refuse sizes that overflow or cannot be had.
+        let n = num_weights.checked_mul(d).ok_or(Error::OutOfMemory {
+            op: OP,
+            bytes: num_weights as u128 * d as u128 * 8,
+        })?;
         let mut out = match grad.dtype() {
-            DType::F32 => Tensor::from_vec(zeroed_vec::<f32>(num_weights * d), &[num_weights, d])?,
-            _ => Tensor::from_vec(zeroed_vec::<f64>(num_weights * d), &[num_weights, d])?,
+            DType::F32 => Tensor::from_vec(try_filled_vec(OP, n, 0f32)?, &[num_weights, d])?,
+            _ => Tensor::from_vec(try_filled_vec(OP, n, 0f64)?, &[num_weights, d])?,
         };
         let g = RowGeomPub {
             outer: 1,

@@ -37,7 +37,7 @@ mod tests;
 
 pub use add_put::{INDEX_ADD, INDEX_PUT, INDEX_PUT_ACCUMULATE};
 pub use common::AccElem;
-pub use embedding::{BagMode, EMBEDDING_BACKWARD, EMBEDDING_BAG, EmbeddingBagFn};
+pub use embedding::{BagMode, EMBEDDING, EMBEDDING_BACKWARD, EMBEDDING_BAG, EmbeddingBagFn};
 pub use histogram::{BINCOUNT, HISTC, HistFn, HistInput, HistKernels};
 pub use rows::{RowAddFn, RowGeomPub};
 pub use scatter::SCATTER_ADD;
