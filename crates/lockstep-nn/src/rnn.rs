@@ -13,12 +13,15 @@
 //! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
+use crate::lstm_kernel::{self, Out, Simd, fast};
 use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
 use crate::ops::invalid;
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{GemmFloat, PackedB, gemm, gemm_packed_b};
-use lockstep_tensor::{DType, Result, Tensor};
+use lockstep_tensor::threads::Par;
+use lockstep_tensor::{DType, Result, Tensor, trace};
+use rayon::prelude::*;
 
 /// Which recurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +161,7 @@ impl Rnn {
     /// # Errors
     /// Zero hidden size or layers, `dropout` outside `[0, 1]`, sizes that overflow.
     pub fn new(mode: Mode, cfg: RnnConfig) -> Result<Self> {
+        register_ops();
         let op = mode.name();
         if cfg.hidden_size == 0 || cfg.num_layers == 0 {
             return Err(invalid(
@@ -485,88 +489,129 @@ impl Real for f32 {
     }
 }
 
-/// Branch-free f32 `exp`, `sigmoid` and `tanh` (Cephes' polynomials) that the compiler
-/// vectorises. No fused multiply-adds, so the bits are the same with every instruction set
-/// (the AVX2 copy of the loop only runs the same operations on wider registers).
-mod fast {
-    /// `exp(x)`, within 2 ulp for `x` in `[−87.3, 88.3]` (clamped outside, NaN kept).
-    #[inline(always)]
-    pub fn exp(x: f32) -> f32 {
-        const LOG2E: f32 = std::f32::consts::LOG2_E;
-        // Adding and subtracting 1.5·2²³ rounds to the nearest integer (|v| < 2²²).
-        const MAGIC: f32 = 12_582_912.0;
-        let x = x.clamp(-87.3, 88.3);
-        let n = (x * LOG2E + MAGIC) - MAGIC;
-        let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
-        let p = ((((1.987_569_2e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-            + 1.666_666_5e-1)
-            * r
-            + 5.000_000_1e-1;
-        let e = (p * (r * r) + r) + 1.0;
-        e * f32::from_bits((((n as i32) + 127) as u32) << 23)
-    }
+/// The fused layer's inputs, contiguous: `xw` `[T, B, 4H]` (the input projection with
+/// `bias_ih`), `w` = `W_hh` `[4H, H]`, `b` = `b_hh` `[4H]`, `h0` and `c0` `[B, H]`; step `k`
+/// handles time `order[k]`.
+struct LayerIn {
+    xw: Tensor,
+    w: Tensor,
+    b: Option<Tensor>,
+    h0: Tensor,
+    c0: Tensor,
+    order: Vec<usize>,
+}
 
-    /// `1 / (1 + exp(−x))`.
-    #[inline(always)]
-    pub fn sigmoid(x: f32) -> f32 {
-        1.0 / (1.0 + exp(-x))
-    }
-
-    /// `tanh(x)`: an odd polynomial below 0.625, `1 − 2/(exp(2|x|) + 1)` above.
-    #[inline(always)]
-    pub fn tanh(x: f32) -> f32 {
-        let a = x.abs();
-        let z = x * x;
-        let small = (((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z
-            + 1.333_144_2e-1)
-            * z
-            - 3.333_328_2e-1)
-            * z)
-            * x
-            + x;
-        let big = (1.0 - 2.0 / (exp(2.0 * a.clamp(0.0, 10.0)) + 1.0)).copysign(x);
-        if a < 0.625 { small } else { big }
-    }
-
-    /// `v[i] = f(v[i])`, with AVX2 registers where the CPU has them.
-    #[inline(always)]
-    pub fn map(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked above).
-            return unsafe { map_avx2(v, f) };
-        }
-        v.iter_mut().for_each(|x| *x = f(*x));
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn map_avx2(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-        v.iter_mut().for_each(|x| *x = f(*x));
+impl LayerIn {
+    /// `(T, B, H)`.
+    fn dims(&self) -> (usize, usize, usize) {
+        let s = self.xw.shape();
+        (s[0], s[1], s[2] / 4)
     }
 }
 
-/// The fused LSTM layer: one node per direction of a layer instead of ~15 per time step.
-/// Thread-invariant: its products are the blocked GEMM's and its other loops run in a fixed
-/// order on the calling thread.
-static LSTM_LAYER: Op<fn()> = Op {
+/// The forward's saved values in either float type.
+enum SavedAny {
+    F32(Saved<f32>),
+    F64(Saved<f64>),
+}
+
+impl Drop for SavedAny {
+    fn drop(&mut self) {
+        // The next step allocates the same sizes: keep the storage on this thread.
+        if let SavedAny::F32(s) = self {
+            for v in [&mut s.acts, &mut s.cs, &mut s.tcs, &mut s.hprev] {
+                lstm_kernel::recycle(core::mem::take(v));
+            }
+        }
+    }
+}
+
+/// An implementation of the fused layer's forward: the value `[T + 1, B, H]` (outputs by time,
+/// then the last cell state) and what the backward needs.
+type ForwardFn = fn(&LayerIn, &Par) -> Result<(Tensor, SavedAny)>;
+
+/// What an implementation of the backward gets.
+struct BackwardIn<'a> {
+    /// The gradient of the forward's value, contiguous.
+    gy: &'a Tensor,
+    input: &'a LayerIn,
+    saved: &'a SavedAny,
+    /// Whether `h0` needs its gradient (the first step's `dG · W_hh`).
+    need_h0: bool,
+}
+
+/// The gradients of `xw`, `W_hh`, `b_hh` (if any), `h0`, `c0`.
+struct Grads {
+    dxw: Tensor,
+    dw: Tensor,
+    db: Option<Tensor>,
+    dh0: Tensor,
+    dc0: Tensor,
+}
+
+/// An implementation of the fused layer's backward.
+type BackwardFn = fn(&BackwardIn, &Par) -> Result<Grads>;
+
+/// The fused LSTM layer: one node per direction of a layer instead of ~15 per time step. Both
+/// implementations give the same bits (the SIMD one follows the GEMM path's order of operations
+/// exactly; see [`lstm_kernel`]) at any number of threads: `lstm_layer.simd` (f32 on x86-64
+/// with AVX2+FMA or AVX-512) cuts the batch into row ranges that run through every step on
+/// their own threads; `lstm_layer.gemm` (any float type, any CPU) runs each step's product
+/// with the blocked GEMM on the calling thread. Pin one with
+/// `lockstep_tensor::autotune::with_algorithm`.
+static LSTM_LAYER: Op<ForwardFn> = Op {
     name: "lstm_layer",
-    impls: &[Impl {
-        algo: "lstm_layer.fused",
-        guarantee: Guarantee::ThreadInvariant,
-        f: || {},
-    }],
+    impls: &[
+        Impl {
+            algo: "lstm_layer.simd",
+            guarantee: Guarantee::ThreadInvariant,
+            f: forward_simd,
+        },
+        Impl {
+            algo: "lstm_layer.gemm",
+            guarantee: Guarantee::ThreadInvariant,
+            f: forward_gemm,
+        },
+    ],
 };
 
-/// Its backward.
-static LSTM_LAYER_BACKWARD: Op<fn()> = Op {
+/// Its backward, the same two ways.
+static LSTM_LAYER_BACKWARD: Op<BackwardFn> = Op {
     name: "lstm_layer_backward",
-    impls: &[Impl {
-        algo: "lstm_layer_backward.fused",
-        guarantee: Guarantee::ThreadInvariant,
-        f: || {},
-    }],
+    impls: &[
+        Impl {
+            algo: "lstm_layer_backward.simd",
+            guarantee: Guarantee::ThreadInvariant,
+            f: backward_simd,
+        },
+        Impl {
+            algo: "lstm_layer_backward.gemm",
+            guarantee: Guarantee::ThreadInvariant,
+            f: backward_gemm,
+        },
+    ],
 };
+
+/// Makes the fused layer's algorithm ids known to `autotune` (pins, tuning files) before its
+/// first call.
+fn register_ops() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        lockstep_tensor::autotune::register(&LSTM_LAYER);
+        lockstep_tensor::autotune::register(&LSTM_LAYER_BACKWARD);
+    });
+}
+
+/// The fused LSTM layer's registrations (for `lockstep verify`'s advice and tools that explain
+/// a trace).
+pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
+    vec![LSTM_LAYER.info(), LSTM_LAYER_BACKWARD.info()]
+}
+
+/// Whether an implementation runs for this dtype on this CPU.
+fn applies(algo: &str, dtype: DType) -> bool {
+    !algo.ends_with(".simd") || (dtype == DType::F32 && Simd::detect().is_some())
+}
 
 /// What the backward of the fused layer needs, all in processing order (step `k` handles time
 /// `order[k]`).
@@ -579,8 +624,6 @@ struct Saved<T> {
     tcs: Vec<T>,
     /// `[T, B, H]`: the hidden state before each step.
     hprev: Vec<T>,
-    /// `[B, H]`: the initial cell state.
-    c0: Vec<T>,
 }
 
 /// One direction of an LSTM layer as one differentiable op: `xw` `[T, B, 4H]` (the input
@@ -590,6 +633,8 @@ struct Saved<T> {
 /// recomputes nothing: it walks the steps in reverse with the saved activations, one
 /// `[B, 4H]·[4H, H]` product per step for the hidden state's gradient, then `W_hh`'s gradient
 /// as one product over all steps (`dGᵀ · H_prev`, K = T·B) and `b_hh`'s as a sum in step order.
+/// Traced (`lockstep_tensor::trace`) as `lstm_layer` (the value `[T + 1, B, H]`) and
+/// `lstm_layer_backward` (one record per gradient: `xw`, `W_hh`, `b_hh`, `h0`, `c0`).
 fn lstm_fused(
     cell: &Cell,
     xw: &Var,
@@ -597,37 +642,280 @@ fn lstm_fused(
     c0: &Var,
     order: &[usize],
 ) -> Result<(Var, Var, Var)> {
-    let y = match xw.dtype() {
-        DType::F32 => lstm_op::<f32>(cell, xw, h0, c0, order)?,
-        DType::F64 => lstm_op::<f64>(cell, xw, h0, c0, order)?,
-        other => {
-            return Err(lockstep_tensor::Error::DType {
-                op: "lstm_layer",
-                expected: DType::F32,
-                got: other,
-            });
-        }
+    let dtype = xw.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(lockstep_tensor::Error::DType {
+            op: "lstm_layer",
+            expected: DType::F32,
+            got: dtype,
+        });
+    }
+    let input = LayerIn {
+        xw: xw.data().contiguous(),
+        w: cell.w_hh.data().contiguous(),
+        b: cell.b_hh.as_ref().map(|v| v.data().contiguous()),
+        h0: h0.data().contiguous(),
+        c0: c0.data().contiguous(),
+        order: order.to_vec(),
     };
+    let key = format!("{:?}:{dtype:?}", input.xw.shape());
+    let choice = LSTM_LAYER.select_tuned(
+        &key,
+        false,
+        |i| applies(i.algo, dtype),
+        |allowed| allowed[0],
+        |imp, par| (imp.f)(&input, par).map(drop),
+    )?;
+    let (value, saved) = (choice.imp.f)(&input, &choice.par)?;
+    let mut traced = vec![&input.xw, &input.w];
+    traced.extend(input.b.as_ref());
+    traced.extend([&input.h0, &input.c0]);
+    trace::record(LSTM_LAYER.name, choice.imp.algo, &traced, &value);
+    let mut inputs = vec![xw, &cell.w_hh];
+    inputs.extend(cell.b_hh.as_ref());
+    inputs.extend([h0, c0]);
+    let (need_h0, need_c0) = (h0.requires_grad(), c0.requires_grad());
     let steps = order.len();
+    let last = *order.last().expect("at least one step");
+    let y = Var::from_op("lstm_layer", value, &inputs, move |gy| {
+        let gy = gy.contiguous();
+        let bin = BackwardIn {
+            gy: &gy,
+            input: &input,
+            saved: &saved,
+            need_h0,
+        };
+        let choice = LSTM_LAYER_BACKWARD.select_tuned(
+            &key,
+            false,
+            |i| applies(i.algo, dtype),
+            |allowed| allowed[0],
+            |imp, par| (imp.f)(&bin, par).map(drop),
+        )?;
+        let g = (choice.imp.f)(&bin, &choice.par)?;
+        for t in [Some(&g.dxw), Some(&g.dw), g.db.as_ref()]
+            .into_iter()
+            .flatten()
+            .chain(need_h0.then_some(&g.dh0))
+            .chain(need_c0.then_some(&g.dc0))
+        {
+            trace::record(LSTM_LAYER_BACKWARD.name, choice.imp.algo, &[&gy], t);
+        }
+        let mut out = vec![Some(g.dxw), Some(g.dw)];
+        if let Some(db) = g.db {
+            out.push(Some(db));
+        }
+        out.push(need_h0.then_some(g.dh0));
+        out.push(need_c0.then_some(g.dc0));
+        Ok(out)
+    });
     let outs = y.narrow(0, 0, steps)?;
-    let h_last = y.select(0, *order.last().expect("at least one step"))?;
+    let h_last = y.select(0, last)?;
     let c_last = y.select(0, steps)?;
     Ok((outs, h_last, c_last))
 }
 
-/// The fused layer's node: its value is `[T + 1, B, H]`, the outputs by time then the final
-/// cell state.
-fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) -> Result<Var> {
-    let par = LSTM_LAYER.select()?.par;
-    let (steps, b, g4) = (xw.shape()[0], xw.shape()[1], xw.shape()[2]);
-    let hd = g4 / 4;
-    let bh = b * hd;
-    let xw_t = xw.data().contiguous();
-    let w_t = cell.w_hh.data().contiguous();
-    let b_t = cell.b_hh.as_ref().map(|v| v.data().contiguous());
-    let (h0_t, c0_t) = (h0.data().contiguous(), c0.data().contiguous());
-    let (xs_all, w) = (xw_t.data::<T>()?, w_t.data::<T>()?);
-    let bias = b_t.as_ref().map(|t| t.data::<T>()).transpose()?;
+/// Runs `f(r0, r1)` over row ranges covering `0..rows`: on the calling thread, or cut into one
+/// range per thread when `work` (multiply-adds) is large enough to pay for the hop into the
+/// pool. The ranges never change the bits: each row is computed alone.
+fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
+    let parts = par.threads().min(rows);
+    if parts <= 1 || work < 1 << 21 {
+        f(0, rows);
+        return;
+    }
+    par.install(|| {
+        (0..parts)
+            .into_par_iter()
+            .for_each(|p| f(p * rows / parts, (p + 1) * rows / parts))
+    });
+}
+
+/// `lstm_layer.simd`: the f32 forward of [`lstm_kernel`].
+fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
+    let simd = Simd::detect().ok_or_else(|| {
+        invalid(
+            "lstm_layer",
+            "algorithm",
+            "lstm_layer.simd needs AVX2+FMA or AVX-512",
+        )
+    })?;
+    let (steps, b, hd) = x.dims();
+    let (g4, bh) = (4 * hd, b * hd);
+    let (xs, w) = (x.xw.data::<f32>()?, x.w.data::<f32>()?);
+    let bias = x.b.as_ref().map(|t| t.data::<f32>()).transpose()?;
+    let (h0, c0) = (x.h0.data::<f32>()?, x.c0.data::<f32>()?);
+    let (wt, finite) = lstm_kernel::pack_forward(simd, w, hd)?;
+    let mut sv = Saved {
+        acts: lstm_kernel::scratch(steps * b * g4)?,
+        cs: lstm_kernel::scratch(steps * bh)?,
+        tcs: lstm_kernel::scratch(steps * bh)?,
+        hprev: lstm_kernel::scratch(steps * bh)?,
+    };
+    let mut y = lockstep_tensor::try_filled_vec("lstm_layer", (steps + 1) * bh, 0f32)?;
+    let f = lstm_kernel::Forward {
+        steps,
+        batch: b,
+        hidden: hd,
+        xw: xs,
+        wt: &wt,
+        bias,
+        h0,
+        c0,
+        order: &x.order,
+        skip_first: finite && lstm_kernel::all_zero(h0),
+        acts: Out(sv.acts.as_mut_ptr()),
+        cs: Out(sv.cs.as_mut_ptr()),
+        tcs: Out(sv.tcs.as_mut_ptr()),
+        hprev: Out(sv.hprev.as_mut_ptr()),
+        y: Out(y.as_mut_ptr()),
+    };
+    for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
+        lstm_kernel::forward_rows(simd, &f, r0, r1)
+    });
+    Ok((Tensor::from_vec(y, &[steps + 1, b, hd])?, SavedAny::F32(sv)))
+}
+
+/// `lstm_layer_backward.simd`: the f32 backward of [`lstm_kernel`].
+fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
+    let simd = Simd::detect().ok_or_else(|| {
+        invalid(
+            "lstm_layer_backward",
+            "algorithm",
+            "lstm_layer_backward.simd needs AVX2+FMA or AVX-512",
+        )
+    })?;
+    let SavedAny::F32(sv) = a.saved else {
+        return Err(lockstep_tensor::Error::DType {
+            op: "lstm_layer_backward",
+            expected: DType::F32,
+            got: DType::F64,
+        });
+    };
+    let x = a.input;
+    let (steps, b, hd) = x.dims();
+    let (g4, bh) = (4 * hd, b * hd);
+    let w = lstm_kernel::pack_backward(simd, x.w.data::<f32>()?, hd)?;
+    let mut dg = lockstep_tensor::try_filled_vec("lstm_layer_backward", steps * b * g4, 0f32)?;
+    let mut dh0 = lockstep_tensor::try_filled_vec("lstm_layer_backward", bh, 0f32)?;
+    let mut dc0 = lockstep_tensor::try_filled_vec("lstm_layer_backward", bh, 0f32)?;
+    let bw = lstm_kernel::Backward {
+        steps,
+        batch: b,
+        hidden: hd,
+        gy: a.gy.data::<f32>()?,
+        w: &w,
+        acts: &sv.acts,
+        cs: &sv.cs,
+        tcs: &sv.tcs,
+        c0: x.c0.data::<f32>()?,
+        order: &x.order,
+        need_h0: a.need_h0,
+        dg: Out(dg.as_mut_ptr()),
+        dh0: Out(dh0.as_mut_ptr()),
+        dc0: Out(dc0.as_mut_ptr()),
+    };
+    for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
+        lstm_kernel::backward_rows(simd, &bw, r0, r1)
+    });
+    // The first step's rows add +0.0 to W_hh's gradient when h_prev is zero (and dG finite).
+    let skip = usize::from(
+        lstm_kernel::all_zero(&sv.hprev[..bh]) && lstm_kernel::all_finite(&dg[..b * g4]),
+    );
+    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, par)?;
+    Ok(Grads {
+        dxw,
+        dw,
+        db,
+        dh0: Tensor::from_vec(dh0, &[b, hd])?,
+        dc0: Tensor::from_vec(dc0, &[b, hd])?,
+    })
+}
+
+/// From the gates' gradients `dg` (processing order): `xw`'s gradient (time order), `W_hh`'s
+/// (`Σ_k dG_kᵀ · h_{k-1}`, one product with K = T·B, from step `skip` on: the steps before add
+/// `+0.0`) and `b_hh`'s (a sum in processing order).
+fn weight_grads<T: Real>(
+    dg: Vec<T>,
+    hprev: &[T],
+    x: &LayerIn,
+    skip: usize,
+    par: &Par,
+) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    let (steps, b, hd) = x.dims();
+    let (g4, bh) = (4 * hd, b * hd);
+    let mut dw = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4 * hd, T::ZERO)?;
+    gemm(
+        g4,
+        hd,
+        (steps - skip) * b,
+        &dg[skip * b * g4..],
+        (1, g4),
+        &hprev[skip * bh..],
+        (hd, 1),
+        &mut dw,
+        (hd, 1),
+        par,
+    )?;
+    let db = match x.b {
+        Some(_) => {
+            let mut db = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4, T::ZERO)?;
+            for row in dg.chunks(g4) {
+                for (d, &v) in db.iter_mut().zip(row) {
+                    *d = *d + v;
+                }
+            }
+            Some(Tensor::from_vec(db, &[g4])?)
+        }
+        None => None,
+    };
+    // In time order: the forward direction's processing order already is.
+    let order = &x.order;
+    let dxw = if order.iter().enumerate().all(|(k, &s)| k == s) {
+        dg
+    } else {
+        let mut dxw = lockstep_tensor::try_filled_vec("lstm_layer_backward", dg.len(), T::ZERO)?;
+        for (k, &s) in order.iter().enumerate() {
+            dxw[s * b * g4..(s + 1) * b * g4].copy_from_slice(&dg[k * b * g4..(k + 1) * b * g4]);
+        }
+        dxw
+    };
+    Ok((
+        Tensor::from_vec(dxw, &[steps, b, g4])?,
+        Tensor::from_vec(dw, &[g4, hd])?,
+        db,
+    ))
+}
+
+/// `lstm_layer.gemm`.
+fn forward_gemm(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
+    Ok(match x.xw.dtype() {
+        DType::F32 => {
+            let (v, s) = forward_gemm_t::<f32>(x, par)?;
+            (v, SavedAny::F32(s))
+        }
+        _ => {
+            let (v, s) = forward_gemm_t::<f64>(x, par)?;
+            (v, SavedAny::F64(s))
+        }
+    })
+}
+
+/// `lstm_layer_backward.gemm`.
+fn backward_gemm(a: &BackwardIn, par: &Par) -> Result<Grads> {
+    match a.saved {
+        SavedAny::F32(s) => backward_gemm_t::<f32>(a, s, par),
+        SavedAny::F64(s) => backward_gemm_t::<f64>(a, s, par),
+    }
+}
+
+/// The GEMM path's forward: per step one `[B, H]·[H, 4H]` product (W_hhᵀ packed once), then
+/// the gates row by row.
+fn forward_gemm_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
+    let (steps, b, hd) = x.dims();
+    let (g4, bh) = (4 * hd, b * hd);
+    let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
+    let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
     // W_hhᵀ dense [H, 4H]: the product packs rows of it with plain copies (packing the
     // transposed view gathers one element at a time, as slow as the product itself).
     // In 16×16 tiles: element by element, the strided side cost as much as the step's math.
@@ -648,16 +936,14 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
         cs: vec![T::ZERO; steps * bh],
         tcs: vec![T::ZERO; steps * bh],
         hprev: vec![T::ZERO; steps * bh],
-        c0: c0_t.data::<T>()?.to_vec(),
     };
     let mut y = vec![T::ZERO; (steps + 1) * bh];
     let mut mm = vec![T::ZERO; b * g4];
-    let mut h = h0_t.data::<T>()?.to_vec();
-    let mut c = sv.c0.clone();
-    let one = <T as lockstep_tensor::Element>::ONE;
-    for (k, &s) in order.iter().enumerate() {
+    let mut h = x.h0.data::<T>()?.to_vec();
+    let mut c = x.c0.data::<T>()?.to_vec();
+    for (k, &s) in x.order.iter().enumerate() {
         sv.hprev[k * bh..(k + 1) * bh].copy_from_slice(&h);
-        gemm_packed_b(b, &h, (hd, 1), &wt, &mut mm, (g4, 1), &par)?;
+        gemm_packed_b(b, &h, (hd, 1), &wt, &mut mm, (g4, 1), par)?;
         let xs = &xs_all[s * b * g4..(s + 1) * b * g4];
         let a = &mut sv.acts[k * b * g4..(k + 1) * b * g4];
         for r in 0..b {
@@ -696,103 +982,66 @@ fn lstm_op<T: Real>(cell: &Cell, xw: &Var, h0: &Var, c0: &Var, order: &[usize]) 
         y[s * bh..(s + 1) * bh].copy_from_slice(&h);
     }
     y[steps * bh..].copy_from_slice(&c);
-    let value = Tensor::from_vec(y, &[steps + 1, b, hd])?;
-    let mut inputs = vec![xw, &cell.w_hh];
-    inputs.extend(cell.b_hh.as_ref());
-    inputs.extend([h0, c0]);
-    let has_bias = cell.b_hh.is_some();
-    let need_h0 = h0.requires_grad();
-    let order = order.to_vec();
-    Ok(Var::from_op("lstm_layer", value, &inputs, move |gy| {
-        let par = LSTM_LAYER_BACKWARD.select()?.par;
-        let gy = gy.contiguous();
-        let gy = gy.data::<T>()?;
-        // W_hh [4H, H] packed once for every step's dG·W_hh.
-        let w = PackedB::new(g4, hd, w_t.data::<T>()?, (hd, 1))?;
-        let mut dg_all = vec![T::ZERO; steps * b * g4];
-        let mut dh = vec![T::ZERO; bh];
-        let mut dc = gy[steps * bh..].to_vec();
-        for k in (0..steps).rev() {
-            let s = order[k];
-            let gys = &gy[s * bh..(s + 1) * bh];
-            let a = &sv.acts[k * b * g4..(k + 1) * b * g4];
-            let dg = &mut dg_all[k * b * g4..(k + 1) * b * g4];
-            let cprev = if k == 0 {
-                &sv.c0[..]
-            } else {
-                &sv.cs[(k - 1) * bh..k * bh]
-            };
-            let tcs = &sv.tcs[k * bh..(k + 1) * bh];
-            for r in 0..b {
-                let (ar, dr) = (&a[r * g4..(r + 1) * g4], &mut dg[r * g4..(r + 1) * g4]);
-                for j in 0..hd {
-                    let e = r * hd + j;
-                    let (i, f, g, o) = (ar[j], ar[hd + j], ar[2 * hd + j], ar[3 * hd + j]);
-                    let dht = gys[e] + dh[e];
-                    let tc = tcs[e];
-                    let dct = dc[e] + (dht * o) * (one - tc * tc);
-                    dc[e] = dct * f;
-                    dr[j] = (dct * g) * ((one - i) * i);
-                    dr[hd + j] = (dct * cprev[e]) * ((one - f) * f);
-                    dr[2 * hd + j] = (dct * i) * (one - g * g);
-                    dr[3 * hd + j] = (dht * tc) * ((one - o) * o);
-                }
-            }
-            if k > 0 || need_h0 {
-                gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), &par)?;
-            }
-        }
-        // W_hh: Σ_k dG_kᵀ · h_{k-1}, one product with K = T·B.
-        let mut dw = vec![T::ZERO; g4 * hd];
-        gemm(
-            g4,
-            hd,
-            steps * b,
-            &dg_all,
-            (1, g4),
-            &sv.hprev,
-            (hd, 1),
-            &mut dw,
-            (hd, 1),
-            &par,
-        )?;
-        let db = has_bias.then(|| {
-            let mut db = vec![T::ZERO; g4];
-            for row in dg_all.chunks(g4) {
-                for (d, &x) in db.iter_mut().zip(row) {
-                    *d = *d + x;
-                }
-            }
-            db
-        });
-        // In time order: the forward direction's processing order already is.
-        let in_time_order = order.iter().enumerate().all(|(k, &s)| k == s);
-        let dxw = if in_time_order {
-            dg_all
+    Ok((Tensor::from_vec(y, &[steps + 1, b, hd])?, sv))
+}
+
+/// The GEMM path's backward: per step (in reverse) the gates' gradients row by row, then one
+/// `[B, 4H]·[4H, H]` product for the hidden state's.
+fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<Grads> {
+    let x = a.input;
+    let (steps, b, hd) = x.dims();
+    let (g4, bh) = (4 * hd, b * hd);
+    let one = <T as lockstep_tensor::Element>::ONE;
+    let gy = a.gy.data::<T>()?;
+    let c0 = x.c0.data::<T>()?;
+    // W_hh [4H, H] packed once for every step's dG·W_hh.
+    let w = PackedB::new(g4, hd, x.w.data::<T>()?, (hd, 1))?;
+    let mut dg_all = vec![T::ZERO; steps * b * g4];
+    let mut dh = vec![T::ZERO; bh];
+    let mut dc = gy[steps * bh..].to_vec();
+    for k in (0..steps).rev() {
+        let s = x.order[k];
+        let gys = &gy[s * bh..(s + 1) * bh];
+        let act = &sv.acts[k * b * g4..(k + 1) * b * g4];
+        let dg = &mut dg_all[k * b * g4..(k + 1) * b * g4];
+        let cprev = if k == 0 {
+            c0
         } else {
-            let mut dxw = vec![T::ZERO; steps * b * g4];
-            for (k, &s) in order.iter().enumerate() {
-                dxw[s * b * g4..(s + 1) * b * g4]
-                    .copy_from_slice(&dg_all[k * b * g4..(k + 1) * b * g4]);
-            }
-            dxw
+            &sv.cs[(k - 1) * bh..k * bh]
         };
-        let mut out = vec![
-            Some(Tensor::from_vec(dxw, &[steps, b, g4])?),
-            Some(Tensor::from_vec(dw, &[g4, hd])?),
-        ];
-        if let Some(db) = db {
-            out.push(Some(Tensor::from_vec(db, &[g4])?));
+        let tcs = &sv.tcs[k * bh..(k + 1) * bh];
+        for r in 0..b {
+            let (ar, dr) = (&act[r * g4..(r + 1) * g4], &mut dg[r * g4..(r + 1) * g4]);
+            for j in 0..hd {
+                let e = r * hd + j;
+                let (i, f, g, o) = (ar[j], ar[hd + j], ar[2 * hd + j], ar[3 * hd + j]);
+                let dht = gys[e] + dh[e];
+                let tc = tcs[e];
+                let dct = dc[e] + (dht * o) * (one - tc * tc);
+                dc[e] = dct * f;
+                dr[j] = (dct * g) * ((one - i) * i);
+                dr[hd + j] = (dct * cprev[e]) * ((one - f) * f);
+                dr[2 * hd + j] = (dct * i) * (one - g * g);
+                dr[3 * hd + j] = (dht * tc) * ((one - o) * o);
+            }
         }
-        out.push(Some(Tensor::from_vec(dh, &[b, hd])?));
-        out.push(Some(Tensor::from_vec(dc, &[b, hd])?));
-        Ok(out)
-    }))
+        if k > 0 || a.need_h0 {
+            gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), par)?;
+        }
+    }
+    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, par)?;
+    Ok(Grads {
+        dxw,
+        dw,
+        db,
+        dh0: Tensor::from_vec(dh, &[b, hd])?,
+        dc0: Tensor::from_vec(dc, &[b, hd])?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::fast;
+    use crate::lstm_kernel::fast;
 
     /// Distance in units in the last place between an f32 and the correctly rounded f64 value.
     fn ulps(got: f32, want: f64) -> f64 {

@@ -1,0 +1,792 @@
+//! The fused LSTM layer's `f32` kernels (`lstm_layer.simd`): AVX-512 or AVX2+FMA registers,
+//! each time step's product and its gate arithmetic in one pass, the batch cut into row ranges
+//! that run on their own threads through all the steps.
+//!
+//! # Same bits as the GEMM path
+//! Every product element is the blocked GEMM's chain `c = fma(a[p], b[p], c)` over `p` in
+//! increasing order from `+0.0` (see `lockstep_tensor::ops::matmul`), whatever the tile, the
+//! vector width or the row range; every elementwise formula is the GEMM path's, in the same
+//! order, without fused multiply-adds (Rust never contracts `a * b + c`). So this path gives the
+//! bits of `lstm_layer.gemm` on every instruction set and for any number of threads: a row of
+//! the batch never reads another row until the weight gradient, which is one GEMM over all rows.
+//!
+//! Two shortcuts keep those bits: with a zero initial hidden state the first step's product is
+//! `+0.0` in every element as long as `W_hh` is finite (each chain step `fma(±0, w, +0) = +0`),
+//! so it is skipped; and `W_hh`'s gradient skips the first step's rows (`h_prev = 0`) as long as
+//! their `dG` is finite, for the same reason (a chain of `+0.0` then continues unchanged).
+
+use crate::lstm_kernel::fast::{sigmoid, tanh};
+use lockstep_tensor::{Error, Result};
+
+/// Gate vectors per micro-tile: the forward tile holds `i, f, g, o` of `U` hidden units, the
+/// backward tile `4·U` columns of `dh`.
+pub(crate) const NV: usize = 4;
+
+/// The instruction set of the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Simd {
+    /// 16 lanes, 6 rows per tile.
+    Avx512,
+    /// 8 lanes, 3 rows per tile.
+    Avx2,
+}
+
+impl Simd {
+    /// The best the CPU has (detected once), or `None`: the GEMM path then runs.
+    pub(crate) fn detect() -> Option<Simd> {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static CACHE: AtomicU8 = AtomicU8::new(0);
+        match CACHE.load(Ordering::Relaxed) {
+            1 => return None,
+            2 => return Some(Simd::Avx2),
+            3 => return Some(Simd::Avx512),
+            _ => {}
+        }
+        #[cfg(target_arch = "x86_64")]
+        let found = if std::is_x86_feature_detected!("avx512f") {
+            Some(Simd::Avx512)
+        } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            Some(Simd::Avx2)
+        } else {
+            None
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let found = None;
+        let code = match found {
+            None => 1,
+            Some(Simd::Avx2) => 2,
+            Some(Simd::Avx512) => 3,
+        };
+        CACHE.store(code, Ordering::Relaxed);
+        found
+    }
+
+    /// Lanes per vector.
+    pub(crate) fn lanes(self) -> usize {
+        match self {
+            Simd::Avx512 => 16,
+            Simd::Avx2 => 8,
+        }
+    }
+}
+
+/// Branch-free f32 `exp`, `sigmoid` and `tanh` (Cephes' polynomials) that the compiler
+/// vectorises. No fused multiply-adds, so the bits are the same with every instruction set
+/// (a vectorised copy of a loop only runs the same operations on wider registers).
+pub(crate) mod fast {
+    /// `exp(x)`, within 2 ulp for `x` in `[−87.3, 88.3]` (clamped outside, NaN kept).
+    #[inline(always)]
+    pub fn exp(x: f32) -> f32 {
+        const LOG2E: f32 = std::f32::consts::LOG2_E;
+        // Adding and subtracting 1.5·2²³ rounds to the nearest integer (|v| < 2²²).
+        const MAGIC: f32 = 12_582_912.0;
+        let x = x.clamp(-87.3, 88.3);
+        let n = (x * LOG2E + MAGIC) - MAGIC;
+        let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
+        let p = ((((1.987_569_2e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+            + 1.666_666_5e-1)
+            * r
+            + 5.000_000_1e-1;
+        let e = (p * (r * r) + r) + 1.0;
+        e * f32::from_bits((((n as i32) + 127) as u32) << 23)
+    }
+
+    /// `1 / (1 + exp(−x))`.
+    #[inline(always)]
+    pub fn sigmoid(x: f32) -> f32 {
+        1.0 / (1.0 + exp(-x))
+    }
+
+    /// `tanh(x)`: an odd polynomial below 0.625, `1 − 2/(exp(2|x|) + 1)` above.
+    #[inline(always)]
+    pub fn tanh(x: f32) -> f32 {
+        let a = x.abs();
+        let z = x * x;
+        let small = (((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z
+            + 1.333_144_2e-1)
+            * z
+            - 3.333_328_2e-1)
+            * z)
+            * x
+            + x;
+        let big = (1.0 - 2.0 / (exp(2.0 * a.clamp(0.0, 10.0)) + 1.0)).copysign(x);
+        if a < 0.625 { small } else { big }
+    }
+
+    /// `v[i] = f(v[i])`, with AVX2 registers where the CPU has them.
+    #[inline(always)]
+    pub fn map(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked above).
+            return unsafe { map_avx2(v, f) };
+        }
+        v.iter_mut().for_each(|x| *x = f(*x));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn map_avx2(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+        v.iter_mut().for_each(|x| *x = f(*x));
+    }
+}
+
+/// A raw output pointer shared by the row-range tasks: each writes only its own rows.
+#[derive(Clone, Copy)]
+pub(crate) struct Out(pub(crate) *mut f32);
+// SAFETY: the tasks write disjoint elements (their own rows) and nothing reads them until the
+// tasks are joined.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// Copies `src` to `self + off`.
+    ///
+    /// # Safety
+    /// `off + src.len()` elements must be inside the buffer, and no other task writes them.
+    #[inline(always)]
+    unsafe fn put(self, off: usize, src: &[f32]) {
+        // SAFETY: as documented.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(off), src.len()) }
+    }
+}
+
+/// A 64-byte aligned `f32` buffer: packed weights, read a vector at a time (a vector across two
+/// cache lines costs two loads).
+pub(crate) struct Packed {
+    buf: Vec<f32>,
+    off: usize,
+    len: usize,
+}
+
+impl Packed {
+    fn new(len: usize) -> Result<Self> {
+        let buf = lockstep_tensor::try_filled_vec("lstm_layer", len + 16, 0f32)?;
+        let addr = buf.as_ptr() as usize;
+        let off = (addr.next_multiple_of(64) - addr) / 4;
+        Ok(Self { buf, off, len })
+    }
+    fn as_slice(&self) -> &[f32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+/// Whether every element is `±0.0`.
+pub(crate) fn all_zero(v: &[f32]) -> bool {
+    v.iter().fold(0u32, |a, x| a | (x.to_bits() & 0x7fff_ffff)) == 0
+}
+
+/// Whether every element is finite.
+pub(crate) fn all_finite(v: &[f32]) -> bool {
+    v.iter()
+        .map(|x| x.to_bits() & 0x7fff_ffff)
+        .max()
+        .is_none_or(|m| m < 0x7f80_0000)
+}
+
+/// `W_hh` (`[4H, H]`) for the forward steps: for each tile of `U` hidden units `t`, for each
+/// `p < H`, the four gates' `U` weights `W[v·H + t·U + l][p]` (zero past `H`). Returns the
+/// panels and whether every weight is finite.
+pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, bool)> {
+    let u = simd.lanes();
+    let tiles = h.div_ceil(u);
+    let mut pk = Packed::new(tiles * h * NV * u)?;
+    let dst = pk.as_mut_slice();
+    for t in 0..tiles {
+        let panel = &mut dst[t * h * NV * u..(t + 1) * h * NV * u];
+        for v in 0..NV {
+            for l in 0..u.min(h - t * u) {
+                let row = &w[(v * h + t * u + l) * h..][..h];
+                for (p, &x) in row.iter().enumerate() {
+                    panel[p * NV * u + v * u + l] = x;
+                }
+            }
+        }
+    }
+    Ok((pk, all_finite(w)))
+}
+
+/// `W_hh` (`[4H, H]`) for the backward steps' `dG · W_hh`: for each tile of `4·U` columns, the
+/// `4H` rows' slices (zero past `H`).
+pub(crate) fn pack_backward(simd: Simd, w: &[f32], h: usize) -> Result<Packed> {
+    let q = NV * simd.lanes();
+    let g4 = 4 * h;
+    let tiles = h.div_ceil(q);
+    let mut pk = Packed::new(tiles * g4 * q)?;
+    let dst = pk.as_mut_slice();
+    for t in 0..tiles {
+        let cols = q.min(h - t * q);
+        for j in 0..g4 {
+            dst[(t * g4 + j) * q..][..cols].copy_from_slice(&w[j * h + t * q..][..cols]);
+        }
+    }
+    Ok(pk)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The micro-kernels: `MR` rows × `NV` vectors of accumulators, one broadcast of A per row
+    //! and one load of B per vector and step.
+    use super::NV;
+    use core::arch::x86_64::*;
+
+    macro_rules! tile_fn {
+        ($name:ident, $feat:literal, $v:ty, $u:expr, $zero:ident, $load:ident, $store:ident,
+         $bcast:ident, $fma:ident) => {
+            /// `out[(i·NV + v)·U + l]` for `i < MR`: the chain over `p < kc` of
+            /// `a[i·ars + p·aks] · b[p·bks + v·U + l]`, from `+0.0`.
+            ///
+            /// # Safety
+            /// The CPU supports the target features; every `a` and `b` index above is readable
+            /// and `out` holds `MR·NV·U` elements.
+            #[target_feature(enable = $feat)]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn $name<const MR: usize>(
+                kc: usize,
+                a: *const f32,
+                ars: usize,
+                aks: usize,
+                b: *const f32,
+                bks: usize,
+                out: *mut f32,
+            ) {
+                const U: usize = $u;
+                // SAFETY (whole body): the caller guarantees bounds and CPU features; the
+                // pointers advance with `wrapping_add` (they end one step past their data).
+                unsafe {
+                    let mut acc = [[$zero(); NV]; MR];
+                    let (mut a, mut b) = (a, b);
+                    for _ in 0..kc {
+                        let mut av = [$zero(); MR];
+                        for i in 0..MR {
+                            av[i] = $bcast(*a.add(i * ars));
+                        }
+                        for v in 0..NV {
+                            let bv = $load(b.add(v * U));
+                            for i in 0..MR {
+                                acc[i][v] = $fma(av[i], bv, acc[i][v]);
+                            }
+                        }
+                        a = a.wrapping_add(aks);
+                        b = b.wrapping_add(bks);
+                    }
+                    for i in 0..MR {
+                        for v in 0..NV {
+                            $store(out.add((i * NV + v) * U), acc[i][v]);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    tile_fn!(
+        tile512,
+        "avx512f",
+        __m512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    tile_fn!(
+        tile256,
+        "avx2,fma",
+        __m256,
+        8,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
+
+    /// [`tile512`] for `mr` rows (1 to 6).
+    ///
+    /// # Safety
+    /// As [`tile512`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) unsafe fn tile512_rows(
+        mr: usize,
+        kc: usize,
+        a: *const f32,
+        ars: usize,
+        aks: usize,
+        b: *const f32,
+        bks: usize,
+        out: *mut f32,
+    ) {
+        // SAFETY: forwarded.
+        unsafe {
+            match mr {
+                6 => tile512::<6>(kc, a, ars, aks, b, bks, out),
+                5 => tile512::<5>(kc, a, ars, aks, b, bks, out),
+                4 => tile512::<4>(kc, a, ars, aks, b, bks, out),
+                3 => tile512::<3>(kc, a, ars, aks, b, bks, out),
+                2 => tile512::<2>(kc, a, ars, aks, b, bks, out),
+                _ => tile512::<1>(kc, a, ars, aks, b, bks, out),
+            }
+        }
+    }
+
+    /// [`tile256`] for `mr` rows (1 to 3).
+    ///
+    /// # Safety
+    /// As [`tile256`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) unsafe fn tile256_rows(
+        mr: usize,
+        kc: usize,
+        a: *const f32,
+        ars: usize,
+        aks: usize,
+        b: *const f32,
+        bks: usize,
+        out: *mut f32,
+    ) {
+        // SAFETY: forwarded.
+        unsafe {
+            match mr {
+                3 => tile256::<3>(kc, a, ars, aks, b, bks, out),
+                2 => tile256::<2>(kc, a, ars, aks, b, bks, out),
+                _ => tile256::<1>(kc, a, ars, aks, b, bks, out),
+            }
+        }
+    }
+}
+
+/// The forward pass's inputs (all contiguous, row-major) and outputs.
+pub(crate) struct Forward<'a> {
+    /// Steps `T`, batch `B`, hidden `H`.
+    pub steps: usize,
+    pub batch: usize,
+    pub hidden: usize,
+    /// `[T, B, 4H]`: the input projection with `bias_ih`, by time.
+    pub xw: &'a [f32],
+    /// [`pack_forward`]'s panels.
+    pub wt: &'a Packed,
+    /// `bias_hh` `[4H]`.
+    pub bias: Option<&'a [f32]>,
+    /// `[B, H]` each.
+    pub h0: &'a [f32],
+    pub c0: &'a [f32],
+    /// Step `k` handles time `order[k]`.
+    pub order: &'a [usize],
+    /// Skip the first step's product (`h0` zero, `W_hh` finite: it is `+0.0`).
+    pub skip_first: bool,
+    /// `[T, B, 4H]` activated gates, `[T, B, H]` cell states, their tanh, the hidden states
+    /// before each step — all in processing order — and `[T + 1, B, H]` the outputs by time
+    /// then the last cell state.
+    pub acts: Out,
+    pub cs: Out,
+    pub tcs: Out,
+    pub hprev: Out,
+    pub y: Out,
+}
+
+/// The backward pass's inputs and outputs.
+pub(crate) struct Backward<'a> {
+    pub steps: usize,
+    pub batch: usize,
+    pub hidden: usize,
+    /// `[T + 1, B, H]`: the gradient of the forward's value.
+    pub gy: &'a [f32],
+    /// [`pack_backward`]'s panels.
+    pub w: &'a Packed,
+    /// The forward's saved values (processing order) and the initial cell state `[B, H]`.
+    pub acts: &'a [f32],
+    pub cs: &'a [f32],
+    pub tcs: &'a [f32],
+    pub c0: &'a [f32],
+    pub order: &'a [usize],
+    /// Whether the first step's `dG · W_hh` (the initial hidden state's gradient) is needed.
+    pub need_h0: bool,
+    /// `[T, B, 4H]` the gates' gradients in processing order; `[B, H]` the initial states'.
+    pub dg: Out,
+    pub dh0: Out,
+    pub dc0: Out,
+}
+
+/// Runs rows `r0..r1` of the forward pass.
+pub(crate) fn forward_rows(simd: Simd, f: &Forward, r0: usize, r1: usize) {
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; the arguments were checked by the caller.
+        Simd::Avx512 => unsafe { forward512(f, r0, r1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { forward256(f, r0, r1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+/// Runs rows `r0..r1` of the backward pass.
+pub(crate) fn backward_rows(simd: Simd, b: &Backward, r0: usize, r1: usize) {
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; the arguments were checked by the caller.
+        Simd::Avx512 => unsafe { backward512(b, r0, r1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { backward256(b, r0, r1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn forward512(f: &Forward, r0: usize, r1: usize) {
+    // SAFETY: the caller checked the features and sizes.
+    unsafe { forward_body::<16, 6>(f, r0, r1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn forward256(f: &Forward, r0: usize, r1: usize) {
+    // SAFETY: the caller checked the features and sizes.
+    unsafe { forward_body::<8, 3>(f, r0, r1, x86::tile256_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn backward512(b: &Backward, r0: usize, r1: usize) {
+    // SAFETY: the caller checked the features and sizes.
+    unsafe { backward_body::<16, 6>(b, r0, r1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn backward256(b: &Backward, r0: usize, r1: usize) {
+    // SAFETY: the caller checked the features and sizes.
+    unsafe { backward_body::<8, 3>(b, r0, r1, x86::tile256_rows) }
+}
+
+type TileFn = unsafe fn(usize, usize, *const f32, usize, usize, *const f32, usize, *mut f32);
+
+/// The largest micro-tile, `MR·NV·U` elements (6 · 4 · 16).
+const TILE_MAX: usize = 6 * NV * 16;
+
+/// The forward steps of rows `r0..r1` with `U` lanes and tiles of up to `MR` rows; inlined into
+/// the target-feature functions above so that the gate arithmetic is vectorised with them.
+///
+/// # Safety
+/// `tile` must run on this CPU; the slices have the sizes [`Forward`] documents and the outputs
+/// hold them too; no other task writes rows `r0..r1`.
+#[inline(always)]
+unsafe fn forward_body<const U: usize, const MR: usize>(
+    f: &Forward,
+    r0: usize,
+    r1: usize,
+    tile: TileFn,
+) {
+    let (bsz, h) = (f.batch, f.hidden);
+    let g4 = 4 * h;
+    let n = r1 - r0;
+    let tiles = h.div_ceil(U);
+    let wt = f.wt.as_slice();
+    assert!(
+        f.xw.len() == f.steps * bsz * g4
+            && wt.len() == tiles * h * NV * U
+            && f.h0.len() == bsz * h
+            && f.c0.len() == bsz * h
+            && f.bias.is_none_or(|b| b.len() == g4)
+            && r1 <= bsz
+            && MR * NV * U <= TILE_MAX
+    );
+    let mut hc = f.h0[r0 * h..r1 * h].to_vec();
+    let mut hn = vec![0f32; n * h];
+    let mut c = f.c0[r0 * h..r1 * h].to_vec();
+    let mut acc = [0f32; TILE_MAX];
+    for (k, &s) in f.order.iter().enumerate() {
+        // SAFETY: rows r0..r1 of step k are this task's.
+        unsafe { f.hprev.put((k * bsz + r0) * h, &hc) };
+        let kc = if k == 0 && f.skip_first { 0 } else { h };
+        for t in 0..tiles {
+            let j0 = t * U;
+            let nu = U.min(h - j0);
+            let panel = wt[t * h * NV * U..].as_ptr();
+            let mut i0 = 0;
+            while i0 < n {
+                let mr = MR.min(n - i0);
+                // SAFETY: rows i0..i0+mr of `hc` have `h` elements each (kc ≤ h), the panel
+                // `kc` steps of NV·U, and `acc` mr·NV·U.
+                unsafe {
+                    tile(
+                        mr,
+                        kc,
+                        hc[i0 * h..].as_ptr(),
+                        h,
+                        1,
+                        panel,
+                        NV * U,
+                        acc.as_mut_ptr(),
+                    )
+                };
+                for i in 0..mr {
+                    let (li, r) = (i0 + i, r0 + i0 + i);
+                    let xrow = &f.xw[(s * bsz + r) * g4..][..g4];
+                    let arow = &acc[i * NV * U..][..NV * U];
+                    let mut pre = [[0f32; U]; NV];
+                    for v in 0..NV {
+                        let x = &xrow[v * h + j0..][..nu];
+                        let m = &arow[v * U..][..nu];
+                        let pv = &mut pre[v][..nu];
+                        match f.bias {
+                            Some(b) => {
+                                let b = &b[v * h + j0..][..nu];
+                                for l in 0..nu {
+                                    pv[l] = x[l] + (m[l] + b[l]);
+                                }
+                            }
+                            None => {
+                                for l in 0..nu {
+                                    pv[l] = x[l] + m[l];
+                                }
+                            }
+                        }
+                    }
+                    let mut cv = [0f32; U];
+                    cv[..nu].copy_from_slice(&c[li * h + j0..][..nu]);
+                    let (mut tc, mut hv) = ([0f32; U], [0f32; U]);
+                    cell::<U>(&mut pre, &mut cv, &mut tc, &mut hv);
+                    c[li * h + j0..][..nu].copy_from_slice(&cv[..nu]);
+                    hn[li * h + j0..][..nu].copy_from_slice(&hv[..nu]);
+                    let (ka, kh) = ((k * bsz + r) * g4, (k * bsz + r) * h);
+                    // SAFETY: row r of step k is this task's; every offset is inside the
+                    // buffers' documented sizes.
+                    unsafe {
+                        for v in 0..NV {
+                            f.acts.put(ka + v * h + j0, &pre[v][..nu]);
+                        }
+                        f.cs.put(kh + j0, &cv[..nu]);
+                        f.tcs.put(kh + j0, &tc[..nu]);
+                    }
+                }
+                i0 += mr;
+            }
+        }
+        core::mem::swap(&mut hc, &mut hn);
+        // SAFETY: rows r0..r1 of time s and of the last slot are this task's.
+        unsafe { f.y.put((s * bsz + r0) * h, &hc) };
+    }
+    // SAFETY: as above.
+    unsafe { f.y.put((f.steps * bsz + r0) * h, &c) };
+}
+
+/// One step of `U` units: `pre` (the gates before their nonlinearities) becomes the activated
+/// gates, `c` the new cell state, `tc` its tanh and `h` the new hidden state — the GEMM path's
+/// formulas and order.
+#[inline(always)]
+fn cell<const U: usize>(
+    pre: &mut [[f32; U]; NV],
+    c: &mut [f32; U],
+    tc: &mut [f32; U],
+    h: &mut [f32; U],
+) {
+    for l in 0..U {
+        let i = sigmoid(pre[0][l]);
+        let f = sigmoid(pre[1][l]);
+        let g = tanh(pre[2][l]);
+        let o = sigmoid(pre[3][l]);
+        let cn = f * c[l] + i * g;
+        let t = tanh(cn);
+        pre[0][l] = i;
+        pre[1][l] = f;
+        pre[2][l] = g;
+        pre[3][l] = o;
+        c[l] = cn;
+        tc[l] = t;
+        h[l] = o * t;
+    }
+}
+
+/// The backward steps of rows `r0..r1` (see [`forward_body`]).
+///
+/// # Safety
+/// As [`forward_body`], for [`Backward`]'s sizes.
+#[inline(always)]
+unsafe fn backward_body<const U: usize, const MR: usize>(
+    b: &Backward,
+    r0: usize,
+    r1: usize,
+    tile: TileFn,
+) {
+    let (bsz, h, steps) = (b.batch, b.hidden, b.steps);
+    let g4 = 4 * h;
+    let q = NV * U;
+    let n = r1 - r0;
+    let tiles = h.div_ceil(q);
+    let hp = tiles * q;
+    let w = b.w.as_slice();
+    assert!(
+        b.gy.len() == (steps + 1) * bsz * h
+            && w.len() == tiles * g4 * q
+            && b.acts.len() == steps * bsz * g4
+            && b.cs.len() == steps * bsz * h
+            && b.tcs.len() == steps * bsz * h
+            && b.c0.len() == bsz * h
+            && r1 <= bsz
+            && MR * q <= TILE_MAX
+    );
+    // dh padded to whole tiles (the product writes whole tiles).
+    let mut dh = vec![0f32; n * hp];
+    let mut dc = b.gy[(steps * bsz + r0) * h..(steps * bsz + r1) * h].to_vec();
+    let mut acc = [0f32; TILE_MAX];
+    let mut dgrow = vec![0f32; g4];
+    for k in (0..steps).rev() {
+        let s = b.order[k];
+        for i in 0..n {
+            let r = r0 + i;
+            let cprev = if k == 0 {
+                &b.c0[r * h..][..h]
+            } else {
+                &b.cs[((k - 1) * bsz + r) * h..][..h]
+            };
+            gates_grad(
+                &b.gy[(s * bsz + r) * h..][..h],
+                &dh[i * hp..][..h],
+                &mut dc[i * h..][..h],
+                &b.acts[(k * bsz + r) * g4..][..g4],
+                cprev,
+                &b.tcs[(k * bsz + r) * h..][..h],
+                &mut dgrow,
+            );
+            // SAFETY: row r of step k is this task's.
+            unsafe { b.dg.put((k * bsz + r) * g4, &dgrow) };
+        }
+        if k == 0 && !b.need_h0 {
+            continue;
+        }
+        // This task's rows of dG for step k, just written (and read back only by it).
+        let dgk = b.dg.0.wrapping_add((k * bsz + r0) * g4) as *const f32;
+        for t in 0..tiles {
+            let panel = w[t * g4 * q..].as_ptr();
+            let mut i0 = 0;
+            while i0 < n {
+                let mr = MR.min(n - i0);
+                // SAFETY: rows i0..i0+mr of this step's dG hold g4 elements each, the panel g4
+                // steps of q, `acc` mr·q.
+                unsafe {
+                    tile(mr, g4, dgk.add(i0 * g4), g4, 1, panel, q, acc.as_mut_ptr());
+                }
+                for i in 0..mr {
+                    dh[(i0 + i) * hp + t * q..][..q].copy_from_slice(&acc[i * q..][..q]);
+                }
+                i0 += mr;
+            }
+        }
+    }
+    for i in 0..n {
+        // SAFETY: rows r0..r1 are this task's.
+        unsafe {
+            b.dh0.put((r0 + i) * h, &dh[i * hp..][..h]);
+            b.dc0.put((r0 + i) * h, &dc[i * h..][..h]);
+        }
+    }
+}
+
+/// The gates' gradient of one row at one step (the GEMM path's formulas and order); `dc`
+/// becomes the previous step's cell-state gradient.
+#[inline(always)]
+fn gates_grad(
+    gy: &[f32],
+    dh: &[f32],
+    dc: &mut [f32],
+    a: &[f32],
+    cprev: &[f32],
+    tcs: &[f32],
+    dg: &mut [f32],
+) {
+    let h = gy.len();
+    let (ai, rest) = a.split_at(h);
+    let (af, rest) = rest.split_at(h);
+    let (ag, ao) = rest.split_at(h);
+    let (di, rest) = dg.split_at_mut(h);
+    let (df, rest) = rest.split_at_mut(h);
+    let (dgg, dout) = rest.split_at_mut(h);
+    let (dh, dc, cprev, tcs, ao, dout) = (
+        &dh[..h],
+        &mut dc[..h],
+        &cprev[..h],
+        &tcs[..h],
+        &ao[..h],
+        &mut dout[..h],
+    );
+    for j in 0..h {
+        let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
+        let dht = gy[j] + dh[j];
+        let tc = tcs[j];
+        let dct = dc[j] + (dht * o) * (1.0 - tc * tc);
+        dc[j] = dct * f;
+        di[j] = (dct * g) * ((1.0 - i) * i);
+        df[j] = (dct * cprev[j]) * ((1.0 - f) * f);
+        dgg[j] = (dct * i) * (1.0 - g * g);
+        dout[j] = (dht * tc) * ((1.0 - o) * o);
+    }
+}
+
+/// A vector of `n` elements whose contents are unspecified (reused storage or zeros), for
+/// buffers the kernels overwrite completely.
+///
+/// # Errors
+/// [`Error::OutOfMemory`] if the allocation fails.
+pub(crate) fn scratch(n: usize) -> Result<Vec<f32>> {
+    let reused = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let i = (0..p.len())
+            .filter(|&i| p[i].capacity() >= n)
+            .min_by_key(|&i| p[i].capacity())?;
+        Some(p.swap_remove(i))
+    });
+    match reused {
+        Some(mut v) => {
+            v.truncate(n);
+            v.resize(n, 0.0);
+            Ok(v)
+        }
+        None => lockstep_tensor::try_filled_vec("lstm_layer", n, 0f32),
+    }
+}
+
+/// Gives a [`scratch`] buffer back for reuse on this thread.
+pub(crate) fn recycle(v: Vec<f32>) {
+    const KEEP: usize = 16;
+    const MAX_BYTES: usize = 64 << 20;
+    if v.capacity() * 4 > MAX_BYTES || v.capacity() == 0 {
+        return;
+    }
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < KEEP {
+            p.push(v);
+        } else if let Some(i) = (0..p.len()).min_by_key(|&i| p[i].capacity())
+            && p[i].capacity() < v.capacity()
+        {
+            p[i] = v;
+        }
+    });
+}
+
+thread_local! {
+    /// The saved activations of a layer are a few hundred KiB each; training allocates the
+    /// same sizes every step, and fresh buffers cost zeroing (or page faults) every time.
+    static POOL: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// An `OutOfMemory` error for the layer.
+#[allow(dead_code)]
+pub(crate) fn oom(bytes: usize) -> Error {
+    Error::OutOfMemory {
+        op: "lstm_layer",
+        bytes: bytes as u128,
+    }
+}
