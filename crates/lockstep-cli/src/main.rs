@@ -284,36 +284,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Train(a) => {
-            let cfg = lockstep_cli::train::TrainConfig {
-                model: a.model,
-                seed: a.seed,
-                epochs: a.epochs,
-                batch_size: a.batch_size,
-                lr: a.lr,
-                optimizer: a.optimizer,
-                momentum: a.momentum,
-                nesterov: a.nesterov,
-                weight_decay: a.weight_decay,
-                scheduler: a.scheduler,
-                clip_grad_norm: a.clip_grad_norm,
-                dropout: a.dropout,
-                hidden: a.hidden,
-                aug: a.aug,
-                noise: a.noise,
-                workers: a.workers,
-                test_size: a.test_size,
-                max_steps: a.max_steps,
-                threads: a.threads,
-                data: a.data,
-                seeding: a.seeding,
-                checkpoint_dir: a.checkpoint_dir,
-                checkpoint_every: a.checkpoint_every,
-                keep: a.keep,
-                resume: a.resume,
-                init_from: a.init_from,
-                nondeterministic: a.nondeterministic,
-                micro_batch: a.micro_batch,
-            };
+            let cfg = train_config(&a);
             if a.distributed {
                 let opts = match lockstep_cli::distributed::DistOptions::new(
                     a.collective_timeout,
@@ -406,6 +377,101 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+    }
+}
+
+fn train_config(a: &TrainArgs) -> lockstep_cli::train::TrainConfig {
+    lockstep_cli::train::TrainConfig {
+        model: a.model.clone(),
+        seed: a.seed,
+        epochs: a.epochs,
+        batch_size: a.batch_size,
+        lr: a.lr,
+        optimizer: a.optimizer.clone(),
+        momentum: a.momentum,
+        nesterov: a.nesterov,
+        weight_decay: a.weight_decay,
+        scheduler: a.scheduler.clone(),
+        clip_grad_norm: a.clip_grad_norm,
+        dropout: a.dropout,
+        hidden: a.hidden,
+        aug: a.aug.clone(),
+        noise: a.noise,
+        workers: a.workers,
+        test_size: a.test_size,
+        max_steps: a.max_steps,
+        threads: a.threads,
+        data: a.data.clone(),
+        seeding: a.seeding.clone(),
+        checkpoint_dir: a.checkpoint_dir.clone(),
+        checkpoint_every: a.checkpoint_every,
+        keep: a.keep,
+        resume: a.resume.clone(),
+        init_from: a.init_from.clone(),
+        nondeterministic: a.nondeterministic,
+        micro_batch: a.micro_batch,
+    }
+}
+
+/// Parses `argv` (program name first) and checks the flags the way the subcommand does before
+/// any work, without running it (`sample` runs into a sink: its draws are capped and cheap).
+/// The entry of the CLI fuzz target (`fuzz/`) and its corpus replay
+/// (`tests/fuzz_corpus_replay.rs`), which include this file as a module.
+#[allow(dead_code)]
+pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
+    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let s = |e: &dyn std::fmt::Display| e.to_string();
+    match cli.command {
+        Command::Demo {
+            seed,
+            epochs,
+            batch_size,
+            hidden,
+            lr,
+            threads,
+            workers,
+            ..
+        } => lockstep_cli::demo::check(&lockstep_cli::demo::DemoConfig {
+            seed,
+            epochs,
+            batch_size,
+            hidden,
+            lr,
+            threads,
+            workers,
+        })
+        .map_err(|e| s(&e)),
+        Command::Train(a) => {
+            // Only the checks train.rs exposes without training.
+            lockstep::tensor::threads::resolve_num_threads(a.threads).map_err(|e| s(&e))?;
+            lockstep_cli::train::check_micro_batch(&train_config(&a), 1).map_err(|e| s(&e))
+        }
+        Command::Sweep {
+            seeds,
+            seed_list,
+            jobs,
+            out,
+            command,
+        } => lockstep_cli::sweep::SweepConfig::new(seeds, seed_list, jobs, out, &command)
+            .map(drop)
+            .map_err(|e| s(&e)),
+        Command::Sample {
+            list: true, lib, ..
+        } => lockstep_cli::sample::list(lib.as_deref())
+            .map(drop)
+            .map_err(|e| s(&e)),
+        Command::Sample {
+            lib, func, options, ..
+        } => lockstep_cli::sample::run_to(
+            &lib.unwrap_or_default(),
+            &func.unwrap_or_default(),
+            &options,
+            &mut std::io::sink(),
+        )
+        .map_err(|e| s(&e)),
+        Command::Verify { .. } | Command::VerifyTestProgram { .. } | Command::Doctor { .. } => {
+            Ok(())
         }
     }
 }
