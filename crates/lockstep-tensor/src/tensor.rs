@@ -38,12 +38,19 @@ impl core::fmt::Debug for Tensor {
 }
 
 /// The element count of `shape`, refused (instead of overflowing or aborting the allocation)
-/// when the buffer could not exist: more than `isize::MAX` bytes at 8 bytes an element.
+/// when the buffer could not exist: more than `isize::MAX` bytes at 8 bytes an element. The
+/// product of the sizes with zeros counted as 1 is bounded too: row-major strides are built
+/// from it, so an empty `[0, 2^40, 2^40]` would overflow them.
 pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&n| n <= isize::MAX as usize / 8)
+    const MAX: usize = isize::MAX as usize / 8;
+    let fits = |f: fn(usize) -> usize| {
+        shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(f(d)))
+            .filter(|&n| n <= MAX)
+    };
+    fits(|d| d.max(1))
+        .and(fits(|d| d))
         .ok_or_else(|| invalid(op, "shape", format!("{shape:?} has too many elements")))
 }
 
