@@ -165,9 +165,9 @@ impl<B: BitGenerator> Generator<B> {
     /// `sum(colors)` items), both drawing the complement when `nsample > sum(colors) / 2`.
     ///
     /// # Errors
-    /// As NumPy: `nsample < 0`, a negative color, `sum(colors)` above `i64::MAX`, `sum(colors)
-    /// >= 10^9` with `'marginals'`, above `i64::MAX / 8` with `'count'`, `nsample >
-    /// sum(colors)`; [`Error::OutOfMemory`] if the result (or `'count'`'s table of
+    /// As NumPy: `nsample < 0`, a negative color, `sum(colors)` above `i64::MAX`,
+    /// `sum(colors) >= 10^9` with `'marginals'` or above `i64::MAX / 8` with `'count'`,
+    /// `nsample > sum(colors)`; [`Error::OutOfMemory`] if the result (or `'count'`'s table of
     /// `sum(colors)` entries) cannot be allocated. Nothing is drawn then.
     pub fn multivariate_hypergeometric(
         &mut self,

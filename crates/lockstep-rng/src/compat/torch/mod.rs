@@ -167,7 +167,7 @@ impl RandomFrom for bool {
 /// `static_cast<int64_t>(x)` as x86-64 computes it (`cvttsd2si`): out of range or NaN gives
 /// `i64::MIN` (Rust's `as` saturates instead).
 fn x86_to_i64(x: f64) -> i64 {
-    if x >= -9_223_372_036_854_775_808.0 && x < 9_223_372_036_854_775_808.0 {
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&x) {
         x as i64
     } else {
         i64::MIN
