@@ -1,7 +1,11 @@
-//! Times conv2d and its two backward primitives on the issue's shape (3×3, 64→64 channels,
-//! 56×56, batch 8, padding 1) at 1 and 2 threads, deterministic and not, and prints one JSON
-//! object per line: `{"name", "threads", "seconds"}` (best of N). `bench/conv.py` runs this
-//! beside PyTorch.
+//! Times conv2d and its two backward primitives at 1 and 2 threads, deterministic and not, and
+//! prints one JSON object per line: `{"name", "mode", "threads", "seconds"}` (best of N).
+//! `bench/conv.py` runs this beside PyTorch.
+//!
+//! Usage: `conv_bench [RUNS] [issue|cnn] [FILTER]` (FILTER: time only the rows whose name
+//! contains it, at 1 thread). `issue` (the default): 3×3, 64→64 channels, 56×56,
+//! batch 8, padding 1. `cnn`: the two convolutions of `lockstep train --model cnn` (batch 64 of
+//! 8×8 digits: 1→16 channels at 8×8, then 16→32 at 4×4, both 3×3 with padding 1).
 
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::Conv2dParams;
@@ -21,46 +25,74 @@ fn best(runs: usize, mut f: impl FnMut()) -> f64 {
 }
 
 /// A named benchmark body.
-type Row<'a> = (&'static str, Box<dyn Fn() + 'a>);
+type Row<'a> = (String, Box<dyn Fn() + 'a>);
+
+/// One convolution to time: a label, the input shape and the weight shape (3×3, padding 1).
+type Case = (&'static str, [usize; 4], [usize; 4]);
 
 fn main() {
-    let runs: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let mut g = lockstep_rng::Generator::with_seed(0);
-    let x = Tensor::randn(&[8, 64, 56, 56], DType::F32, Some(&mut g)).unwrap();
-    let w = Tensor::randn(&[64, 64, 3, 3], DType::F32, Some(&mut g)).unwrap();
-    let gy = Tensor::randn(&[8, 64, 56, 56], DType::F32, Some(&mut g)).unwrap();
+    let args: Vec<String> = std::env::args().collect();
+    let runs: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let cases: &[Case] = match args.get(2).map_or("issue", |s| s.as_str()) {
+        "cnn" => &[
+            ("conv1 1→16 8×8 b64", [64, 1, 8, 8], [16, 1, 3, 3]),
+            ("conv2 16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3]),
+        ],
+        _ => &[("", [8, 64, 56, 56], [64, 64, 3, 3])],
+    };
     let p = Conv2dParams {
         padding: (1, 1),
         ..Conv2dParams::default()
     };
-    for threads in [1, 2] {
+    let mut g = lockstep_rng::Generator::with_seed(0);
+    let data: Vec<_> = cases
+        .iter()
+        .map(|&(label, xs, ws)| {
+            let x = Tensor::randn(&xs, DType::F32, Some(&mut g)).unwrap();
+            let w = Tensor::randn(&ws, DType::F32, Some(&mut g)).unwrap();
+            let gy =
+                Tensor::randn(&[xs[0], ws[0], xs[2], xs[3]], DType::F32, Some(&mut g)).unwrap();
+            (label, x, w, gy)
+        })
+        .collect();
+    let filter = args.get(3).cloned();
+    let thread_counts: &[usize] = if filter.is_some() { &[1] } else { &[1, 2] };
+    for &threads in thread_counts {
         for det in [false, true] {
             let mode = if det { "det" } else { "nondet" };
-            let rows: [Row; 3] = [
-                (
-                    "conv2d forward",
-                    Box::new(|| drop(x.conv2d(&w, None, p).unwrap())),
-                ),
-                (
-                    "conv2d input grad",
-                    Box::new(|| {
-                        drop(Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap())
+            let mut rows: Vec<Row> = Vec::new();
+            for (label, x, w, gy) in &data {
+                let name = |op: &str| {
+                    if label.is_empty() {
+                        op.to_string()
+                    } else {
+                        format!("{op} {label}")
+                    }
+                };
+                rows.push((
+                    name("conv2d forward"),
+                    Box::new(move || drop(x.conv2d(w, None, p).unwrap())),
+                ));
+                rows.push((
+                    name("conv2d input grad"),
+                    Box::new(move || {
+                        drop(Tensor::conv2d_backward_input(gy, x.shape(), w, p).unwrap())
                     }),
-                ),
-                (
-                    "conv2d weight grad",
-                    Box::new(|| {
-                        drop(Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap())
+                ));
+                rows.push((
+                    name("conv2d weight grad"),
+                    Box::new(move || {
+                        drop(Tensor::conv2d_backward_weight(gy, x, w.shape(), p).unwrap())
                     }),
-                ),
-            ];
+                ));
+            }
             for (name, f) in rows {
+                if filter.as_ref().is_some_and(|s| !name.contains(s.as_str())) {
+                    continue;
+                }
                 let s = with_num_threads(threads, || scope(det, false, || best(runs, &f)));
                 println!(
-                    "{{\"name\": \"{name}\", \"mode\": \"{mode}\", \"threads\": {threads}, \"seconds\": {s:.6}}}"
+                    "{{\"name\": \"{name}\", \"mode\": \"{mode}\", \"threads\": {threads}, \"seconds\": {s:.7}}}"
                 );
             }
         }

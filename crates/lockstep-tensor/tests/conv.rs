@@ -467,6 +467,47 @@ fn bad_convolutions_are_errors() {
     assert!(Tensor::conv2d_backward_input(&y, &[1, 4, 5], &w, p).is_err());
 }
 
+/// An output too large for memory is an out-of-memory error naming the op (issue 13,
+/// defect 7), not an abort: here 2^21 + 1 squared outputs (about 17.6 TB) from a 1×1 input
+/// with a huge padding, and the same through the input gradient's shape.
+#[test]
+fn a_huge_convolution_is_an_out_of_memory_error() {
+    let x = sample(&[1, 1, 1, 1], 1);
+    let w = sample(&[1, 1, 1, 1], 2);
+    let p = Conv2dParams {
+        padding: (1 << 20, 1 << 20),
+        ..Conv2dParams::default()
+    };
+    for det in [false, true] {
+        let e = scope(det, false, || x.conv2d(&w, None, p)).unwrap_err();
+        assert!(
+            matches!(e, lockstep_tensor::Error::OutOfMemory { op: "conv2d", .. }),
+            "{e:?}"
+        );
+    }
+    // A depthwise 1×1 kernel with a stride as tall as the input: 2^21 channels of one output
+    // each, but an input gradient of 2^21 × 2^20 values (8 TiB).
+    let c = 1 << 21;
+    let gy = Tensor::zeros(&[1, c, 1, 1], DType::F32).unwrap();
+    let wd = Tensor::zeros(&[c, 1, 1, 1], DType::F32).unwrap();
+    let pd = Conv2dParams {
+        stride: (1 << 20, 1),
+        groups: c,
+        ..Conv2dParams::default()
+    };
+    let e = Tensor::conv2d_backward_input(&gy, &[1, c, 1 << 20, 1], &wd, pd).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            lockstep_tensor::Error::OutOfMemory {
+                op: "conv2d_input_grad",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn fast_conv_is_opt_in_and_scoped_per_thread() {
     let p = Conv2dParams {

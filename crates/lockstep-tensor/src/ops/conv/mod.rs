@@ -39,12 +39,13 @@ use crate::autotune;
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::matmul::gemm;
+use crate::ops::matmul::{Isa, gemm};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
+mod implicit;
 mod winograd;
 
 /// Stride, padding, dilation and groups of a 2-D convolution (PyTorch's arguments).
@@ -84,6 +85,8 @@ pub struct Geometry {
     oh: usize,
     ow: usize,
     p: Conv2dParams,
+    /// The op these sizes belong to (named by out-of-memory errors).
+    op: &'static str,
 }
 
 impl Geometry {
@@ -152,6 +155,7 @@ impl Geometry {
             oh: (ph - span_h) / sh + 1,
             ow: (pw - span_w) / sw + 1,
             p,
+            op,
         })
     }
 
@@ -167,6 +171,14 @@ impl Geometry {
     }
     fn ohw(&self) -> usize {
         self.oh * self.ow
+    }
+    /// The input plane with its padding: `(H + 2·ph, W + 2·pw)` (saturating: `new` has
+    /// checked that these sizes times N·C_out fit).
+    fn padded(&self) -> (usize, usize) {
+        (
+            self.h.saturating_add(self.p.padding.0.saturating_mul(2)),
+            self.w.saturating_add(self.p.padding.1.saturating_mul(2)),
+        )
     }
     fn key(&self) -> String {
         format!(
@@ -311,6 +323,91 @@ impl Geometry {
     }
 }
 
+thread_local! {
+    /// Scratch buffers kept by each thread for its next convolution (a training loop repeats
+    /// the same shapes; fresh buffers would cost page faults and zeroing on every call).
+    static SPARE: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// The most scratch each thread keeps for later calls: 64 MiB.
+const SPARE_FLOATS: usize = 16 << 20;
+
+/// A scratch buffer of `len` floats for `op` (contents unspecified: every user writes before
+/// reading), reused from this thread's spares when one is large enough.
+///
+/// # Errors
+/// [`Error::OutOfMemory`] if a new buffer cannot be allocated.
+pub(super) fn scratch(op: &'static str, len: usize) -> Result<Scratch> {
+    let mut v = SPARE
+        .with(|s| {
+            let mut s = s.borrow_mut();
+            let i = s.iter().position(|b| b.len() >= len)?;
+            Some(s.swap_remove(i))
+        })
+        .unwrap_or_default();
+    if v.len() < len {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| Error::OutOfMemory {
+                op,
+                bytes: len as u128 * 4,
+            })?;
+        v.resize(len, 0.0);
+    }
+    Ok(Scratch(v, len))
+}
+
+/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped,
+/// as long as they stay within [`SPARE_FLOATS`] in all.
+pub(super) struct Scratch(Vec<f32>, usize);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let v = core::mem::take(&mut self.0);
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            let kept: usize = s.iter().map(Vec::len).sum();
+            if kept + v.len() <= SPARE_FLOATS {
+                s.push(v);
+            }
+        });
+    }
+}
+
+impl core::ops::Deref for Scratch {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.0[..self.1]
+    }
+}
+impl core::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.0[..self.1]
+    }
+}
+
+/// `n` zeros for an output of `op`, or [`Error::OutOfMemory`] (a huge output is an error, not
+/// an abort). Fresh pages come zeroed from the system, so large outputs cost no memset.
+fn try_zeroed(op: &'static str, n: usize) -> Result<Vec<f32>> {
+    let oom = || Error::OutOfMemory {
+        op,
+        bytes: n as u128 * 4,
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f32>(n).map_err(|_| oom())?;
+    // SAFETY: `layout` has a non-zero size. A non-null result is an allocation of `n` zeroed
+    // f32 (all-zero bits are +0.0) from the global allocator with the layout `Vec<f32>` uses
+    // for capacity `n`, so the vector may own and free it.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut f32;
+        if ptr.is_null() {
+            return Err(oom());
+        }
+        Ok(Vec::from_raw_parts(ptr, n, n))
+    }
+}
+
 type FwdFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type InputGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
 type WeightGradFn = fn(&Geometry, &[f32], &[f32], &mut [f32], &Par) -> Result<()>;
@@ -366,7 +463,30 @@ fn for_each_chunk(
     }
 }
 
+/// `conv2d.im2col_gemm`: the implicit GEMM for small shapes, im2col + GEMM otherwise (the
+/// same bits either way).
 fn fwd_im2col(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
+    if implicit::applicable(g) {
+        fwd_implicit(g, x, w, out, par)
+    } else {
+        fwd_gemm(g, x, w, out, par)
+    }
+}
+
+fn fwd_implicit(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
+    let fw = implicit::pack_forward_weights(g, w, Isa::best())?;
+    let work = g.n * g.cout * g.ohw() * g.k();
+    for_each_chunk(
+        g,
+        implicit::samples_per_chunk(g),
+        out,
+        work,
+        par,
+        |ns, o, _| implicit::forward_chunk(g, x, &fw, ns, o),
+    )
+}
+
+fn fwd_gemm(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
     let chw = g.cin * g.h * g.w;
     let per = samples_per_chunk(g);
@@ -494,7 +614,42 @@ pub static CONV2D: Op<FwdFn> = Op {
     ],
 };
 
+/// `conv2d_input_grad.gemm_col2im`: the implicit GEMM for small shapes, GEMM + col2im
+/// otherwise (the same bits either way).
 fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) -> Result<()> {
+    if implicit::input_grad_applicable(g) {
+        input_grad_implicit(g, gout, w, dx, par)
+    } else {
+        input_grad_col2im(g, gout, w, dx, par)
+    }
+}
+
+fn input_grad_implicit(
+    g: &Geometry,
+    gout: &[f32],
+    w: &[f32],
+    dx: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    let iw = implicit::pack_input_grad_weights(g, w, Isa::best())?;
+    let work = g.n * g.cout * g.ohw() * g.k();
+    for_each_chunk(
+        g,
+        implicit::samples_per_chunk(g),
+        dx,
+        work,
+        par,
+        |ns, d, _| implicit::input_grad_chunk(g, gout, &iw, ns, d),
+    )
+}
+
+fn input_grad_col2im(
+    g: &Geometry,
+    gout: &[f32],
+    w: &[f32],
+    dx: &mut [f32],
+    par: &Par,
+) -> Result<()> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
     let per = samples_per_chunk(g);
     let work = g.n * g.cout * ohw * k;
@@ -610,7 +765,8 @@ fn im2row_operands(
     (rows, go)
 }
 
-/// `dW` of one group over samples `ns`: `og × K`, one GEMM with K = |ns|·OH·OW.
+/// `dW` of one group over samples `ns`: `og × K`, one GEMM with K = |ns|·OH·OW (the
+/// implicit GEMM for small shapes: the same bits).
 fn weight_grad_part(
     g: &Geometry,
     x: &[f32],
@@ -618,11 +774,28 @@ fn weight_grad_part(
     grp: usize,
     ns: std::ops::Range<usize>,
     par: &Par,
-) -> Result<Vec<f32>> {
+) -> Result<Scratch> {
+    let (k, og) = (g.k(), g.og());
+    if implicit::applicable(g) {
+        let mut part = scratch(g.op, og * k)?;
+        implicit::weight_grad_part(g, x, gout, grp, ns, &mut part, Isa::best())?;
+        return Ok(part);
+    }
+    weight_grad_part_gemm(g, x, gout, grp, ns, par)
+}
+
+fn weight_grad_part_gemm(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    grp: usize,
+    ns: std::ops::Range<usize>,
+    par: &Par,
+) -> Result<Scratch> {
     let (k, og) = (g.k(), g.og());
     let wide = ns.len() * g.ohw();
     let (rows, go) = im2row_operands(g, x, gout, grp, ns);
-    let mut part = vec![0f32; og * k];
+    let mut part = scratch(g.op, og * k)?;
     gemm(
         og,
         k,
@@ -665,7 +838,7 @@ fn weight_grad_fixed_parts(
                 &one,
             )
         };
-        let partials: Vec<Result<Vec<f32>>> =
+        let partials: Vec<Result<Scratch>> =
             if par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK {
                 (0..parts).map(part).collect()
             } else {
@@ -674,7 +847,7 @@ fn weight_grad_fixed_parts(
         let dst = &mut dw[grp * og * k..][..og * k];
         dst.fill(0.0);
         for p in partials {
-            for (d, s) in dst.iter_mut().zip(p?) {
+            for (d, s) in dst.iter_mut().zip(p?.iter()) {
                 *d += s;
             }
         }
@@ -692,7 +865,7 @@ fn weight_grad_partials(
     let (k, og) = (g.k(), g.og());
     let parts = par.threads().min(g.n).max(1);
     let per = g.n.div_ceil(parts);
-    let total = Mutex::new(vec![0f32; g.p.groups * og * k]);
+    let total = Mutex::new(try_zeroed(g.op, g.p.groups * og * k)?);
     let one = Par::new(1);
     let err: Mutex<Option<Error>> = Mutex::new(None);
     par.install(|| {
@@ -703,7 +876,7 @@ fn weight_grad_partials(
                     // Completion order: whichever thread gets the lock first adds first.
                     Ok(part) => {
                         let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
-                        for (d, s) in tot[grp * og * k..][..og * k].iter_mut().zip(&part) {
+                        for (d, s) in tot[grp * og * k..][..og * k].iter_mut().zip(part.iter()) {
                             *d += s;
                         }
                     }
@@ -801,11 +974,11 @@ fn run<F: Copy + 'static>(
         applicable,
         heuristic,
         |imp, par| {
-            let mut scratch = vec![0f32; out_len];
+            let mut scratch = try_zeroed(op.name, out_len)?;
             call(imp.f, &mut scratch, par)
         },
     )?;
-    let mut out = crate::ops::reduce::zeroed_vec::<f32>(out_len);
+    let mut out = try_zeroed(op.name, out_len)?;
     call(choice.imp.f, &mut out, &choice.par)?;
     crate::trace::record_f32(op.name, choice.imp.algo, &out);
     Ok(out)

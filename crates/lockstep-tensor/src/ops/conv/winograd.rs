@@ -677,7 +677,7 @@ fn channels_last_impl(
 
 /// `out = bᵀ` for a 16×16 block (data movement only: the same on every path).
 #[inline(always)]
-fn transpose16(isa: Isa, b: &[Lanes; L], out: &mut [Lanes; L]) {
+pub(super) fn transpose16(isa: Isa, b: &[Lanes; L], out: &mut [Lanes; L]) {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 {
         debug_assert!(isa.available());
