@@ -416,3 +416,20 @@ fn dispatch_uses_split_k_for_skinny_shapes_only_when_allowed() {
         &fixed.to_vec::<f32>().unwrap(),
     );
 }
+
+/// Issue 13 (defects 7/8): a product whose output cannot be allocated (or whose size overflows
+/// `usize`) is an out-of-memory error, never an abort or a panic.
+#[test]
+fn huge_matmul_outputs_are_errors() {
+    let col = Tensor::zeros(&[1, 1], DType::F32).unwrap();
+    let a = col.expand(&[1 << 31, 1]).unwrap();
+    let b = col.expand(&[1, 1 << 31]).unwrap();
+    let e = a.matmul(&b).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    // Beyond isize::MAX bytes: a batch of empty-k products (no input element) whose output
+    // would have 2^60 elements.
+    let a = Tensor::zeros(&[1 << 20, 1 << 20, 0], DType::F32).unwrap();
+    let b = Tensor::zeros(&[1 << 20, 0, 1 << 20], DType::F32).unwrap();
+    let e = a.matmul(&b).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+}

@@ -1179,3 +1179,41 @@ fn golden_values_from_pytorch() {
         }
     }
 }
+
+/// Issue 13 (defects 7/8): bin counts sized from the input or the arguments are refused with
+/// a clear error (out of memory), never a capacity-overflow panic or an abort.
+#[test]
+fn huge_histograms_are_errors() {
+    let big = Tensor::from_vec(vec![i64::MAX], &[1]).unwrap();
+    let small = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap();
+    let xf = Tensor::from_vec(vec![0.5f32, 1.5], &[2]).unwrap();
+    for det in [false, true] {
+        scope(det, false, || {
+            let e = big.bincount(None, 0).unwrap_err();
+            assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+            let w = Tensor::from_vec(vec![1f32], &[1]).unwrap();
+            assert!(matches!(
+                big.bincount(Some(&w), 0),
+                Err(Error::OutOfMemory { .. })
+            ));
+            for m in [usize::MAX, 1 << 60] {
+                let e = small.bincount(None, m).unwrap_err();
+                assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+            }
+            for bins in [usize::MAX, 1 << 60] {
+                let e = xf.histc(bins, 0.0, 2.0).unwrap_err();
+                assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+            }
+        });
+    }
+}
+
+/// `sum_dim` over an empty dimension of a huge shape: the output is refused, not an abort.
+#[test]
+fn huge_reduction_outputs_are_errors() {
+    let x = Tensor::zeros(&[1 << 30, 0, 1 << 29], DType::F32).unwrap();
+    assert!(matches!(
+        x.sum_dim(1, false),
+        Err(Error::OutOfMemory { .. })
+    ));
+}

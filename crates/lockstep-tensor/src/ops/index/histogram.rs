@@ -16,7 +16,7 @@ use std::sync::Mutex;
 /// block partials together at most half as many values as the input).
 fn hist_blocks(n: usize, bins: usize) -> usize {
     let by_len = (n >> 16).clamp(1, 64);
-    let by_mem = (n / (2 * bins.max(1))).max(1);
+    let by_mem = (n / bins.max(1).saturating_mul(2)).max(1);
     by_len.min(by_mem)
 }
 
