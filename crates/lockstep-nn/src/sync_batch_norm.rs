@@ -638,6 +638,8 @@ mod tests {
     use crate::layers::{BatchNorm, Linear, ReLU, Sequential};
     use std::sync::{Barrier, Mutex};
 
+    type GatherFn<'a> = dyn FnMut(&[Vec<f64>], usize, usize) -> Result<Vec<Vec<f64>>> + 'a;
+
     /// A value of sample `i`, feature `j`: spread out, not symmetric, exactly representable.
     fn input(n: usize) -> Tensor {
         let v: Vec<f32> = (0..n * 4)
@@ -674,13 +676,13 @@ mod tests {
     /// Rank `rank` of `w` ranks sharing micro-shards of `m` rows through `ex`: the fixed-tree
     /// sum of the micro-shards' gradients, and the model's state afterwards.
     fn step(
-        ex: &mut dyn FnMut(&[Vec<f64>], usize, usize) -> Result<Vec<Vec<f64>>>,
+        ex: &mut GatherFn<'_>,
         rank: usize,
         w: usize,
         n: usize,
         m: usize,
     ) -> (Vec<f32>, Vec<f32>) {
-        struct Ex<'a>(&'a mut dyn FnMut(&[Vec<f64>], usize, usize) -> Result<Vec<Vec<f64>>>);
+        struct Ex<'a>(&'a mut GatherFn<'a>);
         impl StatsExchange for Ex<'_> {
             fn gather(&mut self, own: &[Vec<f64>], g: usize, len: usize) -> Result<Vec<Vec<f64>>> {
                 (self.0)(own, g, len)
