@@ -260,7 +260,10 @@ fn big_but_valid(a: &std::ffi::OsStr) -> bool {
 }
 
 /// The entry of each target, by name (the corpus directory's name).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A fuzz target's entry point: one input, any outcome but a panic.
+pub type Entry = fn(&[u8]);
+
+pub const TARGETS: &[(&str, Entry)] = &[
     ("npy", npy),
     ("npz", npz),
     ("csv", csv),

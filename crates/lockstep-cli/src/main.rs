@@ -256,6 +256,11 @@ struct TrainArgs {
 }
 
 fn main() -> ExitCode {
+    // A bad LOCKSTEP_ISA is refused up front (the library alone would warn and fall back).
+    if let Err(e) = lockstep_cli::doctor::check_isa_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Demo {

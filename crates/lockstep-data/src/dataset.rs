@@ -202,7 +202,7 @@ pub fn random_split<D: Dataset>(
             ),
         ));
     }
-    let perm = generator.with(|g| t::randperm(g, n));
+    let perm = generator.with(|g| t::try_randperm(g, n))?;
     let mut out = Vec::with_capacity(lengths.len());
     let mut off = 0;
     for &l in lengths {

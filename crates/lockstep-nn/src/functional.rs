@@ -6,7 +6,7 @@ use crate::autograd::{Var, no_grad};
 use crate::ops::invalid;
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::pool::Pool2d;
-use lockstep_tensor::{DType, Element, Error, Result, Tensor};
+use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
 
 /// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, H, W]`,
 /// weight `[Cout, Cin/groups, kh, kw]`, bias `[Cout]`. The gradients use the convolution's own
@@ -933,11 +933,11 @@ pub fn binary_cross_entropy_with_logits(
     let mut grad = vec![0.0; k];
     for i in 0..k {
         let lw = pw.as_ref().map_or(1.0, |p| 1.0 + (p[i] - 1.0) * t[i]);
-        let sp = (-x[i].abs()).exp().ln_1p() + (-x[i]).max(0.0);
+        let sp = math::ln_1p(math::exp(-x[i].abs())) + (-x[i]).max(0.0);
         let wi = w.as_ref().map_or(1.0, |w| w[i]);
         per[i] = wi * ((1.0 - t[i]) * x[i] + lw * sp);
         // d/dx: (1 − t) − lw · sigmoid(−x)
-        grad[i] = wi * ((1.0 - t[i]) - lw / (1.0 + x[i].exp()));
+        grad[i] = wi * ((1.0 - t[i]) - lw / (1.0 + math::exp(x[i])));
     }
     let dtype = input.dtype();
     let value = match reduction {

@@ -32,33 +32,16 @@ pub(crate) enum Simd {
 }
 
 impl Simd {
-    /// The best the CPU has (detected once), or `None`: the GEMM path then runs.
+    /// The best path the instruction-set switch allows (`lockstep_tensor::isa`: the CPU, or
+    /// `LOCKSTEP_ISA` / `set_isa`), or `None`: the GEMM path then runs. Not cached here, so a
+    /// later `set_isa` reaches it; `Isa::best` is one atomic load.
     pub(crate) fn detect() -> Option<Simd> {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static CACHE: AtomicU8 = AtomicU8::new(0);
-        match CACHE.load(Ordering::Relaxed) {
-            1 => return None,
-            2 => return Some(Simd::Avx2),
-            3 => return Some(Simd::Avx512),
-            _ => {}
+        use lockstep_tensor::isa::Isa;
+        match Isa::best() {
+            Isa::Avx512 => Some(Simd::Avx512),
+            Isa::Avx2 => Some(Simd::Avx2),
+            Isa::Portable => None,
         }
-        #[cfg(target_arch = "x86_64")]
-        let found = if std::is_x86_feature_detected!("avx512f") {
-            Some(Simd::Avx512)
-        } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            Some(Simd::Avx2)
-        } else {
-            None
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let found = None;
-        let code = match found {
-            None => 1,
-            Some(Simd::Avx2) => 2,
-            Some(Simd::Avx512) => 3,
-        };
-        CACHE.store(code, Ordering::Relaxed);
-        found
     }
 
     /// Lanes per vector.
@@ -117,8 +100,8 @@ pub(crate) mod fast {
     #[inline(always)]
     pub fn map(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked above).
+        if lockstep_tensor::isa::Isa::Avx2.enabled() {
+            // SAFETY: the CPU supports AVX2 (the switch allows AVX2 only where the CPU has it).
             return unsafe { map_avx2(v, f) };
         }
         v.iter_mut().for_each(|x| *x = f(*x));

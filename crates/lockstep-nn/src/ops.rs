@@ -16,14 +16,16 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
 }
 
 /// The ops this crate registers with dispatch itself (the training layer's own kernels: gradient
-/// clipping), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
+/// clipping, the fused LSTM layer), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
 /// `lockstep verify`'s advice and tools that explain a trace.
 pub fn builtin_ops() -> Vec<OpInfo> {
-    vec![
+    let mut ops = vec![
         GET_TOTAL_NORM.info(),
         CLIP_GRADS_WITH_NORM.info(),
         CLIP_GRAD_VALUE.info(),
-    ]
+    ];
+    ops.extend(crate::rnn::ops());
+    ops
 }
 
 /// One thread-invariant implementation (`f` unused: the kernel is the caller's).

@@ -460,17 +460,19 @@ trait Real:
     fn tanh(self) -> Self;
 }
 
-/// f64 (gradient checks, goldens): the C library's functions, as the unfused ops.
+/// f64 (gradient checks, goldens): the portable `lockstep_tensor::math` functions, as the unfused ops.
 impl Real for f64 {
     fn tanh_all(v: &mut [Self]) {
-        v.iter_mut().for_each(|x| *x = x.tanh());
+        v.iter_mut()
+            .for_each(|x| *x = lockstep_tensor::math::tanh(*x));
     }
     fn sigmoid_all(v: &mut [Self]) {
-        v.iter_mut().for_each(|x| *x = 1.0 / (1.0 + (-*x).exp()));
+        v.iter_mut()
+            .for_each(|x| *x = lockstep_tensor::math::sigmoid(*x));
     }
     #[inline(always)]
     fn tanh(self) -> Self {
-        f64::tanh(self)
+        lockstep_tensor::math::tanh(self)
     }
 }
 

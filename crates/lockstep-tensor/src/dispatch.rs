@@ -9,8 +9,6 @@
 use crate::deterministic;
 use crate::error::{Error, Result};
 use crate::threads::Par;
-use std::collections::HashSet;
-use std::sync::Mutex;
 
 /// What an implementation promises about its results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,17 +47,9 @@ pub struct Choice<'a, F: 'static> {
     pub par: Par,
 }
 
-static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-
+/// Warn-only mode's once-per-op warning (through `log` if a logger takes it, else stderr).
 fn warn_once(op: &'static str) {
-    let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
-    if w.get_or_insert_with(HashSet::new).insert(op) {
-        log::warn!(
-            "{op} does not have a deterministic implementation, but you set \
-             'use_deterministic_algorithms(true, warn_only=true)'; running the \
-             nondeterministic one"
-        );
-    }
+    crate::deterministic::warn_nondeterministic(op);
 }
 
 impl<F: Copy + 'static> Op<F> {

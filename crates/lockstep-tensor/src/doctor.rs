@@ -320,6 +320,13 @@ pub const PLATFORM_MATH: &[PlatformMath] = &[
         functions: "log, log1p, exp, expm1, pow, cos, acos, fmod, logf, powf",
         deterministic_kernel: false,
     },
+    PlatformMath {
+        what: "nn schedulers: CosineAnnealingLR's learning rate (one scalar per step, as PyTorch's \
+               Python `math.cos` computes it; the portable cos differs from glibc's in the last \
+               bit on some of PyTorch's golden schedules)",
+        functions: "cos",
+        deterministic_kernel: false,
+    },
 ];
 
 /// The C library and its version (`glibc 2.39` from `gnu_get_libc_version`), which also

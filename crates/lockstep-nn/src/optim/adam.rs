@@ -298,10 +298,11 @@ multiversion! {
     }
 }
 
-/// Python's `x ** y` for floats (C's `pow`; `black_box` keeps the compiler from rewriting it,
-/// e.g. `pow(x, 0.5)` as `sqrt(x)`).
+/// Python's `x ** y` for floats, from the portable `lockstep_tensor::math::pow` (bit-equal to
+/// glibc's on every golden case; `black_box` keeps the compiler from rewriting it, e.g.
+/// `pow(x, 0.5)` as `sqrt(x)`).
 fn py_pow(x: f64, y: f64) -> f64 {
-    x.powf(black_box(y))
+    lockstep_tensor::math::pow(x, black_box(y))
 }
 
 impl Adam {

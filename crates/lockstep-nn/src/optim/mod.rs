@@ -198,14 +198,14 @@ pub(crate) trait Real:
     fn abs(self) -> Self;
     /// Whether `self` is NaN.
     fn is_nan(self) -> bool;
-    /// `x ** p` through the C library's `pow` (`std::pow`, as PyTorch's kernels call it).
+    /// `x ** p` through the portable `lockstep_tensor::math::pow` (the same bits on every libc).
     fn powf(self, p: Self) -> Self;
     /// The elements of a state buffer of this dtype.
     fn buf(b: &mut Buf) -> &mut Vec<Self>;
 }
 
 macro_rules! real {
-    ($t:ty, $lanes:expr, $variant:ident) => {
+    ($t:ty, $lanes:expr, $variant:ident, $pow:path) => {
         impl Real for $t {
             const LANES: usize = $lanes;
             fn buf(b: &mut Buf) -> &mut Vec<Self> {
@@ -232,13 +232,13 @@ macro_rules! real {
             }
             #[inline(always)]
             fn powf(self, p: Self) -> Self {
-                <$t>::powf(self, p)
+                $pow(self, p)
             }
         }
     };
 }
-real!(f32, 8, F32);
-real!(f64, 4, F64);
+real!(f32, 8, F32, lockstep_tensor::math::powf);
+real!(f64, 4, F64, lockstep_tensor::math::pow);
 
 /// Defines `fn $name<T: Real>(args)` running `$body` compiled for AVX2+FMA when the CPU has
 /// them (so that [`Real::mul_add`] is one instruction and the loop vectorises) and for the
@@ -283,7 +283,7 @@ pub(crate) fn fast_path() -> bool {
     if FORCE_BASELINE.with(|f| f.get()) {
         return false;
     }
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    lockstep_tensor::isa::Isa::Avx2.enabled()
 }
 
 /// Calls `f::<f32>` or `f::<f64>` after the dtype of a parameter.

@@ -176,8 +176,8 @@ mod avx2 {
 
 fn blocks_dispatch(out: &mut [u32], counter: u128, key: [u32; 2]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
+    if crate::isa::Isa::Avx2.enabled() {
+        // SAFETY: the CPU supports AVX2 (the ISA switch allows it only where the CPU has it).
         return unsafe { avx2::blocks(out, counter, key) };
     }
     blocks_into(out, counter, key)

@@ -28,10 +28,17 @@ use lockstep_rng::Generator;
 use lockstep_rng::compat::torch as t;
 
 /// Runs `f` on `g`, or on the locked default generator when `g` is `None`.
-pub fn with_generator<R>(g: Option<&mut Generator>, f: impl FnOnce(&mut Generator) -> R) -> R {
+///
+/// # Errors
+/// `f`'s error; or, with `g = None`, an error (never a deadlock) when this thread already holds
+/// `default_generator()`'s guard.
+pub fn with_generator<R, E: From<lockstep_rng::Error>>(
+    g: Option<&mut Generator>,
+    f: impl FnOnce(&mut Generator) -> core::result::Result<R, E>,
+) -> core::result::Result<R, E> {
     match g {
         Some(g) => f(g),
-        None => f(&mut lockstep_rng::default_generator()),
+        None => f(&mut *lockstep_rng::try_default_generator()?),
     }
 }
 

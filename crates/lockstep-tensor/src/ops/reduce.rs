@@ -1257,7 +1257,7 @@ fn mean_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
         // The sums of `sum_dim` (same order, same bits), divided by the count.
         let mut v = sum_dim_kernel(d, g.outer, g.n, g.inner, par)?;
         for s in v.iter_mut() {
-            *s = *s / nn;
+            *s /= nn;
         }
         Ok(vec![Tensor::from_vec(v, &shape)?])
     })

@@ -9,7 +9,12 @@ use crate::ops::reduce::{dense, zeroed_vec};
 use crate::threads::Par;
 use rayon::prelude::*;
 
-pub(super) fn index_select_kernel(x: &Tensor, dim: usize, idx: &[i64], par: &Par) -> Result<Tensor> {
+pub(super) fn index_select_kernel(
+    x: &Tensor,
+    dim: usize,
+    idx: &[i64],
+    par: &Par,
+) -> Result<Tensor> {
     let (outer, n, inner) = geom(x.shape(), dim);
     let m = idx.len();
     let mut shape = x.shape().to_vec();

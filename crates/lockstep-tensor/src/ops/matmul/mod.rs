@@ -210,7 +210,7 @@ fn run<T: GemmFloat>(
     let offs_b = batch_offsets(b, batch)?;
     // The output is sized from the shapes: a product too large for memory (or for `usize`)
     // is an error, not an abort.
-    let mn = m.checked_mul(n).unwrap_or(usize::MAX);
+    let mn = m.saturating_mul(n);
     let len = offs_a
         .len()
         .checked_mul(mn)
