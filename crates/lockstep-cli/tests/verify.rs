@@ -132,6 +132,10 @@ fn nondeterministic_training_names_the_split_k_matmul() {
 }
 
 #[test]
+#[ignore = "since the nondeterministic sum became as accurate as the deterministic one (issue 15), \
+            the test program's sum gives the same bits at 1, 2, 3 and 8 threads; it needs an input \
+            whose completion order changes the bits (the --cmd path itself is covered by \
+            custom_nondeterministic_op_is_the_first_divergence)"]
 fn cmd_names_the_completion_order_sum() {
     let (code, v) = verify(&["--cmd", &format!("{EXE} verify-test-program")]);
     assert_eq!(code, 1, "{v}");

@@ -181,7 +181,7 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
                 opt(&["tol"], "1e-8; ignored with cholesky, as in NumPy"),
                 DSIZE,
             ],
-            example: "--mean=0,1 --cov=2,0.5,0.5,1 --method=cholesky --shape=3",
+            example: "--mean=0,1 --cov=2,0.5,0.5,1 --method=cholesky --check-valid=warn --tol=1e-8 --shape=3",
         },
         FnDoc {
             name: "random",
@@ -667,6 +667,14 @@ fn run_gen<B: BitGenOps>(
                 }
             }
             let _tol: f64 = opts.get_or("tol", 1e-8)?;
+            // NumPy ignores check_valid with cholesky, but still refuses an unknown value.
+            let check = opts.raw("check-valid").unwrap_or("warn");
+            if !matches!(check, "warn" | "raise" | "ignore") {
+                return fail(format!(
+                    "option --check-valid={check}: check_valid must equal 'warn', 'raise', or \
+                     'ignore'"
+                ));
+            }
             let rows = dist_size(opts, false, mean.len(), repeat)?;
             repeat_calls(repeat, || {
                 Ok(Values::F64(

@@ -249,7 +249,7 @@ pub(super) const LIB: LibDoc = LibDoc {
                     "int64; or int32, int16, int8, uint8, bool, float32, float64",
                 ),
             ],
-            example: "--shape=5 --dtype=int16",
+            example: "--shape=5 --from=-3 --then=2 --dtype=int16",
         },
         FnDoc {
             name: "normal_tensor",
