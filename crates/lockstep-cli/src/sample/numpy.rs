@@ -433,35 +433,27 @@ fn pending_ints(p: Option<u32>) -> [String; 2] {
     ]
 }
 
-impl BitGenOps for Pcg64 {
-    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
-        Ok(self.jumped(jumps))
-    }
-    fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
-        self.advance(delta);
-        Ok(())
-    }
-    fn state_ints(&self) -> Vec<String> {
-        let mut v = vec![self.state().to_string(), self.inc().to_string()];
-        v.extend(pending_ints(self.pending()));
-        v
-    }
+/// PCG64 and PCG64DXSM share their state layout and jump/advance API (they differ only in
+/// the multiplier and output function).
+macro_rules! pcg_bit_gen_ops {
+    ($($t:ty),*) => {$(
+        impl BitGenOps for $t {
+            fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
+                Ok(self.jumped(jumps))
+            }
+            fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
+                self.advance(delta);
+                Ok(())
+            }
+            fn state_ints(&self) -> Vec<String> {
+                let mut v = vec![self.state().to_string(), self.inc().to_string()];
+                v.extend(pending_ints(self.pending()));
+                v
+            }
+        }
+    )*};
 }
-
-impl BitGenOps for Pcg64Dxsm {
-    fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
-        Ok(self.jumped(jumps))
-    }
-    fn advance_by(&mut self, delta: u128) -> Result<(), SampleError> {
-        self.advance(delta);
-        Ok(())
-    }
-    fn state_ints(&self) -> Vec<String> {
-        let mut v = vec![self.state().to_string(), self.inc().to_string()];
-        v.extend(pending_ints(self.pending()));
-        v
-    }
-}
+pcg_bit_gen_ops!(Pcg64, Pcg64Dxsm);
 
 impl BitGenOps for Philox {
     fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
