@@ -28,6 +28,7 @@ mod generator;
 mod legacy;
 #[allow(clippy::unreadable_literal)]
 mod mt19937_jump_poly;
+mod lapack;
 mod multivariate;
 mod seed_sequence;
 mod ziggurat;
@@ -39,6 +40,7 @@ pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
 pub use multivariate::{MemoryOrder, MvhgMethod};
+pub use multivariate::{CheckValid, MvnDraw, MvnMethod};
 pub use seed_sequence::SeedSequence;
 
 use crate::engines::{Mt19937, Pcg64};

@@ -1,7 +1,8 @@
 //! `Generator.permuted`, `bytes`, `multivariate_hypergeometric` and `multivariate_normal`
-//! (method `'cholesky'`), as NumPy 2.4 computes them.
+//! (methods `'svd'`, `'eigh'`, `'cholesky'`; `RandomState.multivariate_normal`), as NumPy 2.4
+//! computes them. The LAPACK steps behind `'svd'`/`'eigh'` live in `lapack.rs`.
 
-use super::{BitGenerator, Bits, Generator, random_interval};
+use super::{BitGenerator, Bits, Generator, lapack, random_interval};
 use crate::{Error, Result, invalid, try_with_capacity};
 
 /// `bytes(length)` of either class: `(length − 1) / 4 + 1` 32-bit draws in C division (so
@@ -291,59 +292,322 @@ impl<B: BitGenerator> Generator<B> {
         Ok(out)
     }
 
-    /// `multivariate_normal(mean, cov, size=rows, method='cholesky')`: `rows` rows of
-    /// `mean.len()` values, row-major. Draws `rows × d` standard normals first (as NumPy), then
-    /// returns `mean + x · Lᵀ` with `L` the lower Cholesky factor of `cov` (row-major `d × d`,
-    /// lower triangle read, as LAPACK's `dpotrf`).
-    ///
-    /// **Precision:** the normals are NumPy's bit for bit; `L` and the product are computed in
-    /// f64 in a fixed order, where NumPy uses LAPACK and BLAS, so a value differs from NumPy's
-    /// by rounding only: within `1e-12` of the largest magnitude in the result (tested).
+    /// `multivariate_normal(mean, cov, size=rows, method='cholesky')`: the same as
+    /// [`multivariate_normal`](Self::multivariate_normal) with [`MvnMethod::Cholesky`] (where
+    /// NumPy ignores `check_valid` and `tol`), returning the values only.
     ///
     /// # Errors
-    /// If `cov` is not `d × d`, `mean` is empty while `cov` is not, a value is not finite, or
-    /// `cov` is not positive definite (NumPy's `LinAlgError`); [`Error::OutOfMemory`] if the
-    /// result cannot be allocated. Arguments are checked before anything is drawn.
+    /// As [`multivariate_normal`](Self::multivariate_normal).
     pub fn multivariate_normal_cholesky(
         &mut self,
         mean: &[f64],
         cov: &[f64],
         rows: usize,
     ) -> Result<Vec<f64>> {
-        const OP: &str = "multivariate_normal";
+        let draw = self.multivariate_normal(
+            mean,
+            cov,
+            rows,
+            MvnMethod::Cholesky,
+            CheckValid::Ignore,
+            1e-8,
+        )?;
+        Ok(draw.values)
+    }
+
+    /// `multivariate_normal(mean, cov, size=rows, check_valid=check_valid, tol=tol,
+    /// method=method)`: `rows` rows of `d = mean.len()` values, row-major, `cov` row-major
+    /// `d × d`. As NumPy: `rows × d` standard normals `x` are drawn first, then `cov` is
+    /// factored and each row is `mean + x·Fᵀ`, with `F = U·diag(√s)` from `svd(cov)`
+    /// ([`MvnMethod::Svd`], NumPy's default), `F = U·diag(√|w|)` from `eigh(cov)` (its lower
+    /// triangle) or the lower Cholesky factor. With `'svd'`/`'eigh'`, `check_valid` decides what
+    /// happens when `cov` is not symmetric positive-semidefinite (`svd`: `Vᵀ·diag(s)·V` not
+    /// `allclose` to `cov` with `rtol = atol = tol`; `eigh`: an eigenvalue below `−tol`): the
+    /// returned [`MvnDraw::not_psd`] is set (`Warn`; NumPy's `RuntimeWarning`), an error
+    /// (`Raise`), or nothing (`Ignore`).
+    ///
+    /// **Precision (tested against NumPy 2.4.6):** the normals are NumPy's bit for bit. The
+    /// factorizations follow the LAPACK routines NumPy calls (`dgesdd`, `dsyevd`, `dpotrf`)
+    /// operation by operation, so the singular/eigen vectors carry LAPACK's signs and order;
+    /// only rounding differs (NumPy's BLAS sums in another order). Every value is then within
+    /// `1e-12` of the largest magnitude of NumPy's result, for any `d ≤ 25` with `'svd'` and
+    /// `'eigh'` (any `d` with `'cholesky'`) **whose singular values / eigenvalues are
+    /// separated**. Where two are equal or nearly so (closer than about `1e-8` relative), the
+    /// vectors spanning that subspace are not determined by `cov`, and rounding alone can turn
+    /// them: then the values may differ from NumPy's by more (yet have the same distribution).
+    /// Diagonal and identity `cov` reproduce exactly whatever their repeats (the iteration
+    /// never rotates), as do `d = 1` and zero covariances.
+    ///
+    /// # Errors
+    /// Before drawing: `cov` not `d × d`, a non-finite value in `cov` (NumPy returns NaN or
+    /// raises `LinAlgError`), `d > 25` with `'svd'`/`'eigh'` (LAPACK switches to divide and
+    /// conquer there, not reproduced: use `Cholesky`), or [`Error::OutOfMemory`]. After
+    /// drawing the normals, as in NumPy: `cov` not positive definite with `'cholesky'`
+    /// (`LinAlgError`), LAPACK's QR iteration not converging (`LinAlgError`), or `cov` not
+    /// symmetric positive-semidefinite with [`CheckValid::Raise`] (`ValueError`).
+    pub fn multivariate_normal(
+        &mut self,
+        mean: &[f64],
+        cov: &[f64],
+        rows: usize,
+        method: MvnMethod,
+        check_valid: CheckValid,
+        tol: f64,
+    ) -> Result<MvnDraw> {
         let d = mean.len();
-        if d.checked_mul(d) != Some(cov.len()) {
-            return Err(invalid(
-                OP,
-                "cov",
-                format!(
-                    "cov must be 2 dimensional and square, of the length of mean ({d} × {d}); \
-                     got {} values",
-                    cov.len()
-                ),
-            ));
+        check_mvn_args(mean, cov, method)?;
+        let x = draw_normals(rows, d, |x| self.standard_normal(x))?;
+        mvn_finish(x, mean, cov, method, check_valid, tol, Layout::Generator)
+    }
+}
+
+impl super::RandomState {
+    /// `RandomState.multivariate_normal(mean, cov, size=rows, check_valid=check_valid,
+    /// tol=tol)`: `rows × d` normals (the legacy `gauss`, its cached value carried over), then
+    /// `x·(diag(√s)·Vᵀ) + mean` with `(U, s, Vᵀ) = svd(cov)` (RandomState has no `method`;
+    /// it uses `Vᵀ` where `Generator` uses `U`). `check_valid` as in
+    /// [`Generator::multivariate_normal`] with `'svd'`.
+    ///
+    /// **Precision:** as [`Generator::multivariate_normal`] with `'svd'`: within `1e-12` of the
+    /// largest magnitude of NumPy's result for `d ≤ 25` with separated singular values.
+    ///
+    /// # Errors
+    /// As [`Generator::multivariate_normal`] with `'svd'`.
+    pub fn multivariate_normal(
+        &mut self,
+        mean: &[f64],
+        cov: &[f64],
+        rows: usize,
+        check_valid: CheckValid,
+        tol: f64,
+    ) -> Result<MvnDraw> {
+        let d = mean.len();
+        check_mvn_args(mean, cov, MvnMethod::Svd)?;
+        let x = draw_normals(rows, d, |x| self.standard_normal(x))?;
+        mvn_finish(
+            x,
+            mean,
+            cov,
+            MvnMethod::Svd,
+            check_valid,
+            tol,
+            Layout::Legacy,
+        )
+    }
+}
+
+/// The algorithm of [`Generator::multivariate_normal`] (NumPy's `method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MvnMethod {
+    /// `'svd'` (NumPy's default): LAPACK `dgesdd`, `d ≤ 25`.
+    #[default]
+    Svd,
+    /// `'eigh'`: LAPACK `dsyevd` on the lower triangle, `d ≤ 25`.
+    Eigh,
+    /// `'cholesky'`: LAPACK `dpotrf` on the lower triangle; `check_valid` is ignored.
+    Cholesky,
+}
+
+/// What [`Generator::multivariate_normal`] does when `cov` is not symmetric
+/// positive-semidefinite (NumPy's `check_valid`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CheckValid {
+    /// `'warn'` (NumPy's default): draw anyway, and set [`MvnDraw::not_psd`].
+    #[default]
+    Warn,
+    /// `'raise'`: an error (after the normals are drawn, as in NumPy).
+    Raise,
+    /// `'ignore'`: no check.
+    Ignore,
+}
+
+/// The result of `multivariate_normal`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MvnDraw {
+    /// `rows × d` values, row-major.
+    pub values: Vec<f64>,
+    /// `cov` failed the check of [`CheckValid::Warn`]: NumPy printed `RuntimeWarning:
+    /// covariance is not symmetric positive-semidefinite.` Always `false` with `Ignore` and
+    /// `Cholesky`.
+    pub not_psd: bool,
+}
+
+/// How the factor meets the normals: `Generator` computes `mean + x @ (U·√s)ᵀ`,
+/// `RandomState` `x @ (√s[:, None]·Vᵀ) + mean`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Generator,
+    Legacy,
+}
+
+const MVN: &str = "multivariate_normal";
+
+fn check_mvn_args(mean: &[f64], cov: &[f64], method: MvnMethod) -> Result<()> {
+    let d = mean.len();
+    if d.checked_mul(d) != Some(cov.len()) {
+        return Err(invalid(
+            MVN,
+            "cov",
+            format!(
+                "cov must be 2 dimensional and square, of the length of mean ({d} × {d}); \
+                 got {} values",
+                cov.len()
+            ),
+        ));
+    }
+    if cov.iter().any(|v| !v.is_finite()) {
+        return Err(invalid(MVN, "cov", "cov must be finite"));
+    }
+    if method != MvnMethod::Cholesky && d > lapack::MAX_N {
+        return Err(invalid(
+            MVN,
+            "cov",
+            format!(
+                "method '{}' reproduces NumPy's LAPACK result for d <= {} only (got d = {d}; \
+                 LAPACK switches to divide and conquer above); use method 'cholesky'",
+                if method == MvnMethod::Svd {
+                    "svd"
+                } else {
+                    "eigh"
+                },
+                lapack::MAX_N
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn draw_normals(rows: usize, d: usize, fill: impl FnOnce(&mut [f64])) -> Result<Vec<f64>> {
+    let cells = rows
+        .checked_mul(d)
+        .ok_or_else(|| out_of_memory(MVN, rows as u128 * d as u128, 8))?;
+    let mut x = try_with_capacity::<f64>(MVN, cells)?;
+    x.resize(cells, 0.0);
+    fill(&mut x);
+    Ok(x)
+}
+
+fn not_psd_error() -> Error {
+    invalid(
+        MVN,
+        "cov",
+        "covariance is not symmetric positive-semidefinite.",
+    )
+}
+
+/// NumPy's `np.allclose(a, b, rtol, atol)` on equal-length slices.
+fn allclose(a: &[f64], b: &[f64], rtol: f64, atol: f64) -> bool {
+    a.iter()
+        .zip(b)
+        .all(|(&x, &y)| (x - y).abs() <= atol + rtol * y.abs())
+}
+
+/// Factors `cov`, checks it, and maps the normals `x` (consumed) to the samples.
+fn mvn_finish(
+    mut x: Vec<f64>,
+    mean: &[f64],
+    cov: &[f64],
+    method: MvnMethod,
+    check_valid: CheckValid,
+    tol: f64,
+    layout: Layout,
+) -> Result<MvnDraw> {
+    let d = mean.len();
+    if d == 0 {
+        return Ok(MvnDraw {
+            values: Vec::new(),
+            not_psd: false,
+        });
+    }
+    // LAPACK sees cov column-major: a[i + j·d] = cov[i][j].
+    let mut a = vec![0.0; d * d];
+    for i in 0..d {
+        for j in 0..d {
+            a[i + j * d] = cov[i * d + j];
         }
-        if mean.iter().chain(cov).any(|v| !v.is_finite()) {
-            return Err(invalid(OP, "cov", "mean and cov must be finite"));
+    }
+    let linalg = |e: lapack::LapackError| {
+        invalid(
+            MVN,
+            "cov",
+            match e {
+                lapack::LapackError::NoConvergence => "SVD did not converge (LinAlgError)",
+                _ => "cov cannot be factored (LinAlgError)",
+            },
+        )
+    };
+    // f[i·d + j] = F[i][j], the factor with cov ≈ F·Fᵀ; each row is mean + x·Fᵀ.
+    let mut f = vec![0.0; d * d];
+    let mut psd = true;
+    match method {
+        MvnMethod::Cholesky => {
+            f = cholesky_lower(cov, d)
+                .ok_or_else(|| invalid(MVN, "cov", "Matrix is not positive definite (cholesky)"))?;
         }
-        let l = cholesky_lower(cov, d)
-            .ok_or_else(|| invalid(OP, "cov", "Matrix is not positive definite (cholesky)"))?;
-        let cells = rows
-            .checked_mul(d)
-            .ok_or_else(|| out_of_memory(OP, rows as u128 * d as u128, 8))?;
-        let mut x = try_with_capacity::<f64>(OP, cells)?;
-        x.resize(cells, 0.0);
-        self.standard_normal(&mut x);
-        let mut out = try_with_capacity::<f64>(OP, cells)?;
-        for xr in x.chunks_exact(d.max(1)).take(if d == 0 { 0 } else { rows }) {
-            for (i, &m) in mean.iter().enumerate() {
-                let lr = &l[i * d..i * d + i + 1];
-                let dot: f64 = xr.iter().zip(lr).map(|(a, b)| a * b).sum();
-                out.push(m + dot);
+        MvnMethod::Svd => {
+            let (s, u, vt) = lapack::dgesdd(&a, d).map_err(linalg)?;
+            if check_valid != CheckValid::Ignore {
+                // np.dot(vh.T * s, vh): element (i, j) = Σ_k vh[k][i]·s[k]·vh[k][j].
+                let mut r = vec![0.0; d * d];
+                for i in 0..d {
+                    for j in 0..d {
+                        r[i * d + j] = (0..d).map(|k| vt[k + i * d] * s[k] * vt[k + j * d]).sum();
+                    }
+                }
+                psd = allclose(&r, cov, tol, tol);
+            }
+            let root: Vec<f64> = s.iter().map(|v| v.sqrt()).collect();
+            for i in 0..d {
+                for j in 0..d {
+                    f[i * d + j] = match layout {
+                        // u * sqrt(s): F[i][j] = U[i][j]·√s[j].
+                        Layout::Generator => u[i + j * d] * root[j],
+                        // (√s[:, None]·vh)ᵀ: F[i][j] = √s[j]·vh[j][i].
+                        Layout::Legacy => root[j] * vt[j + i * d],
+                    };
+                }
             }
         }
-        Ok(out)
+        MvnMethod::Eigh => {
+            let (w, z) = lapack::dsyevd_lower(&a, d).map_err(|e| match e {
+                lapack::LapackError::NoConvergence => {
+                    invalid(MVN, "cov", "Eigenvalues did not converge (LinAlgError)")
+                }
+                e => linalg(e),
+            })?;
+            if check_valid != CheckValid::Ignore {
+                psd = !w.iter().any(|&v| v < -tol);
+            }
+            for i in 0..d {
+                for j in 0..d {
+                    f[i * d + j] = z[i + j * d] * w[j].abs().sqrt();
+                }
+            }
+        }
     }
+    let checked = method != MvnMethod::Cholesky && check_valid != CheckValid::Ignore;
+    if checked && !psd && check_valid == CheckValid::Raise {
+        return Err(not_psd_error());
+    }
+    let mut row = vec![0.0; d];
+    for xr in x.chunks_exact_mut(d) {
+        for (i, r) in row.iter_mut().enumerate() {
+            let dot: f64 = xr
+                .iter()
+                .zip(&f[i * d..i * d + d])
+                .map(|(a, b)| a * b)
+                .sum();
+            *r = match layout {
+                Layout::Generator => mean[i] + dot,
+                Layout::Legacy => dot + mean[i],
+            };
+        }
+        xr.copy_from_slice(&row);
+    }
+    Ok(MvnDraw {
+        values: x,
+        not_psd: checked && !psd,
+    })
 }
 
 /// The lower Cholesky factor of the `d × d` row-major `a` (its lower triangle read), row-major
