@@ -72,6 +72,8 @@ CASES = [
     ("logsumexp_256x4096", "logsumexp", "signed", 7, [256, 4096], 1),
     ("var_offset_1024x4096", "var", "offset", 8, [1024, 4096], 1),
     ("std_offset_1024x4096", "std", "offset", 8, [1024, 4096], 1),
+    ("var_all_offset_4M", "var", "offset", 13, [4 << 20], None),
+    ("std_all_offset_4M", "std", "offset", 13, [4 << 20], None),
     # conv2d: x [4, 16, 32, 32] "signed"/10, w [32, 16, 3, 3] "signed"/10, padding 1
     ("conv2d_3x3_16to32", "conv2d", "signed", 9, [4, 16, 32, 32], None),
     ("conv2d_1x1_64to64", "conv2d", "signed", 10, [2, 64, 16, 16], None),
@@ -98,9 +100,9 @@ def run(op, x, dim, extra=None):
     if op == "logsumexp":
         return torch.logsumexp(x, dim)
     if op == "var":
-        return x.var(dim)
+        return x.var() if dim is None else x.var(dim)
     if op == "std":
-        return x.std(dim)
+        return x.std() if dim is None else x.std(dim)
     if op == "conv2d":
         w, pad = extra
         return torch.nn.functional.conv2d(x, w, padding=pad)

@@ -165,8 +165,8 @@ fn ours(op: &str, t: &Tensor, dim: Option<usize>) -> Vec<f32> {
         "softmax" => t.softmax(d.unwrap()),
         "log_softmax" => t.log_softmax(d.unwrap()),
         "logsumexp" => t.logsumexp(d.unwrap(), false),
-        "var" => t.var_dim(d.unwrap(), 1.0, false),
-        "std" => t.std_dim(d.unwrap(), 1.0, false),
+        "var" => d.map_or_else(|| t.var(1.0), |d| t.var_dim(d, 1.0, false)),
+        "std" => d.map_or_else(|| t.std(1.0), |d| t.std_dim(d, 1.0, false)),
         _ => panic!("unknown op {op}"),
     };
     y.unwrap().to_vec::<f32>().unwrap()
@@ -177,7 +177,9 @@ fn ours(op: &str, t: &Tensor, dim: Option<usize>) -> Vec<f32> {
 fn bound(op: &str) -> (f64, f64) {
     match op {
         // Blocked pairwise sums (lanes, then trees): same growth as PyTorch's cascade sum.
-        "sum" | "mean" | "sum_dim" | "mean_dim" | "var" | "std" => (2.0, 4.0),
+        "sum" | "mean" | "sum_dim" | "mean_dim" => (2.0, 4.0),
+        // Accumulated in f64 and rounded once, as PyTorch: its error, to within 1 %.
+        "var" | "std" => (1.01, 0.0),
         // Accumulated in f64, one rounding per output: as PyTorch.
         "cumsum" => (1.0, 1.0),
         // Our own exp (within 2 ulp) and a lane-summed denominator.
@@ -221,5 +223,5 @@ fn reductions_and_scans_are_as_accurate_as_pytorch() {
         }
         seen += 1;
     }
-    assert!(seen >= 13, "only {seen} cases");
+    assert!(seen >= 15, "only {seen} cases");
 }

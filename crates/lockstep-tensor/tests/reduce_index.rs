@@ -129,6 +129,64 @@ const SHAPES: &[&[usize]] = &[
 // ---------------------------------------------------------------------------------------------
 // Reductions.
 
+/// f32 `var`/`std` accumulate in f64 and round once (as PyTorch's `double` accumulation for
+/// `float`): on lines longer than one deterministic piece (offset data, where an f32 sum of
+/// squares loses several ulps), every result is within one f32 ulp of the f64 two-pass value,
+/// and the bits are the same at 1, 2, 3 and 8 threads.
+#[test]
+fn f32_var_std_accumulate_in_f64_and_are_thread_invariant() {
+    let (rows, n) = (3, 3 * (1 << 14) + 17);
+    let mut m = Mix(77);
+    let v: Vec<f32> = (0..rows * n).map(|_| (m.f() + 100.0) as f32).collect();
+    let x = Tensor::from_vec(v.clone(), &[rows, n]).unwrap();
+    let flat = Tensor::from_vec(v.clone(), &[rows * n]).unwrap();
+    let xt = x.transpose(0, 1).unwrap();
+    let r = thread_invariant("f32 var/std f64 accumulation", || {
+        vec![
+            x.var_dim(1, 1.0, false).unwrap(),
+            x.std_dim(1, 0.0, false).unwrap(),
+            xt.var_dim(0, 1.0, false).unwrap(),
+            flat.var(1.0).unwrap(),
+            flat.std(1.0).unwrap(),
+        ]
+    });
+    let var64 = |l: &[f32], c: f64| {
+        let mean = l.iter().map(|&a| a as f64).sum::<f64>() / l.len() as f64;
+        let ss: f64 = l
+            .iter()
+            .map(|&a| (a as f64 - mean) * (a as f64 - mean))
+            .sum();
+        ss / (l.len() as f64 - c)
+    };
+    let within_ulp = |what: &str, got: f32, want: f64| {
+        let ulp = (want as f32).abs() * f32::EPSILON;
+        assert!(
+            (got as f64 - want).abs() <= ulp as f64,
+            "{what}: {got} vs f64 {want}"
+        );
+    };
+    for row in 0..rows {
+        let l = &v[row * n..(row + 1) * n];
+        within_ulp("var_dim", r[0].to_vec::<f32>().unwrap()[row], var64(l, 1.0));
+        within_ulp(
+            "std_dim",
+            r[1].to_vec::<f32>().unwrap()[row],
+            var64(l, 0.0).sqrt(),
+        );
+        within_ulp(
+            "var_dim (strided)",
+            r[2].to_vec::<f32>().unwrap()[row],
+            var64(l, 1.0),
+        );
+    }
+    within_ulp("var", r[3].to_vec::<f32>().unwrap()[0], var64(&v, 1.0));
+    within_ulp(
+        "std",
+        r[4].to_vec::<f32>().unwrap()[0],
+        var64(&v, 1.0).sqrt(),
+    );
+}
+
 #[test]
 fn reductions_match_f64_reference_and_are_thread_invariant() {
     for dt in [DType::F32, DType::F64] {
