@@ -135,6 +135,10 @@ fn same_bits_everywhere<T: GemmFloat>() {
         // More than one NC column of tiles even at one thread (A packed up front), more than
         // one KC block (partial sums in the tile buffer), edge tiles in both directions.
         (19, 790, 260),
+        // A last row panel of exactly 4 or 8 rows (the edge kernels write straight into C),
+        // with dense B rows packed across several panels per block, and a ragged last panel.
+        (64, 300, 140),
+        (68, 1100, 300),
     ] {
         let a = data::<T>(m * k, 3);
         let b = data::<T>(k * n, 4);

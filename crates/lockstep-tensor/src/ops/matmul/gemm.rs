@@ -447,6 +447,62 @@ fn pack_b_panel<T: GemmFloat>(
     }
 }
 
+/// Packs the B panels `jp0..jp1` of rows `p0..p0+kc` into `dst` (panel `x` at `x * kc * nr`,
+/// each as [`pack_b_panel`] lays it out). A B with dense rows is read row by row across all the
+/// panels (one contiguous run per row, which the hardware prefetcher follows; panel by panel
+/// reads `kc` short runs a row stride apart, each on its own page), the rest panel by panel.
+#[allow(clippy::too_many_arguments)]
+fn pack_b_block<T: GemmFloat>(
+    p: &Problem<T>,
+    nr: usize,
+    jp0: usize,
+    jp1: usize,
+    p0: usize,
+    kc: usize,
+    dst: &mut [T],
+) {
+    let (rs, cs) = p.sb;
+    let full = jp1.min(p.n / nr).max(jp0);
+    if cs != 1 || full == jp0 || !matches!(nr, 8 | 16 | 32) {
+        for (x, jp) in (jp0..jp1).enumerate() {
+            pack_b_panel(
+                p,
+                nr,
+                jp * nr,
+                p0,
+                kc,
+                &mut dst[x * nr * kc..(x + 1) * nr * kc],
+            );
+        }
+        return;
+    }
+    // Full panels `jp0..full` here, a ragged last one (if any) panel-wise below.
+    let last = (p0 + kc - 1) * rs + full * nr - 1;
+    assert!(last < p.b.len() && (full - jp0) * kc * nr <= dst.len());
+    let panel = kc * nr;
+    // SAFETY: every read is at most `last` (checked above) and every write below
+    // `(full - jp0) * kc * nr`.
+    unsafe {
+        let src = p.b.as_ptr().add(p0 * rs + jp0 * nr);
+        let d = dst.as_mut_ptr();
+        for q in 0..kc {
+            let (s, dq) = (src.add(q * rs), d.add(q * nr));
+            for x in 0..full - jp0 {
+                let (s, dx) = (s.add(x * nr), dq.add(x * panel));
+                match nr {
+                    8 => copy_row::<T, 8>(s, dx),
+                    16 => copy_row::<T, 16>(s, dx),
+                    _ => copy_row::<T, 32>(s, dx),
+                }
+            }
+        }
+    }
+    for (x, jp) in (full..jp1).enumerate() {
+        let x = x + full - jp0;
+        pack_b_panel(p, nr, jp * nr, p0, kc, &mut dst[x * panel..(x + 1) * panel]);
+    }
+}
+
 /// Copies `N` elements.
 ///
 /// # Safety
@@ -507,10 +563,12 @@ unsafe fn micro_tile<T: GemmFloat>(
     cols: usize,
     load: bool,
 ) {
+    // A partial row panel runs an edge kernel that computes only the rows it needs.
+    let (f, frows) = kern.for_rows(rows);
     // SAFETY: the caller passes panels of `kc` steps and a tile inside C.
     unsafe {
-        if rows == kern.mr && cols == kern.nr && csc == 1 {
-            (kern.f)(kc, ap, bp, c, rsc, load);
+        if rows == frows && cols == kern.nr && csc == 1 {
+            f(kc, ap, bp, c, rsc, load);
             return;
         }
         let mut tmp = [T::ZERO; 12 * 32];
@@ -522,7 +580,7 @@ unsafe fn micro_tile<T: GemmFloat>(
                 }
             }
         }
-        (kern.f)(kc, ap, bp, tmp.as_mut_ptr(), kern.nr, load);
+        f(kc, ap, bp, tmp.as_mut_ptr(), kern.nr, load);
         for i in 0..rows {
             for j in 0..cols {
                 *c.add(i * rsc + j * csc) = tmp[i * kern.nr + j];
@@ -667,11 +725,7 @@ fn blocked_with<T: GemmFloat>(
             // Panel `jp` of this KC block is at `bblk + (jp - jp_first) * nr * kc`.
             let (bblk, jp_first) = match local.as_mut() {
                 Some(buf) => {
-                    let d = buf.as_mut_slice();
-                    for (x, jp) in (jp0..jp1).enumerate() {
-                        let panel = &mut d[x * nr * kc..(x + 1) * nr * kc];
-                        pack_b_panel(p, nr, jp * nr, p0, kc, panel);
-                    }
+                    pack_b_block(p, nr, jp0, jp1, p0, kc, buf.as_mut_slice());
                     (buf.as_ptr(), jp0)
                 }
                 // SAFETY: block `p0` of the packed B starts `p0 * np * nr` elements in.
@@ -690,6 +744,31 @@ fn blocked_with<T: GemmFloat>(
                 // SAFETY: block `p0` of the packed A starts `p0 * mp * mr` elements in.
                 None => (unsafe { pa_ptr.get().add(p0 * mp * mr) as *const T }, 0),
             };
+            // With B packed per task, the source of the block this task packs next (this
+            // tile's next KC block, else the next tile's first: a task mostly runs tiles in
+            // order) is fetched into L2 a slice per micro-tile while this block computes, so
+            // that packing it reads L2 instead of waiting on memory row by row. Dense rows only,
+            // and not when the block is one contiguous run (a long-K product's B: the hardware
+            // prefetcher streams that, and the extra hints only queue behind it).
+            let next_src = match (local.is_some() && p.sb.1 == 1, p0 + kc < k) {
+                (false, _) => None,
+                (true, true) => Some((p0 + kc, (p0 + kc + T::KC).min(k), jp0, jp1)),
+                (true, false) if jp1 < np => Some((0, T::KC.min(k), jp1, (2 * jp1 - jp0).min(np))),
+                _ => None,
+            }
+            .map(|(r0, r1, q0, q1)| (r0, r1, q0 * nr, (q1 * nr).min(n)))
+            .filter(|&(_, _, c0, c1)| c1 - c0 < p.sb.0)
+            .map(|(r0, r1, c0, c1)| {
+                let lpr = ((c1 - c0) * size_of::<T>()).div_ceil(64) + 1;
+                let base = p.b.as_ptr().wrapping_add(r0 * p.sb.0 + c0);
+                let calls = (jp1 - jp0) * (ip1 - ip0);
+                (
+                    base,
+                    lpr,
+                    (r1 - r0) * lpr,
+                    ((r1 - r0) * lpr).div_ceil(calls),
+                )
+            });
             // SAFETY: the A block holds panels from `ip_first` and the B block panels from
             // `jp_first`, each of `kc` steps; the tile rows/cols are clipped to the output, and
             // the C buffer holds one full micro-tile per (ip, jp) of the tile.
@@ -706,6 +785,13 @@ fn blocked_with<T: GemmFloat>(
                             let x = (ip - ip0) * b_step;
                             prefetch(bp.add(nr * kc), x..(x + b_step).min(b_lines), false);
                         }
+                        if let Some((base, lpr, lines, per)) = next_src {
+                            let x = ((jp - jp0) * (ip1 - ip0) + ip - ip0) * per;
+                            for l in x..(x + per).min(lines) {
+                                let row = base.wrapping_add(l / lpr * p.sb.0);
+                                prefetch(row, l % lpr..l % lpr + 1, false);
+                            }
+                        }
                         let i = ip * mr;
                         let ap = ablk.add((ip - ip_first) * mr * kc);
                         let (rows, cols) = (mr.min(m - i), nr.min(n - j));
@@ -719,12 +805,29 @@ fn blocked_with<T: GemmFloat>(
                                     0..(mr * nr * size_of::<T>()).div_ceil(64),
                                     true,
                                 );
-                                (kern.f)(kc, ap, bp, t, nr, p0 > 0);
+                                // The same kernel for every KC block of the tile (it
+                                // reloads the rows it stored).
+                                (kern.for_rows(rows).0)(kc, ap, bp, t, nr, p0 > 0);
                                 if last {
                                     copy_out(t, nr, out, sc, rows, cols);
                                 }
                             }
-                            None => micro_tile(kern, kc, ap, bp, out, sc, rows, cols, p0 > 0),
+                            None => {
+                                // The next micro-tile of C (written from the kernel's
+                                // registers; a store that misses waits on the line).
+                                let (ni, nj) = match ip + 1 < ip1 {
+                                    true => (i + mr, j),
+                                    false => (ip0 * mr, j + nr),
+                                };
+                                if sc.1 == 1 && ni < m && nj < n {
+                                    let t = c.get().wrapping_add(ni * sc.0 + nj);
+                                    let lines = (nr.min(n - nj) * size_of::<T>()).div_ceil(64) + 1;
+                                    for r in 0..mr.min(m - ni) {
+                                        prefetch(t.wrapping_add(r * sc.0), 0..lines, true);
+                                    }
+                                }
+                                micro_tile(kern, kc, ap, bp, out, sc, rows, cols, p0 > 0)
+                            }
                         }
                     }
                 }

@@ -63,6 +63,23 @@ pub struct Kernel<T: 'static> {
     pub nr: usize,
     /// The entry point.
     pub f: KernelFn<T>,
+    /// Edge kernels for a last, partial row panel, by ascending row count: `(rows, f)`
+    /// computes the first `rows` rows of a tile from the same `mr`-wide packed A panels (the
+    /// rows past `m` are not computed at all, instead of computed and thrown away). Same fma
+    /// chain per element, so the same bits. May be empty.
+    pub edge: &'static [(usize, KernelFn<T>)],
+}
+
+impl<T> Kernel<T> {
+    /// The entry point for a tile of `rows` rows (`1..=mr`) and how many rows it computes:
+    /// the smallest edge kernel that covers them, else the full kernel.
+    #[inline]
+    pub fn for_rows(&self, rows: usize) -> (KernelFn<T>, usize) {
+        self.edge
+            .iter()
+            .find(|&&(r, _)| r >= rows && r < self.mr)
+            .map_or((self.f, self.mr), |&(r, f)| (f, r))
+    }
 }
 
 /// The portable kernel: scalar fused multiply-adds in the order every kernel uses.
@@ -115,6 +132,14 @@ pub(crate) mod x86 {
     macro_rules! simd_kernel {
         ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:expr, $mr:expr, $nv:expr,
          $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
+            simd_kernel!(
+                $name, $feat, $t, $v, $lanes, $mr, $mr, $nv, $zero, $load, $store, $bcast, $fma
+            );
+        };
+        // `$mr` rows of C from A panels packed `$as` rows wide (`$as > $mr`: an edge kernel
+        // for the last, partial row panel, reading the first `$mr` rows of each step).
+        ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:expr, $mr:expr, $as:expr, $nv:expr,
+         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
             /// A SIMD micro-kernel (see the module docs).
             ///
             /// # Safety
@@ -129,6 +154,7 @@ pub(crate) mod x86 {
                 load: bool,
             ) {
                 const MR: usize = $mr;
+                const AS: usize = $as;
                 const NV: usize = $nv;
                 const NR: usize = $nv * $lanes;
                 // SAFETY (whole body): the caller guarantees bounds and CPU features.
@@ -144,8 +170,8 @@ pub(crate) mod x86 {
                     // A streams from L2 (B stays in L1): fetch it a few steps ahead, every
                     // line of the panel (a step may span two lines). Past the panel's end the
                     // hint is harmless (prefetches do not fault).
-                    const PF: usize = 8 * MR;
-                    const STEP_BYTES: usize = MR * core::mem::size_of::<$t>();
+                    const PF: usize = 8 * AS;
+                    const STEP_BYTES: usize = AS * core::mem::size_of::<$t>();
                     for _ in 0..kc {
                         _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF) as *const i8);
                         if STEP_BYTES > 64 {
@@ -163,7 +189,7 @@ pub(crate) mod x86 {
                                 acc[i][v] = $fma(ai, bv[v], acc[i][v]);
                             }
                         }
-                        a = a.add(MR);
+                        a = a.add(AS);
                         b = b.add(NR);
                     }
                     for i in 0..MR {
@@ -232,6 +258,73 @@ pub(crate) mod x86 {
         _mm512_set1_pd,
         _mm512_fmadd_pd
     );
+    simd_kernel!(
+        avx512_f32_4x32_a12,
+        "avx512f",
+        f32,
+        __m512,
+        16,
+        4,
+        12,
+        2,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    simd_kernel!(
+        avx512_f32_8x32_a12,
+        "avx512f",
+        f32,
+        __m512,
+        16,
+        8,
+        12,
+        2,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    simd_kernel!(
+        avx512_f64_4x16_a12,
+        "avx512f",
+        f64,
+        __m512d,
+        8,
+        4,
+        12,
+        2,
+        _mm512_setzero_pd,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_set1_pd,
+        _mm512_fmadd_pd
+    );
+    simd_kernel!(
+        avx512_f64_8x16_a12,
+        "avx512f",
+        f64,
+        __m512d,
+        8,
+        8,
+        12,
+        2,
+        _mm512_setzero_pd,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_set1_pd,
+        _mm512_fmadd_pd
+    );
+
+    /// Edge kernels of the AVX-512 f32 kernel (see [`Kernel::edge`](super::Kernel::edge)).
+    pub const EDGE_F32: &[(usize, super::KernelFn<f32>)] =
+        &[(4, avx512_f32_4x32_a12), (8, avx512_f32_8x32_a12)];
+    /// Edge kernels of the AVX-512 f64 kernel.
+    pub const EDGE_F64: &[(usize, super::KernelFn<f64>)] =
+        &[(4, avx512_f64_4x16_a12), (8, avx512_f64_8x16_a12)];
 }
 
 /// The kernels for `f32`: portable 6×16, AVX2 6×16, AVX-512 12×32.
@@ -244,6 +337,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             mr: 6,
             nr: 16,
             f: x86::avx2_f32_6x16,
+            edge: &[],
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => Kernel {
@@ -252,6 +346,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             mr: 12,
             nr: 32,
             f: x86::avx512_f32_12x32,
+            edge: x86::EDGE_F32,
         },
         _ => Kernel {
             name: "portable_f32_6x16",
@@ -259,6 +354,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             mr: 6,
             nr: 16,
             f: portable::<f32, 6, 16>,
+            edge: &[],
         },
     }
 }
@@ -273,6 +369,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             mr: 6,
             nr: 8,
             f: x86::avx2_f64_6x8,
+            edge: &[],
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => Kernel {
@@ -281,6 +378,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             mr: 12,
             nr: 16,
             f: x86::avx512_f64_12x16,
+            edge: x86::EDGE_F64,
         },
         _ => Kernel {
             name: "portable_f64_6x8",
@@ -288,6 +386,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             mr: 6,
             nr: 8,
             f: portable::<f64, 6, 8>,
+            edge: &[],
         },
     }
 }

@@ -35,7 +35,9 @@
 //! those, f64 KC 192 or 256, the 8×24 f64 kernel, and MC/NC halved or doubled all measured
 //! within noise of the table at 1024³ and 2048³. MC is a multiple of 6 and 12 (every kernel's
 //! MR), NC of 16 and 32 (every NR). The AVX2 (6×16 f32, 6×8 f64) and portable kernels use the
-//! same constants.
+//! same constants. A last row panel of at most 4 or 8 rows runs an AVX-512 edge kernel (4×NR,
+//! 8×NR, reading the same 12-wide packed A panels) instead of computing 12 rows and dropping
+//! the rest: a 64-row product (an LM head) no longer spends a ninth of its time on padding.
 
 #[cfg(feature = "gemm-crate")]
 mod external;
