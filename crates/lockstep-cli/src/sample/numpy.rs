@@ -53,7 +53,7 @@ pub(super) const GENERATOR: LibDoc = LibDoc {
 };
 
 /// `numpy-legacy`'s functions: its own, then the distributions.
-const LEGACY_FNS: [FnDoc; 9 + DISTS.len()] = concat(
+const LEGACY_FNS: [FnDoc; 10 + DISTS.len()] = concat(
     [
         BYTES,
         FnDoc {
@@ -97,6 +97,22 @@ const LEGACY_FNS: [FnDoc; 9 + DISTS.len()] = concat(
             call: "rs.standard_exponential(size=shape) (float64; -log(1 - U))",
             options: &[DSIZE],
             example: "--shape=3",
+        },
+        FnDoc {
+            name: "multivariate_normal",
+            call: "rs.multivariate_normal(mean, np.reshape(cov, (d, d)), size=shape, \
+                   check_valid=check_valid, tol=tol) (float64, size + (d,); LAPACK's svd, \
+                   d <= 25; within 1e-12 of NumPy's result, relative to the largest magnitude, \
+                   where cov's singular values are separated; NumPy's RuntimeWarning printed \
+                   to stderr)",
+            options: &[
+                opt(&["mean"], "required; M1,..,Md"),
+                opt(&["cov"], "required; d*d values, row-major"),
+                opt(&["check-valid"], "warn; or raise, ignore"),
+                opt(&["tol"], "1e-8"),
+                DSIZE,
+            ],
+            example: "--mean=0,1 --cov=2,0.5,0.5,1 --check-valid=warn --tol=1e-8 --shape=3",
         },
         FnDoc {
             name: "standard_gamma",
@@ -168,20 +184,22 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
         FnDoc {
             name: "multivariate_normal",
             call: "g.multivariate_normal(mean, np.reshape(cov, (d, d)), size=shape, \
-                   method='cholesky') (float64, size + (d,); within 1e-12 of NumPy's LAPACK/BLAS \
-                   result, relative to the largest magnitude; method svd/eigh not offered)",
+                   check_valid=check_valid, tol=tol, method=method) (float64, size + (d,); \
+                   within 1e-12 of NumPy's LAPACK result, relative to the largest magnitude, \
+                   where cov's singular values / eigenvalues are separated; svd/eigh for \
+                   d <= 25; NumPy's RuntimeWarning printed to stderr)",
             options: &[
                 opt(&["mean"], "required; M1,..,Md"),
                 opt(&["cov"], "required; d*d values, row-major"),
+                opt(&["method"], "svd; or eigh, cholesky"),
                 opt(
-                    &["method"],
-                    "svd (NumPy's default, not offered: give cholesky)",
+                    &["check-valid"],
+                    "warn; or raise, ignore (ignored with cholesky, as in NumPy)",
                 ),
-                opt(&["check-valid"], "warn; ignored with cholesky, as in NumPy"),
                 opt(&["tol"], "1e-8; ignored with cholesky, as in NumPy"),
                 DSIZE,
             ],
-            example: "--mean=0,1 --cov=2,0.5,0.5,1 --method=cholesky --check-valid=warn --tol=1e-8 --shape=3",
+            example: "--mean=0,1 --cov=2,0.5,0.5,1 --method=eigh --check-valid=warn --tol=1e-8 --shape=3",
         },
         FnDoc {
             name: "random",
@@ -277,8 +295,8 @@ fn f64_calls(
     })
 }
 use lockstep_rng::compat::numpy::{
-    BitGenerator, Distributions, Generator, MemoryOrder, MvhgMethod, Pcg64Dxsm, Philox,
-    RandomState, SeedSequence, Sfc64,
+    BitGenerator, CheckValid, Distributions, Generator, MemoryOrder, MvhgMethod, MvnDraw,
+    MvnMethod, Pcg64Dxsm, Philox, RandomState, SeedSequence, Sfc64,
 };
 use lockstep_rng::engines::{Mt19937, Pcg64};
 
@@ -308,6 +326,37 @@ fn need_n(opts: &Opts, repeat: usize) -> Result<usize, SampleError> {
     let n: usize = opts.require("n")?;
     check_count(n.saturating_mul(repeat))?;
     Ok(n)
+}
+
+/// `multivariate_normal`'s `--mean`, `--cov`, `--check-valid` and `--tol`, for both classes.
+fn mvn_options(opts: &Opts) -> Result<(Vec<f64>, Vec<f64>, CheckValid, f64), SampleError> {
+    let mean: Vec<f64> = opts
+        .list("mean")?
+        .ok_or_else(|| SampleError("option --mean is required here".into()))?;
+    let cov: Vec<f64> = opts
+        .list("cov")?
+        .ok_or_else(|| SampleError("option --cov is required here".into()))?;
+    // NumPy ignores check_valid with cholesky; an unknown value is refused here all the same.
+    let check = match opts.raw("check-valid").unwrap_or("warn") {
+        "warn" => CheckValid::Warn,
+        "raise" => CheckValid::Raise,
+        "ignore" => CheckValid::Ignore,
+        c => {
+            return fail(format!(
+                "option --check-valid={c}: check_valid must equal 'warn', 'raise', or 'ignore'"
+            ));
+        }
+    };
+    let tol: f64 = opts.get_or("tol", 1e-8)?;
+    Ok((mean, cov, check, tol))
+}
+
+/// The values of one `multivariate_normal` call; NumPy's `RuntimeWarning` goes to stderr.
+fn mvn_values(draw: MvnDraw) -> Result<Values, SampleError> {
+    if draw.not_psd {
+        eprintln!("RuntimeWarning: covariance is not symmetric positive-semidefinite.");
+    }
+    Ok(Values::F64(draw.values))
 }
 
 pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
@@ -369,6 +418,13 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             repeat_calls(repeat, || Ok(Values::I64(rs.permutation(n))))
         }
         "bytes" => bytes_calls(opts, repeat, |n| rs.bytes(n)),
+        "multivariate_normal" => {
+            let (mean, cov, check, tol) = mvn_options(opts)?;
+            let rows = dist_size(opts, false, mean.len(), repeat)?;
+            repeat_calls(repeat, || {
+                mvn_values(rs.multivariate_normal(&mean, &cov, rows, check, tol)?)
+            })
+        }
         "uniform" => {
             let n = size(opts, repeat)?;
             let low: f64 = opts.get_or("low", 0.0)?;
@@ -638,40 +694,20 @@ fn run_gen<B: BitGenOps>(
             })
         }
         "multivariate_normal" => {
-            let mean: Vec<f64> = opts
-                .list("mean")?
-                .ok_or_else(|| SampleError("option --mean is required here".into()))?;
-            let cov: Vec<f64> = opts
-                .list("cov")?
-                .ok_or_else(|| SampleError("option --cov is required here".into()))?;
-            match opts.raw("method").unwrap_or("svd") {
-                "cholesky" => {}
-                m @ ("svd" | "eigh") => {
-                    return fail(format!(
-                        "option --method={m}: not offered (NumPy's LAPACK sign conventions are \
-                         not reproduced yet); use --method=cholesky"
-                    ));
-                }
+            let method = match opts.raw("method").unwrap_or("svd") {
+                "svd" => MvnMethod::Svd,
+                "eigh" => MvnMethod::Eigh,
+                "cholesky" => MvnMethod::Cholesky,
                 m => {
                     return fail(format!(
                         "option --method={m}: method must be one of {{'eigh', 'svd', 'cholesky'}}"
                     ));
                 }
-            }
-            let _tol: f64 = opts.get_or("tol", 1e-8)?;
-            // NumPy ignores check_valid with cholesky, but still refuses an unknown value.
-            let check = opts.raw("check-valid").unwrap_or("warn");
-            if !matches!(check, "warn" | "raise" | "ignore") {
-                return fail(format!(
-                    "option --check-valid={check}: check_valid must equal 'warn', 'raise', or \
-                     'ignore'"
-                ));
-            }
+            };
+            let (mean, cov, check, tol) = mvn_options(opts)?;
             let rows = dist_size(opts, false, mean.len(), repeat)?;
             repeat_calls(repeat, || {
-                Ok(Values::F64(
-                    g.multivariate_normal_cholesky(&mean, &cov, rows)?,
-                ))
+                mvn_values(g.multivariate_normal(&mean, &cov, rows, method, check, tol)?)
             })
         }
         "uniform" => {
