@@ -58,6 +58,26 @@ fn main() {
         1,
     );
 
+    // The transform as it was before lockstep ported glibc's math: the same uniforms, then
+    // the platform's `log`/`cos`/`sin` per element (kept to show the gain in the same run).
+    row(
+        "torch.randn f64 1e7 (platform libm transform)",
+        best_of(runs, || {
+            let d = black_box(&mut f64s);
+            torch::rand(&mut g, d);
+            for b in d.chunks_exact_mut(16) {
+                for j in 0..8 {
+                    let radius = (-2.0 * (1.0 - b[j]).ln()).sqrt();
+                    let theta = core::f64::consts::TAU * b[j + 8];
+                    b[j] = (radius * theta.cos()).mul_add(1.0, 0.0);
+                    b[j + 8] = (radius * theta.sin()).mul_add(1.0, 0.0);
+                }
+            }
+        }),
+        N,
+        1,
+    );
+
     let mut npg = numpy::Generator::from_u64(0);
     row(
         "numpy Generator.random f64 1e7",

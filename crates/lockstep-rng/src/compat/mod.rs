@@ -5,7 +5,10 @@
 //! * [`python`]: CPython 3.11's `random` module.
 //! * [`numpy`]: NumPy 2.x's legacy `RandomState` and its `Generator` over `PCG64`, with
 //!   `SeedSequence`.
+//! * [`glibc_math`]: bit-exact ports of glibc's `log`, `sin`, `cos` (x86-64 FMA build), which
+//!   those libraries call on Linux.
 
+pub mod glibc_math;
 pub mod numpy;
 pub mod python;
 pub mod torch;
