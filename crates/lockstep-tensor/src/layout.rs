@@ -11,13 +11,45 @@ pub struct Layout {
     offset: usize,
 }
 
-/// Row-major strides for `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+/// Row-major strides for `shape` (sizes of 0 count as 1), or `None` where they overflow
+/// `usize`.
+fn checked_strides(shape: &[usize]) -> Option<Vec<usize>> {
+    let mut strides = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1].max(1);
+        strides[i] = strides[i + 1].checked_mul(shape[i + 1].max(1))?;
     }
-    strides
+    Some(strides)
+}
+
+/// Row-major strides for `shape`.
+///
+/// Only an empty shape can have strides beyond `usize` (a non-empty one's are at most its
+/// element count, which a buffer holds): those saturate at `usize::MAX` rather than overflow,
+/// and address no element. Where such a shape must be refused,
+/// [`try_contiguous_strides`] returns the error.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    checked_strides(shape).unwrap_or_else(|| {
+        let mut strides = vec![1usize; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1].saturating_mul(shape[i + 1].max(1));
+        }
+        strides
+    })
+}
+
+/// Row-major strides for `shape`, checked.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `op` if they overflow `usize` (an empty shape such as
+/// `[0, 2^40, 2^40]`).
+pub fn try_contiguous_strides(op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
+    checked_strides(shape).ok_or_else(|| {
+        crate::error::invalid(
+            op,
+            "shape",
+            format!("{shape:?} has too many elements: its row-major strides overflow"),
+        )
+    })
 }
 
 /// Resolves a possibly negative dimension index against `ndim` dimensions.
@@ -65,7 +97,18 @@ impl Layout {
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // Checked: a size of 0 after sizes whose product overflows (`[2^40, 2^40, 0]`, an
+        // empty view) is still 0 elements. A non-empty shape's product fits (a buffer holds it).
+        self.shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .unwrap_or_else(|| {
+                if self.shape.contains(&0) {
+                    0
+                } else {
+                    usize::MAX
+                }
+            })
     }
 
     /// Whether the elements are row-major and dense (dimensions of size 1 may have any stride).

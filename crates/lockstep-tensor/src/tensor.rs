@@ -254,6 +254,11 @@ impl Tensor {
         if self.is_contiguous() && self.layout.offset() == 0 && self.storage.len() == self.numel() {
             return Ok(self.clone());
         }
+        if self.numel() == 0 {
+            // The copy's row-major strides must exist: only an empty shape can make them
+            // overflow (`[0, 2^40, 2^40]`, e.g. from `view`).
+            crate::layout::try_contiguous_strides("contiguous", self.shape())?;
+        }
         Ok(crate::with_dtype!(self.dtype(), T => {
             let v: Vec<T> = self.copy_out::<T>("contiguous")?;
             Self::from_storage(T::into_storage(v), self.shape())
@@ -327,8 +332,62 @@ impl Tensor {
     }
 
     /// The elements as f64, row-major, whatever the dtype (for tests and printing).
+    ///
+    /// # Panics
+    /// If the copy cannot be allocated (a huge [`expand`](Self::expand)ed view):
+    /// [`try_to_dtype`](Self::try_to_dtype)`(DType::F64)` returns that as an error.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        crate::with_dtype!(self.dtype(), T => self.to_vec::<T>().expect("own dtype").into_iter().map(|x| x.to_f64()).collect())
+        match self.convert_out::<f64>("to_f64_vec") {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A copy of the elements as a new dense tensor of the same dtype (`x.clone()` in
+    /// PyTorch), with a failed allocation returned as an error ([`deep_clone`](Self::deep_clone)
+    /// cannot return one).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] naming `deep_clone` and the bytes (e.g. a `[1]` tensor
+    /// [`expand`](Self::expand)ed to `[2^40]`).
+    pub fn try_deep_clone(&self) -> Result<Tensor> {
+        Ok(crate::with_dtype!(self.dtype(), T => {
+            let v: Vec<T> = self.copy_out::<T>("deep_clone")?;
+            Self::from_storage(T::into_storage(v), self.shape())
+        }))
+    }
+
+    /// `x.to(dtype)`: elements converted through `f64` (floats round, integers truncate), the
+    /// same values as [`to_dtype`](Self::to_dtype), with a failed allocation returned as an
+    /// error. The same dtype is a cheap clone (no copy), as in PyTorch.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] naming `to_dtype` and the bytes of the converted copy.
+    pub fn try_to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        Ok(crate::with_dtype!(dtype, U => {
+            let v: Vec<U> = self.convert_out::<U>("to_dtype")?;
+            Self::from_storage(U::into_storage(v), self.shape())
+        }))
+    }
+
+    /// The elements in row-major order converted to `U` through `f64` (`U::from_f64(x.to_f64())`,
+    /// as [`to_dtype`](Self::to_dtype) converts), into a fallibly allocated vector.
+    fn convert_out<U: Element>(&self, op: &'static str) -> Result<Vec<U>> {
+        let mut v = try_with_capacity::<U>(op, self.numel())?;
+        crate::with_dtype!(self.dtype(), T => {
+            let s = T::slice(&self.storage).expect("the storage's own dtype");
+            let conv = |&x: &T| U::from_f64(x.to_f64());
+            if self.is_contiguous() {
+                let o = self.layout.offset();
+                v.extend(s[o..o + self.numel()].iter().map(conv));
+            } else {
+                v.extend(self.layout.indices().map(|i| conv(&s[i])));
+            }
+        });
+        Ok(v)
     }
 
     /// Mutable access to the dense elements, copying the storage first if it is shared or if

@@ -190,3 +190,122 @@ fn random_tensors_do_not_depend_on_threads() {
         assert_eq!(with_num_threads(n, run), want, "{n} threads");
     }
 }
+
+/// Issue 13 defect 7: `deep_clone` and `to_dtype` of a huge expanded view cannot allocate
+/// their copy; `try_deep_clone` / `try_to_dtype` return that as an error naming the op and
+/// the bytes (no abort), and give the infallible methods' values and bits otherwise.
+#[test]
+fn huge_deep_clone_and_to_dtype_are_errors() {
+    use lockstep_tensor::{DType, Error, Tensor};
+    // 2^46 elements: beyond any address space at 4 bytes each, whatever the overcommit policy.
+    let n = 1usize << 46;
+    let e = Tensor::from_vec(vec![1.5f32], &[1])
+        .unwrap()
+        .expand(&[n as isize])
+        .unwrap();
+    match e.try_deep_clone() {
+        Err(Error::OutOfMemory { op, bytes }) => {
+            assert_eq!((op, bytes), ("deep_clone", 4 * n as u128));
+        }
+        r => panic!("{:?}", r.map(|t| t.shape().to_vec())),
+    }
+    match e.try_to_dtype(DType::F64) {
+        Err(Error::OutOfMemory { op, bytes }) => {
+            assert_eq!((op, bytes), ("to_dtype", 8 * n as u128));
+        }
+        r => panic!("{:?}", r.map(|t| t.shape().to_vec())),
+    }
+    // The same dtype is a cheap clone, as `to_dtype`'s.
+    assert_eq!(e.try_to_dtype(DType::F32).unwrap().shape(), &[n]);
+
+    // Small tensors and views: the infallible methods' values, bit for bit.
+    let bits = |t: &Tensor| -> Vec<u64> { t.to_f64_vec().iter().map(|v| v.to_bits()).collect() };
+    let x = Tensor::from_vec(
+        vec![-2.5f32, 0.5, 3.75, f32::NAN, -0.0, 1e30, 255.9, -1.0],
+        &[2, 4],
+    )
+    .unwrap();
+    for v in [
+        x.clone(),
+        x.transpose(0, 1).unwrap(),
+        x.narrow(1, 1, 2).unwrap(),
+    ] {
+        let c = v.try_deep_clone().unwrap();
+        assert!(c.is_contiguous());
+        assert_eq!((c.shape(), bits(&c)), (v.shape(), bits(&v.deep_clone())));
+        for dt in [DType::F32, DType::F64, DType::I64, DType::U8, DType::Bool] {
+            let (a, b) = (v.to_dtype(dt), v.try_to_dtype(dt).unwrap());
+            assert_eq!((a.dtype(), a.shape()), (b.dtype(), b.shape()));
+            assert_eq!(bits(&a), bits(&b), "{dt:?}");
+        }
+    }
+}
+
+/// Issue 13: row-major strides are computed with checked arithmetic. Only an empty shape can
+/// have strides beyond `usize` (`[0, 2^40, 2^40]`, e.g. from `view` of an empty tensor): they
+/// saturate instead of overflowing, its element count is 0, and a copy that would need them
+/// is an error (as PyTorch's "Stride calculation overflowed").
+#[test]
+fn strides_of_huge_empty_shapes_do_not_overflow() {
+    use lockstep_tensor::layout::{contiguous_strides, try_contiguous_strides};
+    use lockstep_tensor::{DType, Tensor};
+    let big = 1usize << 40;
+    assert_eq!(try_contiguous_strides("t", &[2, 3, 4]).unwrap(), [12, 4, 1]);
+    assert_eq!(contiguous_strides(&[2, 0, 4]), [4, 4, 1]);
+    let e = try_contiguous_strides("t", &[0, big, big]).unwrap_err();
+    assert!(e.to_string().contains("strides overflow"), "{e}");
+    assert_eq!(contiguous_strides(&[0, big, big]), [usize::MAX, big, 1]);
+
+    let x = Tensor::zeros(&[0], DType::F32).unwrap();
+    let v = x.view(&[0, big as isize, big as isize]).unwrap();
+    assert_eq!((v.numel(), v.to_vec::<f32>().unwrap().len()), (0, 0));
+    // A zero after sizes whose product overflows: still 0 elements.
+    let w = x.view(&[big as isize, big as isize, 0]).unwrap();
+    assert_eq!(w.numel(), 0);
+    assert_eq!(w.try_contiguous().unwrap().numel(), 0);
+    // An empty view inside a larger storage must be copied by `contiguous`: refused.
+    let y = Tensor::zeros(&[4], DType::F32)
+        .unwrap()
+        .narrow(0, 2, 0)
+        .unwrap()
+        .view(&[0, big as isize, big as isize])
+        .unwrap();
+    let e = y.try_contiguous().unwrap_err();
+    assert!(e.to_string().contains("strides overflow"), "{e}");
+}
+
+/// Issue 13 defect 7: Winograd's per-thread scratch buffers are allocated fallibly. An empty
+/// batch of 2^40 channels needs no output, but the weight gradient's per-part buffers are
+/// sized by the channels: an OutOfMemory error naming the algorithm, not an abort. The forward
+/// pass and the input gradient have no work and allocate nothing.
+#[test]
+fn winograd_scratch_for_huge_channel_counts_is_an_error() {
+    use lockstep_tensor::autotune::with_algorithm;
+    use lockstep_tensor::ops::conv::Conv2dParams;
+    use lockstep_tensor::{DType, Error, Tensor};
+    let c = 1usize << 40;
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let x = Tensor::zeros(&[0, c, 4, 4], DType::F32).unwrap();
+    let w = Tensor::zeros(&[0, c, 3, 3], DType::F32).unwrap();
+    let gy = Tensor::zeros(&[0, 0, 4, 4], DType::F32).unwrap();
+    let y = with_algorithm("conv2d.winograd_f4x3", || x.conv2d(&w, None, p)).unwrap();
+    assert_eq!(y.shape(), &[0, 0, 4, 4]);
+    let dx = with_algorithm("conv2d_input_grad.winograd_f4x3", || {
+        Tensor::conv2d_backward_input(&gy, x.shape(), &w, p)
+    })
+    .unwrap();
+    assert_eq!(dx.shape(), x.shape());
+    let r = with_algorithm("conv2d_weight_grad.winograd_f4x3", || {
+        Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p)
+    });
+    match r {
+        Err(Error::OutOfMemory { op, bytes }) => {
+            assert_eq!(op, "conv2d_weight_grad.winograd_f4x3");
+            assert!(bytes >= 4 * c as u128, "{bytes}");
+        }
+        r => panic!("{:?}", r.map(|t| t.shape().to_vec())),
+    }
+}

@@ -27,7 +27,7 @@
 //! [`crate::autotune::with_algorithm`].
 
 use super::Geometry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::threads::Par;
@@ -804,9 +804,27 @@ thread_local! {
     static SPARE: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
 }
 
+/// The number of `f32`s in a buffer of `dims` (their product), or [`Error::OutOfMemory`]
+/// naming `op` if no buffer that large can exist. Shapes of empty tensors can ask for that
+/// (an empty batch of 2^40 channels still needs its per-channel buffers).
+fn floats(op: &'static str, dims: &[usize]) -> Result<usize> {
+    let n = dims
+        .iter()
+        .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+        .unwrap_or(u128::MAX);
+    if n > (isize::MAX as u128) / 4 {
+        return Err(Error::OutOfMemory {
+            op,
+            bytes: n.saturating_mul(4),
+        });
+    }
+    Ok(n as usize)
+}
+
 /// A scratch buffer of `len` elements (contents unspecified: every user writes before reading),
-/// reused from this thread's spares when one is large enough.
-fn scratch(len: usize) -> Scratch {
+/// reused from this thread's spares when one is large enough; a buffer that cannot be
+/// allocated is [`Error::OutOfMemory`] naming `op`, not an abort.
+fn scratch(op: &'static str, len: usize) -> Result<Scratch> {
     let mut v = SPARE
         .with(|s| {
             let mut s = s.borrow_mut();
@@ -815,9 +833,14 @@ fn scratch(len: usize) -> Scratch {
         })
         .unwrap_or_default();
     if v.len() < len {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| Error::OutOfMemory {
+                op,
+                bytes: len as u128 * 4,
+            })?;
         v.resize(len, 0.0);
     }
-    Scratch(v, len)
+    Ok(Scratch(v, len))
 }
 
 /// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped,
@@ -858,11 +881,16 @@ impl core::ops::DerefMut for Scratch {
 /// The transformed kernel `U[ξ][ci][co]` (`36 × cin × coutp`), from `weight(co, ci, a, b)`,
 /// computed in f64 and rounded once; input channels in parallel.
 fn kernel_transform(
+    op: &'static str,
     pl: &Plan,
     weight: impl Fn(usize, usize, usize, usize) -> f32 + Sync,
     par: &Par,
-) -> Vec<f32> {
-    let mut u = vec![0f32; XI * pl.cin * pl.coutp];
+) -> Result<Vec<f32>> {
+    let mut u = crate::error::try_filled_vec(op, floats(op, &[XI, pl.cin, pl.coutp])?, 0f32)?;
+    if pl.cout == 0 {
+        // Nothing to transform (and 2^40 empty channels would take hours to walk).
+        return Ok(u);
+    }
     let dst = SyncPtr(u.as_mut_ptr());
     let channel = |ci: usize| {
         for co in 0..pl.cout {
@@ -888,13 +916,21 @@ fn kernel_transform(
     } else {
         (0..pl.cin).for_each(channel);
     }
-    u
+    Ok(u)
 }
 
 /// Forward pass of `pl` on `x` (`n × cin × h × w`) with transformed kernel `u`, into `out`
 /// (`n × cout × oh × ow`). Work units are blocks of `TB` tiles of one sample, each computed
 /// whole by one thread.
-fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32], par: &Par) {
+fn forward_planned(
+    op: &'static str,
+    pl: &Plan,
+    kern: Kern,
+    x: &[f32],
+    u: &[f32],
+    out: &mut [f32],
+    par: &Par,
+) -> Result<()> {
     // The tasks write `out` through a raw pointer: its size is checked here, once.
     assert_eq!(
         out.len(),
@@ -904,7 +940,7 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
     let (wp, cp) = (pl.wp(), pl.cinp);
     let plane = pl.hp() * wp * cp;
     let chw = pl.cin * pl.h * pl.w;
-    let mut xl = scratch(pl.n * plane);
+    let mut xl = scratch(op, floats(op, &[pl.n, plane])?)?;
     // (No input channels: nothing to copy, and every product is an empty sum.)
     par.install(|| {
         xl.par_chunks_mut(plane.max(1))
@@ -951,17 +987,24 @@ fn forward_planned(pl: &Plan, kern: Kern, x: &[f32], u: &[f32], out: &mut [f32],
         outputs_block(kern.isa, pl, m, s, t0, t1, dst);
     };
     let units = pl.n * blocks;
-    let buffers = || (scratch(XI * TB * cp), scratch(XI * TB * pl.coutp));
+    let (vlen, mlen) = (floats(op, &[XI, TB, cp])?, floats(op, &[XI, TB, pl.coutp])?);
+    let buffers = || Ok::<_, Error>((scratch(op, vlen)?, scratch(op, mlen)?));
     if par.threads() > 1 && units > 1 {
         par.install(|| {
             (0..units)
                 .into_par_iter()
                 .with_max_len(1)
-                .for_each_init(buffers, block)
-        });
-    } else {
-        let mut bufs = buffers();
+                .try_for_each_init(buffers, |bufs, unit| {
+                    block(bufs.as_mut().map_err(|e| e.clone())?, unit);
+                    Ok(())
+                })
+        })
+    } else if units > 0 {
+        let mut bufs = buffers()?;
         (0..units).for_each(|u| block(&mut bufs, u));
+        Ok(())
+    } else {
+        Ok(())
     }
 }
 
@@ -973,18 +1016,26 @@ pub(super) fn forward(
     out: &mut [f32],
     par: &Par,
 ) -> Result<()> {
-    forward_with(Kern::best(), g, x, w, out, par);
-    Ok(())
+    forward_with(Kern::best(), g, x, w, out, par)
 }
 
-fn forward_with(kern: Kern, g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) {
+fn forward_with(
+    kern: Kern,
+    g: &Geometry,
+    x: &[f32],
+    w: &[f32],
+    out: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    const OP: &str = "conv2d.winograd_f4x3";
     let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
     let u = kernel_transform(
+        OP,
         &pl,
         |co, ci, a, b| w[((co * g.cin + ci) * 3 + a) * 3 + b],
         par,
-    );
-    forward_planned(&pl, kern, x, &u, out, par);
+    )?;
+    forward_planned(OP, &pl, kern, x, &u, out, par)
 }
 
 /// `conv2d_input_grad.winograd_f4x3`: the input gradient of `g`, as the forward pass of the
@@ -996,20 +1047,28 @@ pub(super) fn input_grad(
     dx: &mut [f32],
     par: &Par,
 ) -> Result<()> {
-    input_grad_with(Kern::best(), g, gout, w, dx, par);
-    Ok(())
+    input_grad_with(Kern::best(), g, gout, w, dx, par)
 }
 
-fn input_grad_with(kern: Kern, g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) {
+fn input_grad_with(
+    kern: Kern,
+    g: &Geometry,
+    gout: &[f32],
+    w: &[f32],
+    dx: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    const OP: &str = "conv2d_input_grad.winograd_f4x3";
     let (ph, pw) = g.p.padding;
     let pl = Plan::new(g.n, g.cout, (g.oh, g.ow), g.cin, (2 - ph, 2 - pw), kern.nr);
     debug_assert_eq!((pl.oh, pl.ow), (g.h, g.w));
     let u = kernel_transform(
+        OP,
         &pl,
         |ci, co, a, b| w[((co * g.cin + ci) * 3 + 2 - a) * 3 + 2 - b],
         par,
-    );
-    forward_planned(&pl, kern, gout, &u, dx, par);
+    )?;
+    forward_planned(OP, &pl, kern, gout, &u, dx, par)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1028,11 +1087,18 @@ pub(super) fn weight_grad(
     dw: &mut [f32],
     par: &Par,
 ) -> Result<()> {
-    weight_grad_with(Kern::best(), g, x, gout, dw, par);
-    Ok(())
+    weight_grad_with(Kern::best(), g, x, gout, dw, par)
 }
 
-fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut [f32], par: &Par) {
+fn weight_grad_with(
+    kern: Kern,
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    dw: &mut [f32],
+    par: &Par,
+) -> Result<()> {
+    const OP: &str = "conv2d_weight_grad.winograd_f4x3";
     let pl = Plan::new(g.n, g.cin, (g.h, g.w), g.cout, g.p.padding, kern.nr);
     let (wp, cp, op) = (pl.wp(), pl.cinp, pl.coutp);
     let gw = pl.tw * 4;
@@ -1042,15 +1108,19 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
     let total = pl.n * tiles;
     let parts = total.div_ceil(TB).clamp(1, WEIGHT_GRAD_PARTS);
     let per = total.div_ceil(parts);
-    let psize = XI * pl.cin * op;
+    // Every part's buffers, sized (checked) once.
+    let psize = floats(OP, &[XI, pl.cin, op])?;
+    let xlen = floats(OP, &[pl.hp(), wp, cp])?;
+    let glen = floats(OP, &[pl.th, 4, gw, op])?;
+    let (vlen, dlen) = (floats(OP, &[XI, TB, cp])?, floats(OP, &[XI, TB, op])?);
     let chw = pl.cin * pl.h * pl.w;
     let ohw = pl.cout * pl.oh * pl.ow;
-    let part = |k: usize| -> Scratch {
-        let mut p = scratch(psize);
-        let mut xl = scratch(pl.hp() * wp * cp);
-        let mut gl = scratch(pl.th * 4 * gw * op);
-        let mut v = scratch(XI * TB * cp);
-        let mut d = scratch(XI * TB * op);
+    let part = |k: usize| -> Result<Scratch> {
+        let mut p = scratch(OP, psize)?;
+        let mut xl = scratch(OP, xlen)?;
+        let mut gl = scratch(OP, glen)?;
+        let mut v = scratch(OP, vlen)?;
+        let mut d = scratch(OP, dlen)?;
         let mut first = true;
         let (g0, g1) = ((k * per).min(total), ((k + 1) * per).min(total));
         let mut at = g0;
@@ -1108,7 +1178,7 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
         if first {
             p.fill(0.0);
         }
-        p
+        Ok(p)
     };
     let partials: Vec<Scratch> = if par.threads() > 1 && parts > 1 {
         par.install(|| {
@@ -1116,10 +1186,10 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
                 .into_par_iter()
                 .with_max_len(1)
                 .map(part)
-                .collect()
-        })
+                .collect::<Result<_>>()
+        })?
     } else {
-        (0..parts).map(part).collect()
+        (0..parts).map(part).collect::<Result<_>>()?
     };
     // dW = Gᵀ (Σ parts) G per (co, ci): the parts added in part order (f32), the transform in
     // f64, rounded once; chunks of 16 output channels in parallel (each element's order is
@@ -1147,15 +1217,17 @@ fn weight_grad_with(kern: Kern, g: &Geometry, x: &[f32], gout: &[f32], dw: &mut 
             }
         }
     };
-    let chunk_len = L * cin * 9;
-    if chunk_len == 0 {
-        return;
+    if dw.is_empty() {
+        return Ok(());
     }
+    // dw holds cout·cin·9 floats, so this product fits.
+    let chunk_len = L * cin * 9;
     if par.threads() > 1 {
         par.install(|| dw.par_chunks_mut(chunk_len).enumerate().for_each(chunk));
     } else {
         dw.chunks_mut(chunk_len).enumerate().for_each(chunk);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1246,9 +1318,9 @@ mod tests {
         let mut y = vec![f32::NAN; g.n * g.cout * g.ohw()];
         let mut dx = vec![0f32; x.len()];
         let mut dw = vec![f32::NAN; w.len()];
-        forward_with(kern, g, x, w, &mut y, par);
-        input_grad_with(kern, g, gy, w, &mut dx, par);
-        weight_grad_with(kern, g, x, gy, &mut dw, par);
+        forward_with(kern, g, x, w, &mut y, par).unwrap();
+        input_grad_with(kern, g, gy, w, &mut dx, par).unwrap();
+        weight_grad_with(kern, g, x, gy, &mut dw, par).unwrap();
         [y, dx, dw]
     }
 
