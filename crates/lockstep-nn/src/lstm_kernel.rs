@@ -64,14 +64,18 @@ pub(crate) mod fast {
         // Adding and subtracting 1.5·2²³ rounds to the nearest integer (|v| < 2²²).
         const MAGIC: f32 = 12_582_912.0;
         let x = x.clamp(-87.3, 88.3);
-        let n = (x * LOG2E + MAGIC) - MAGIC;
+        let s = x * LOG2E + MAGIC;
+        let n = s - MAGIC;
         let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
         let p = ((((1.987_569_2e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
             + 1.666_666_5e-1)
             * r
             + 5.000_000_1e-1;
         let e = (p * (r * r) + r) + 1.0;
-        e * f32::from_bits((((n as i32) + 127) as u32) << 23)
+        // `n` as an integer: `s` lies in [2²³, 2²⁴), where one unit is one step of the bits.
+        // (`n as i32` would be a saturating scalar conversion that stops vectorisation.)
+        let ni = s.to_bits().wrapping_sub(MAGIC.to_bits());
+        e * f32::from_bits(ni.wrapping_add(127) << 23)
     }
 
     /// `1 / (1 + exp(−x))`.
@@ -135,7 +139,7 @@ impl Out {
 }
 
 /// A 64-byte aligned `f32` buffer: packed weights, read a vector at a time (a vector across two
-/// cache lines costs two loads).
+/// cache lines costs two loads). Its storage comes from, and goes back to, [`scratch`].
 pub(crate) struct Packed {
     buf: Vec<f32>,
     off: usize,
@@ -143,17 +147,24 @@ pub(crate) struct Packed {
 }
 
 impl Packed {
+    /// Contents unspecified (the packing writes them).
     fn new(len: usize) -> Result<Self> {
-        let buf = lockstep_tensor::try_filled_vec("lstm_layer", len + 16, 0f32)?;
+        let buf = scratch(len + 16)?;
         let addr = buf.as_ptr() as usize;
         let off = (addr.next_multiple_of(64) - addr) / 4;
         Ok(Self { buf, off, len })
     }
-    fn as_slice(&self) -> &[f32] {
+    pub(crate) fn as_slice(&self) -> &[f32] {
         &self.buf[self.off..self.off + self.len]
     }
     fn as_mut_slice(&mut self) -> &mut [f32] {
         &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl Drop for Packed {
+    fn drop(&mut self) {
+        recycle(core::mem::take(&mut self.buf));
     }
 }
 
@@ -178,13 +189,24 @@ pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, b
     let tiles = h.div_ceil(u);
     let mut pk = Packed::new(tiles * h * NV * u)?;
     let dst = pk.as_mut_slice();
+    if h % u != 0 {
+        dst.fill(0.0);
+    }
     for t in 0..tiles {
+        let nu = u.min(h - t * u);
         let panel = &mut dst[t * h * NV * u..(t + 1) * h * NV * u];
+        // 16 × 16 blocks: the block's source rows and destination lines stay in L1.
         for v in 0..NV {
-            for l in 0..u.min(h - t * u) {
-                let row = &w[(v * h + t * u + l) * h..][..h];
-                for (p, &x) in row.iter().enumerate() {
-                    panel[p * NV * u + v * u + l] = x;
+            let rows = &w[(v * h + t * u) * h..][..nu * h];
+            for p0 in (0..h).step_by(16) {
+                let pn = 16.min(h - p0);
+                let dst = &mut panel[p0 * NV * u + v * u..][..(pn - 1) * NV * u + nu];
+                for l in 0..nu {
+                    let src = &rows[l * h + p0..][..pn];
+                    for q in 0..pn {
+                        // SAFETY: q < pn and l < nu: inside both slices (sized above).
+                        unsafe { *dst.get_unchecked_mut(q * NV * u + l) = *src.get_unchecked(q) };
+                    }
                 }
             }
         }
@@ -192,14 +214,21 @@ pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, b
     Ok((pk, all_finite(w)))
 }
 
+/// Whether the backward steps read `W_hh` in place (whole tiles of `4·U` columns), without
+/// [`pack_backward`]: then `W_hh`'s gradient is computed here too (see [`weight_grad_rows`]).
+pub(crate) fn direct(simd: Simd, h: usize) -> bool {
+    h % (NV * simd.lanes()) == 0
+}
+
 /// `W_hh` (`[4H, H]`) for the backward steps' `dG · W_hh`: for each tile of `4·U` columns, the
-/// `4H` rows' slices (zero past `H`).
+/// `4H` rows' slices (zero past `H`). Not needed when [`direct`].
 pub(crate) fn pack_backward(simd: Simd, w: &[f32], h: usize) -> Result<Packed> {
     let q = NV * simd.lanes();
     let g4 = 4 * h;
     let tiles = h.div_ceil(q);
     let mut pk = Packed::new(tiles * g4 * q)?;
     let dst = pk.as_mut_slice();
+    dst.fill(0.0);
     for t in 0..tiles {
         let cols = q.min(h - t * q);
         for j in 0..g4 {
@@ -219,12 +248,13 @@ mod x86 {
     macro_rules! tile_fn {
         ($name:ident, $feat:literal, $v:ty, $u:expr, $zero:ident, $load:ident, $store:ident,
          $bcast:ident, $fma:ident) => {
-            /// `out[(i·NV + v)·U + l]` for `i < MR`: the chain over `p < kc` of
-            /// `a[i·ars + p·aks] · b[p·bks + v·U + l]`, from `+0.0`.
+            /// `out[i·ors + v·ovs + l]` for `i < MR`: the chain over `p < kc` of
+            /// `a[i·ars + p·aks] · b[p·bks + v·U + l]`, from `+0.0`, or from the value in
+            /// `out` with `init` (a chain continued).
             ///
             /// # Safety
             /// The CPU supports the target features; every `a` and `b` index above is readable
-            /// and `out` holds `MR·NV·U` elements.
+            /// and every `out` index is writable (and readable with `init`).
             #[target_feature(enable = $feat)]
             #[allow(clippy::too_many_arguments)]
             pub(super) unsafe fn $name<const MR: usize>(
@@ -235,12 +265,22 @@ mod x86 {
                 b: *const f32,
                 bks: usize,
                 out: *mut f32,
+                ors: usize,
+                ovs: usize,
+                init: bool,
             ) {
                 const U: usize = $u;
                 // SAFETY (whole body): the caller guarantees bounds and CPU features; the
                 // pointers advance with `wrapping_add` (they end one step past their data).
                 unsafe {
                     let mut acc = [[$zero(); NV]; MR];
+                    if init {
+                        for i in 0..MR {
+                            for v in 0..NV {
+                                acc[i][v] = $load(out.add(i * ors + v * ovs));
+                            }
+                        }
+                    }
                     let (mut a, mut b) = (a, b);
                     for _ in 0..kc {
                         let mut av = [$zero(); MR];
@@ -258,7 +298,7 @@ mod x86 {
                     }
                     for i in 0..MR {
                         for v in 0..NV {
-                            $store(out.add((i * NV + v) * U), acc[i][v]);
+                            $store(out.add(i * ors + v * ovs), acc[i][v]);
                         }
                     }
                 }
@@ -304,16 +344,19 @@ mod x86 {
         b: *const f32,
         bks: usize,
         out: *mut f32,
+        ors: usize,
+        ovs: usize,
+        init: bool,
     ) {
         // SAFETY: forwarded.
         unsafe {
             match mr {
-                6 => tile512::<6>(kc, a, ars, aks, b, bks, out),
-                5 => tile512::<5>(kc, a, ars, aks, b, bks, out),
-                4 => tile512::<4>(kc, a, ars, aks, b, bks, out),
-                3 => tile512::<3>(kc, a, ars, aks, b, bks, out),
-                2 => tile512::<2>(kc, a, ars, aks, b, bks, out),
-                _ => tile512::<1>(kc, a, ars, aks, b, bks, out),
+                6 => tile512::<6>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                5 => tile512::<5>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                4 => tile512::<4>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                3 => tile512::<3>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                2 => tile512::<2>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                _ => tile512::<1>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
             }
         }
     }
@@ -333,13 +376,16 @@ mod x86 {
         b: *const f32,
         bks: usize,
         out: *mut f32,
+        ors: usize,
+        ovs: usize,
+        init: bool,
     ) {
         // SAFETY: forwarded.
         unsafe {
             match mr {
-                3 => tile256::<3>(kc, a, ars, aks, b, bks, out),
-                2 => tile256::<2>(kc, a, ars, aks, b, bks, out),
-                _ => tile256::<1>(kc, a, ars, aks, b, bks, out),
+                3 => tile256::<3>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                2 => tile256::<2>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                _ => tile256::<1>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
             }
         }
     }
@@ -381,8 +427,12 @@ pub(crate) struct Backward<'a> {
     pub hidden: usize,
     /// `[T + 1, B, H]`: the gradient of the forward's value.
     pub gy: &'a [f32],
-    /// [`pack_backward`]'s panels.
-    pub w: &'a Packed,
+    /// `W_hh` for `dG · W_hh`: [`pack_backward`]'s panels (`wks = 4·U`, `wts = 4H·4·U`), or
+    /// `W_hh` itself when [`direct`] (`wks = H`, `wts = 4·U`): tile `t`'s row `j` starts at
+    /// `t·wts + j·wks`.
+    pub w: &'a [f32],
+    pub wks: usize,
+    pub wts: usize,
     /// The forward's saved values (processing order) and the initial cell state `[B, H]`.
     pub acts: &'a [f32],
     pub cs: &'a [f32],
@@ -453,10 +503,19 @@ unsafe fn backward256(b: &Backward, r0: usize, r1: usize) {
     unsafe { backward_body::<8, 3>(b, r0, r1, x86::tile256_rows) }
 }
 
-type TileFn = unsafe fn(usize, usize, *const f32, usize, usize, *const f32, usize, *mut f32);
-
-/// The largest micro-tile, `MR·NV·U` elements (6 · 4 · 16).
-const TILE_MAX: usize = 6 * NV * 16;
+type TileFn = unsafe fn(
+    usize,
+    usize,
+    *const f32,
+    usize,
+    usize,
+    *const f32,
+    usize,
+    *mut f32,
+    usize,
+    usize,
+    bool,
+);
 
 /// The forward steps of rows `r0..r1` with `U` lanes and tiles of up to `MR` rows; inlined into
 /// the target-feature functions above so that the gate arithmetic is vectorised with them.
@@ -483,25 +542,24 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
             && f.c0.len() == bsz * h
             && f.bias.is_none_or(|b| b.len() == g4)
             && r1 <= bsz
-            && MR * NV * U <= TILE_MAX
     );
+    let hp = tiles * U;
     let mut hc = f.h0[r0 * h..r1 * h].to_vec();
     let mut hn = vec![0f32; n * h];
     let mut c = f.c0[r0 * h..r1 * h].to_vec();
-    let mut acc = [0f32; TILE_MAX];
+    // The products of a step, `[n, 4, hp]`: gate v of unit j at `v·hp + j` (whole tiles).
+    let mut mm = vec![0f32; n * NV * hp];
     for (k, &s) in f.order.iter().enumerate() {
         // SAFETY: rows r0..r1 of step k are this task's.
         unsafe { f.hprev.put((k * bsz + r0) * h, &hc) };
         let kc = if k == 0 && f.skip_first { 0 } else { h };
         for t in 0..tiles {
-            let j0 = t * U;
-            let nu = U.min(h - j0);
             let panel = wt[t * h * NV * U..].as_ptr();
             let mut i0 = 0;
             while i0 < n {
                 let mr = MR.min(n - i0);
                 // SAFETY: rows i0..i0+mr of `hc` have `h` elements each (kc ≤ h), the panel
-                // `kc` steps of NV·U, and `acc` mr·NV·U.
+                // `kc` steps of NV·U; `mm` rows of NV·hp hold gate vectors of `U` at `t·U`.
                 unsafe {
                     tile(
                         mr,
@@ -511,51 +569,36 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
                         1,
                         panel,
                         NV * U,
-                        acc.as_mut_ptr(),
+                        mm[i0 * NV * hp + t * U..].as_mut_ptr(),
+                        NV * hp,
+                        hp,
+                        false,
                     )
                 };
-                for i in 0..mr {
-                    let (li, r) = (i0 + i, r0 + i0 + i);
-                    let xrow = &f.xw[(s * bsz + r) * g4..][..g4];
-                    let arow = &acc[i * NV * U..][..NV * U];
-                    let mut pre = [[0f32; U]; NV];
-                    for v in 0..NV {
-                        let x = &xrow[v * h + j0..][..nu];
-                        let m = &arow[v * U..][..nu];
-                        let pv = &mut pre[v][..nu];
-                        match f.bias {
-                            Some(b) => {
-                                let b = &b[v * h + j0..][..nu];
-                                for l in 0..nu {
-                                    pv[l] = x[l] + (m[l] + b[l]);
-                                }
-                            }
-                            None => {
-                                for l in 0..nu {
-                                    pv[l] = x[l] + m[l];
-                                }
-                            }
-                        }
-                    }
-                    let mut cv = [0f32; U];
-                    cv[..nu].copy_from_slice(&c[li * h + j0..][..nu]);
-                    let (mut tc, mut hv) = ([0f32; U], [0f32; U]);
-                    cell::<U>(&mut pre, &mut cv, &mut tc, &mut hv);
-                    c[li * h + j0..][..nu].copy_from_slice(&cv[..nu]);
-                    hn[li * h + j0..][..nu].copy_from_slice(&hv[..nu]);
-                    let (ka, kh) = ((k * bsz + r) * g4, (k * bsz + r) * h);
-                    // SAFETY: row r of step k is this task's; every offset is inside the
-                    // buffers' documented sizes.
-                    unsafe {
-                        for v in 0..NV {
-                            f.acts.put(ka + v * h + j0, &pre[v][..nu]);
-                        }
-                        f.cs.put(kh + j0, &cv[..nu]);
-                        f.tcs.put(kh + j0, &tc[..nu]);
-                    }
-                }
                 i0 += mr;
             }
+        }
+        for i in 0..n {
+            let r = r0 + i;
+            let (ka, kh) = ((k * bsz + r) * g4, (k * bsz + r) * h);
+            // SAFETY: row r of step k is this task's (nobody else reads or writes it now).
+            let (a, cs, tcs) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(f.acts.0.add(ka), g4),
+                    core::slice::from_raw_parts_mut(f.cs.0.add(kh), h),
+                    core::slice::from_raw_parts_mut(f.tcs.0.add(kh), h),
+                )
+            };
+            gates(
+                a,
+                &f.xw[(s * bsz + r) * g4..][..g4],
+                &mm[i * NV * hp..][..NV * hp],
+                f.bias,
+                &mut c[i * h..][..h],
+                cs,
+                tcs,
+                &mut hn[i * h..][..h],
+            );
         }
         core::mem::swap(&mut hc, &mut hn);
         // SAFETY: rows r0..r1 of time s and of the last slot are this task's.
@@ -565,30 +608,54 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
     unsafe { f.y.put((f.steps * bsz + r0) * h, &c) };
 }
 
-/// One step of `U` units: `pre` (the gates before their nonlinearities) becomes the activated
-/// gates, `c` the new cell state, `tc` its tanh and `h` the new hidden state — the GEMM path's
-/// formulas and order.
+/// One row of one step: `a` becomes the activated gates `x + (m + b)` (`m` with gate `v` at
+/// `v·hp`), `c` the new cell state (also into `cs`), `tcs` its tanh and `hn` the new hidden
+/// state — the GEMM path's formulas and order, in flat loops that vectorise.
 #[inline(always)]
-fn cell<const U: usize>(
-    pre: &mut [[f32; U]; NV],
-    c: &mut [f32; U],
-    tc: &mut [f32; U],
-    h: &mut [f32; U],
+#[allow(clippy::too_many_arguments)]
+fn gates(
+    a: &mut [f32],
+    x: &[f32],
+    m: &[f32],
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+    cs: &mut [f32],
+    tcs: &mut [f32],
+    hn: &mut [f32],
 ) {
-    for l in 0..U {
-        let i = sigmoid(pre[0][l]);
-        let f = sigmoid(pre[1][l]);
-        let g = tanh(pre[2][l]);
-        let o = sigmoid(pre[3][l]);
-        let cn = f * c[l] + i * g;
+    let h = c.len();
+    let hp = m.len() / NV;
+    for v in 0..NV {
+        let (av, xv, mv) = (&mut a[v * h..][..h], &x[v * h..][..h], &m[v * hp..][..h]);
+        match bias {
+            Some(b) => {
+                let bv = &b[v * h..][..h];
+                for j in 0..h {
+                    av[j] = xv[j] + (mv[j] + bv[j]);
+                }
+            }
+            None => {
+                for j in 0..h {
+                    av[j] = xv[j] + mv[j];
+                }
+            }
+        }
+    }
+    let (ai, rest) = a.split_at_mut(h);
+    let (af, rest) = rest.split_at_mut(h);
+    let (ag, ao) = rest.split_at_mut(h);
+    let (ao, cs, tcs, hn) = (&mut ao[..h], &mut cs[..h], &mut tcs[..h], &mut hn[..h]);
+    ai.iter_mut().for_each(|x| *x = sigmoid(*x));
+    af.iter_mut().for_each(|x| *x = sigmoid(*x));
+    ag.iter_mut().for_each(|x| *x = tanh(*x));
+    ao.iter_mut().for_each(|x| *x = sigmoid(*x));
+    for j in 0..h {
+        let cn = af[j] * c[j] + ai[j] * ag[j];
         let t = tanh(cn);
-        pre[0][l] = i;
-        pre[1][l] = f;
-        pre[2][l] = g;
-        pre[3][l] = o;
-        c[l] = cn;
-        tc[l] = t;
-        h[l] = o * t;
+        c[j] = cn;
+        cs[j] = cn;
+        tcs[j] = t;
+        hn[j] = ao[j] * t;
     }
 }
 
@@ -609,21 +676,19 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
     let n = r1 - r0;
     let tiles = h.div_ceil(q);
     let hp = tiles * q;
-    let w = b.w.as_slice();
+    let w = b.w;
     assert!(
         b.gy.len() == (steps + 1) * bsz * h
-            && w.len() == tiles * g4 * q
+            && (tiles - 1) * b.wts + (g4 - 1) * b.wks + q <= w.len()
             && b.acts.len() == steps * bsz * g4
             && b.cs.len() == steps * bsz * h
             && b.tcs.len() == steps * bsz * h
             && b.c0.len() == bsz * h
             && r1 <= bsz
-            && MR * q <= TILE_MAX
     );
     // dh padded to whole tiles (the product writes whole tiles).
     let mut dh = vec![0f32; n * hp];
     let mut dc = b.gy[(steps * bsz + r0) * h..(steps * bsz + r1) * h].to_vec();
-    let mut acc = [0f32; TILE_MAX];
     let mut dgrow = vec![0f32; g4];
     for k in (0..steps).rev() {
         let s = b.order[k];
@@ -652,17 +717,26 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
         // This task's rows of dG for step k, just written (and read back only by it).
         let dgk = b.dg.0.wrapping_add((k * bsz + r0) * g4) as *const f32;
         for t in 0..tiles {
-            let panel = w[t * g4 * q..].as_ptr();
+            let panel = w[t * b.wts..].as_ptr();
             let mut i0 = 0;
             while i0 < n {
                 let mr = MR.min(n - i0);
                 // SAFETY: rows i0..i0+mr of this step's dG hold g4 elements each, the panel g4
-                // steps of q, `acc` mr·q.
+                // rows of q from `wks` apart (asserted above), `dh` rows of `hp ≥ (t + 1)·q`.
                 unsafe {
-                    tile(mr, g4, dgk.add(i0 * g4), g4, 1, panel, q, acc.as_mut_ptr());
-                }
-                for i in 0..mr {
-                    dh[(i0 + i) * hp + t * q..][..q].copy_from_slice(&acc[i * q..][..q]);
+                    tile(
+                        mr,
+                        g4,
+                        dgk.add(i0 * g4),
+                        g4,
+                        1,
+                        panel,
+                        b.wks,
+                        dh[i0 * hp + t * q..].as_mut_ptr(),
+                        hp,
+                        U,
+                        false,
+                    );
                 }
                 i0 += mr;
             }
@@ -673,6 +747,113 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
         unsafe {
             b.dh0.put((r0 + i) * h, &dh[i * hp..][..h]);
             b.dc0.put((r0 + i) * h, &dc[i * h..][..h]);
+        }
+    }
+}
+
+/// Rows of `W_hh`'s gradient per block: a multiple of every micro-tile's row count (6 and 3),
+/// so that the threads' shares ([`weight_grad_rows`]) start on tile boundaries.
+pub(crate) const DW_ROWS: usize = 6;
+
+/// `K` steps per pass over `W_hh`'s gradient: a block of `H_prev`'s rows (`KC × 4·U`) stays in
+/// L1 while every row tile of the share uses it.
+const KC: usize = 128;
+
+/// Rows `i0..i1` of `W_hh`'s gradient `[4H, H]` into `dw`: element `(i, j)` is the chain over
+/// `p < K` of `dg[p·4H + i] · hp[p·H + j]` from `+0.0` — the blocked GEMM's bits for
+/// `dGᵀ · H_prev` (see the module doc), with no packing: `dG`'s rows give the broadcasts,
+/// `H_prev`'s rows the vectors. `dg` is `[K, 4H]`, `hp` `[K, H]`, `H` [`direct`].
+///
+/// # Safety
+/// `dw` holds `4H·H` elements and no other task writes rows `i0..i1`.
+pub(crate) unsafe fn weight_grad_rows(
+    simd: Simd,
+    dg: &[f32],
+    hp: &[f32],
+    h: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+) {
+    let g4 = 4 * h;
+    let k = hp.len() / h.max(1);
+    assert!(direct(simd, h) && dg.len() == k * g4 && hp.len() == k * h && i0 <= i1 && i1 <= g4);
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` as documented.
+        Simd::Avx512 => unsafe { dw512(dg, hp, h, k, dw, i0, i1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { dw256(dg, hp, h, k, dw, i0, i1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dw512(dg: &[f32], hp: &[f32], h: usize, k: usize, dw: Out, i0: usize, i1: usize) {
+    // SAFETY: forwarded.
+    unsafe { dw_body::<16, 6>(dg, hp, h, k, dw, i0, i1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw256(dg: &[f32], hp: &[f32], h: usize, k: usize, dw: Out, i0: usize, i1: usize) {
+    // SAFETY: forwarded.
+    unsafe { dw_body::<8, 3>(dg, hp, h, k, dw, i0, i1, x86::tile256_rows) }
+}
+
+/// See [`weight_grad_rows`].
+///
+/// # Safety
+/// As [`weight_grad_rows`], sizes checked there.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn dw_body<const U: usize, const MR: usize>(
+    dg: &[f32],
+    hp: &[f32],
+    h: usize,
+    k: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+    tile: TileFn,
+) {
+    let (g4, q) = (4 * h, NV * U);
+    if k == 0 {
+        for i in i0..i1 {
+            // SAFETY: row i is this task's.
+            unsafe { core::ptr::write_bytes(dw.0.add(i * h), 0, h) };
+        }
+        return;
+    }
+    for j0 in (0..h).step_by(q) {
+        for p0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - p0);
+            let mut i = i0;
+            while i < i1 {
+                let mr = MR.min(i1 - i);
+                // SAFETY: `dg` rows p0..p0+kc hold columns i..i+mr, `hp` rows p0..p0+kc columns
+                // j0..j0+q (q divides h); `dw` rows i..i+mr, columns j0..j0+q are this task's,
+                // written by the first block (init false) before the later ones read them.
+                unsafe {
+                    tile(
+                        mr,
+                        kc,
+                        dg.as_ptr().add(p0 * g4 + i),
+                        1,
+                        g4,
+                        hp.as_ptr().add(p0 * h + j0),
+                        h,
+                        dw.0.add(i * h + j0),
+                        h,
+                        U,
+                        p0 > 0,
+                    );
+                }
+                i += mr;
+            }
         }
     }
 }

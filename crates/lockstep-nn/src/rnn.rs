@@ -754,7 +754,8 @@ fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
         tcs: lstm_kernel::scratch(steps * bh)?,
         hprev: lstm_kernel::scratch(steps * bh)?,
     };
-    let mut y = lockstep_tensor::try_filled_vec("lstm_layer", (steps + 1) * bh, 0f32)?;
+    // Every element is written by the steps (outputs, then the last cell state).
+    let mut y = uninit("lstm_layer", (steps + 1) * bh)?;
     let f = lstm_kernel::Forward {
         steps,
         batch: b,
@@ -775,6 +776,8 @@ fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
     for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
         lstm_kernel::forward_rows(simd, &f, r0, r1)
     });
+    // SAFETY: every row of every step and of the last slot was written.
+    unsafe { y.set_len((steps + 1) * bh) };
     Ok((Tensor::from_vec(y, &[steps + 1, b, hd])?, SavedAny::F32(sv)))
 }
 
@@ -797,8 +800,18 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     let x = a.input;
     let (steps, b, hd) = x.dims();
     let (g4, bh) = (4 * hd, b * hd);
-    let w = lstm_kernel::pack_backward(simd, x.w.data::<f32>()?, hd)?;
-    let mut dg = lockstep_tensor::try_filled_vec("lstm_layer_backward", steps * b * g4, 0f32)?;
+    let wfull = x.w.data::<f32>()?;
+    let direct = lstm_kernel::direct(simd, hd);
+    let q = lstm_kernel::NV * simd.lanes();
+    let packed = (!direct)
+        .then(|| lstm_kernel::pack_backward(simd, wfull, hd))
+        .transpose()?;
+    let (w, wks, wts) = match &packed {
+        Some(p) => (p.as_slice(), q, g4 * q),
+        None => (wfull, hd, q),
+    };
+    // Every element is written by the steps below (no zeroing).
+    let mut dg = uninit("lstm_layer_backward", steps * b * g4)?;
     let mut dh0 = lockstep_tensor::try_filled_vec("lstm_layer_backward", bh, 0f32)?;
     let mut dc0 = lockstep_tensor::try_filled_vec("lstm_layer_backward", bh, 0f32)?;
     let bw = lstm_kernel::Backward {
@@ -806,7 +819,9 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
         batch: b,
         hidden: hd,
         gy: a.gy.data::<f32>()?,
-        w: &w,
+        w,
+        wks,
+        wts,
         acts: &sv.acts,
         cs: &sv.cs,
         tcs: &sv.tcs,
@@ -820,11 +835,34 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
         lstm_kernel::backward_rows(simd, &bw, r0, r1)
     });
+    // SAFETY: the steps wrote all `steps·b·g4` elements (every row of every step).
+    unsafe { dg.set_len(steps * b * g4) };
     // The first step's rows add +0.0 to W_hh's gradient when h_prev is zero (and dG finite).
     let skip = usize::from(
         lstm_kernel::all_zero(&sv.hprev[..bh]) && lstm_kernel::all_finite(&dg[..b * g4]),
     );
-    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, par)?;
+    let dw = if direct {
+        let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
+        let out = Out(dw.as_mut_ptr());
+        let (dgs, hps) = (&dg[skip * b * g4..], &sv.hprev[skip * bh..]);
+        // Blocks of DW_ROWS rows of W_hh's gradient per thread: each element is one chain
+        // whoever computes it.
+        let blocks = g4.div_ceil(lstm_kernel::DW_ROWS);
+        for_row_ranges(par, blocks, (steps - skip) * b * g4 * hd, |p0, p1| {
+            let (i0, i1) = (
+                p0 * lstm_kernel::DW_ROWS,
+                (p1 * lstm_kernel::DW_ROWS).min(g4),
+            );
+            // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements.
+            unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1) }
+        });
+        // SAFETY: the ranges cover every row, each written whole.
+        unsafe { dw.set_len(g4 * hd) };
+        Some(dw)
+    } else {
+        None
+    };
+    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, dw, par)?;
     Ok(Grads {
         dxw,
         dw,
@@ -834,31 +872,54 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     })
 }
 
+/// An empty vector with room for `n` elements, which the caller writes through its pointer
+/// before `set_len`.
+///
+/// # Errors
+/// `OutOfMemory` if the allocation fails.
+fn uninit(op: &'static str, n: usize) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| lockstep_tensor::Error::OutOfMemory {
+            op,
+            bytes: n as u128 * 4,
+        })?;
+    Ok(v)
+}
+
 /// From the gates' gradients `dg` (processing order): `xw`'s gradient (time order), `W_hh`'s
 /// (`Σ_k dG_kᵀ · h_{k-1}`, one product with K = T·B, from step `skip` on: the steps before add
-/// `+0.0`) and `b_hh`'s (a sum in processing order).
+/// `+0.0`; unless given, already computed with the same bits) and `b_hh`'s (a sum in
+/// processing order).
 fn weight_grads<T: Real>(
     dg: Vec<T>,
     hprev: &[T],
     x: &LayerIn,
     skip: usize,
+    dw: Option<Vec<T>>,
     par: &Par,
 ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
     let (steps, b, hd) = x.dims();
     let (g4, bh) = (4 * hd, b * hd);
-    let mut dw = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4 * hd, T::ZERO)?;
-    gemm(
-        g4,
-        hd,
-        (steps - skip) * b,
-        &dg[skip * b * g4..],
-        (1, g4),
-        &hprev[skip * bh..],
-        (hd, 1),
-        &mut dw,
-        (hd, 1),
-        par,
-    )?;
+    let dw = match dw {
+        Some(dw) => dw,
+        None => {
+            let mut dw = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4 * hd, T::ZERO)?;
+            gemm(
+                g4,
+                hd,
+                (steps - skip) * b,
+                &dg[skip * b * g4..],
+                (1, g4),
+                &hprev[skip * bh..],
+                (hd, 1),
+                &mut dw,
+                (hd, 1),
+                par,
+            )?;
+            dw
+        }
+    };
     let db = match x.b {
         Some(_) => {
             let mut db = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4, T::ZERO)?;
@@ -1031,7 +1092,7 @@ fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<
             gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), par)?;
         }
     }
-    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, par)?;
+    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, None, par)?;
     Ok(Grads {
         dxw,
         dw,

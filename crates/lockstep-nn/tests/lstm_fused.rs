@@ -272,6 +272,55 @@ fn non_finite_weights_disable_the_zero_state_shortcuts() {
 }
 
 #[test]
+fn every_instruction_set_gives_the_gemm_paths_bits() {
+    // H = 128 and 64 take the SIMD path's in-place W_hh and its own W_hh gradient with AVX-512
+    // (64 columns a tile) and AVX2 (32); H = 20 the packed W_hh and the blocked product.
+    use lockstep_tensor::isa::{Isa, set_isa};
+    let cases = [
+        (
+            "train",
+            Case {
+                cfg: RnnConfig {
+                    batch_first: true,
+                    ..cfg(8, 128, 2)
+                },
+                x_shape: vec![32, 8, 8],
+                states: false,
+                w_scale: 0.0884,
+                inf_weight: false,
+            },
+        ),
+        (
+            "given states",
+            Case {
+                cfg: cfg(5, 64, 1),
+                x_shape: vec![4, 13, 5],
+                states: true,
+                w_scale: 0.3,
+                inf_weight: false,
+            },
+        ),
+        (
+            "partial",
+            Case {
+                cfg: cfg(6, 20, 1),
+                x_shape: vec![5, 7, 6],
+                states: true,
+                w_scale: 0.8,
+                inf_weight: false,
+            },
+        ),
+    ];
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        for (name, case) in &cases {
+            check(&format!("{name} ({isa})"), case);
+        }
+    }
+    set_isa(None).unwrap();
+}
+
+#[test]
 fn trace_records_the_fused_layer_forward_and_backward() {
     let case = Case {
         cfg: cfg(4, 16, 1),
