@@ -23,32 +23,7 @@ enum Command {
     /// then at all threads and 2 workers: every loss, accuracy and the final weights must be
     /// identical. --verify then runs `lockstep sweep --seeds 5` over the same configuration
     /// and prints the mean, spread and intervals of the test accuracy and the plots' paths.
-    Demo {
-        /// Seed for every generator.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Passes over the training split.
-        #[arg(long, default_value_t = 10)]
-        epochs: usize,
-        /// Samples per SGD step.
-        #[arg(long, default_value_t = 32)]
-        batch_size: usize,
-        /// Width of the hidden layer.
-        #[arg(long, default_value_t = 64)]
-        hidden: usize,
-        /// SGD learning rate.
-        #[arg(long, default_value_t = 0.1)]
-        lr: f64,
-        /// Kernel threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Data loader worker threads.
-        #[arg(long, default_value_t = 2)]
-        workers: usize,
-        /// After the two compared runs, sweep 5 seeds (mean, spread, intervals, plots).
-        #[arg(long)]
-        verify: bool,
-    },
+    Demo(DemoArgs),
     /// Train a model exactly as spec/train/torch_train.py does in PyTorch (same flags, same
     /// JSON report): same split, initial weights, shuffling, noise, dropout masks and
     /// optimizer arithmetic, bit for bit; losses equal to rounding.
@@ -139,6 +114,50 @@ enum Command {
         #[arg(last = true, required = true, value_name = "train ARGS")]
         command: Vec<String>,
     },
+}
+
+/// The flags of `lockstep demo`.
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Seed for every generator.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Passes over the training split.
+    #[arg(long, default_value_t = 10)]
+    epochs: usize,
+    /// Samples per SGD step.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Width of the hidden layer.
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// SGD learning rate.
+    #[arg(long, default_value_t = 0.1)]
+    lr: f64,
+    /// Kernel threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Data loader worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// After the two compared runs, sweep 5 seeds (mean, spread, intervals, plots).
+    #[arg(long)]
+    verify: bool,
+}
+
+impl DemoArgs {
+    /// The run's configuration (everything but `--verify`).
+    fn config(&self) -> lockstep_cli::demo::DemoConfig {
+        lockstep_cli::demo::DemoConfig {
+            seed: self.seed,
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            hidden: self.hidden,
+            lr: self.lr,
+            threads: self.threads,
+            workers: self.workers,
+        }
+    }
 }
 
 /// The flags of torch_train.py.
@@ -263,26 +282,8 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo {
-            seed,
-            epochs,
-            batch_size,
-            hidden,
-            lr,
-            threads,
-            workers,
-            verify,
-        } => {
-            let cfg = lockstep_cli::demo::DemoConfig {
-                seed,
-                epochs,
-                batch_size,
-                hidden,
-                lr,
-                threads,
-                workers,
-            };
-            if lockstep_cli::demo::run(&cfg, verify) {
+        Command::Demo(a) => {
+            if lockstep_cli::demo::run(&a.config(), a.verify) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -291,10 +292,7 @@ fn main() -> ExitCode {
         Command::Train(a) => {
             let cfg = train_config(&a);
             if a.distributed {
-                let opts = match lockstep_cli::distributed::DistOptions::new(
-                    a.collective_timeout,
-                    a.reduction.as_deref(),
-                ) {
+                let opts = match dist_options(&a) {
                     Ok(o) => o,
                     Err(e) => {
                         eprintln!("error: lockstep train --distributed: {e}");
@@ -325,22 +323,13 @@ fn main() -> ExitCode {
             cmd,
             json,
             command,
-        } => {
-            if cmd.is_none() && command.is_empty() {
-                eprintln!(
-                    "error: lockstep verify: give `-- train ARGS…` or --cmd \"PROGRAM ARGS\""
-                );
-                return ExitCode::from(2);
+        } => match verify_config(threads, workers, runs, cmd, json, command) {
+            Ok(cfg) => lockstep_cli::verify::main(&cfg),
+            Err(e) => {
+                eprintln!("error: lockstep verify: {e}");
+                ExitCode::from(2)
             }
-            lockstep_cli::verify::main(&lockstep_cli::verify::VerifyConfig {
-                threads,
-                workers,
-                runs,
-                train_args: command,
-                cmd,
-                json,
-            })
-        }
+        },
         Command::VerifyTestProgram { custom_op } => {
             match lockstep_cli::verify::test_program(custom_op) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -386,6 +375,54 @@ fn main() -> ExitCode {
     }
 }
 
+/// `lockstep verify`'s configuration.
+fn verify_config(
+    threads: Vec<usize>,
+    workers: Vec<usize>,
+    runs: Option<usize>,
+    cmd: Option<String>,
+    json: bool,
+    command: Vec<String>,
+) -> Result<lockstep_cli::verify::VerifyConfig, String> {
+    if cmd.is_none() && command.is_empty() {
+        return Err("give `-- train ARGS…` or --cmd \"PROGRAM ARGS\"".into());
+    }
+    Ok(lockstep_cli::verify::VerifyConfig {
+        threads,
+        workers,
+        runs,
+        train_args: command,
+        cmd,
+        json,
+    })
+}
+
+/// `--collective-timeout` and `--reduction` of `train --distributed`.
+fn dist_options(
+    a: &TrainArgs,
+) -> Result<lockstep_cli::distributed::DistOptions, Box<dyn std::error::Error + Send + Sync>> {
+    lockstep_cli::distributed::DistOptions::new(a.collective_timeout, a.reduction.as_deref())
+}
+
+/// Every check `lockstep train` makes of its flags before it starts, without training
+/// (`train::check_config`; with `--distributed` also the options, `distributed_config` and,
+/// in a build without MPI, the refusal).
+fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let cfg = train_config(a);
+    if !a.distributed {
+        return lockstep_cli::train::check_config(&cfg, 1);
+    }
+    dist_options(a)?;
+    let c = lockstep_cli::distributed::distributed_config(&cfg)?;
+    // `--micro-batch` is on here, so the number of processes changes nothing.
+    lockstep_cli::train::check_config(&c, 2)?;
+    if cfg!(feature = "mpi") {
+        Ok(())
+    } else {
+        Err("built without MPI support: rebuild with --features mpi".into())
+    }
+}
+
 fn train_config(a: &TrainArgs) -> lockstep_cli::train::TrainConfig {
     lockstep_cli::train::TrainConfig {
         model: a.model.clone(),
@@ -428,30 +465,8 @@ pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
     let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
     let s = |e: &dyn std::fmt::Display| e.to_string();
     match cli.command {
-        Command::Demo {
-            seed,
-            epochs,
-            batch_size,
-            hidden,
-            lr,
-            threads,
-            workers,
-            ..
-        } => lockstep_cli::demo::check(&lockstep_cli::demo::DemoConfig {
-            seed,
-            epochs,
-            batch_size,
-            hidden,
-            lr,
-            threads,
-            workers,
-        })
-        .map_err(|e| s(&e)),
-        Command::Train(a) => {
-            // Only the checks train.rs exposes without training.
-            lockstep::tensor::threads::resolve_num_threads(a.threads).map_err(|e| s(&e))?;
-            lockstep_cli::train::check_micro_batch(&train_config(&a), 1).map_err(|e| s(&e))
-        }
+        Command::Demo(a) => lockstep_cli::demo::check(&a.config()).map_err(|e| s(&e)),
+        Command::Train(a) => check_train(&a).map_err(|e| s(&e)),
         Command::Sweep {
             seeds,
             seed_list,
@@ -475,8 +490,14 @@ pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
             &mut std::io::sink(),
         )
         .map_err(|e| s(&e)),
-        Command::Verify { .. } | Command::VerifyTestProgram { .. } | Command::Doctor { .. } => {
-            Ok(())
-        }
+        Command::Verify {
+            threads,
+            workers,
+            runs,
+            cmd,
+            json,
+            command,
+        } => verify_config(threads, workers, runs, cmd, json, command).map(drop),
+        Command::VerifyTestProgram { .. } | Command::Doctor { .. } => Ok(()),
     }
 }

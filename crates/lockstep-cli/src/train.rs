@@ -475,6 +475,65 @@ fn check(cfg: &TrainConfig) -> Result<Aug, BoxError> {
     Ok(aug)
 }
 
+/// What the flags decide before a run starts.
+struct Checked {
+    aug: Aug,
+    invariant: bool,
+}
+
+/// `--test-size` against the data set's `n` rows.
+fn check_test_size(test_size: usize, n: usize) -> Result<(), BoxError> {
+    if test_size >= n {
+        return Err(format!(
+            "--test-size {test_size} leaves no training sample (the data set has {n})"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks the flags of `lockstep train` and their combinations as [`run`] does before it trains
+/// (it starts with these same checks), without training: every value's range, the seeding and
+/// `--micro-batch` rules for `processes` processes (1, or W with `--distributed`),
+/// `--checkpoint-every` without `--checkpoint-dir`, `--test-size` against the embedded data
+/// set, and the optimizer's and scheduler's own checks (PyTorch's), run on no parameters. It
+/// reads no file, creates no directory and changes no global state (generators, thread
+/// count), so it is cheap enough for the CLI fuzz target.
+///
+/// Left to [`run`], which needs the file system for them: the `--data` file and
+/// `--test-size` against its rows, `--resume`, `--init-from`, creating `--checkpoint-dir`.
+///
+/// # Errors
+/// The first flag or combination that `run` would refuse, with the same message.
+pub fn check_config(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
+    check_flags(cfg, processes).map(drop)
+}
+
+fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked, BoxError> {
+    let aug = check(cfg)?;
+    check_micro_batch(cfg, processes)?;
+    let invariant = match cfg.seeding.as_str() {
+        "torch" => false,
+        "invariant" => true,
+        other => {
+            return Err(
+                format!("invalid value {other:?} for --seeding: torch or invariant").into(),
+            );
+        }
+    };
+    if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
+        return Err("--checkpoint-every needs --checkpoint-dir".into());
+    }
+    if cfg.data.is_none() {
+        check_test_size(cfg.test_size, Digits::LEN)?;
+    }
+    Dropout::new(cfg.dropout)?;
+    // The same constructors as the run's, on no parameters: their checks, no model built.
+    let mut opt = build_optimizer(cfg, Vec::new())?;
+    build_scheduler(cfg, opt.as_mut())?;
+    Ok(Checked { aug, invariant })
+}
+
 fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimizer>, BoxError> {
     Ok(match cfg.optimizer.as_str() {
         "sgd" => Box::new(optim::Sgd::new(
@@ -644,20 +703,7 @@ pub fn run_distributed(
     progress: &mut dyn Progress,
     shards: &mut dyn Shards,
 ) -> Result<Report, BoxError> {
-    let aug = check(cfg)?;
-    check_micro_batch(cfg, shards.size())?;
-    let invariant = match cfg.seeding.as_str() {
-        "torch" => false,
-        "invariant" => true,
-        other => {
-            return Err(
-                format!("invalid value {other:?} for --seeding: torch or invariant").into(),
-            );
-        }
-    };
-    if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
-        return Err("--checkpoint-every needs --checkpoint-dir".into());
-    }
+    let Checked { aug, invariant } = check_flags(cfg, shards.size())?;
     if let Some(d) = &cfg.checkpoint_dir {
         std::fs::create_dir_all(d)
             .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
@@ -676,13 +722,7 @@ pub fn run_distributed(
 
     let (x, y) = load_data(cfg.data.as_ref())?;
     let n = y.len();
-    if cfg.test_size >= n {
-        return Err(format!(
-            "--test-size {} leaves no training sample (the data set has {n})",
-            cfg.test_size
-        )
-        .into());
-    }
+    check_test_size(cfg.test_size, n)?;
     let split_gen = SharedGenerator::with_seed(cfg.seed);
     let perm = split_gen.with(|g| lockstep::rng::compat::torch::randperm(g, n));
     let (train_idx, test_idx) = perm.split_at(n - cfg.test_size);

@@ -159,6 +159,12 @@ fn write_seeds() {
         "verify\0--threads=1,2\0--\0train\0--model\0mlp",
         "doctor\0--json",
         "--help",
+        "train\0--scheduler\0cosine\0--epochs\x000",
+        "train\0--test-size\x001797\0--optimizer\0adamw\0--weight-decay\x000.01",
+        "train\0--distributed\0--seeding\0invariant\0--reduction\0reduce-scatter",
+        "train\0--checkpoint-every\x005\0--nesterov\0--momentum\x000.9",
+        "train\0--dropout\x001.5\0--aug\0numpy\0--seed\x004294967296",
+        "verify\0--json",
     ]
     .iter()
     .enumerate()

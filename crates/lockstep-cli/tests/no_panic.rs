@@ -169,3 +169,84 @@ proptest! {
         }
     }
 }
+
+/// `train::check_config` (the CLI fuzz target's entry for `lockstep train`) refuses exactly
+/// what a run refuses before training, with the same message, and accepts valid flags.
+#[test]
+fn train_check_config_agrees_with_the_run() {
+    use lockstep_cli::train::{Quiet, TrainConfig, check_config, run};
+    let base = TrainConfig {
+        epochs: 1,
+        max_steps: 1,
+        ..TrainConfig::default()
+    };
+    let bad: Vec<TrainConfig> = vec![
+        TrainConfig {
+            model: "resnet".into(),
+            ..base.clone()
+        },
+        TrainConfig {
+            scheduler: "cosine".into(),
+            epochs: 0,
+            ..base.clone()
+        },
+        TrainConfig {
+            test_size: 1797,
+            ..base.clone()
+        },
+        TrainConfig {
+            checkpoint_every: 5,
+            ..base.clone()
+        },
+        TrainConfig {
+            micro_batch: 8,
+            ..base.clone()
+        },
+        TrainConfig {
+            seeding: "per-sample".into(),
+            ..base.clone()
+        },
+        TrainConfig {
+            nesterov: true,
+            ..base.clone()
+        },
+        TrainConfig {
+            dropout: 1.5,
+            ..base.clone()
+        },
+        TrainConfig {
+            lr: f64::INFINITY,
+            ..base.clone()
+        },
+        TrainConfig {
+            threads: usize::MAX,
+            ..base.clone()
+        },
+        TrainConfig {
+            hidden: usize::MAX,
+            ..base.clone()
+        },
+    ];
+    for cfg in &bad {
+        let checked = check_config(cfg, 1).map_err(|e| e.to_string());
+        let ran = run(cfg, &mut Quiet).map(drop).map_err(|e| e.to_string());
+        assert!(checked.is_err(), "{cfg:?}");
+        assert_eq!(checked, ran, "{cfg:?}");
+    }
+    for cfg in [
+        base.clone(),
+        TrainConfig {
+            scheduler: "cosine".into(),
+            optimizer: "adamw".into(),
+            ..base.clone()
+        },
+        TrainConfig {
+            seeding: "invariant".into(),
+            micro_batch: 4,
+            test_size: 1796,
+            ..base.clone()
+        },
+    ] {
+        check_config(&cfg, 1).unwrap();
+    }
+}
