@@ -41,6 +41,8 @@ fn sct(i: usize) -> f64 {
 }
 
 /// glibc's `log(x)` (its FMA build): correctly rounded in all but rare cases (< 0.52 ulp).
+// `(x - x) / (x - x)` and `x / x` are glibc's NaN results (a NaN input's payload is kept).
+#[allow(clippy::eq_op)]
 #[inline(always)]
 pub fn log(x: f64) -> f64 {
     const LO: u64 = 0x3fee_0000_0000_0000; // asuint64(1.0 - 0x1p-4)
@@ -210,6 +212,7 @@ fn do_sincos(a: f64, da: f64, n: u32) -> f64 {
 }
 
 /// glibc's `sin(x)` (its FMA build; < 0.55 ulp).
+#[allow(clippy::eq_op)]
 #[inline(always)]
 pub fn sin(x: f64) -> f64 {
     let k = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
@@ -230,6 +233,7 @@ pub fn sin(x: f64) -> f64 {
 }
 
 /// glibc's `cos(x)` (its FMA build; < 0.52 ulp).
+#[allow(clippy::eq_op)]
 #[inline(always)]
 pub fn cos(x: f64) -> f64 {
     let k = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
