@@ -262,29 +262,58 @@ pub fn batch_norm(
 /// channel, in f64 in index order.
 fn bn_stats<T: Element>(xs: &[T], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
     let m = (n * s) as f64;
-    let mut mean = vec![0.0; c];
-    let mut var_sum = vec![0.0; c];
-    for ch in 0..c {
-        let mut acc = 0.0;
+    let sums = channel_sums(n, c, s, |_, k| [xs[k].to_f64()]);
+    let mean: Vec<f64> = sums.iter().map(|&[a]| a / m).collect();
+    let var_sum = channel_sums(n, c, s, |ch, k| {
+        let d = xs[k].to_f64() - mean[ch];
+        [d * d]
+    });
+    (mean, var_sum.into_iter().map(|[v]| v).collect())
+}
+
+/// Channels summed side by side in [`channel_sums`]: each channel's sum is one serial chain
+/// in index order, and interleaving several independent chains lets them overlap.
+const CHANNEL_BLOCK: usize = 8;
+
+/// `Σ term(ch, k)` per channel `ch` of an `[n, c, s]` tensor (`K` sums at once, one per entry
+/// of `term`'s result), over its flat indices `k` in increasing order (sample by sample, each
+/// plane in order), in f64: the bits of one loop per channel and sum, whatever the blocking.
+fn channel_sums<const K: usize>(
+    n: usize,
+    c: usize,
+    s: usize,
+    term: impl Fn(usize, usize) -> [f64; K],
+) -> Vec<[f64; K]> {
+    let mut out = vec![[0.0; K]; c];
+    let mut c0 = 0;
+    while c0 + CHANNEL_BLOCK <= c {
+        let mut acc = [[0.0; K]; CHANNEL_BLOCK];
         for i in 0..n {
-            let base = (i * c + ch) * s;
-            for &v in &xs[base..base + s] {
-                acc += v.to_f64();
+            let base = (i * c + c0) * s;
+            for t in 0..s {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let v = term(c0 + j, base + j * s + t);
+                    for q in 0..K {
+                        a[q] += v[q];
+                    }
+                }
             }
         }
-        let mu = acc / m;
-        let mut sq = 0.0;
-        for i in 0..n {
-            let base = (i * c + ch) * s;
-            for &v in &xs[base..base + s] {
-                let d = v.to_f64() - mu;
-                sq += d * d;
-            }
-        }
-        mean[ch] = mu;
-        var_sum[ch] = sq;
+        out[c0..c0 + CHANNEL_BLOCK].copy_from_slice(&acc);
+        c0 += CHANNEL_BLOCK;
     }
-    (mean, var_sum)
+    for (ch, o) in out.iter_mut().enumerate().skip(c0) {
+        for i in 0..n {
+            let base = (i * c + ch) * s;
+            for k in base..base + s {
+                let v = term(ch, k);
+                for q in 0..K {
+                    o[q] += v[q];
+                }
+            }
+        }
+    }
+    out
 }
 
 /// What batch normalisation's forward and backward share: the shape `[n, c, s]`, the
@@ -332,22 +361,16 @@ impl BnNorm {
         let xs = xt.data::<T>()?;
         let g = g.contiguous();
         let gs = g.data::<T>()?;
-        let mut sg = vec![0.0; c];
-        let mut sgx = vec![0.0; c];
-        for ch in 0..c {
-            let (mu, is) = (self.mean[ch], self.invstd[ch]);
-            let (mut a, mut bb) = (0.0, 0.0);
-            for i in 0..n {
-                let base = (i * c + ch) * s;
-                for (&gv, &xv) in gs[base..base + s].iter().zip(&xs[base..base + s]) {
-                    let gv = gv.to_f64();
-                    a += gv;
-                    bb += gv * ((xv.to_f64() - mu) * is);
-                }
-            }
-            sg[ch] = a;
-            sgx[ch] = bb;
-        }
+        // Σ g and Σ g·x̂ in one pass (two chains per channel).
+        let sums = channel_sums(n, c, s, |ch, k| {
+            let gv = gs[k].to_f64();
+            [
+                gv,
+                gv * ((xs[k].to_f64() - self.mean[ch]) * self.invstd[ch]),
+            ]
+        });
+        let sg: Vec<f64> = sums.iter().map(|v| v[0]).collect();
+        let sgx: Vec<f64> = sums.iter().map(|v| v[1]).collect();
         let mut gx = Vec::with_capacity(gs.len());
         for k in 0..n * c {
             let ch = k % c;
@@ -355,9 +378,11 @@ impl BnNorm {
             let range = k * s..(k + 1) * s;
             let pairs = gs[range.clone()].iter().zip(&xs[range]);
             if batch_stats {
+                // wc·is/m · (m·g − Σg − x̂·Σgx̂), the factors per channel hoisted.
+                let (scale, a, b) = (wc * is / m, sg[ch], sgx[ch]);
                 gx.extend(pairs.map(|(&gv, &xv)| {
                     let xhat = (xv.to_f64() - mu) * is;
-                    T::from_f64(wc * is / m * (m * gv.to_f64() - sg[ch] - xhat * sgx[ch]))
+                    T::from_f64(scale * (m * gv.to_f64() - a - xhat * b))
                 }));
             } else {
                 gx.extend(pairs.map(|(&gv, _)| T::from_f64(gv.to_f64() * wc * is)));

@@ -634,3 +634,28 @@ fn batched_small_convolutions_equal_per_sample_ones_at_any_thread_count() {
         );
     }
 }
+
+#[test]
+fn the_traced_forward_output_includes_the_bias() {
+    let mut g = lockstep_rng::Generator::with_seed(3);
+    let x = Tensor::randn(&[2, 3, 6, 5], DType::F32, Some(&mut g)).unwrap();
+    let w = Tensor::randn(&[4, 3, 3, 3], DType::F32, Some(&mut g)).unwrap();
+    let b = Tensor::from_vec(vec![0.5f32, -1.0, 2.0, 0.25], &[4]).unwrap();
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let (y, recs) = lockstep_tensor::trace::capture(|| x.conv2d(&w, Some(&b), p).unwrap());
+    let r = recs
+        .iter()
+        .find(|r| r.op == "conv2d")
+        .expect("conv2d traced");
+    let bytes: Vec<u8> = y
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let want = format!("{:016x}", lockstep_tensor::trace::hash_bytes(&bytes));
+    assert_eq!(r.hash, want);
+}

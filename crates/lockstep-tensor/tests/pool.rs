@@ -137,3 +137,119 @@ fn bad_pooling_arguments_are_errors() {
     assert!(Tensor::max_pool2d_backward(&m, &bad, x.shape()).is_err());
     assert!(Tensor::max_pool2d_backward(&m, &i, &[1, 1, 4]).is_err());
 }
+
+/// Values with ties, NaNs and infinities: the cases where the scan order decides.
+fn awkward(n: usize, seed: u64) -> Vec<f32> {
+    let r = Tensor::randint(
+        0,
+        7,
+        &[n],
+        DType::I64,
+        Some(&mut lockstep_rng::Generator::with_seed(seed)),
+    )
+    .unwrap()
+    .to_vec::<i64>()
+    .unwrap();
+    r.iter()
+        .map(|&k| match k {
+            0 => f32::NAN,
+            1 => f32::NEG_INFINITY,
+            2 => -0.0,
+            k => (k % 3) as f32,
+        })
+        .collect()
+}
+
+#[test]
+fn max_pool_2x2_fast_path_scans_as_the_general_loop() {
+    // Odd sizes: the last row and column are outside every window.
+    let (n, c, h, w) = (3, 5, 9, 11);
+    let v = awkward(n * c * h * w, 4);
+    let x = Tensor::from_vec(v.clone(), &[n, c, h, w]).unwrap();
+    let (m, i) = x.max_pool2d(Pool2d::new(2)).unwrap();
+    let (m, i) = (m.to_vec::<f32>().unwrap(), i.to_vec::<i64>().unwrap());
+    let (oh, ow) = (h / 2, w / 2);
+    for pl in 0..n * c {
+        let s = &v[pl * h * w..][..h * w];
+        for a in 0..oh {
+            for b in 0..ow {
+                let (mut best, mut at) = (f32::NEG_INFINITY, usize::MAX);
+                for y in 2 * a..2 * a + 2 {
+                    for xx in 2 * b..2 * b + 2 {
+                        let (k, val) = (y * w + xx, s[y * w + xx]);
+                        if at == usize::MAX || val > best || val.is_nan() && !best.is_nan() {
+                            (best, at) = (val, k);
+                        }
+                    }
+                }
+                let o = pl * oh * ow + a * ow + b;
+                assert_eq!(m[o].to_bits(), best.to_bits(), "value {o}");
+                assert_eq!(i[o], at as i64, "index {o}");
+            }
+        }
+    }
+}
+
+#[test]
+fn global_average_pooling_sums_each_plane_in_order() {
+    // 13 planes: blocks of planes side by side and a remainder.
+    let (n, c, h, w) = (1, 13, 5, 7);
+    let v = awkward(n * c * h * w, 5)
+        .into_iter()
+        .map(|x| if x.is_finite() { x * 0.3 + 0.1 } else { 1.7 })
+        .collect::<Vec<_>>();
+    let x = Tensor::from_vec(v.clone(), &[n, c, h, w]).unwrap();
+    let y = x
+        .adaptive_avg_pool2d((1, 1))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (pl, got) in y.iter().enumerate() {
+        let mut sum = 0f32;
+        for &e in &v[pl * h * w..][..h * w] {
+            sum += e;
+        }
+        assert_eq!(
+            got.to_bits(),
+            (sum / (h * w) as f32).to_bits(),
+            "plane {pl}"
+        );
+    }
+    // The gradient: 0 + g/div in every input of the plane (a −0 gradient gives +0).
+    let mut g = vec![0.5f32; n * c];
+    g[3] = -0.0;
+    g[4] = -1.25;
+    let gt = Tensor::from_vec(g.clone(), &[n, c, 1, 1]).unwrap();
+    let gx = Tensor::adaptive_avg_pool2d_backward(&gt, x.shape())
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (k, got) in gx.iter().enumerate() {
+        let want = 0.0 + g[k / (h * w)] / (h * w) as f32;
+        assert_eq!(got.to_bits(), want.to_bits(), "gradient {k}");
+    }
+}
+
+#[test]
+fn cnn_pooling_fast_paths_are_thread_invariant() {
+    // Large enough to run in parallel.
+    let x = Tensor::from_vec(awkward(8 * 20 * 32 * 32, 6), &[8, 20, 32, 32]).unwrap();
+    let run = || {
+        let (m, i) = x.max_pool2d(Pool2d::new(2)).unwrap();
+        let gm = Tensor::max_pool2d_backward(&m, &i, x.shape()).unwrap();
+        let ad = x.adaptive_avg_pool2d((1, 1)).unwrap();
+        let gad = Tensor::adaptive_avg_pool2d_backward(&ad, x.shape()).unwrap();
+        let bits = [m, gm, ad, gad].map(|t| {
+            t.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        });
+        (bits, i.to_vec::<i64>().unwrap())
+    };
+    let one = with_num_threads(1, run);
+    for t in [2, 3, 8] {
+        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
+    }
+}

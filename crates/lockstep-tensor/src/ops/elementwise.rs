@@ -28,6 +28,27 @@ use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 14;
 
+/// Outputs of at most this many elements are computed on the calling thread: a hop into the
+/// pool and back costs more than the work (a training step's activations are about this
+/// size). Each element is computed from its own inputs either way, so this never changes bits.
+const SERIAL_MAX: usize = 1 << 16;
+
+/// Whether an op with `len` outputs runs on the calling thread.
+fn serial(len: usize) -> bool {
+    len <= SERIAL_MAX || crate::threads::get_num_threads() == 1
+}
+
+/// `iter`'s `n` values in a new vector (no zero-fill first), or [`Error::OutOfMemory`].
+fn collect_out<U>(op: &'static str, n: usize, iter: impl Iterator<Item = U>) -> Result<Vec<U>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<U>() as u128,
+    })?;
+    v.extend(iter);
+    Ok(v)
+}
+
 /// How an elementwise op's kernel runs: its implementations' `f` (one today).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
@@ -312,13 +333,19 @@ pub fn map1<T: Element, U: Element>(
 ) -> Result<Tensor> {
     check_dtype(op.name, x, T::DTYPE)?;
     let imp = op.select_impl()?;
-    let mut out = out_buf::<U>(op.name, x.shape())?;
     // A view (an expanded tensor) is read through its strides, never copied.
     let dense = if x.is_contiguous() {
         Some(x.data::<T>()?)
     } else {
         None
     };
+    if let (Some(d), Kernel::Chunked) = (dense, imp.f)
+        && serial(d.len())
+    {
+        let out = collect_out(op.name, d.len(), d.iter().map(|&s| f(s)))?;
+        return crate::trace::traced(op.name, imp.algo, &[x], Tensor::from_vec(out, x.shape()));
+    }
+    let mut out = out_buf::<U>(op.name, x.shape())?;
     let strided = match dense {
         Some(_) => None,
         None => Some(Src::<T>::new(op.name, x, x.shape())?),
@@ -338,8 +365,8 @@ pub fn map1<T: Element, U: Element>(
         (None, None) => unreachable!("one of the two is set"),
     };
     match imp.f {
-        // One chunk: no hop into the pool (small tensors are most of a training step's ops).
-        Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+        // No hop into the pool for small tensors (most of a training step's ops).
+        Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
         Kernel::Chunked => Par::current().install(|| {
             out.par_chunks_mut(CHUNK)
                 .enumerate()
@@ -371,7 +398,6 @@ pub fn map2<T: Element, U: Element>(
     check_dtype(op.name, a, T::DTYPE)?;
     let shape = broadcast_shapes(op.name, a.shape(), b.shape())?;
     let imp = op.select_impl()?;
-    let mut out = out_buf::<U>(op.name, &shape)?;
     // Inputs are read in place: broadcast and other views through their strides, never
     // expanded into copies; two dense inputs of one shape take a plain loop.
     let dense = if a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous() {
@@ -379,6 +405,14 @@ pub fn map2<T: Element, U: Element>(
     } else {
         None
     };
+    if let (Some((va, vb)), Kernel::Chunked) = (dense, imp.f)
+        && serial(va.len())
+    {
+        let it = va.iter().zip(vb).map(|(&x, &y)| f(x, y));
+        let out = collect_out(op.name, va.len(), it)?;
+        return crate::trace::traced(op.name, imp.algo, &[a, b], Tensor::from_vec(out, &shape));
+    }
+    let mut out = out_buf::<U>(op.name, &shape)?;
     let strided = match dense {
         Some(_) => None,
         None => Some((
@@ -398,7 +432,7 @@ pub fn map2<T: Element, U: Element>(
         (None, None) => unreachable!("one of the two is set"),
     };
     match imp.f {
-        Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+        Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
         Kernel::Chunked => Par::current().install(|| {
             out.par_chunks_mut(CHUNK)
                 .enumerate()
@@ -461,7 +495,7 @@ fn inplace2<T: Element>(
         })
     };
     match imp.f {
-        Kernel::Chunked if d.len() <= CHUNK => run(d, 0),
+        Kernel::Chunked if serial(d.len()) => run(d, 0),
         Kernel::Chunked => Par::current().install(|| {
             d.par_chunks_mut(CHUNK)
                 .enumerate()
@@ -746,7 +780,7 @@ impl Tensor {
                 })
             };
             match imp.f {
-                Kernel::Chunked if out.len() <= CHUNK => run(&mut out, 0),
+                Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
                 Kernel::Chunked => Par::current().install(|| {
                     out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, o)| run(o, i * CHUNK))
                 }),

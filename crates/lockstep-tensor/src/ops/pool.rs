@@ -231,6 +231,33 @@ impl Tensor {
             && ow > 0
             && (oh - 1) * p.stride.0 + (p.kernel.0 - 1) * p.dilation.0 < h
             && (ow - 1) * p.stride.1 + (p.kernel.1 - 1) * p.dilation.1 < w;
+        // The common 2×2 window with stride 2 (a CNN's `MaxPool2d(2)`): the same comparisons
+        // in the same order as the general loop below, unrolled, over many planes at once.
+        let two_by_two = inside && p.kernel == (2, 2) && p.stride == (2, 2) && p.dilation == (1, 1);
+        let par = choice.par;
+        let serial = par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX;
+        if two_by_two {
+            // Tasks of whole planes, about SERIAL_MAX elements each (a function of the shape).
+            let per = (SERIAL_MAX / (h * w + plane).max(1)).max(1);
+            let run = |t: usize, (v, ix): (&mut [f32], &mut [i64])| {
+                let planes = v.len() / plane;
+                let s = &src[t * per * h * w..][..planes * h * w];
+                pool_2x2(s, (h, w), (oh, ow), v, ix);
+            };
+            if serial {
+                vals.chunks_mut(per * plane)
+                    .zip(idx.chunks_mut(per * plane))
+                    .enumerate()
+                    .for_each(|(t, vi)| run(t, vi));
+            } else {
+                par.install(|| {
+                    vals.par_chunks_mut(per * plane)
+                        .zip(idx.par_chunks_mut(per * plane))
+                        .enumerate()
+                        .for_each(|(t, vi)| run(t, vi))
+                });
+            }
+        }
         let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
             let s = &src[pl * h * w..(pl + 1) * h * w];
             if inside {
@@ -284,8 +311,9 @@ impl Tensor {
                 }
             }
         };
-        let par = choice.par;
-        if par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX {
+        if two_by_two {
+            // Done above.
+        } else if serial {
             vals.chunks_mut(plane.max(1))
                 .zip(idx.chunks_mut(plane.max(1)))
                 .enumerate()
@@ -462,6 +490,50 @@ impl Tensor {
     }
 }
 
+/// Whole planes `s` (each `h × w`) of a 2×2, stride-2 max pooling whose windows all lie
+/// inside: `v`/`ix` get `oh × ow` outputs per plane. Each window is scanned as the general loop
+/// scans it (row by row; a later value wins if greater, or if NaN over a non-NaN), so the values
+/// and indices are the general loop's. One flat loop over the outputs, not one call per plane:
+/// a CNN's planes are tiny (8×8), and per-plane and per-row overheads dominated.
+fn pool_2x2(
+    s: &[f32],
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    v: &mut [f32],
+    ix: &mut [i64],
+) {
+    // Branch-free (selects, not jumps): with random data each comparison is a coin flip.
+    #[inline(always)]
+    fn take(best: &mut f32, at: &mut i64, val: f32, k: i64) {
+        let wins = (val > *best) | (val.is_nan() & !best.is_nan());
+        *best = if wins { val } else { *best };
+        *at = if wins { k } else { *at };
+    }
+    let w64 = w as i64;
+    // `top`: the window's top-left element in `s`; `plane`: its plane's first element.
+    let (mut top, mut plane, mut i, mut j) = (0usize, 0usize, 0usize, 0usize);
+    for (o, oi) in v.iter_mut().zip(ix.iter_mut()) {
+        let k = (top - plane) as i64;
+        let (mut best, mut at) = (s[top], k);
+        take(&mut best, &mut at, s[top + 1], k + 1);
+        take(&mut best, &mut at, s[top + w], k + w64);
+        take(&mut best, &mut at, s[top + w + 1], k + w64 + 1);
+        *o = best;
+        *oi = at;
+        j += 1;
+        top += 2;
+        if j == ow {
+            (j, i) = (0, i + 1);
+            top += 2 * w - 2 * ow;
+            if i == oh {
+                i = 0;
+                plane += h * w;
+                top = plane;
+            }
+        }
+    }
+}
+
 /// A pooling window: `(y0, x0, y1, x1, divisor)` for output cell `(i, j)`.
 type Window = (usize, usize, usize, usize, usize);
 
@@ -479,7 +551,54 @@ fn window_mean(
     let choice = op.select()?;
     let mut out = out_buf::<f32>(op.name, &[planes, oh, ow])?;
     let work = out.len() + src.len();
-    for_each_plane(&choice.par, &mut out, oh * ow, work, |pl, o| {
+    let (y0, x0, y1, x1, div) = win(0, 0);
+    if (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w) {
+        // One window over each whole plane (global average pooling): a serial chain per
+        // plane, as below, but P planes' chains side by side so that they overlap.
+        const P: usize = 8;
+        let hw = h * w;
+        for_each_plane(&choice.par, &mut out, P, work, |b, o| {
+            let s = &src[b * P * hw..][..o.len() * hw];
+            if o.len() == P {
+                let mut acc = [0f32; P];
+                for t in 0..hw {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a += s[k * hw + t];
+                    }
+                }
+                for (o, a) in o.iter_mut().zip(acc) {
+                    *o = a / div as f32;
+                }
+            } else {
+                for (o, plane) in o.iter_mut().zip(s.chunks_exact(hw.max(1))) {
+                    *o = plane.iter().fold(0f32, |a, &v| a + v) / div as f32;
+                }
+            }
+        });
+    } else {
+        window_mean_planes(&choice.par, &mut out, src, (h, w), (oh, ow), work, &win);
+    }
+    let mut shape = x.shape().to_vec();
+    (shape[2], shape[3]) = (oh, ow);
+    crate::trace::traced(
+        op.name,
+        choice.imp.algo,
+        &[input],
+        Tensor::from_vec(out, &shape),
+    )
+}
+
+/// The general case of [`window_mean`]: each window summed row by row.
+fn window_mean_planes(
+    par: &Par,
+    out: &mut [f32],
+    src: &[f32],
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    work: usize,
+    win: &(impl Fn(usize, usize) -> Window + Sync),
+) {
+    for_each_plane(par, out, oh * ow, work, |pl, o| {
         let s = &src[pl * h * w..(pl + 1) * h * w];
         for i in 0..oh {
             for j in 0..ow {
@@ -494,14 +613,6 @@ fn window_mean(
             }
         }
     });
-    let mut shape = x.shape().to_vec();
-    (shape[2], shape[3]) = (oh, ow);
-    crate::trace::traced(
-        op.name,
-        choice.imp.algo,
-        &[input],
-        Tensor::from_vec(out, &shape),
-    )
 }
 
 /// The gradient of [`window_mean`]: each output gradient, divided by its window's divisor, is
@@ -526,8 +637,16 @@ fn window_scatter(
     let choice = op.select()?;
     let mut out = out_buf::<f32>(op.name, &[n, c, h, w])?;
     let work = out.len() + gs.len();
+    let (y0, x0, y1, x1, div) = win(0, 0);
+    let whole_plane = (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w);
     // h·w fits: `out` holds n·c·h·w elements (or is empty, when no plane is visited).
     for_each_plane(&choice.par, &mut out, h.saturating_mul(w), work, |pl, o| {
+        if whole_plane {
+            // Every input gets the one add of the loop below: 0 + g/div (the same bits,
+            // −0 included).
+            o.fill(0.0 + gs[pl] / div as f32);
+            return;
+        }
         let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
         for i in 0..oh {
             for j in 0..ow {

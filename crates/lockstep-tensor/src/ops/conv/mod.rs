@@ -970,6 +970,19 @@ fn run<F: Copy + 'static>(
     heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
     call: impl Fn(F, &mut [f32], &Par) -> Result<()>,
 ) -> Result<Vec<f32>> {
+    run_then(op, g, out_len, applicable, heuristic, call, |_| {})
+}
+
+/// [`run`], with `finish` applied to the output before it is traced (the forward's bias).
+fn run_then<F: Copy + 'static>(
+    op: &'static Op<F>,
+    g: &Geometry,
+    out_len: usize,
+    applicable: impl Fn(&'static Impl<F>) -> bool,
+    heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
+    call: impl Fn(F, &mut [f32], &Par) -> Result<()>,
+    finish: impl FnOnce(&mut [f32]),
+) -> Result<Vec<f32>> {
     let choice = op.select_tuned(
         &g.key(),
         autotune::conv_deterministic(),
@@ -982,6 +995,7 @@ fn run<F: Copy + 'static>(
     )?;
     let mut out = try_zeroed(op.name, out_len)?;
     call(choice.imp.f, &mut out, &choice.par)?;
+    finish(&mut out);
     crate::trace::record_f32(op.name, choice.imp.algo, &out);
     Ok(out)
 }
@@ -1003,8 +1017,23 @@ impl Tensor {
         let g = Geometry::new(OP, self.shape(), weight.shape(), p)?;
         let (x, w) = (self.contiguous(), weight.contiguous());
         let (xs, ws) = (f32_data(OP, "input", &x)?, f32_data(OP, "weight", &w)?);
+        let b = match bias {
+            Some(b) if b.shape() != [g.cout] => {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    lhs: b.shape().to_vec(),
+                    rhs: vec![g.cout],
+                });
+            }
+            Some(b) => Some(b.contiguous()),
+            None => None,
+        };
+        let bs = match &b {
+            Some(b) => Some(f32_data(OP, "bias", b)?),
+            None => None,
+        };
         let out_len = g.n * g.cout * g.ohw();
-        let mut out = run(
+        let out = run_then(
             &CONV2D,
             &g,
             out_len,
@@ -1038,22 +1067,16 @@ impl Tensor {
                 .unwrap_or(c[0])
             },
             |f, out, par| f(&g, xs, ws, out, par),
+            // The bias is added before the output is traced: the trace holds the op's result.
+            |out| {
+                if let Some(bs) = bs {
+                    for (plane, chunk) in out.chunks_mut(g.ohw().max(1)).enumerate() {
+                        let v = bs[plane % g.cout];
+                        chunk.iter_mut().for_each(|o| *o += v);
+                    }
+                }
+            },
         )?;
-        if let Some(b) = bias {
-            if b.shape() != [g.cout] {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    lhs: b.shape().to_vec(),
-                    rhs: vec![g.cout],
-                });
-            }
-            let b = b.contiguous();
-            let bs = f32_data(OP, "bias", &b)?;
-            for (plane, chunk) in out.chunks_mut(g.ohw().max(1)).enumerate() {
-                let v = bs[plane % g.cout];
-                chunk.iter_mut().for_each(|o| *o += v);
-            }
-        }
         Tensor::from_vec(out, &[g.n, g.cout, g.oh, g.ow])
     }
 
