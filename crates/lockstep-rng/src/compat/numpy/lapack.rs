@@ -86,6 +86,7 @@ impl Mat {
 
 /// `dlasr(side, 'V', direct, ..)` on the block of `a` starting at `(r0, c0)` (1-based) with
 /// `m` rows and `n` columns; `c[k]`, `s[k]` (0-based) is the `k+1`-th rotation.
+#[allow(clippy::too_many_arguments)] // LAPACK's own argument list
 fn dlasr(
     left: bool,
     forward: bool,
