@@ -330,20 +330,20 @@ impl Tensor {
     }
 
     /// A copy of the elements as a new dense tensor of the same dtype (`x.clone()` in PyTorch).
+    ///
+    /// # Panics
+    /// When the copy cannot be allocated; [`try_deep_clone`](Self::try_deep_clone) returns the
+    /// error.
     pub fn deep_clone(&self) -> Tensor {
-        crate::with_dtype!(self.dtype(), T => {
-            let v: Vec<T> = self.to_vec::<T>().expect("own dtype");
-            Tensor::from_vec(v, self.shape()).expect("same shape")
-        })
+        self.try_deep_clone().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// `x.to(dtype)`: elements converted through `f64` (floats round, integers truncate).
+    ///
+    /// # Panics
+    /// When the copy cannot be allocated; [`try_to_dtype`](Self::try_to_dtype) returns the error.
     pub fn to_dtype(&self, dtype: crate::DType) -> Tensor {
-        if dtype == self.dtype() {
-            return self.clone();
-        }
-        let v = self.to_f64_vec();
-        crate::with_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), self.shape()).expect("same shape"))
+        self.try_to_dtype(dtype).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
