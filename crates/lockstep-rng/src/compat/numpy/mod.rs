@@ -25,10 +25,10 @@
 mod bit_generators;
 mod distributions;
 mod generator;
+mod lapack;
 mod legacy;
 #[allow(clippy::unreadable_literal)]
 mod mt19937_jump_poly;
-mod lapack;
 mod multivariate;
 mod seed_sequence;
 mod ziggurat;
@@ -39,8 +39,8 @@ pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64
 pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
 pub use legacy::{LegacyState, RandomState};
-pub use multivariate::{MemoryOrder, MvhgMethod};
 pub use multivariate::{CheckValid, MvnDraw, MvnMethod};
+pub use multivariate::{MemoryOrder, MvhgMethod};
 pub use seed_sequence::SeedSequence;
 
 use crate::engines::{Mt19937, Pcg64};
