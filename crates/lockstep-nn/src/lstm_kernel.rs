@@ -189,7 +189,7 @@ pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, b
     let tiles = h.div_ceil(u);
     let mut pk = Packed::new(tiles * h * NV * u)?;
     let dst = pk.as_mut_slice();
-    if h % u != 0 {
+    if !h.is_multiple_of(u) {
         dst.fill(0.0);
     }
     for t in 0..tiles {
@@ -217,7 +217,7 @@ pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, b
 /// Whether the backward steps read `W_hh` in place (whole tiles of `4·U` columns), without
 /// [`pack_backward`]: then `W_hh`'s gradient is computed here too (see [`weight_grad_rows`]).
 pub(crate) fn direct(simd: Simd, h: usize) -> bool {
-    h % (NV * simd.lanes()) == 0
+    h.is_multiple_of(NV * simd.lanes())
 }
 
 /// `W_hh` (`[4H, H]`) for the backward steps' `dG · W_hh`: for each tile of `4·U` columns, the
