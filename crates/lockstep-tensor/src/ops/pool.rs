@@ -232,34 +232,14 @@ impl Tensor {
             && (oh - 1) * p.stride.0 + (p.kernel.0 - 1) * p.dilation.0 < h
             && (ow - 1) * p.stride.1 + (p.kernel.1 - 1) * p.dilation.1 < w;
         // The common 2×2 window with stride 2 (a CNN's `MaxPool2d(2)`): the same comparisons
-        // in the same order as the general loop below, unrolled, over many planes at once.
+        // in the same order as the general loop below, unrolled.
         let two_by_two = inside && p.kernel == (2, 2) && p.stride == (2, 2) && p.dilation == (1, 1);
-        let par = choice.par;
-        let serial = par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX;
-        if two_by_two {
-            // Tasks of whole planes, about SERIAL_MAX elements each (a function of the shape).
-            let per = (SERIAL_MAX / (h * w + plane).max(1)).max(1);
-            let run = |t: usize, (v, ix): (&mut [f32], &mut [i64])| {
-                let planes = v.len() / plane;
-                let s = &src[t * per * h * w..][..planes * h * w];
-                pool_2x2(s, (h, w), (oh, ow), v, ix);
-            };
-            if serial {
-                vals.chunks_mut(per * plane)
-                    .zip(idx.chunks_mut(per * plane))
-                    .enumerate()
-                    .for_each(|(t, vi)| run(t, vi));
-            } else {
-                par.install(|| {
-                    vals.par_chunks_mut(per * plane)
-                        .zip(idx.par_chunks_mut(per * plane))
-                        .enumerate()
-                        .for_each(|(t, vi)| run(t, vi))
-                });
-            }
-        }
         let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
             let s = &src[pl * h * w..(pl + 1) * h * w];
+            if two_by_two {
+                pool_2x2(s, w, ow, v, ix);
+                return;
+            }
             if inside {
                 for i in 0..oh {
                     for j in 0..ow {
@@ -311,9 +291,8 @@ impl Tensor {
                 }
             }
         };
-        if two_by_two {
-            // Done above.
-        } else if serial {
+        let par = choice.par;
+        if par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX {
             vals.chunks_mut(plane.max(1))
                 .zip(idx.chunks_mut(plane.max(1)))
                 .enumerate()
@@ -490,18 +469,11 @@ impl Tensor {
     }
 }
 
-/// Whole planes `s` (each `h × w`) of a 2×2, stride-2 max pooling whose windows all lie
-/// inside: `v`/`ix` get `oh × ow` outputs per plane. Each window is scanned as the general loop
-/// scans it (row by row; a later value wins if greater, or if NaN over a non-NaN), so the values
-/// and indices are the general loop's. One flat loop over the outputs, not one call per plane:
-/// a CNN's planes are tiny (8×8), and per-plane and per-row overheads dominated.
-fn pool_2x2(
-    s: &[f32],
-    (h, w): (usize, usize),
-    (oh, ow): (usize, usize),
-    v: &mut [f32],
-    ix: &mut [i64],
-) {
+/// One plane `s` (row length `w`) of a 2×2, stride-2 max pooling whose windows all lie inside:
+/// `v`/`ix` hold `ow` outputs per row. Each window is scanned as the general loop scans it
+/// (row by row; a later value wins if greater, or if NaN over a non-NaN), so the values and
+/// indices are the general loop's.
+fn pool_2x2(s: &[f32], w: usize, ow: usize, v: &mut [f32], ix: &mut [i64]) {
     // Branch-free (selects, not jumps): with random data each comparison is a coin flip.
     #[inline(always)]
     fn take(best: &mut f32, at: &mut i64, val: f32, k: i64) {
@@ -509,27 +481,22 @@ fn pool_2x2(
         *best = if wins { val } else { *best };
         *at = if wins { k } else { *at };
     }
-    let w64 = w as i64;
-    // `top`: the window's top-left element in `s`; `plane`: its plane's first element.
-    let (mut top, mut plane, mut i, mut j) = (0usize, 0usize, 0usize, 0usize);
-    for (o, oi) in v.iter_mut().zip(ix.iter_mut()) {
-        let k = (top - plane) as i64;
-        let (mut best, mut at) = (s[top], k);
-        take(&mut best, &mut at, s[top + 1], k + 1);
-        take(&mut best, &mut at, s[top + w], k + w64);
-        take(&mut best, &mut at, s[top + w + 1], k + w64 + 1);
-        *o = best;
-        *oi = at;
-        j += 1;
-        top += 2;
-        if j == ow {
-            (j, i) = (0, i + 1);
-            top += 2 * w - 2 * ow;
-            if i == oh {
-                i = 0;
-                plane += h * w;
-                top = plane;
-            }
+    for (i, (vr, ir)) in v
+        .chunks_exact_mut(ow)
+        .zip(ix.chunks_exact_mut(ow))
+        .enumerate()
+    {
+        let top = 2 * i * w;
+        let (r0, r1) = (&s[top..][..2 * ow], &s[top + w..][..2 * ow]);
+        let (top, w) = (top as i64, w as i64);
+        for (j, (o, oi)) in vr.iter_mut().zip(ir.iter_mut()).enumerate() {
+            let k = top + 2 * j as i64;
+            let (mut best, mut at) = (r0[2 * j], k);
+            take(&mut best, &mut at, r0[2 * j + 1], k + 1);
+            take(&mut best, &mut at, r1[2 * j], k + w);
+            take(&mut best, &mut at, r1[2 * j + 1], k + w + 1);
+            *o = best;
+            *oi = at;
         }
     }
 }
