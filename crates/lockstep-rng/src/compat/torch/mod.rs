@@ -335,8 +335,18 @@ fn check_probability(op: &'static str, p: f64) -> Result<()> {
 /// If `p` is not in `[0, 1]`.
 pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<()> {
     check_probability("bernoulli_", p)?;
-    for v in out.iter_mut() {
-        *v = if g.next_f64() < p { T::ONE } else { T::ZERO };
+    // Raw words in blocks (the engine tempers whole runs at once): each value takes two words,
+    // `(first << 32) | second`, exactly as `next_f64` would.
+    const BLOCK: usize = 256;
+    let mut raw = [0u32; 2 * BLOCK];
+    for chunk in out.chunks_mut(BLOCK) {
+        let raw = &mut raw[..2 * chunk.len()];
+        g.fill_u32(raw);
+        for (v, w) in chunk.iter_mut().zip(raw.chunks_exact(2)) {
+            let bits = ((w[0] as u64) << 32) | w[1] as u64;
+            let u = (bits & ((1 << 53) - 1)) as f64 * (1.0 / (1u64 << 53) as f64);
+            *v = if u < p { T::ONE } else { T::ZERO };
+        }
     }
     Ok(())
 }
@@ -386,10 +396,13 @@ pub fn dropout<T: Float>(g: &mut Generator, input: &[T], p: f64, training: bool)
     let mut mask = vec![T::ZERO; input.len()];
     bernoulli_(g, &mut mask, 1.0 - p)?;
     let keep = T::from_f64(1.0 - p);
+    // The mask is 0 or 1, so `m / keep` takes two values: divide once (same bits).
+    let kept = T::ONE.div(keep);
+    let dropped = T::ZERO.div(keep);
     Ok(input
         .iter()
         .zip(&mask)
-        .map(|(&x, &m)| x.mul(m.div(keep)))
+        .map(|(&x, &m)| x.mul(if m == T::ONE { kept } else { dropped }))
         .collect())
 }
 
