@@ -45,11 +45,11 @@ const PINNED: &[(&str, &str)] = &[
     ),
     (
         "self-test var[257x129]",
-        "2a727cd7ca65b4b3f01be1e5ecb144132cd421393f09de914d52fe58acb50fdc",
+        "d7856fa0f5b5b6f5424717759fc441c062430aaea8590b0b66acc66e9988f122",
     ),
     (
         "self-test var_dim[257x129, dim=0]",
-        "2b5ff88b63b97de58196d120c538d68f6fa3acd95540f84e9449bce4468f0c86",
+        "df1e700b6ea26d9a7092691fab5d75cae84e3583311a2ee07ced96348fb61eb5",
     ),
     (
         "self-test softmax[257x129, dim=1]",
