@@ -323,9 +323,12 @@ impl Geometry {
     }
 }
 
+/// One thread's spare scratch buffers (a training loop repeats the same shapes; fresh buffers
+/// would cost page faults and zeroing on every call).
+pub(super) type Spares = std::thread::LocalKey<core::cell::RefCell<Vec<Vec<f32>>>>;
+
 thread_local! {
-    /// Scratch buffers kept by each thread for its next convolution (a training loop repeats
-    /// the same shapes; fresh buffers would cost page faults and zeroing on every call).
+    /// The im2col/implicit-GEMM convolutions' spares.
     static SPARE: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
 }
 
@@ -340,7 +343,17 @@ const SPARE_FLOATS: usize = 1 << 20;
 /// # Errors
 /// [`Error::OutOfMemory`] if a new buffer cannot be allocated.
 pub(super) fn scratch(op: &'static str, len: usize) -> Result<Scratch> {
-    let mut v = SPARE
+    scratch_in(&SPARE, SPARE_FLOATS, op, len)
+}
+
+/// [`scratch`] from the pool `spares`, which keeps at most `cap` floats per thread.
+pub(super) fn scratch_in(
+    spares: &'static Spares,
+    cap: usize,
+    op: &'static str,
+    len: usize,
+) -> Result<Scratch> {
+    let mut v = spares
         .with(|s| {
             let mut s = s.borrow_mut();
             let i = s.iter().position(|b| b.len() >= len)?;
@@ -355,20 +368,31 @@ pub(super) fn scratch(op: &'static str, len: usize) -> Result<Scratch> {
             })?;
         v.resize(len, 0.0);
     }
-    Ok(Scratch(v, len))
+    Ok(Scratch {
+        buf: v,
+        len,
+        spares,
+        cap,
+    })
 }
 
-/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped,
-/// as long as they stay within [`SPARE_FLOATS`] in all.
-pub(super) struct Scratch(Vec<f32>, usize);
+/// A scratch buffer (its first `len` elements), returned to its thread's pool when dropped, as
+/// long as the pool stays within its cap.
+pub(super) struct Scratch {
+    buf: Vec<f32>,
+    len: usize,
+    spares: &'static Spares,
+    cap: usize,
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let v = core::mem::take(&mut self.0);
-        SPARE.with(|s| {
+        let v = core::mem::take(&mut self.buf);
+        let cap = self.cap;
+        self.spares.with(|s| {
             let mut s = s.borrow_mut();
             let kept: usize = s.iter().map(Vec::len).sum();
-            if kept + v.len() <= SPARE_FLOATS {
+            if kept + v.len() <= cap {
                 s.push(v);
             }
         });
@@ -378,12 +402,12 @@ impl Drop for Scratch {
 impl core::ops::Deref for Scratch {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.0[..self.1]
+        &self.buf[..self.len]
     }
 }
 impl core::ops::DerefMut for Scratch {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.0[..self.1]
+        &mut self.buf[..self.len]
     }
 }
 

@@ -26,7 +26,7 @@
 //! (off by default, as PyTorch's `allow_tf32`), or pinned with
 //! [`crate::autotune::with_algorithm`].
 
-use super::Geometry;
+use super::{Geometry, Scratch};
 use crate::error::{Error, Result};
 use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
@@ -799,10 +799,12 @@ fn grads_block_impl(_isa: Isa, pl: &Plan, gs: &[f32], t0: usize, t1: usize, d: &
 }
 
 thread_local! {
-    /// Scratch buffers kept by each thread for the next call (a training loop repeats the same
-    /// shapes; fresh buffers would cost page faults on every call).
+    /// Winograd's own spares, apart from the other convolutions' (its buffers are far larger).
     static SPARE: core::cell::RefCell<Vec<Vec<f32>>> = const { core::cell::RefCell::new(Vec::new()) };
 }
+
+/// The most each thread keeps for later calls: 64 MiB.
+const SPARE_FLOATS: usize = 16 << 20;
 
 /// The number of `f32`s in a buffer of `dims` (their product), or [`Error::OutOfMemory`]
 /// naming `op` if no buffer that large can exist. Shapes of empty tensors can ask for that
@@ -821,58 +823,9 @@ fn floats(op: &'static str, dims: &[usize]) -> Result<usize> {
     Ok(n as usize)
 }
 
-/// A scratch buffer of `len` elements (contents unspecified: every user writes before reading),
-/// reused from this thread's spares when one is large enough; a buffer that cannot be
-/// allocated is [`Error::OutOfMemory`] naming `op`, not an abort.
+/// A scratch buffer of `len` elements from Winograd's pool (see [`super::scratch_in`]).
 fn scratch(op: &'static str, len: usize) -> Result<Scratch> {
-    let mut v = SPARE
-        .with(|s| {
-            let mut s = s.borrow_mut();
-            let i = s.iter().position(|b| b.len() >= len)?;
-            Some(s.swap_remove(i))
-        })
-        .unwrap_or_default();
-    if v.len() < len {
-        v.try_reserve_exact(len - v.len())
-            .map_err(|_| Error::OutOfMemory {
-                op,
-                bytes: len as u128 * 4,
-            })?;
-        v.resize(len, 0.0);
-    }
-    Ok(Scratch(v, len))
-}
-
-/// A scratch buffer (its first `.1` elements), returned to its thread's spares when dropped,
-/// as long as they stay within [`SPARE_FLOATS`] in all.
-struct Scratch(Vec<f32>, usize);
-
-/// The most each thread keeps for later calls: 64 MiB.
-const SPARE_FLOATS: usize = 16 << 20;
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let v = core::mem::take(&mut self.0);
-        SPARE.with(|s| {
-            let mut s = s.borrow_mut();
-            let kept: usize = s.iter().map(Vec::len).sum();
-            if kept + v.len() <= SPARE_FLOATS {
-                s.push(v);
-            }
-        });
-    }
-}
-
-impl core::ops::Deref for Scratch {
-    type Target = [f32];
-    fn deref(&self) -> &[f32] {
-        &self.0[..self.1]
-    }
-}
-impl core::ops::DerefMut for Scratch {
-    fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.0[..self.1]
-    }
+    super::scratch_in(&SPARE, SPARE_FLOATS, op, len)
 }
 
 // ---------------------------------------------------------------------------------------------
