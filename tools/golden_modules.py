@@ -154,7 +154,8 @@ def dropout_section():
     out = []
     for seed in (0, 5):
         for p in (0.1, 0.5):
-            for shape in ((3, 5), (2, 3, 17)):
+            # (3, 300): longer than one block of the sampler (256 values), with a partial tail.
+            for shape in ((3, 5), (2, 3, 17), (3, 300)):
                 torch.manual_seed(seed)
                 d = nn.Dropout(p)
                 d.train()
