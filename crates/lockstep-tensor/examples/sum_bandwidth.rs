@@ -455,13 +455,12 @@ fn main() {
         let det = rows[0].value;
         let ref_ms = rows[2].best.as_secs_f64() * 1e3;
         println!(
-            "\nthreads {threads} ({} timed rounds)\n{:<18} {:>9} {:>8} {:>8}  {}",
+            "\nthreads {threads} ({} timed rounds)\n{:<18} {:>9} {:>8} {:>8}  value",
             rounds - 1,
             "row",
             "ms",
             "GB/s",
             "ref/row",
-            "value"
         );
         for r in &rows {
             let ms = r.best.as_secs_f64() * 1e3;
