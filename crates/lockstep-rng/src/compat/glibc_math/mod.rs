@@ -310,6 +310,11 @@ pub fn sin_cos_all(x: &[f64], sin_out: &mut [f64], cos_out: &mut [f64]) {
 pub fn pow_all(x: &[f64], y: f64, out: &mut [f64]) {
     let n = x.len().min(out.len());
     let (x, out) = (&x[..n], &mut out[..n]);
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx512.enabled() && !pow_exp::pow_is_special(1.0, y) {
+        // SAFETY: AVX-512F is available (checked by `enabled`).
+        return unsafe { x86::pow_all(x, y, out) };
+    }
     for (o, &v) in out.iter_mut().zip(x) {
         *o = pow(v, y);
     }
@@ -320,6 +325,11 @@ pub fn pow_all(x: &[f64], y: f64, out: &mut [f64]) {
 pub fn exp_all(x: &[f64], out: &mut [f64]) {
     let n = x.len().min(out.len());
     let (x, out) = (&x[..n], &mut out[..n]);
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx512.enabled() {
+        // SAFETY: AVX-512F is available (checked by `enabled`).
+        return unsafe { x86::exp_all(x, out) };
+    }
     for (o, &v) in out.iter_mut().zip(x) {
         *o = exp(v);
     }

@@ -2,11 +2,15 @@
 //! form of the scalar operation at the same place in `super` (an `_mm512_fmadd_pd` where the
 //! scalar code has `mul_add`, plain IEEE operations elsewhere), and lanes take the branch the
 //! scalar code would take by masks, so every lane has the scalar function's bits. Lanes outside
-//! the vectorised ranges (zero, negative, subnormal or non-finite `log` arguments; `sin`/`cos`
-//! arguments that are not finite or of magnitude ≥ 105414350) are recomputed by the scalar
+//! the vectorised ranges (zero, negative, subnormal or non-finite `log` and `pow` bases;
+//! `sin`/`cos` arguments that are not finite or of magnitude ≥ 105414350; `exp` arguments, or
+//! `y·log x` in `pow`, of magnitude outside `[2^-54, 512)`) are recomputed by the scalar
 //! functions.
 
-use super::tables::{LOG_A, LOG_B, LOG_TAB, SINCOSTAB};
+use super::tables::{
+    EXP_C, EXP_INVLN2N, EXP_NEGLN2HIN, EXP_NEGLN2LON, EXP_SHIFT, EXP_TAB, LOG_A, LOG_B, LOG_TAB,
+    POW_A, POW_LN2HI, POW_LN2LO, POW_LOG_TAB, SINCOSTAB,
+};
 use super::*;
 use core::arch::x86_64::*;
 
@@ -363,5 +367,159 @@ pub(crate) fn sin_cos_all(x: &[f64], so: &mut [f64], co: &mut [f64]) {
     for i in n..x.len() {
         so[i] = super::sin(x[i]);
         co[i] = super::cos(x[i]);
+    }
+}
+
+/// `log_inline` then `exp_inline` of `pow(x, y)` lane-wise (see [`super::pow`]); lanes that
+/// the scalar code sends to a special case (`x` not a positive normal double, `|y·log x|`
+/// outside `[2^-54, 512)`) are recomputed by the scalar function. `y` must not be special
+/// (`|y| ∈ [2^-65, 2^63)`), which [`pow_all`] checks once.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn pow8(x: __m512d, y: f64) -> __m512d {
+    let ix = _mm512_castpd_si512(x);
+    let topx = _mm512_srli_epi64::<52>(ix);
+    let special = _mm512_cmpge_epu64_mask(
+        _mm512_sub_epi64(topx, _mm512_set1_epi64(1)),
+        _mm512_set1_epi64(0x7ff - 1),
+    );
+    // Special lanes get x = 1.0 so their table indices stay in range.
+    let ix = _mm512_mask_blend_epi64(special, ix, _mm512_set1_epi64(0x3ff0_0000_0000_0000));
+    let tmp = _mm512_sub_epi64(ix, _mm512_set1_epi64(0x3fe6_9555_0000_0000));
+    let i = _mm512_and_si512(_mm512_srli_epi64::<45>(tmp), _mm512_set1_epi64(127));
+    let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(i), i);
+    let k = _mm512_srai_epi64::<52>(tmp);
+    let iz = _mm512_sub_epi64(
+        ix,
+        _mm512_and_si512(tmp, _mm512_set1_epi64((0xfffu64 << 52) as i64)),
+    );
+    let base = POW_LOG_TAB.as_ptr() as *const f64;
+    let one = _mm512_set1_epi64(1);
+    // SAFETY: i3 ≤ 3·127, and i3 + 2 < 384, the table's length in doubles.
+    let (invc, logc, logctail) = unsafe {
+        let i31 = _mm512_add_epi64(i3, one);
+        (
+            _mm512_i64gather_pd::<8>(i3, base),
+            _mm512_i64gather_pd::<8>(i31, base),
+            _mm512_i64gather_pd::<8>(_mm512_add_epi64(i31, one), base),
+        )
+    };
+    let z = _mm512_castsi512_pd(iz);
+    let kd = _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(k));
+    let a = POW_A;
+    let r = _mm512_fmadd_pd(z, invc, splat(-1.0));
+    let t1 = _mm512_fmadd_pd(kd, splat(POW_LN2HI), logc);
+    let t2 = _mm512_add_pd(t1, r);
+    let lo1 = _mm512_fmadd_pd(kd, splat(POW_LN2LO), logctail);
+    let lo2 = _mm512_add_pd(_mm512_sub_pd(t1, t2), r);
+    let ar = _mm512_mul_pd(splat(a[0]), r);
+    let ar2 = _mm512_mul_pd(r, ar);
+    let ar3 = _mm512_mul_pd(r, ar2);
+    let hi = _mm512_add_pd(t2, ar2);
+    let lo3 = _mm512_fmsub_pd(ar, r, ar2);
+    let lo4 = _mm512_add_pd(_mm512_sub_pd(t2, hi), ar2);
+    let q = _mm512_fmadd_pd(
+        _mm512_fmadd_pd(r, splat(a[6]), splat(a[5])),
+        ar2,
+        _mm512_fmadd_pd(r, splat(a[4]), splat(a[3])),
+    );
+    let q = _mm512_fmadd_pd(ar2, q, _mm512_fmadd_pd(r, splat(a[2]), splat(a[1])));
+    let sum = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(lo1, lo2), lo3), lo4);
+    let lo = _mm512_fmadd_pd(ar3, q, sum);
+    let lh = _mm512_add_pd(hi, lo);
+    let lt = _mm512_add_pd(_mm512_sub_pd(hi, lh), lo);
+    let yv = splat(y);
+    let ehi = _mm512_mul_pd(yv, lh);
+    let elo = _mm512_fmadd_pd(yv, lt, _mm512_fmsub_pd(yv, lh, ehi));
+    let (res, slow) = exp8_core::<true>(ehi, elo);
+    let fix = special | slow;
+    if fix != 0 {
+        return fix_lanes(res, x, fix, |v| super::pow(v, y));
+    }
+    res
+}
+
+/// The common path of `exp_inline(x, xtail, 0)` (`TAIL`) or `exp(x)` lane-wise, and the mask of
+/// the lanes that need the scalar special cases (`|x| ∉ [2^-54, 512)` or NaN).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn exp8_core<const TAIL: bool>(x: __m512d, xtail: __m512d) -> (__m512d, __mmask8) {
+    let ix = _mm512_castpd_si512(x);
+    let abstop = _mm512_and_si512(_mm512_srli_epi64::<52>(ix), _mm512_set1_epi64(0x7ff));
+    let slow = _mm512_cmpge_epu64_mask(
+        _mm512_sub_epi64(abstop, _mm512_set1_epi64(0x3c9)),
+        _mm512_set1_epi64(0x408 - 0x3c9),
+    );
+    let shift = splat(EXP_SHIFT);
+    let kd = _mm512_fmadd_pd(x, splat(EXP_INVLN2N), shift);
+    let ki = _mm512_castpd_si512(kd);
+    let kd = _mm512_sub_pd(kd, shift);
+    let r = _mm512_fmadd_pd(
+        kd,
+        splat(EXP_NEGLN2LON),
+        _mm512_fmadd_pd(kd, splat(EXP_NEGLN2HIN), x),
+    );
+    let r = if TAIL { _mm512_add_pd(r, xtail) } else { r };
+    let idx = _mm512_slli_epi64::<1>(_mm512_and_si512(ki, _mm512_set1_epi64(127)));
+    let top = _mm512_slli_epi64::<45>(ki);
+    // SAFETY: idx ≤ 254, idx + 1 < 256 (the table's length).
+    let (tail, sb) = unsafe {
+        (
+            _mm512_i64gather_pd::<8>(idx, EXP_TAB.as_ptr() as *const f64),
+            _mm512_i64gather_epi64::<8>(
+                _mm512_add_epi64(idx, _mm512_set1_epi64(1)),
+                EXP_TAB.as_ptr() as *const i64,
+            ),
+        )
+    };
+    let scale = _mm512_castsi512_pd(_mm512_add_epi64(sb, top));
+    let c = EXP_C;
+    let r2 = _mm512_mul_pd(r, r);
+    let tmp = _mm512_fmadd_pd(
+        _mm512_mul_pd(r2, r2),
+        _mm512_fmadd_pd(r, splat(c[3]), splat(c[2])),
+        _mm512_fmadd_pd(
+            _mm512_fmadd_pd(r, splat(c[1]), splat(c[0])),
+            r2,
+            _mm512_add_pd(tail, r),
+        ),
+    );
+    (_mm512_fmadd_pd(scale, tmp, scale), slow)
+}
+
+/// `exp` of eight lanes (see [`super::exp`]).
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn exp8(x: __m512d) -> __m512d {
+    let (res, slow) = exp8_core::<false>(x, x);
+    if slow != 0 {
+        return fix_lanes(res, x, slow, super::exp);
+    }
+    res
+}
+
+#[target_feature(enable = "avx512f")]
+pub(crate) fn pow_all(x: &[f64], y: f64, out: &mut [f64]) {
+    let mut xc = x.chunks_exact(8);
+    let mut oc = out.chunks_exact_mut(8);
+    for (xs, os) in (&mut xc).zip(&mut oc) {
+        // SAFETY: 8 doubles each; unaligned loads and stores.
+        unsafe { _mm512_storeu_pd(os.as_mut_ptr(), pow8(_mm512_loadu_pd(xs.as_ptr()), y)) };
+    }
+    for (o, &v) in oc.into_remainder().iter_mut().zip(xc.remainder()) {
+        *o = super::pow(v, y);
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+pub(crate) fn exp_all(x: &[f64], out: &mut [f64]) {
+    let mut xc = x.chunks_exact(8);
+    let mut oc = out.chunks_exact_mut(8);
+    for (xs, os) in (&mut xc).zip(&mut oc) {
+        // SAFETY: 8 doubles each; unaligned loads and stores.
+        unsafe { _mm512_storeu_pd(os.as_mut_ptr(), exp8(_mm512_loadu_pd(xs.as_ptr()))) };
+    }
+    for (o, &v) in oc.into_remainder().iter_mut().zip(xc.remainder()) {
+        *o = super::exp(v);
     }
 }
