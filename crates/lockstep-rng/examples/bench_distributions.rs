@@ -4,7 +4,8 @@
 //! wrapping sum of the first run's values as 64-bit patterns (f64 bits or i64), so
 //! `bench/distributions.py` can check that NumPy drew the same bits in the same run.
 //!
-//! `cargo run --release -p lockstep-rng --example bench_distributions -- [RUNS] [N]`
+//! `cargo run --release -p lockstep-rng --example bench_distributions -- [RUNS] [N] [FILTER]`
+//! (FILTER: only the cases whose name, e.g. `RandomState.poisson(4.5)`, contains it).
 
 use lockstep_rng::compat::numpy::{Distributions, RandomState, default_rng};
 use std::hint::black_box;
@@ -54,8 +55,20 @@ fn main() {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    let filter = args.next().unwrap_or_default();
     for class in ["Generator", "RandomState"] {
         for (name, a, b) in CASES {
+            let params = if name == "binomial" {
+                format!("{}, {b}", a as i64)
+            } else if name == "poisson" {
+                format!("{a}")
+            } else {
+                format!("{a}, {b}")
+            };
+            let full = format!("{class}.{name}({params})");
+            if !full.contains(&filter) {
+                continue;
+            }
             let mut buf = if matches!(name, "gamma" | "beta") {
                 Buf::F(vec![0.0; n])
             } else {
@@ -78,15 +91,8 @@ fn main() {
                     best = best.min(s);
                 }
             }
-            let params = if name == "binomial" {
-                format!("{}, {b}", a as i64)
-            } else if name == "poisson" {
-                format!("{a}")
-            } else {
-                format!("{a}, {b}")
-            };
             println!(
-                "{{\"name\": \"{class}.{name}({params})\", \"seconds\": {best:.6}, \
+                "{{\"name\": \"{full}\", \"seconds\": {best:.6}, \
                  \"elements\": {n}, \"checksum\": {checksum}}}"
             );
         }

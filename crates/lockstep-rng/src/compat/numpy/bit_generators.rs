@@ -51,6 +51,29 @@ pub trait BitGenerator: Bits + Clone + std::fmt::Debug + sealed::Sealed {
             };
         }
     }
+    /// Whether [`fill_raw`](Self::fill_raw) and [`rewind`](Self::rewind) serve block draws
+    /// (PCG64; the others draw one output at a time).
+    #[doc(hidden)]
+    const BLOCKS: bool = false;
+    /// Fills `out` with the next 64-bit outputs, as repeated `next_uint64` (only called
+    /// when `BLOCKS`).
+    #[doc(hidden)]
+    fn fill_raw(&mut self, out: &mut [u64]) {
+        for o in out {
+            *o = self.u64();
+        }
+    }
+    /// Steps back over the last `n` 64-bit outputs (only called when `BLOCKS`).
+    #[doc(hidden)]
+    fn rewind(&mut self, _n: usize) {}
+    /// Takes the buffered high half of a 64-bit output (only called when `BLOCKS`).
+    #[doc(hidden)]
+    fn take_pending(&mut self) -> Option<u32> {
+        None
+    }
+    /// Sets the buffered high half (only called when `BLOCKS`).
+    #[doc(hidden)]
+    fn set_pending(&mut self, _v: u32) {}
 }
 
 pub(crate) mod sealed {

@@ -55,8 +55,20 @@ pub(crate) mod sealed {
         /// A standard exponential: the ziggurat (`Generator`) or `−log(1 − U)` (legacy).
         fn exp1(&mut self) -> f64;
     }
+
+    /// A class whose draws can also come from a block of words made at once.
+    pub trait Blocked: Source {
+        /// A source that draws exactly what `Self` would (same words, same order, same
+        /// values) from words made in blocks; when dropped it leaves the generator exactly
+        /// where drawing one at a time would have (unused words are given back).
+        type Block<'a>: Source
+        where
+            Self: 'a;
+        /// The block source over `self`.
+        fn block(&mut self) -> Self::Block<'_>;
+    }
 }
-use sealed::Source;
+use sealed::{Blocked, Source};
 
 /// `x as i64` for the C casts `(int64_t)floor(...)`: values in range are exact.
 #[inline]
@@ -123,6 +135,25 @@ fn fill<T>(out: &mut [T], mut draw: impl FnMut() -> T) {
     for o in out {
         *o = draw();
     }
+}
+
+/// Below this many values a call draws one word at a time: a block source costs a refill
+/// (and giving back the unused words) that only pays off over several values.
+const BLOCK_MIN: usize = 16;
+
+/// `fill(out, body)` with `$s` bound to the class itself or, for `BLOCK_MIN` values or more,
+/// to its block source (same words, same values).
+macro_rules! fill_blocked {
+    ($self:ident, $out:ident, |$s:ident| $body:expr) => {
+        if $out.len() >= BLOCK_MIN {
+            let mut block = $self.block();
+            let $s = &mut block;
+            fill($out, || $body);
+        } else {
+            let $s = &mut *$self;
+            fill($out, || $body);
+        }
+    };
 }
 
 // ------------------------------------------------------------------------------- samplers
@@ -355,47 +386,99 @@ const LOGFACT: [f64; 126] = [
 
 /// `random_poisson`: multiplication of uniforms below `lam = 10`, Hörmann's PTRS above.
 pub(crate) fn poisson<S: Source>(s: &mut S, lam: f64) -> i64 {
-    if lam >= 10.0 {
-        poisson_ptrs(s, lam)
-    } else if lam == 0.0 {
-        0
-    } else {
-        let limit = exp(-lam);
-        let mut k = 0;
-        let mut prod = 1.0;
-        loop {
-            prod *= s.uniform();
-            if prod > limit {
-                k += 1;
-            } else {
-                return k;
+    Poisson::new(lam).draw(s)
+}
+
+/// `random_poisson` for one `lam`, its constants computed once (NumPy computes them per
+/// draw; the values are the same).
+#[derive(Clone, Copy)]
+enum Poisson {
+    Zero,
+    /// Multiplication of uniforms until the product drops to `exp(−lam)`.
+    Mult {
+        limit: f64,
+    },
+    Ptrs(Ptrs),
+}
+
+/// Hörmann's PTRS constants for one `lam`.
+#[derive(Clone, Copy)]
+struct Ptrs {
+    lam: f64,
+    loglam: f64,
+    b: f64,
+    a: f64,
+    invalpha: f64,
+    vr: f64,
+}
+
+impl Poisson {
+    fn new(lam: f64) -> Self {
+        if lam >= 10.0 {
+            let slam = lam.sqrt();
+            let b = 0.931 + 2.53 * slam;
+            Self::Ptrs(Ptrs {
+                lam,
+                loglam: log(lam),
+                b,
+                a: -0.059 + 0.02483 * b,
+                invalpha: 1.1239 + 1.1328 / (b - 3.4),
+                vr: 0.9277 - 3.6224 / (b - 2.0),
+            })
+        } else if lam == 0.0 {
+            Self::Zero
+        } else {
+            Self::Mult { limit: exp(-lam) }
+        }
+    }
+
+    #[inline]
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        match *self {
+            Self::Zero => 0,
+            Self::Mult { limit } => {
+                let mut k = 0;
+                let mut prod = 1.0;
+                loop {
+                    prod *= s.uniform();
+                    if prod > limit {
+                        k += 1;
+                    } else {
+                        return k;
+                    }
+                }
             }
+            Self::Ptrs(p) => p.draw(s),
         }
     }
 }
 
-fn poisson_ptrs<S: Source>(s: &mut S, lam: f64) -> i64 {
-    let slam = lam.sqrt();
-    let loglam = log(lam);
-    let b = 0.931 + 2.53 * slam;
-    let a = -0.059 + 0.02483 * b;
-    let invalpha = 1.1239 + 1.1328 / (b - 3.4);
-    let vr = 0.9277 - 3.6224 / (b - 2.0);
-    loop {
-        let u = s.uniform() - 0.5;
-        let v = s.uniform();
-        let us = 0.5 - u.abs();
-        let k = to_i64(((2.0 * a / us + b) * u + lam + 0.43).floor());
-        if us >= 0.07 && v <= vr {
-            return k;
-        }
-        if k < 0 || (us < 0.013 && v > us) {
-            continue;
-        }
-        if log(v) + log(invalpha) - log(a / (us * us) + b)
-            <= -lam + k as f64 * loglam - loggam(k as f64 + 1.0)
-        {
-            return k;
+impl Ptrs {
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        let Self {
+            lam,
+            loglam,
+            b,
+            a,
+            invalpha,
+            vr,
+        } = *self;
+        loop {
+            let u = s.uniform() - 0.5;
+            let v = s.uniform();
+            let us = 0.5 - u.abs();
+            let k = to_i64(((2.0 * a / us + b) * u + lam + 0.43).floor());
+            if us >= 0.07 && v <= vr {
+                return k;
+            }
+            if k < 0 || (us < 0.013 && v > us) {
+                continue;
+            }
+            if log(v) + log(invalpha) - log(a / (us * us) + b)
+                <= -lam + k as f64 * loglam - loggam(k as f64 + 1.0)
+            {
+                return k;
+            }
         }
     }
 }
@@ -1144,12 +1227,12 @@ fn kahan_sum(v: &[f64]) -> f64 {
 /// let mut k = [0i64; 3];
 /// RandomState::new(0).poisson(4.0, &mut k).unwrap();
 /// ```
-pub trait Distributions: Source + Sized {
+pub trait Distributions: Blocked + Sized {
     /// `standard_gamma(shape, size)`. Errors if `shape < 0` or NaN.
     fn standard_gamma(&mut self, shape: f64, out: &mut [f64]) -> Result<()> {
         non_negative("standard_gamma", "shape", shape)?;
         not_nan("standard_gamma", "shape", shape)?;
-        fill(out, || std_gamma(self, shape));
+        fill_blocked!(self, out, |s| std_gamma(s, shape));
         Ok(())
     }
 
@@ -1158,7 +1241,7 @@ pub trait Distributions: Source + Sized {
         non_negative("gamma", "shape", shape)?;
         non_negative("gamma", "scale", scale)?;
         not_nan("gamma", "shape", shape)?;
-        fill(out, || scale * std_gamma(self, shape));
+        fill_blocked!(self, out, |s| scale * std_gamma(s, shape));
         Ok(())
     }
 
@@ -1168,7 +1251,7 @@ pub trait Distributions: Source + Sized {
             positive("beta", n, v)?;
             not_nan("beta", n, v)?;
         }
-        fill(out, || beta(self, a, b));
+        fill_blocked!(self, out, |s| beta(s, a, b));
         Ok(())
     }
 
@@ -1367,7 +1450,8 @@ pub trait Distributions: Source + Sized {
                 format!("lam value too large ({lam})"),
             ));
         }
-        fill(out, || poisson(self, lam));
+        let p = Poisson::new(lam);
+        fill_blocked!(self, out, |s| p.draw(s));
         Ok(())
     }
 
@@ -1378,7 +1462,7 @@ pub trait Distributions: Source + Sized {
             return Err(invalid("binomial", "n", format!("n < 0 (got {n})")));
         }
         let b = Binomial::new(Self::LEGACY, p, n);
-        fill(out, || b.draw(self));
+        fill_blocked!(self, out, |s| b.draw(s));
         Ok(())
     }
 
@@ -1597,7 +1681,7 @@ pub trait Distributions: Source + Sized {
     }
 }
 
-impl<T: Source> Distributions for T {}
+impl<T: Blocked> Distributions for T {}
 
 /// `Generator.standard_gamma(shape, dtype=np.float32)`: the same algorithms in `float`
 /// (`random_standard_gamma_f`), on 32-bit draws.
@@ -1646,5 +1730,99 @@ pub(crate) fn std_gamma_f32<B: super::Bits>(b: &mut B, shape: f32) -> f32 {
         if logf(u) < 0.5 * x * x + bb * (1.0 - v + logf(v)) {
             return bb * v;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Distributions;
+    use crate::compat::numpy::{Generator, Pcg64Dxsm, RandomState, SeedSequence, default_rng};
+
+    /// (name, a, b): the samplers that draw through a block source, over their branches.
+    const CASES: [(&str, f64, f64); 14] = [
+        ("gamma", 2.5, 1.0),
+        ("gamma", 0.5, 2.0),
+        ("gamma", 1e-3, 1.0),
+        ("gamma", 1.0, 3.0),
+        ("beta", 2.0, 3.0),
+        ("beta", 0.5, 0.7),
+        ("beta", 1e-200, 1e-200),
+        ("poisson", 4.5, 0.0),
+        ("poisson", 57.3, 0.0),
+        ("poisson", 0.0, 0.0),
+        ("binomial", 10.0, 0.3),
+        ("binomial", 1000.0, 0.4),
+        ("binomial", 1000.0, 0.9),
+        ("binomial", 0.0, 0.5),
+    ];
+
+    /// One call of `n` values, as bit patterns.
+    fn draw<D: Distributions>(d: &mut D, (name, a, b): (&str, f64, f64), n: usize) -> Vec<u64> {
+        let mut f = vec![0.0; n];
+        let mut k = vec![0i64; n];
+        match name {
+            "gamma" => d.gamma(a, b, &mut f).unwrap(),
+            "beta" => d.beta(a, b, &mut f).unwrap(),
+            "poisson" => d.poisson(a, &mut k).unwrap(),
+            _ => d.binomial(a as i64, b, &mut k).unwrap(),
+        }
+        if matches!(name, "gamma" | "beta") {
+            f.iter().map(|x| x.to_bits()).collect()
+        } else {
+            k.iter().map(|&x| x as u64).collect()
+        }
+    }
+
+    /// `size = n` in one call equals `n` calls of `size = 1` (NumPy's loop over the same
+    /// per-value function), value for value, and leaves the generator in the same state.
+    fn one_call_is_n_calls<D: Distributions + Clone>(
+        fresh: impl Fn() -> D,
+        state: impl Fn(&mut D) -> String,
+    ) {
+        for case in CASES {
+            for n in [1, 7, 8, 9, 15, 16, 17, 100, 1000, 3000] {
+                let mut whole = fresh();
+                let mut single = fresh();
+                let a = draw(&mut whole, case, n);
+                let b: Vec<u64> = (0..n).flat_map(|_| draw(&mut single, case, 1)).collect();
+                assert_eq!(a, b, "{case:?} n = {n}");
+                assert_eq!(state(&mut whole), state(&mut single), "{case:?} n = {n}");
+                // And the next call continues the same stream.
+                assert_eq!(draw(&mut whole, case, 20), draw(&mut single, case, 20));
+            }
+        }
+    }
+
+    #[test]
+    fn random_state_one_call_is_n_calls() {
+        one_call_is_n_calls(
+            || {
+                let mut rs = RandomState::new(7);
+                // A cached Gaussian pending, and an engine position inside a block.
+                rs.standard_normal(&mut [0.0]);
+                rs
+            },
+            |rs| format!("{:?}", rs.get_state()),
+        );
+    }
+
+    #[test]
+    fn generator_one_call_is_n_calls() {
+        one_call_is_n_calls(
+            || {
+                let mut g = default_rng(7);
+                // A buffered 32-bit half pending.
+                g.integers_i32(0, 10, false, &mut [0]).unwrap();
+                g
+            },
+            |g| {
+                let b = g.bit_generator();
+                format!("{:?} {:?}", b.state(), b.pending())
+            },
+        );
+        one_call_is_n_calls(
+            || Generator::<Pcg64Dxsm>::from_seed_seq(SeedSequence::from_int(7)),
+            |g| format!("{:?}", g.bit_generator()),
+        );
     }
 }

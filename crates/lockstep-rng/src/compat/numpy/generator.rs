@@ -401,6 +401,100 @@ impl<B: BitGenerator> super::distributions::sealed::Source for Generator<B> {
     }
 }
 
+impl<B: BitGenerator> super::distributions::sealed::Blocked for Generator<B> {
+    type Block<'a>
+        = GenBlock<'a, B>
+    where
+        B: 'a;
+    fn block(&mut self) -> GenBlock<'_, B> {
+        GenBlock {
+            bits: &mut self.bits,
+            buf: [0; GEN_BLOCK],
+            pos: GEN_BLOCK,
+        }
+    }
+}
+
+const GEN_BLOCK: usize = 256;
+
+/// The draws of a `Generator` served from blocks of 64-bit outputs made by the bit
+/// generator's multi-lane fill where it has one (PCG64; others draw one at a time). On drop
+/// the engine steps back over the unused outputs, so it ends exactly where drawing one at a
+/// time would leave it.
+pub struct GenBlock<'a, B: BitGenerator> {
+    bits: &'a mut B,
+    buf: [u64; GEN_BLOCK],
+    pos: usize,
+}
+
+impl<B: BitGenerator> Drop for GenBlock<'_, B> {
+    fn drop(&mut self) {
+        if B::BLOCKS && self.pos < GEN_BLOCK {
+            self.bits.rewind(GEN_BLOCK - self.pos);
+        }
+    }
+}
+
+impl<B: BitGenerator> Bits for GenBlock<'_, B> {
+    #[inline(always)]
+    fn u64(&mut self) -> u64 {
+        if !B::BLOCKS {
+            return self.bits.u64();
+        }
+        if self.pos >= GEN_BLOCK {
+            self.bits.fill_raw(&mut self.buf);
+            self.pos = 0;
+        }
+        let v = self.buf[self.pos];
+        self.pos += 1;
+        v
+    }
+    #[inline(always)]
+    fn u32(&mut self) -> u32 {
+        if !B::BLOCKS {
+            return self.bits.u32();
+        }
+        // NumPy's rule: a buffered high half first, else the low half of a fresh output.
+        if let Some(h) = self.bits.take_pending() {
+            return h;
+        }
+        let v = self.u64();
+        self.bits.set_pending((v >> 32) as u32);
+        v as u32
+    }
+    #[inline(always)]
+    fn f64(&mut self) -> f64 {
+        if !B::BLOCKS {
+            return self.bits.f64();
+        }
+        ((self.u64() >> 11) as i64) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+impl<B: BitGenerator> super::distributions::sealed::Source for GenBlock<'_, B> {
+    const LEGACY: bool = false;
+    #[inline(always)]
+    fn uniform(&mut self) -> f64 {
+        Bits::f64(self)
+    }
+    #[inline(always)]
+    fn word32(&mut self) -> u32 {
+        Bits::u32(self)
+    }
+    #[inline(always)]
+    fn word64(&mut self) -> u64 {
+        Bits::u64(self)
+    }
+    #[inline(always)]
+    fn gauss(&mut self) -> f64 {
+        normal_f64(self)
+    }
+    #[inline(always)]
+    fn exp1(&mut self) -> f64 {
+        exponential_f64(self)
+    }
+}
+
 impl<B: BitGenerator> Bits for Generator<B> {
     fn u32(&mut self) -> u32 {
         self.bits.u32()
@@ -433,6 +527,19 @@ impl BitGenerator for Pcg64 {
                 .for_each(|o| *o = loc + scale * normal_f64(&mut b)),
         }
         b.finish();
+    }
+    const BLOCKS: bool = true;
+    fn fill_raw(&mut self, out: &mut [u64]) {
+        self.fill_u64(out);
+    }
+    fn rewind(&mut self, n: usize) {
+        self.skip((n as u128).wrapping_neg());
+    }
+    fn take_pending(&mut self) -> Option<u32> {
+        Pcg64::take_pending(self)
+    }
+    fn set_pending(&mut self, v: u32) {
+        Pcg64::set_pending(self, v);
     }
     fn fill_exponential(&mut self, out: &mut [f64], scale: Option<f64>) {
         let mut b = Block::new(self);

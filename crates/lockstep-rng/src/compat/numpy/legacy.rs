@@ -305,6 +305,108 @@ impl super::distributions::sealed::Source for RandomState {
     }
 }
 
+impl super::distributions::sealed::Blocked for RandomState {
+    type Block<'a> = LegacyBlock<'a>;
+    fn block(&mut self) -> LegacyBlock<'_> {
+        LegacyBlock {
+            rs: self,
+            buf: [0; N],
+            pos: 0,
+            len: 0,
+        }
+    }
+}
+
+/// MT19937 words read from a buffer holding the rest of the engine's current 624-word block
+/// (made by one `fill_u32`, never across a twist), instead of one `next_u32` call per word.
+/// On drop the engine is put back at the first unused word, so it ends exactly where the
+/// same draws one word at a time leave it.
+pub struct LegacyBlock<'a> {
+    rs: &'a mut RandomState,
+    buf: [u32; N],
+    pos: usize,
+    len: usize,
+}
+
+impl LegacyBlock<'_> {
+    #[inline(always)]
+    fn word(&mut self) -> u32 {
+        if self.pos >= self.len {
+            self.refill();
+        }
+        let w = self.buf[self.pos];
+        self.pos += 1;
+        w
+    }
+
+    #[inline(never)]
+    fn refill(&mut self) {
+        // The rest of the current block, or a whole new one when it is used up.
+        let used = self.rs.mt.pos();
+        let take = if used >= N { N } else { N - used };
+        self.rs.mt.fill_u32(&mut self.buf[..take]);
+        self.pos = 0;
+        self.len = take;
+    }
+
+    #[inline(always)]
+    fn f64(&mut self) -> f64 {
+        let a = self.word() >> 5;
+        let b = self.word() >> 6;
+        (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+impl Drop for LegacyBlock<'_> {
+    fn drop(&mut self) {
+        let unused = self.len - self.pos;
+        if unused > 0 {
+            // The buffered words all come from the current block: step back over the unused.
+            let mt = &mut self.rs.mt;
+            *mt = Mt19937::from_state(*mt.state(), mt.pos() - unused)
+                .expect("a position inside the current block");
+        }
+    }
+}
+
+impl super::distributions::sealed::Source for LegacyBlock<'_> {
+    const LEGACY: bool = true;
+    #[inline(always)]
+    fn uniform(&mut self) -> f64 {
+        self.f64()
+    }
+    #[inline(always)]
+    fn word32(&mut self) -> u32 {
+        self.word()
+    }
+    #[inline(always)]
+    fn word64(&mut self) -> u64 {
+        let hi = self.word() as u64;
+        (hi << 32) | self.word() as u64
+    }
+    #[inline]
+    fn gauss(&mut self) -> f64 {
+        // `RandomState::gauss`, on the buffered words.
+        if let Some(g) = self.rs.gauss.take() {
+            return g;
+        }
+        loop {
+            let x1 = 2.0 * self.f64() - 1.0;
+            let x2 = 2.0 * self.f64() - 1.0;
+            let r2 = x1 * x1 + x2 * x2;
+            if r2 < 1.0 && r2 != 0.0 {
+                let f = (-2.0 * r2.ln() / r2).sqrt();
+                self.rs.gauss = Some(f * x1);
+                return f * x2;
+            }
+        }
+    }
+    #[inline(always)]
+    fn exp1(&mut self) -> f64 {
+        -(1.0 - self.f64()).ln()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
