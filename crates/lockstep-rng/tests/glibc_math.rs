@@ -1,7 +1,7 @@
-//! lockstep's ports of glibc's `log`, `sin`, `cos` (`compat::glibc_math`): the scalar and the
+//! lockstep's ports of glibc's `log`, `sin`, `cos`, `pow`, `exp` (`compat::glibc_math`): the scalar and the
 //! vector forms agree everywhere, and on Linux x86-64 glibc with FMA (where the platform's
 //! functions are the builds that were ported) they equal the platform's bits. The long check
-//! (over 10^9 inputs) is `cargo run --release -p lockstep-rng --example check_glibc_math 110`.
+//! (over 10^9 inputs) is `cargo run --release -p lockstep-rng --example check_glibc_math 110 log,sin,cos`; for pow and exp `... check_glibc_math 250 pow` and `... 360 exp`.
 
 use lockstep_rng::compat::glibc_math as gm;
 use lockstep_rng::compat::torch;
@@ -132,6 +132,166 @@ fn torch_normal_f64_matches_pytorch_on_every_isa() {
                 case["sha256"].as_str().unwrap(),
                 "{isa} seed {seed} n {n}"
             );
+        }
+    }
+    let _ = set_isa(None);
+}
+
+/// `pow` bases: the samplers' `1 - u`, `(0, 1024]`, any positive bits, negatives, subnormals
+/// and specials.
+fn pow_bases() -> Vec<f64> {
+    let mut v = inputs(11, 200, |z| 1.0 - unit(z));
+    v.extend(inputs(12, 100, |z| 1024.0 * (1.0 - unit(z))));
+    v.extend(inputs(13, 100, |z| f64::from_bits(z >> 1)));
+    v.extend(inputs(14, 60, |z| -(0.25 + 8.0 * unit(z))));
+    v.extend(inputs(15, 40, |z| f64::from_bits(z >> 12)));
+    v.extend(inputs(16, 40, f64::from_bits));
+    v.extend(specials());
+    v
+}
+
+fn specials() -> Vec<f64> {
+    vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.0,
+        -2.0,
+        0.5,
+        -3.0,
+        5e-324,
+        -5e-324,
+        f64::MIN_POSITIVE,
+        f64::MAX,
+        -f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::from_bits(0x7ff0_0000_0000_0001),
+        709.78,
+        -745.2,
+        1e-20,
+    ]
+}
+
+/// `pow` exponents: the samplers' `1/shape`, small integers, moderate and special values.
+fn pow_exponents() -> Vec<f64> {
+    let mut v = inputs(21, 12, |z| 1.0 / (0.01 + 0.99 * unit(z)));
+    v.extend([
+        3.0,
+        -3.0,
+        2.0,
+        -1.0,
+        0.5,
+        -0.5,
+        7.5,
+        1e300,
+        2f64.powi(-66),
+        2f64.powi(63),
+    ]);
+    v.extend(inputs(22, 6, |z| 40.0 * unit(z) - 20.0));
+    v.extend(specials());
+    v
+}
+
+fn exp_inputs() -> Vec<f64> {
+    let mut v = inputs(31, 1000, |z| -746.0 + 1456.0 * unit(z));
+    v.extend(inputs(32, 500, |z| 2.0 * unit(z) - 1.0));
+    v.extend(inputs(33, 300, |z| 704.0 + 6.0 * unit(z)));
+    v.extend(inputs(34, 300, |z| -746.0 + 46.0 * unit(z)));
+    v.extend(inputs(35, 200, f64::from_bits));
+    v.extend(specials());
+    v.extend([
+        512.0,
+        -512.0,
+        2f64.powi(-54),
+        -(2f64.powi(-55)),
+        1024.0,
+        -1024.0,
+    ]);
+    v
+}
+
+#[test]
+fn pow_exp_scalar_and_slice_forms_agree_on_every_isa() {
+    let (xs, ys, es) = (pow_bases(), pow_exponents(), exp_inputs());
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        let _ = set_isa(Some(isa)).unwrap();
+        let mut out = vec![0.0; xs.len()];
+        for &y in &ys {
+            gm::pow_all(&xs, y, &mut out);
+            for (i, &x) in xs.iter().enumerate() {
+                assert!(same(out[i], gm::pow(x, y)), "{isa} pow({x:e}, {y:e})");
+            }
+        }
+        let mut out = vec![0.0; es.len()];
+        gm::exp_all(&es, &mut out);
+        for (i, &x) in es.iter().enumerate() {
+            assert!(same(out[i], gm::exp(x)), "{isa} exp({x:e})");
+        }
+    }
+    let _ = set_isa(None);
+}
+
+#[test]
+fn pow_exp_equal_to_the_platform_on_glibc_x86_64_with_fma() {
+    if !platform_is_ported_glibc() {
+        eprintln!("skipped: the platform's libm is not glibc's x86-64 FMA build");
+        return;
+    }
+    for &y in &pow_exponents() {
+        for &x in &pow_bases() {
+            assert!(same(gm::pow(x, y), x.powf(y)), "pow({x:e}, {y:e})");
+        }
+    }
+    for &x in &exp_inputs() {
+        assert!(same(gm::exp(x), x.exp()), "exp({x:e})");
+    }
+}
+
+/// `pow`/`exp` equal CPython's `math.pow`/`math.exp` (glibc 2.36 x86-64 FMA) on every
+/// instruction-set path and every platform (`tools/golden_glibc_pow_exp.py`).
+#[test]
+fn pow_exp_match_cpython_golden_on_every_isa() {
+    let golden: serde_json::Value =
+        serde_json::from_str(include_str!("golden/glibc_pow_exp.json")).unwrap();
+    let hex = |v: &serde_json::Value| {
+        f64::from_bits(u64::from_str_radix(v.as_str().unwrap(), 16).unwrap())
+    };
+    let groups = golden["pow_groups"].as_array().unwrap();
+    let exps = golden["exp"].as_array().unwrap();
+    assert!(groups.len() > 100 && exps.len() > 2000);
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        let _ = set_isa(Some(isa)).unwrap();
+        for g in groups {
+            let y = hex(&g["y"]);
+            let x: Vec<f64> = g["x"].as_array().unwrap().iter().map(hex).collect();
+            let r: Vec<f64> = g["r"].as_array().unwrap().iter().map(hex).collect();
+            let mut out = vec![0.0; x.len()];
+            gm::pow_all(&x, y, &mut out);
+            for i in 0..x.len() {
+                assert_eq!(
+                    out[i].to_bits(),
+                    r[i].to_bits(),
+                    "{isa} pow_all({:e}, {y:e})",
+                    x[i]
+                );
+                assert_eq!(
+                    gm::pow(x[i], y).to_bits(),
+                    r[i].to_bits(),
+                    "pow({:e}, {y:e})",
+                    x[i]
+                );
+            }
+        }
+        let x: Vec<f64> = exps.iter().map(|p| hex(&p[0])).collect();
+        let mut out = vec![0.0; x.len()];
+        gm::exp_all(&x, &mut out);
+        for (i, p) in exps.iter().enumerate() {
+            let r = hex(&p[1]);
+            assert_eq!(out[i].to_bits(), r.to_bits(), "{isa} exp_all({:e})", x[i]);
+            assert_eq!(gm::exp(x[i]).to_bits(), r.to_bits(), "exp({:e})", x[i]);
         }
     }
     let _ = set_isa(None);

@@ -187,7 +187,7 @@ fn checkint(iy: u64) -> u32 {
 /// Whether `i` is the bits of ±0, ±inf or NaN.
 #[inline(always)]
 fn zeroinfnan(i: u64) -> bool {
-    (2 * i).wrapping_sub(1) >= 2 * f64::INFINITY.to_bits() - 1
+    (i << 1).wrapping_sub(1) >= 2 * f64::INFINITY.to_bits() - 1
 }
 
 /// Whether `x` and `y` need [`pow_special`]: `x` not a positive normal, or
@@ -229,20 +229,20 @@ fn pow_special(x: f64, y: f64) -> f64 {
     let topy = (iy >> 52) as u32;
     let mut sign_bias = 0;
     if zeroinfnan(iy) {
-        if 2 * iy == 0 {
+        if iy << 1 == 0 {
             return if is_signaling(x) { x + y } else { 1.0 };
         }
         if ix == 1f64.to_bits() {
             return if is_signaling(y) { x + y } else { 1.0 };
         }
         let inf2 = 2 * f64::INFINITY.to_bits();
-        if 2 * ix > inf2 || 2 * iy > inf2 {
+        if ix << 1 > inf2 || iy << 1 > inf2 {
             return x + y;
         }
-        if 2 * ix == 2 * 1f64.to_bits() {
+        if ix << 1 == 1f64.to_bits() << 1 {
             return 1.0;
         }
-        if (2 * ix < 2 * 1f64.to_bits()) == (iy >> 63 == 0) {
+        if (ix << 1 < 1f64.to_bits() << 1) == (iy >> 63 == 0) {
             return 0.0;
         }
         return y * y;
@@ -294,7 +294,7 @@ fn pow_special(x: f64, y: f64) -> f64 {
 /// `issignaling_inline`.
 #[inline(always)]
 fn is_signaling(x: f64) -> bool {
-    2 * (x.to_bits() ^ 0x0008_0000_0000_0000) > 2 * 0x7ff8_0000_0000_0000
+    (x.to_bits() ^ 0x0008_0000_0000_0000) << 1 > 0x7ff8_0000_0000_0000 << 1
 }
 
 /// Whether `x` needs [`exp_special`]: `|x| ∉ [2^-54, 512)` or NaN.
