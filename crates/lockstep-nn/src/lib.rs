@@ -41,6 +41,7 @@ pub mod autograd;
 pub mod functional;
 pub mod gradcheck;
 pub mod layers;
+mod lstm_input;
 mod lstm_kernel;
 pub mod module;
 mod ops;

@@ -148,7 +148,7 @@ pub(crate) struct Packed {
 
 impl Packed {
     /// Contents unspecified (the packing writes them).
-    fn new(len: usize) -> Result<Self> {
+    pub(crate) fn new(len: usize) -> Result<Self> {
         let buf = scratch(len + 16)?;
         let addr = buf.as_ptr() as usize;
         let off = (addr.next_multiple_of(64) - addr) / 4;
@@ -157,7 +157,7 @@ impl Packed {
     pub(crate) fn as_slice(&self) -> &[f32] {
         &self.buf[self.off..self.off + self.len]
     }
-    fn as_mut_slice(&mut self) -> &mut [f32] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
         &mut self.buf[self.off..self.off + self.len]
     }
 }
@@ -188,30 +188,63 @@ pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, b
     let u = simd.lanes();
     let tiles = h.div_ceil(u);
     let mut pk = Packed::new(tiles * h * NV * u)?;
-    let dst = pk.as_mut_slice();
-    if !h.is_multiple_of(u) {
-        dst.fill(0.0);
-    }
+    pack_panels(simd, w, h, tiles, pk.as_mut_slice(), |t, v| {
+        (v * h + t * u, u.min(h - t * u))
+    });
+    Ok((pk, all_finite(w)))
+}
+
+/// `W` (`[g, k]`, `g` a multiple of `4·U`) for `x · Wᵀ`: for each tile of `4·U` rows `t`, for
+/// each `p < k`, the weights `W[t·4·U + c][p]`, `c < 4·U`.
+pub(crate) fn pack_rows(simd: Simd, w: &[f32], g: usize, k: usize) -> Result<Packed> {
+    let (u, q) = (simd.lanes(), NV * simd.lanes());
+    assert!(g.is_multiple_of(q) && w.len() == g * k);
+    let mut pk = Packed::new(g * k)?;
+    pack_panels(simd, w, k, g / q, pk.as_mut_slice(), |t, v| {
+        (t * q + v * u, u)
+    });
+    Ok(pk)
+}
+
+/// Transposed panels of `w` (rows of `k`): panel `t` (`k·NV·U` values) holds at `p·NV·U + v·U
+/// + l` the value `w[(r + l)·k + p]` for `(r, nu) = rows(t, v)` and `l < nu`, zero for
+/// `nu ≤ l < U`.
+fn pack_panels(
+    simd: Simd,
+    w: &[f32],
+    k: usize,
+    tiles: usize,
+    dst: &mut [f32],
+    rows: impl Fn(usize, usize) -> (usize, usize),
+) {
+    let u = simd.lanes();
+    let pl = k * NV * u;
+    assert!(dst.len() == tiles * pl);
     for t in 0..tiles {
-        let nu = u.min(h - t * u);
-        let panel = &mut dst[t * h * NV * u..(t + 1) * h * NV * u];
+        let panel = &mut dst[t * pl..(t + 1) * pl];
         // 16 × 16 blocks: the block's source rows and destination lines stay in L1.
         for v in 0..NV {
-            let rows = &w[(v * h + t * u) * h..][..nu * h];
-            for p0 in (0..h).step_by(16) {
-                let pn = 16.min(h - p0);
-                let dst = &mut panel[p0 * NV * u + v * u..][..(pn - 1) * NV * u + nu];
-                for l in 0..nu {
-                    let src = &rows[l * h + p0..][..pn];
-                    for q in 0..pn {
-                        // SAFETY: q < pn and l < nu: inside both slices (sized above).
-                        unsafe { *dst.get_unchecked_mut(q * NV * u + l) = *src.get_unchecked(q) };
+            let (r, nu) = rows(t, v);
+            let src = &w[r * k..][..nu * k];
+            for p0 in (0..k).step_by(16) {
+                let pn = 16.min(k - p0);
+                let dst = &mut panel[p0 * NV * u + v * u..][..(pn - 1) * NV * u + u];
+                #[cfg(target_arch = "x86_64")]
+                if simd == Simd::Avx512 && nu == 16 && pn == 16 {
+                    // SAFETY: AVX-512 found by `Simd::detect`; 16 rows of 16 from `k` apart
+                    // in `src`, 16 lines of 16 from `NV·U` apart in `dst` (sized above).
+                    unsafe { x86::transpose16(src[p0..].as_ptr(), k, dst.as_mut_ptr(), NV * u) };
+                    continue;
+                }
+                for q in 0..pn {
+                    let line = &mut dst[q * NV * u..][..u];
+                    for (l, d) in line.iter_mut().enumerate() {
+                        *d = if l < nu { src[l * k + p0 + q] } else { 0.0 };
                     }
                 }
             }
         }
     }
-    Ok((pk, all_finite(w)))
 }
 
 /// Whether the backward steps read `W_hh` in place (whole tiles of `4·U` columns), without
@@ -239,7 +272,7 @@ pub(crate) fn pack_backward(simd: Simd, w: &[f32], h: usize) -> Result<Packed> {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     //! The micro-kernels: `MR` rows × `NV` vectors of accumulators, one broadcast of A per row
     //! and one load of B per vector and step.
     use super::NV;
@@ -329,13 +362,57 @@ mod x86 {
         _mm256_fmadd_ps
     );
 
+    /// Stores the transpose of the 16 × 16 block at `src` (rows `ss` apart) to `dst` (rows
+    /// `ds` apart): an exact copy of each value.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; both blocks are inside their buffers.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn transpose16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+        // SAFETY (whole body): as documented.
+        unsafe {
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, r) in r.iter_mut().enumerate() {
+                *r = _mm512_loadu_ps(src.add(i * ss));
+            }
+            // u[4·g + m]: column 4·k + m of rows 4·g..4·g + 4 in 128-bit lane k.
+            let mut u = [_mm512_setzero_ps(); 16];
+            for g in 0..4 {
+                let (a, b) = (
+                    _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]),
+                    _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]),
+                );
+                let (c, d) = (
+                    _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]),
+                    _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]),
+                );
+                let pd = _mm512_castps_pd;
+                let ps = _mm512_castpd_ps;
+                u[4 * g] = ps(_mm512_unpacklo_pd(pd(a), pd(c)));
+                u[4 * g + 1] = ps(_mm512_unpackhi_pd(pd(a), pd(c)));
+                u[4 * g + 2] = ps(_mm512_unpacklo_pd(pd(b), pd(d)));
+                u[4 * g + 3] = ps(_mm512_unpackhi_pd(pd(b), pd(d)));
+            }
+            for m in 0..4 {
+                let a = _mm512_shuffle_f32x4::<0x88>(u[m], u[4 + m]);
+                let b = _mm512_shuffle_f32x4::<0xdd>(u[m], u[4 + m]);
+                let c = _mm512_shuffle_f32x4::<0x88>(u[8 + m], u[12 + m]);
+                let d = _mm512_shuffle_f32x4::<0xdd>(u[8 + m], u[12 + m]);
+                _mm512_storeu_ps(dst.add(m * ds), _mm512_shuffle_f32x4::<0x88>(a, c));
+                _mm512_storeu_ps(dst.add((8 + m) * ds), _mm512_shuffle_f32x4::<0xdd>(a, c));
+                _mm512_storeu_ps(dst.add((4 + m) * ds), _mm512_shuffle_f32x4::<0x88>(b, d));
+                _mm512_storeu_ps(dst.add((12 + m) * ds), _mm512_shuffle_f32x4::<0xdd>(b, d));
+            }
+        }
+    }
+
     /// [`tile512`] for `mr` rows (1 to 6).
     ///
     /// # Safety
     /// As [`tile512`].
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) unsafe fn tile512_rows(
+    pub(crate) unsafe fn tile512_rows(
         mr: usize,
         kc: usize,
         a: *const f32,
@@ -367,7 +444,7 @@ mod x86 {
     /// As [`tile256`].
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) unsafe fn tile256_rows(
+    pub(crate) unsafe fn tile256_rows(
         mr: usize,
         kc: usize,
         a: *const f32,
@@ -503,7 +580,7 @@ unsafe fn backward256(b: &Backward, r0: usize, r1: usize) {
     unsafe { backward_body::<8, 3>(b, r0, r1, x86::tile256_rows) }
 }
 
-type TileFn = unsafe fn(
+pub(crate) type TileFn = unsafe fn(
     usize,
     usize,
     *const f32,
@@ -775,16 +852,43 @@ pub(crate) unsafe fn weight_grad_rows(
     i0: usize,
     i1: usize,
 ) {
-    let g4 = 4 * h;
-    let k = hp.len() / h.max(1);
-    assert!(direct(simd, h) && dg.len() == k * g4 && hp.len() == k * h && i0 <= i1 && i1 <= g4);
+    assert!(direct(simd, h));
+    // SAFETY: as documented (`dw` is `[4H, H]`).
+    unsafe { product_t_rows(simd, dg, 4 * h, hp, h, dw, i0, i1) }
+}
+
+/// Rows `i0..i1` of `dgᵀ · xs` (`[g, n]`) into `dw`: element `(i, j)` is the chain over `p < K`
+/// of `dg[p·g + i] · xs[p·n + j]` from `+0.0` — the blocked GEMM's bits for that product, with
+/// no packing. `dg` is `[K, g]`, `xs` `[K, n]`, `n` a multiple of `4·U` (see [`Simd::lanes`]).
+///
+/// # Safety
+/// `dw` holds `g·n` elements and no other task writes rows `i0..i1`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn product_t_rows(
+    simd: Simd,
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+) {
+    let k = xs.len() / n.max(1);
+    assert!(
+        n.is_multiple_of(NV * simd.lanes())
+            && dg.len() == k * g
+            && xs.len() == k * n
+            && i0 <= i1
+            && i1 <= g
+    );
     match simd {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` as documented.
-        Simd::Avx512 => unsafe { dw512(dg, hp, h, k, dw, i0, i1) },
+        Simd::Avx512 => unsafe { dw512(dg, g, xs, n, k, dw, i0, i1) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Simd::Avx2 => unsafe { dw256(dg, hp, h, k, dw, i0, i1) },
+        Simd::Avx2 => unsafe { dw256(dg, g, xs, n, k, dw, i0, i1) },
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!("no SIMD kernels off x86-64"),
     }
@@ -792,26 +896,47 @@ pub(crate) unsafe fn weight_grad_rows(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dw512(dg: &[f32], hp: &[f32], h: usize, k: usize, dw: Out, i0: usize, i1: usize) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn dw512(
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    k: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+) {
     // SAFETY: forwarded.
-    unsafe { dw_body::<16, 6>(dg, hp, h, k, dw, i0, i1, x86::tile512_rows) }
+    unsafe { dw_body::<16, 6>(dg, g, xs, n, k, dw, i0, i1, x86::tile512_rows) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dw256(dg: &[f32], hp: &[f32], h: usize, k: usize, dw: Out, i0: usize, i1: usize) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn dw256(
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    k: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+) {
     // SAFETY: forwarded.
-    unsafe { dw_body::<8, 3>(dg, hp, h, k, dw, i0, i1, x86::tile256_rows) }
+    unsafe { dw_body::<8, 3>(dg, g, xs, n, k, dw, i0, i1, x86::tile256_rows) }
 }
 
-/// See [`weight_grad_rows`].
+/// See [`product_t_rows`] (`g4` is its `g`, `h` its `n`).
 ///
 /// # Safety
-/// As [`weight_grad_rows`], sizes checked there.
+/// As [`product_t_rows`], sizes checked there.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn dw_body<const U: usize, const MR: usize>(
     dg: &[f32],
+    g4: usize,
     hp: &[f32],
     h: usize,
     k: usize,
@@ -820,7 +945,7 @@ unsafe fn dw_body<const U: usize, const MR: usize>(
     i1: usize,
     tile: TileFn,
 ) {
-    let (g4, q) = (4 * h, NV * U);
+    let q = NV * U;
     if k == 0 {
         for i in i0..i1 {
             // SAFETY: row i is this task's.
@@ -952,5 +1077,220 @@ pub(crate) fn oom(bytes: usize) -> Error {
     Error::OutOfMemory {
         op: "lstm_layer",
         bytes: bytes as u128,
+    }
+}
+
+/// Rows `r0..r1` of `x · Wᵀ`, then `+ bias` (one more rounding, as `linear`): `x` is `[M, k]`,
+/// `wt` [`pack_rows`]' panels of `W` `[g, k]`, `out` `[M, g]`. Element `(r, j)` is the chain
+/// over `p < k` of `x[r·k + p] · W[j·k + p]` from `+0.0` — the blocked GEMM's bits.
+///
+/// # Safety
+/// `out` holds `M·g` elements and no other task writes rows `r0..r1`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn project_rows(
+    simd: Simd,
+    x: &[f32],
+    k: usize,
+    wt: &Packed,
+    g: usize,
+    bias: Option<&[f32]>,
+    out: Out,
+    r0: usize,
+    r1: usize,
+) {
+    let q = NV * simd.lanes();
+    assert!(
+        g.is_multiple_of(q)
+            && wt.as_slice().len() == g * k
+            && r0 <= r1
+            && r1 * k <= x.len()
+            && bias.is_none_or(|b| b.len() == g)
+    );
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+        Simd::Avx512 => unsafe { project512(x, k, wt.as_slice(), g, bias, out, r0, r1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { project256(x, k, wt.as_slice(), g, bias, out, r0, r1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn project512(
+    x: &[f32],
+    k: usize,
+    wt: &[f32],
+    g: usize,
+    bias: Option<&[f32]>,
+    out: Out,
+    r0: usize,
+    r1: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { project_body::<16, 6>(x, k, wt, g, bias, out, r0, r1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn project256(
+    x: &[f32],
+    k: usize,
+    wt: &[f32],
+    g: usize,
+    bias: Option<&[f32]>,
+    out: Out,
+    r0: usize,
+    r1: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { project_body::<8, 3>(x, k, wt, g, bias, out, r0, r1, x86::tile256_rows) }
+}
+
+/// See [`project_rows`].
+///
+/// # Safety
+/// As [`project_rows`], sizes checked there.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn project_body<const U: usize, const MR: usize>(
+    x: &[f32],
+    k: usize,
+    wt: &[f32],
+    g: usize,
+    bias: Option<&[f32]>,
+    out: Out,
+    r0: usize,
+    r1: usize,
+    tile: TileFn,
+) {
+    let q = NV * U;
+    for t in 0..g / q {
+        let panel = wt[t * k * q..].as_ptr();
+        let mut i = r0;
+        while i < r1 {
+            let mr = MR.min(r1 - i);
+            // SAFETY: rows i..i+mr of `x` hold k values, the panel k steps of q; `out` rows
+            // i..i+mr, columns t·q..(t+1)·q are this task's.
+            unsafe {
+                tile(
+                    mr,
+                    k,
+                    x.as_ptr().add(i * k),
+                    k,
+                    1,
+                    panel,
+                    q,
+                    out.0.add(i * g + t * q),
+                    g,
+                    U,
+                    false,
+                )
+            };
+            i += mr;
+        }
+    }
+    if let Some(b) = bias {
+        for r in r0..r1 {
+            // SAFETY: row r is this task's, written above.
+            let row = unsafe { core::slice::from_raw_parts_mut(out.0.add(r * g), g) };
+            for (x, &b) in row.iter_mut().zip(b) {
+                *x += b;
+            }
+        }
+    }
+}
+
+/// Rows `r0..r1` of `dg · W` into `out` `[M, n]`: `dg` is `[M, g]`, `W` `[g, n]` (read in
+/// place, `n` a multiple of `4·U`). Element `(r, c)` is the chain over `j < g` of
+/// `dg[r·g + j] · W[j·n + c]` from `+0.0` — the blocked GEMM's bits.
+///
+/// # Safety
+/// `out` holds `M·n` elements and no other task writes rows `r0..r1`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn product_rows(
+    simd: Simd,
+    dg: &[f32],
+    g: usize,
+    w: &[f32],
+    n: usize,
+    out: Out,
+    r0: usize,
+    r1: usize,
+) {
+    assert!(
+        n.is_multiple_of(NV * simd.lanes()) && w.len() == g * n && r0 <= r1 && r1 * g <= dg.len()
+    );
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+        Simd::Avx512 => unsafe { product512(dg, g, w, n, out, r0, r1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { product256(dg, g, w, n, out, r0, r1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn product512(dg: &[f32], g: usize, w: &[f32], n: usize, out: Out, r0: usize, r1: usize) {
+    // SAFETY: forwarded.
+    unsafe { product_body::<16, 6>(dg, g, w, n, out, r0, r1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn product256(dg: &[f32], g: usize, w: &[f32], n: usize, out: Out, r0: usize, r1: usize) {
+    // SAFETY: forwarded.
+    unsafe { product_body::<8, 3>(dg, g, w, n, out, r0, r1, x86::tile256_rows) }
+}
+
+/// See [`product_rows`].
+///
+/// # Safety
+/// As [`product_rows`], sizes checked there.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_body<const U: usize, const MR: usize>(
+    dg: &[f32],
+    g: usize,
+    w: &[f32],
+    n: usize,
+    out: Out,
+    r0: usize,
+    r1: usize,
+    tile: TileFn,
+) {
+    let q = NV * U;
+    for c0 in (0..n).step_by(q) {
+        let mut i = r0;
+        while i < r1 {
+            let mr = MR.min(r1 - i);
+            // SAFETY: rows i..i+mr of `dg` hold g values, `W` g rows of n with columns
+            // c0..c0+q; `out` rows i..i+mr, those columns, are this task's.
+            unsafe {
+                tile(
+                    mr,
+                    g,
+                    dg.as_ptr().add(i * g),
+                    g,
+                    1,
+                    w.as_ptr().add(c0),
+                    n,
+                    out.0.add(i * n + c0),
+                    n,
+                    U,
+                    false,
+                )
+            };
+            i += mr;
+        }
     }
 }

@@ -377,7 +377,11 @@ impl Rnn {
         steps: usize,
     ) -> Result<(Var, Var, Var)> {
         // The input projection of every step at once: [T, B, G·H].
-        let xw = seq.linear(&cell.w_ih, cell.b_ih.as_ref())?;
+        let xw = if self.mode == Mode::Lstm {
+            crate::lstm_input::project(seq, &cell.w_ih, cell.b_ih.as_ref())?
+        } else {
+            seq.linear(&cell.w_ih, cell.b_ih.as_ref())?
+        };
         let mut outs: Vec<Var> = Vec::with_capacity(steps);
         let order: Vec<usize> = if reverse {
             (0..steps).rev().collect()
@@ -602,12 +606,17 @@ fn register_ops() {
         lockstep_tensor::autotune::register(&LSTM_LAYER);
         lockstep_tensor::autotune::register(&LSTM_LAYER_BACKWARD);
     });
+    crate::lstm_input::register();
 }
 
 /// The fused LSTM layer's registrations (for `lockstep verify`'s advice and tools that explain
 /// a trace).
 pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
-    vec![LSTM_LAYER.info(), LSTM_LAYER_BACKWARD.info()]
+    vec![
+        LSTM_LAYER.info(),
+        LSTM_LAYER_BACKWARD.info(),
+        crate::lstm_input::info(),
+    ]
 }
 
 /// Whether an implementation runs for this dtype on this CPU.
@@ -720,7 +729,7 @@ fn lstm_fused(
 /// Runs `f(r0, r1)` over row ranges covering `0..rows`: on the calling thread, or cut into one
 /// range per thread when `work` (multiply-adds) is large enough to pay for the hop into the
 /// pool. The ranges never change the bits: each row is computed alone.
-fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
+pub(crate) fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let parts = par.threads().min(rows);
     if parts <= 1 || work < 1 << 21 {
         f(0, rows);
@@ -877,7 +886,7 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
 ///
 /// # Errors
 /// `OutOfMemory` if the allocation fails.
-fn uninit(op: &'static str, n: usize) -> Result<Vec<f32>> {
+pub(crate) fn uninit(op: &'static str, n: usize) -> Result<Vec<f32>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| lockstep_tensor::Error::OutOfMemory {

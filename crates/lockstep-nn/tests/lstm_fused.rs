@@ -117,14 +117,18 @@ fn run(case: &Case, seed: u64) -> Vec<Vec<u32>> {
 }
 
 fn gemm_path<R>(f: impl FnOnce() -> R) -> R {
-    with_algorithm("lstm_layer.gemm", || {
-        with_algorithm("lstm_layer_backward.gemm", f)
+    with_algorithm("lstm_input.linear", || {
+        with_algorithm("lstm_layer.gemm", || {
+            with_algorithm("lstm_layer_backward.gemm", f)
+        })
     })
 }
 
 fn simd_path<R>(f: impl FnOnce() -> R) -> R {
-    with_algorithm("lstm_layer.simd", || {
-        with_algorithm("lstm_layer_backward.simd", f)
+    with_algorithm("lstm_input.simd", || {
+        with_algorithm("lstm_layer.simd", || {
+            with_algorithm("lstm_layer_backward.simd", f)
+        })
     })
 }
 
@@ -269,6 +273,44 @@ fn non_finite_weights_disable_the_zero_state_shortcuts() {
             inf_weight: true,
         },
     );
+}
+
+#[test]
+fn input_projection_kernels_give_linears_bits() {
+    // 64 and 128 inputs: the input projection's own kernels (whole tiles of 64 and 32
+    // columns) on the first layer (x's gradient too) and on the second (both directions),
+    // with 2·37 rows (not whole micro-tiles) and with no biases.
+    use lockstep_tensor::isa::{Isa, set_isa};
+    let cases = [
+        Case {
+            cfg: RnnConfig {
+                bidirectional: true,
+                ..cfg(64, 32, 2)
+            },
+            x_shape: vec![2, 37, 64],
+            states: true,
+            w_scale: 0.3,
+            inf_weight: false,
+        },
+        Case {
+            cfg: RnnConfig {
+                bias: false,
+                batch_first: true,
+                ..cfg(128, 16, 1)
+            },
+            x_shape: vec![5, 3, 128],
+            states: false,
+            w_scale: 0.2,
+            inf_weight: false,
+        },
+    ];
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        for (k, case) in cases.iter().enumerate() {
+            check(&format!("projection {k} ({isa})"), case);
+        }
+    }
+    set_isa(None).unwrap();
 }
 
 #[test]

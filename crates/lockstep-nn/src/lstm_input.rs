@@ -1,0 +1,202 @@
+//! An LSTM layer's input projection `x · W_ihᵀ + b_ih` for every step at once, as one op with
+//! the fused layer's own kernels ([`lstm_kernel::project_rows`], [`lstm_kernel::product_rows`],
+//! [`lstm_kernel::product_t_rows`]): no packing of the operands for the backward, no zeroed
+//! outputs. Each element is the same fma chain as the blocked GEMM's, so the value and the
+//! gradients have the bits of `Var::linear` (`lstm_input.linear`, which runs instead off
+//! x86-64, for f64, and for widths that are not whole tiles), at any number of threads: a
+//! thread computes whole elements. Pin with `lockstep_tensor::autotune::with_algorithm`.
+
+use crate::autograd::Var;
+use crate::lstm_kernel::{self, NV, Out, Simd};
+use crate::rnn::{for_row_ranges, uninit};
+use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
+use lockstep_tensor::threads::Par;
+use lockstep_tensor::{DType, Result, Tensor, trace};
+
+/// `(x [M, k], W [g, k], b [g])` → `[M, g]`.
+type ForwardFn = fn(&Tensor, &Tensor, Option<&Tensor>, &Par) -> Result<Tensor>;
+
+/// The projection: `lstm_input.simd` (f32, AVX2+FMA or AVX-512, `k` and `g` whole tiles) or
+/// `lstm_input.linear` (`Var::linear`); the same bits.
+static LSTM_INPUT: Op<ForwardFn> = Op {
+    name: "lstm_input",
+    impls: &[
+        Impl {
+            algo: "lstm_input.simd",
+            guarantee: Guarantee::ThreadInvariant,
+            f: forward_simd,
+        },
+        Impl {
+            algo: "lstm_input.linear",
+            guarantee: Guarantee::ThreadInvariant,
+            f: forward_linear,
+        },
+    ],
+};
+
+/// Makes the op's algorithm ids known to `autotune` before its first call.
+pub(crate) fn register() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| lockstep_tensor::autotune::register(&LSTM_INPUT));
+}
+
+/// The op's registration.
+pub(crate) fn info() -> lockstep_tensor::dispatch::OpInfo {
+    LSTM_INPUT.info()
+}
+
+/// Whether the SIMD kernels take a product with `k` inputs and `g` outputs on this CPU.
+fn simd_for(k: usize, g: usize) -> Option<Simd> {
+    let simd = Simd::detect()?;
+    let q = NV * simd.lanes();
+    (k.is_multiple_of(q) && g.is_multiple_of(q)).then_some(simd)
+}
+
+/// `x.linear(w, b)` for `x` `[T, B, k]`: the same value and gradients, through the SIMD kernels
+/// where they apply.
+///
+/// # Errors
+/// As [`Var::linear`].
+pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
+    let (xs, ws) = (x.shape(), w.shape());
+    let f32s = x.dtype() == DType::F32
+        && w.dtype() == DType::F32
+        && b.is_none_or(|b| b.dtype() == DType::F32);
+    let fits = f32s
+        && xs.len() == 3
+        && ws.len() == 2
+        && xs[2] == ws[1]
+        && b.is_none_or(|b| b.shape() == [ws[0]])
+        && simd_for(ws[1], ws[0]).is_some();
+    if !fits {
+        return x.linear(w, b);
+    }
+    register();
+    let (xt, wt) = (x.data().contiguous(), w.data().contiguous());
+    let bt = b.map(|b| b.data().contiguous());
+    let key = format!("{xs:?}x{ws:?}");
+    let choice = LSTM_INPUT.select_tuned(
+        &key,
+        false,
+        |_| true,
+        |allowed| allowed[0],
+        |imp, par| (imp.f)(&xt, &wt, bt.as_ref(), par).map(drop),
+    )?;
+    if choice.imp.algo != "lstm_input.simd" {
+        return x.linear(w, b);
+    }
+    let value = forward_simd(&xt, &wt, bt.as_ref(), &choice.par)?;
+    let mut traced = vec![&xt, &wt];
+    traced.extend(bt.as_ref());
+    trace::record(LSTM_INPUT.name, choice.imp.algo, &traced, &value);
+    let (rx, rw) = (x.requires_grad(), w.requires_grad());
+    let rb = b.is_some_and(|b| b.requires_grad());
+    let mut inputs = vec![x, w];
+    inputs.extend(b);
+    let has_bias = b.is_some();
+    Ok(Var::from_op("lstm_input", value, &inputs, move |gy| {
+        let gy = gy.contiguous();
+        let (gx, gw) = backward(&gy, &xt, &wt, rx, rw)?;
+        let mut out = vec![gx, gw];
+        if has_bias {
+            // As `linear`'s backward: the same reduction, the same bits.
+            out.push(if rb {
+                let g = wt.shape()[0];
+                Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
+            } else {
+                None
+            });
+        }
+        for t in out.iter().flatten() {
+            trace::record("lstm_input_backward", "lstm_input.simd", &[&gy], t);
+        }
+        Ok(out)
+    }))
+}
+
+/// `lstm_input.simd`.
+fn forward_simd(x: &Tensor, w: &Tensor, b: Option<&Tensor>, par: &Par) -> Result<Tensor> {
+    let (g, k) = (w.shape()[0], w.shape()[1]);
+    let simd = simd_for(k, g).ok_or_else(|| {
+        crate::ops::invalid(
+            "lstm_input",
+            "algorithm",
+            "lstm_input.simd needs AVX2+FMA or AVX-512 and whole tiles",
+        )
+    })?;
+    let (xs, ws) = (x.data::<f32>()?, w.data::<f32>()?);
+    let bs = b.map(|b| b.data::<f32>()).transpose()?;
+    let m = xs.len() / k;
+    let wt = lstm_kernel::pack_rows(simd, ws, g, k)?;
+    let mut out = uninit("lstm_input", m * g)?;
+    let o = Out(out.as_mut_ptr());
+    for_row_ranges(par, m, m * g * k, |r0, r1| {
+        // SAFETY: the row ranges are disjoint; `out` has room for m·g elements.
+        unsafe { lstm_kernel::project_rows(simd, xs, k, &wt, g, bs, o, r0, r1) }
+    });
+    // SAFETY: every row was written whole.
+    unsafe { out.set_len(m * g) };
+    let mut shape = x.shape()[..x.ndim() - 1].to_vec();
+    shape.push(g);
+    Tensor::from_vec(out, &shape)
+}
+
+/// `lstm_input.linear`: `Tensor::linear`, the product and the bias of `Var::linear`.
+fn forward_linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>, _: &Par) -> Result<Tensor> {
+    x.linear(w, b)
+}
+
+/// The gradients of `x` (`gy · W`) and of `W` (`gyᵀ · x`), those asked for.
+fn backward(
+    gy: &Tensor,
+    x: &Tensor,
+    w: &Tensor,
+    rx: bool,
+    rw: bool,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (g, k) = (w.shape()[0], w.shape()[1]);
+    let Some(simd) = simd_for(k, g) else {
+        // The instruction set changed since the forward (`set_isa`): `linear`'s products.
+        let g2 = gy.reshape(&[-1, g as isize])?;
+        let x2 = x.reshape(&[-1, k as isize])?;
+        let gx = rx.then(|| gy.matmul(w)).transpose()?;
+        let gw = rw.then(|| g2.transpose(0, 1)?.matmul(&x2)).transpose()?;
+        return Ok((gx, gw));
+    };
+    let par = Par::current();
+    let (gs, xs, ws) = (gy.data::<f32>()?, x.data::<f32>()?, w.data::<f32>()?);
+    let m = xs.len() / k;
+    let gx = if rx {
+        let mut dx = uninit("lstm_input_backward", m * k)?;
+        let o = Out(dx.as_mut_ptr());
+        for_row_ranges(&par, m, m * g * k, |r0, r1| {
+            // SAFETY: the row ranges are disjoint; `dx` has room for m·k elements.
+            unsafe { lstm_kernel::product_rows(simd, gs, g, ws, k, o, r0, r1) }
+        });
+        // SAFETY: every row was written whole.
+        unsafe { dx.set_len(m * k) };
+        Some(Tensor::from_vec(dx, x.shape())?)
+    } else {
+        None
+    };
+    let gw = if rw {
+        let mut dw = uninit("lstm_input_backward", g * k)?;
+        let o = Out(dw.as_mut_ptr());
+        // Blocks of DW_ROWS rows per thread (whole micro-tiles).
+        let blocks = g.div_ceil(lstm_kernel::DW_ROWS);
+        for_row_ranges(&par, blocks, m * g * k, |p0, p1| {
+            let (i0, i1) = (
+                p0 * lstm_kernel::DW_ROWS,
+                (p1 * lstm_kernel::DW_ROWS).min(g),
+            );
+            // SAFETY: the ranges are disjoint; `dw` has room for g·k elements.
+            unsafe { lstm_kernel::product_t_rows(simd, gs, g, xs, k, o, i0, i1) }
+        });
+        // SAFETY: the ranges cover every row, each written whole.
+        unsafe { dw.set_len(g * k) };
+        Some(Tensor::from_vec(dw, &[g, k])?)
+    } else {
+        None
+    };
+    Ok((gx, gw))
+}
