@@ -6,6 +6,9 @@
 //! usage: check_glibc_math [millions of inputs per range, default 10] [functions, default
 //! log,sin,cos,pow,exp]
 //! Prints, per function and range, the inputs compared and the mismatches (with the first few).
+//!
+//! `check_glibc_math bench`: ns per value of the ports and of the platform's `pow`/`exp`,
+//! interleaved, best of 15 (release build).
 
 use lockstep_rng::compat::glibc_math as gm;
 use std::time::Instant;
@@ -442,7 +445,84 @@ fn exp_ranges(n: u64, add: &mut impl FnMut((u64, u64))) {
     add((2 * all.len() as u64, bad));
 }
 
+/// Best-of-`reps` ns per value of each closure over `n` values, the closures run interleaved.
+fn bench(n: usize, reps: usize, fs: &mut [(&str, &mut dyn FnMut())]) {
+    let mut best = vec![f64::INFINITY; fs.len()];
+    for _ in 0..reps {
+        for (j, (_, f)) in fs.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..20 {
+                f();
+            }
+            best[j] = best[j].min(t.elapsed().as_secs_f64() * 1e9 / (20 * n) as f64);
+        }
+    }
+    for (j, (name, _)) in fs.iter().enumerate() {
+        println!("  {name:<34} {:6.2} ns/value", best[j]);
+    }
+}
+
+fn speed() {
+    use std::hint::black_box;
+    const N: usize = 4096;
+    let mut r = Mix(99);
+    let u: Vec<f64> = (0..N).map(|_| 1.0 - r.unit()).collect();
+    let e: Vec<f64> = (0..N).map(|_| 60.0 * r.unit() - 30.0).collect();
+    let y = 1.0 / 0.37; // pow(u, 1/shape), shape 0.37
+    let mut out = vec![0.0; N];
+    println!("pow(1 - u, 1/0.37), {N} values:");
+    let (mut o1, mut o2, mut o3, mut o4) = (out.clone(), out.clone(), out.clone(), out.clone());
+    bench(
+        N,
+        15,
+        &mut [
+            ("glibc pow (loop)", &mut || {
+                for (o, &x) in o1.iter_mut().zip(&u) {
+                    *o = black_box(x).powf(y);
+                }
+            }),
+            ("gm::pow (scalar loop)", &mut || {
+                for (o, &x) in o2.iter_mut().zip(&u) {
+                    *o = gm::pow(black_box(x), y);
+                }
+            }),
+            ("gm::pow_all", &mut || {
+                gm::pow_all(black_box(&u), y, &mut o3)
+            }),
+            ("gm::pow_all, 1 < y < 100 varying", &mut || {
+                gm::pow_all(
+                    black_box(&u),
+                    black_box(1.0 + 98.0 * o4[0].abs().fract()),
+                    &mut o4,
+                )
+            }),
+        ],
+    );
+    println!("exp(U(-30, 30)), {N} values:");
+    bench(
+        N,
+        15,
+        &mut [
+            ("glibc exp (loop)", &mut || {
+                for (o, &x) in o1.iter_mut().zip(&e) {
+                    *o = black_box(x).exp();
+                }
+            }),
+            ("gm::exp (scalar loop)", &mut || {
+                for (o, &x) in o2.iter_mut().zip(&e) {
+                    *o = gm::exp(black_box(x));
+                }
+            }),
+            ("gm::exp_all", &mut || gm::exp_all(black_box(&e), &mut out)),
+        ],
+    );
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("bench") {
+        speed();
+        return;
+    }
     let m: u64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

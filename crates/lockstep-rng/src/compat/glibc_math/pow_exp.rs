@@ -202,6 +202,39 @@ pub(super) fn pow_is_special(x: f64, y: f64) -> bool {
 /// glibc's `pow(x, y)` (its FMA build): < 0.52 ulp; exact for exact cases like `pow(2, 10)`.
 #[inline(always)]
 pub fn pow(x: f64, y: f64) -> f64 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+    if hardware_fma() {
+        // SAFETY: the CPU has FMA (checked by `hardware_fma`).
+        return unsafe { pow_fma(x, y) };
+    }
+    pow_generic(x, y)
+}
+
+/// Whether `mul_add` may be the FMA instruction: without it (a build for baseline x86-64)
+/// every `mul_add` is a call into the C library's `fma`, several times slower. Follows
+/// [`crate::isa`], so that forcing `portable` tests the other path (same bits).
+#[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+#[inline(always)]
+pub(super) fn hardware_fma() -> bool {
+    crate::isa::Isa::Avx2.enabled() && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// [`pow`] compiled with the FMA instruction.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+#[target_feature(enable = "fma")]
+fn pow_fma(x: f64, y: f64) -> f64 {
+    pow_generic(x, y)
+}
+
+/// [`exp`] compiled with the FMA instruction.
+#[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+#[target_feature(enable = "fma")]
+fn exp_fma(x: f64) -> f64 {
+    exp_generic(x)
+}
+
+#[inline(always)]
+fn pow_generic(x: f64, y: f64) -> f64 {
     if pow_is_special(x, y) {
         return pow_special(x, y);
     }
@@ -307,6 +340,16 @@ pub(super) fn exp_is_special(x: f64) -> bool {
 /// glibc's `exp(x)` (its FMA build): < 0.52 ulp.
 #[inline(always)]
 pub fn exp(x: f64) -> f64 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+    if hardware_fma() {
+        // SAFETY: the CPU has FMA (checked by `hardware_fma`).
+        return unsafe { exp_fma(x) };
+    }
+    exp_generic(x)
+}
+
+#[inline(always)]
+fn exp_generic(x: f64) -> f64 {
     if exp_is_special(x) {
         return exp_special(x);
     }
