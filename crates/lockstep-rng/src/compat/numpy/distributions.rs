@@ -9,9 +9,11 @@
 //! the ziggurat normal and exponential and the fixes made since. Each sampler below follows
 //! the class it is called on.
 //!
-//! Where NumPy calls the C library (`log`, `exp`, `pow`, `log1p`, `expm1`, `cos`, `acos`,
-//! `fmod`, `logf`, `powf`), these samplers call the same C functions through `extern "C"`, so
-//! results equal NumPy's where that library is glibc (NumPy's Linux wheels).
+//! Where NumPy calls the C library, these samplers call lockstep's bit-exact ports of glibc's
+//! `log`, `exp` and `pow` ([`glibc_math`](crate::compat::glibc_math)), so those give NumPy's
+//! Linux values on every platform, and the same C functions through `extern "C"` for the rest
+//! (`log1p`, `expm1`, `cos`, `acos`, `fmod`, `logf`, `powf`), equal to NumPy's where the C
+//! library is glibc (NumPy's Linux wheels).
 //!
 //! Parameter checks follow NumPy's (`ValueError` there, [`Error::InvalidArgument`] here),
 //! plus a few where NumPy would loop forever (a NaN gamma shape, for instance).
@@ -22,12 +24,10 @@ use std::f64::consts::PI;
 
 use crate::{Result, invalid};
 
-/// The C library's math functions NumPy calls (glibc on NumPy's Linux wheels).
+/// The C library's math functions NumPy calls (glibc on NumPy's Linux wheels), where
+/// lockstep has no bit-exact port of glibc's.
 mod libm {
     unsafe extern "C" {
-        pub safe fn log(x: f64) -> f64;
-        pub safe fn exp(x: f64) -> f64;
-        pub safe fn pow(x: f64, y: f64) -> f64;
         pub safe fn log1p(x: f64) -> f64;
         pub safe fn expm1(x: f64) -> f64;
         pub safe fn cos(x: f64) -> f64;
@@ -37,7 +37,10 @@ mod libm {
         pub safe fn powf(x: f32, y: f32) -> f32;
     }
 }
-use libm::{acos, cos, exp, expm1, fmod, log, log1p, pow};
+// glibc's `log`, `exp` and `pow` as ports: the same bits as NumPy's Linux wheels on every
+// platform, inlined, and eight lanes at a time where a sampler batches them.
+use crate::compat::glibc_math::{exp, log, pow};
+use libm::{acos, cos, expm1, fmod, log1p};
 
 pub(crate) mod sealed {
     /// The draws every NumPy distribution is built from, as the class it runs on makes them.
@@ -131,6 +134,7 @@ fn poisson_lam_max() -> f64 {
     m - m.sqrt() * 10.0
 }
 
+#[inline(always)]
 fn fill<T>(out: &mut [T], mut draw: impl FnMut() -> T) {
     for o in out {
         *o = draw();
@@ -148,18 +152,38 @@ macro_rules! fill_blocked {
         if $out.len() >= BLOCK_MIN {
             let mut block = $self.block();
             let $s = &mut block;
-            fill($out, || $body);
+            fill_fast($out, || $body);
         } else {
             let $s = &mut *$self;
-            fill($out, || $body);
+            fill_fast($out, || $body);
         }
     };
+}
+
+/// `fill`, compiled with FMA where the CPU has it: the glibc ports' multiply-adds (exact
+/// either way) are then one instruction instead of a call. The samplers below are
+/// `inline(always)` so that their code lands here.
+#[inline(always)]
+fn fill_fast<T>(out: &mut [T], draw: impl FnMut() -> T) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.enabled() {
+        // SAFETY: AVX2 and FMA are available (checked by `enabled`).
+        return unsafe { fill_fma(out, draw) };
+    }
+    fill(out, draw);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fill_fma<T>(out: &mut [T], draw: impl FnMut() -> T) {
+    fill(out, draw);
 }
 
 // ------------------------------------------------------------------------------- samplers
 
 /// `random_standard_gamma` / `legacy_standard_gamma` (same code, different sources):
 /// Ahrens–Dieter style rejection for `shape < 1`, Marsaglia–Tsang for `shape > 1`.
+#[inline(always)]
 pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
     if shape == 1.0 {
         return s.exp1();
@@ -208,6 +232,7 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
 }
 
 /// `random_loggam`: log Γ(x) by the SPECFUN series (Zhang & Jin), as NumPy computes it.
+#[inline(always)]
 pub(crate) fn loggam(x: f64) -> f64 {
     const A: [f64; 10] = [
         8.333333333333333e-02,
@@ -432,7 +457,7 @@ impl Poisson {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
         match *self {
             Self::Zero => 0,
@@ -454,6 +479,7 @@ impl Poisson {
 }
 
 impl Ptrs {
+    #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
         let Self {
             lam,
@@ -508,6 +534,7 @@ impl Inversion {
         Self { n, p, q, qn, bound }
     }
 
+    #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
         let Self { n, p, q, qn, bound } = *self;
         let mut x: i64 = 0;
@@ -603,6 +630,7 @@ impl Btpe {
     }
 
     /// One draw of `min(p, 1 − p)`'s binomial (the caller flips for `p > 0.5`).
+    #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
         let Self {
             n,
@@ -734,7 +762,7 @@ impl Binomial {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
         match self {
             Self::Zero => 0,
@@ -759,6 +787,7 @@ fn chisquare<S: Source>(s: &mut S, df: f64) -> f64 {
     2.0 * std_gamma(s, df / 2.0)
 }
 
+#[inline(always)]
 fn beta<S: Source>(s: &mut S, a: f64, b: f64) -> f64 {
     if a <= 1.0 && b <= 1.0 {
         if S::LEGACY {

@@ -1,6 +1,7 @@
 //! NumPy's legacy `np.random.RandomState` (MT19937, frozen stream).
 
 use super::{Bits, bounded32, bounded64, checked_cdf, choice_no_replace_p, range_i32, range_i64};
+use crate::compat::glibc_math::log;
 use crate::engines::Mt19937;
 use crate::engines::mt19937::N;
 use crate::{Error, Result, invalid};
@@ -132,7 +133,7 @@ impl RandomState {
             let x2 = 2.0 * self.mt.f64() - 1.0;
             let r2 = x1 * x1 + x2 * x2;
             if r2 < 1.0 && r2 != 0.0 {
-                let f = (-2.0 * r2.ln() / r2).sqrt();
+                let f = (-2.0 * log(r2) / r2).sqrt();
                 self.gauss = Some(f * x1);
                 return f * x2;
             }
@@ -182,7 +183,7 @@ impl RandomState {
     /// `standard_exponential(size)` (legacy): `−log(1 − U)`.
     pub fn standard_exponential(&mut self, out: &mut [f64]) {
         for o in out {
-            *o = -(1.0 - self.mt.f64()).ln();
+            *o = -log(1.0 - self.mt.f64());
         }
     }
 
@@ -301,7 +302,7 @@ impl super::distributions::sealed::Source for RandomState {
         RandomState::gauss(self)
     }
     fn exp1(&mut self) -> f64 {
-        -(1.0 - self.mt.f64()).ln()
+        -log(1.0 - self.mt.f64())
     }
 }
 
@@ -384,7 +385,7 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
         let hi = self.word() as u64;
         (hi << 32) | self.word() as u64
     }
-    #[inline]
+    #[inline(always)]
     fn gauss(&mut self) -> f64 {
         // `RandomState::gauss`, on the buffered words.
         if let Some(g) = self.rs.gauss.take() {
@@ -395,7 +396,7 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
             let x2 = 2.0 * self.f64() - 1.0;
             let r2 = x1 * x1 + x2 * x2;
             if r2 < 1.0 && r2 != 0.0 {
-                let f = (-2.0 * r2.ln() / r2).sqrt();
+                let f = (-2.0 * log(r2) / r2).sqrt();
                 self.rs.gauss = Some(f * x1);
                 return f * x2;
             }
@@ -403,7 +404,7 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
     }
     #[inline(always)]
     fn exp1(&mut self) -> f64 {
-        -(1.0 - self.f64()).ln()
+        -log(1.0 - self.f64())
     }
 }
 
