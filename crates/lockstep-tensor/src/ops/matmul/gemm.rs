@@ -52,6 +52,12 @@ pub fn splitk_parts(k: usize) -> usize {
     k.div_ceil(SPLITK_RANGE_K).clamp(1, SPLITK_MAX_PARTS)
 }
 
+/// At most this many lines in a direct kernel's prefetch list (one micro-tile's share).
+const PF_MAX: usize = 512;
+/// A direct A larger than this many bytes is read once per column of tiles from memory, not
+/// from cache: the columns are then as few as the threads.
+const DIRECT_A_SHARED: usize = 1 << 20;
+
 /// Packing buffers kept by each calling thread for its next product (a training loop repeats
 /// the same shapes; fresh buffers would cost page faults and zeroing on every call). Buffers
 /// over [`KEEP_BYTES`] are freed instead.
@@ -460,6 +466,7 @@ fn pack_b_block<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
+    wide: bool,
 ) {
     let (rs, cs) = p.sb;
     let full = jp1.min(p.n / nr).max(jp0);
@@ -481,13 +488,43 @@ fn pack_b_block<T: GemmFloat>(
     assert!(last < p.b.len() && (full - jp0) * kc * nr <= dst.len());
     let panel = kc * nr;
     // SAFETY: every read is at most `last` (checked above) and every write below
-    // `(full - jp0) * kc * nr`.
+    // `(full - jp0) * kc * nr`; `wide` only where the CPU has AVX-512.
     unsafe {
         let src = p.b.as_ptr().add(p0 * rs + jp0 * nr);
-        let d = dst.as_mut_ptr();
+        let args = (src, rs, dst.as_mut_ptr(), kc, nr, full - jp0);
+        #[cfg(target_arch = "x86_64")]
+        if wide {
+            pack_rows_avx512(args);
+        } else {
+            pack_rows(args);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = wide;
+            pack_rows(args);
+        }
+    }
+    for (x, jp) in (full..jp1).enumerate() {
+        let x = x + full - jp0;
+        pack_b_panel(p, nr, jp * nr, p0, kc, &mut dst[x * panel..(x + 1) * panel]);
+    }
+}
+
+/// The dense part of [`pack_b_block`]: `kc` rows of `panels` full panels of `nr` columns
+/// from `src` (rows `rs` apart) into `dst` (panel `x` at `x * kc * nr`).
+///
+/// # Safety
+/// As [`pack_b_block`] checks.
+#[inline(always)]
+unsafe fn pack_rows<T: Copy>(
+    (src, rs, d, kc, nr, panels): (*const T, usize, *mut T, usize, usize, usize),
+) {
+    let panel = kc * nr;
+    // SAFETY: as documented.
+    unsafe {
         for q in 0..kc {
             let (s, dq) = (src.add(q * rs), d.add(q * nr));
-            for x in 0..full - jp0 {
+            for x in 0..panels {
                 let (s, dx) = (s.add(x * nr), dq.add(x * panel));
                 match nr {
                     8 => copy_row::<T, 8>(s, dx),
@@ -497,10 +534,17 @@ fn pack_b_block<T: GemmFloat>(
             }
         }
     }
-    for (x, jp) in (full..jp1).enumerate() {
-        let x = x + full - jp0;
-        pack_b_panel(p, nr, jp * nr, p0, kc, &mut dst[x * panel..(x + 1) * panel]);
-    }
+}
+
+/// [`pack_rows`] with 64-byte moves (the generic build copies 16 bytes at a time).
+///
+/// # Safety
+/// As [`pack_rows`]; the CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_rows_avx512<T: Copy>(args: (*const T, usize, *mut T, usize, usize, usize)) {
+    // SAFETY: as documented.
+    unsafe { pack_rows(args) }
 }
 
 /// Copies `N` elements.
@@ -584,6 +628,30 @@ unsafe fn micro_tile<T: GemmFloat>(
         for i in 0..rows {
             for j in 0..cols {
                 *c.add(i * rsc + j * csc) = tmp[i * kern.nr + j];
+            }
+        }
+    }
+}
+
+/// Copies a `rows × cols` block of C into the top-left of a dense micro-tile (rows `rst`
+/// apart).
+///
+/// # Safety
+/// The block at `src` must be readable and `dst` must hold `rows` rows of `cols` elements.
+#[inline]
+unsafe fn copy_in<T: Copy>(
+    src: *const T,
+    (rsc, csc): Strides,
+    dst: *mut T,
+    rst: usize,
+    rows: usize,
+    cols: usize,
+) {
+    // SAFETY: as documented above.
+    unsafe {
+        for i in 0..rows {
+            for j in 0..cols {
+                *dst.add(i * rst + j) = *src.add(i * rsc + j * csc);
             }
         }
     }
@@ -680,15 +748,24 @@ fn blocked_with<T: GemmFloat>(
             pack_b_panel(p, nr, j0, p0, kc, d)
         }))
     };
-    while threads > 1 && nc_panels > 1 && tiles_m * np.div_ceil(nc_panels) < 4 * threads {
+    // A with contiguous rows and a single row of tiles (few rows: an LM head) is read in place
+    // by the direct kernels, not packed (see [`super::direct`]).
+    let direct = !kern.direct.is_empty() && tiles_m == 1 && p.sa.1 == 1 && packed_b.is_none();
+    // Four tiles per thread for balance; but each column of tiles reads all of a direct A, so
+    // one per thread when A is too large to stay in cache between them (64×50257×128).
+    let per_thread = match direct && m * k * size_of::<T>() > DIRECT_A_SHARED {
+        true => 1,
+        false => 4,
+    };
+    while threads > 1 && nc_panels > 1 && tiles_m * np.div_ceil(nc_panels) < per_thread * threads {
         nc_panels = nc_panels.div_ceil(2);
     }
     let tiles_n = np.div_ceil(nc_panels);
     // Likewise A: with several columns of tiles each A block is used by each of them, so all of
     // A is packed once up front (repacking it per tile cost a tenth of the time at 2048³); with
     // one column each task packs its own block per KC step, straight into L2.
-    let local_a = tiles_n == 1;
-    let pa = if local_a {
+    let local_a = tiles_n == 1 && !direct;
+    let pa = if local_a || direct {
         None
     } else {
         Some(pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
@@ -719,13 +796,16 @@ fn blocked_with<T: GemmFloat>(
         // micro-tile onto a few L1 sets and evict the B panel. Copied out after the last block.
         let mut cbuf = (k > T::KC).then(|| Aligned::<T>::new((ip1 - ip0) * mr * (jp1 - jp0) * nr));
         let cbuf_ptr = cbuf.as_mut().map(Aligned::as_mut_ptr);
+        // The direct kernels' prefetch list for one micro-tile.
+        let mut pfl = [core::ptr::null::<i8>(); PF_MAX];
         let mut p0 = 0;
         while p0 < k {
             let kc = T::KC.min(k - p0);
             // Panel `jp` of this KC block is at `bblk + (jp - jp_first) * nr * kc`.
             let (bblk, jp_first) = match local.as_mut() {
                 Some(buf) => {
-                    pack_b_block(p, nr, jp0, jp1, p0, kc, buf.as_mut_slice());
+                    let wide = kern.isa == Isa::Avx512;
+                    pack_b_block(p, nr, jp0, jp1, p0, kc, buf.as_mut_slice(), wide);
                     (buf.as_ptr(), jp0)
                 }
                 // SAFETY: block `p0` of the packed B starts `p0 * np * nr` elements in.
@@ -733,6 +813,7 @@ fn blocked_with<T: GemmFloat>(
             };
             // Panel `ip` of this KC block is at `ablk + (ip - ip_first) * mr * kc`.
             let (ablk, ip_first) = match abuf.as_mut() {
+                _ if direct => (core::ptr::null(), ip0),
                 Some(buf) => {
                     let d = buf.as_mut_slice();
                     for (x, ip) in (ip0..ip1).enumerate() {
@@ -757,7 +838,7 @@ fn blocked_with<T: GemmFloat>(
                 _ => None,
             }
             .map(|(r0, r1, q0, q1)| (r0, r1, q0 * nr, (q1 * nr).min(n)))
-            .filter(|&(_, _, c0, c1)| c1 - c0 < p.sb.0)
+            .filter(|&(_, _, c0, c1)| direct || c1 - c0 < p.sb.0)
             .map(|(r0, r1, c0, c1)| {
                 let lpr = ((c1 - c0) * size_of::<T>()).div_ceil(64) + 1;
                 let base = p.b.as_ptr().wrapping_add(r0 * p.sb.0 + c0);
@@ -768,6 +849,21 @@ fn blocked_with<T: GemmFloat>(
                     (r1 - r0) * lpr,
                     ((r1 - r0) * lpr).div_ceil(calls),
                 )
+            });
+            // Direct A: the next A block this task reads (this tile's next KC block, else the
+            // next tile's first), fetched into L2 a slice per micro-tile.
+            let next_a = match (direct, p0 + kc < k) {
+                (false, _) => None,
+                (true, true) => Some((p0 + kc, (p0 + kc + T::KC).min(k))),
+                (true, false) if jp1 < np => Some((0, T::KC.min(k))),
+                _ => None,
+            }
+            .map(|(q0, q1)| {
+                let lpr = ((q1 - q0) * size_of::<T>()).div_ceil(64) + 1;
+                let rows = (ip1 * mr).min(m) - ip0 * mr;
+                let base = p.a.as_ptr().wrapping_add(ip0 * mr * p.sa.0 + q0);
+                let calls = (jp1 - jp0) * (ip1 - ip0);
+                (base, lpr, rows * lpr, (rows * lpr).div_ceil(calls))
             });
             // SAFETY: the A block holds panels from `ip_first` and the B block panels from
             // `jp_first`, each of `kc` steps; the tile rows/cols are clipped to the output, and
@@ -785,8 +881,88 @@ fn blocked_with<T: GemmFloat>(
                             let x = (ip - ip0) * b_step;
                             prefetch(bp.add(nr * kc), x..(x + b_step).min(b_lines), false);
                         }
+                        let call = (jp - jp0) * (ip1 - ip0) + ip - ip0;
+                        if direct {
+                            let i = ip * mr;
+                            let rows = mr.min(m - i);
+                            let mut npf = 0;
+                            let mut push = |q: *const T| {
+                                if npf < PF_MAX {
+                                    pfl[npf] = q as *const i8;
+                                    npf += 1;
+                                }
+                            };
+                            for (base, lpr, lines, per, rs) in [
+                                next_src.map(|(b, l, n, x)| (b, l, n, x, p.sb.0)),
+                                next_a.map(|(b, l, n, x)| (b, l, n, x, p.sa.0)),
+                            ]
+                            .into_iter()
+                            .flatten()
+                            {
+                                // Lines `x..end` of the block, row by row (no division
+                                // per line: it cost a tenth of the driver's time).
+                                let (x, end) = (call * per, ((call + 1) * per).min(lines));
+                                let (mut r, mut q) = (x / lpr, x % lpr);
+                                for _ in x..end {
+                                    let row = base.wrapping_add(r * rs) as *const u8;
+                                    push(row.wrapping_add(q * 64) as *const T);
+                                    q += 1;
+                                    if q == lpr {
+                                        (r, q) = (r + 1, 0);
+                                    }
+                                }
+                            }
+                            // The next micro-tile of C (when written straight into C).
+                            let (ni, nj) = match ip + 1 < ip1 {
+                                true => (i + mr, j),
+                                false => (ip0 * mr, j + nr),
+                            };
+                            if cbuf_ptr.is_none() && sc.1 == 1 && ni < m && nj < n {
+                                let t = c.get().wrapping_add(ni * sc.0 + nj);
+                                let lines = (nr.min(n - nj) * size_of::<T>()).div_ceil(64) + 1;
+                                for r in 0..mr.min(m - ni) {
+                                    let row = t.wrapping_add(r * sc.0) as *const u8;
+                                    for l in 0..lines {
+                                        push(row.wrapping_add(l * 64) as *const T);
+                                    }
+                                }
+                            }
+                            let ap = p.a.as_ptr().add(i * p.sa.0 + p0);
+                            let f = kern.direct[rows - 1];
+                            let (cols, pf) = (nr.min(n - j), &pfl[..npf]);
+                            match cbuf_ptr {
+                                Some(buf) => {
+                                    let t = buf.add(call * mr * nr);
+                                    prefetch(
+                                        t.add(mr * nr),
+                                        0..(mr * nr * size_of::<T>()).div_ceil(64),
+                                        true,
+                                    );
+                                    f(kc, ap, p.sa.0, bp, t, nr, p0 > 0, pf);
+                                    if last {
+                                        let out = c.get().add(i * sc.0 + j * sc.1);
+                                        copy_out(t, nr, out, sc, rows, cols);
+                                    }
+                                }
+                                None => {
+                                    let out = c.get().add(i * sc.0 + j * sc.1);
+                                    if cols == nr && sc.1 == 1 {
+                                        f(kc, ap, p.sa.0, bp, out, sc.0, p0 > 0, pf);
+                                    } else {
+                                        let mut tmp = [T::ZERO; 12 * 32];
+                                        debug_assert!(mr * nr <= tmp.len());
+                                        if p0 > 0 {
+                                            copy_in(out, sc, tmp.as_mut_ptr(), nr, rows, cols);
+                                        }
+                                        f(kc, ap, p.sa.0, bp, tmp.as_mut_ptr(), nr, p0 > 0, pf);
+                                        copy_out(tmp.as_ptr(), nr, out, sc, rows, cols);
+                                    }
+                                }
+                            }
+                            continue;
+                        }
                         if let Some((base, lpr, lines, per)) = next_src {
-                            let x = ((jp - jp0) * (ip1 - ip0) + ip - ip0) * per;
+                            let x = call * per;
                             for l in x..(x + per).min(lines) {
                                 let row = base.wrapping_add(l / lpr * p.sb.0);
                                 prefetch(row, l % lpr..l % lpr + 1, false);
@@ -925,6 +1101,101 @@ pub(crate) fn splitk_completion<T: GemmFloat>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain fma chain of every output (`p` increasing from `+0.0`): the order every path
+    /// must keep.
+    fn chain(m: usize, n: usize, k: usize, a: &[f32], lda: usize, b: &[f32]) -> Vec<u32> {
+        let mut c = vec![0u32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0f32;
+                for p in 0..k {
+                    acc = a[i * lda + p].mul_add(b[p * n + j], acc);
+                }
+                c[i * n + j] = acc.to_bits();
+            }
+        }
+        c
+    }
+
+    /// The direct-A kernels (A read in place: one row of tiles, rows contiguous) give the fma
+    /// chain's bits on every row count 1..=12 of a last panel, with one and several KC blocks,
+    /// ragged and full column panels, A rows further apart than `k`, and at 1, 2, 3 and 8
+    /// threads; every instruction set agrees.
+    #[test]
+    fn direct_a_gives_the_chain_bits_at_any_thread_count() {
+        let mut g = lockstep_rng::Generator::with_seed(11);
+        let mut vals = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (g.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0)
+                .collect()
+        };
+        let mut shapes: Vec<(usize, usize, usize, usize)> =
+            (1..=12).map(|r| (24 + r, 70, 300, 300)).collect();
+        shapes.extend([
+            (64, 1100, 130, 130),
+            (64, 96, 2100, 2100),
+            (17, 64, 260, 300),
+            (240, 40, 20, 20),
+            (1, 1, 1, 1),
+            (64, 33, 9, 13),
+        ]);
+        for (m, n, k, lda) in shapes {
+            let a = vals(m * lda);
+            let b = vals(k * n);
+            let want = chain(m, n, k, &a, lda, &b);
+            for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+                if !isa.available() {
+                    continue;
+                }
+                for t in [1, 2, 3, 8] {
+                    let mut c = vec![f32::NAN; m * n];
+                    gemm_with(
+                        isa,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        (lda, 1),
+                        &b,
+                        (n, 1),
+                        &mut c,
+                        (n, 1),
+                        &Par::new(t),
+                    )
+                    .unwrap();
+                    let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                    assert!(
+                        got == want,
+                        "{isa:?} {m}x{n}x{k} (lda {lda}) at {t} threads"
+                    );
+                    // C written column-major (through the scratch tile).
+                    let mut ct = vec![f32::NAN; m * n];
+                    gemm_with(
+                        isa,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        (lda, 1),
+                        &b,
+                        (n, 1),
+                        &mut ct,
+                        (1, m),
+                        &Par::new(t),
+                    )
+                    .unwrap();
+                    let back: Vec<u32> = (0..m * n)
+                        .map(|x| ct[(x % n) * m + x / n].to_bits())
+                        .collect();
+                    assert!(
+                        back == want,
+                        "{isa:?} {m}x{n}x{k} C transposed at {t} threads"
+                    );
+                }
+            }
+        }
+    }
 
     /// A pre-packed B gives `gemm`'s bits, for one thread and several, with several KC blocks,
     /// ragged edges and strided operands.

@@ -68,6 +68,10 @@ pub struct Kernel<T: 'static> {
     /// rows past `m` are not computed at all, instead of computed and thrown away). Same fma
     /// chain per element, so the same bits. May be empty.
     pub edge: &'static [(usize, KernelFn<T>)],
+    /// Kernels that read A in place (see [`direct`](super::direct)), by row count: entry
+    /// `r - 1` computes `r` rows (`1..=mr`) of an `mr × nr` tile. Empty where there are none
+    /// (the driver then packs A). Same fma chain per element, so the same bits.
+    pub direct: &'static [super::direct::DirectFn<T>],
 }
 
 impl<T> Kernel<T> {
@@ -338,6 +342,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 16,
             f: x86::avx2_f32_6x16,
             edge: &[],
+            direct: &[],
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => Kernel {
@@ -347,6 +352,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 32,
             f: x86::avx512_f32_12x32,
             edge: x86::EDGE_F32,
+            direct: &super::direct::x86::F32,
         },
         _ => Kernel {
             name: "portable_f32_6x16",
@@ -355,6 +361,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 16,
             f: portable::<f32, 6, 16>,
             edge: &[],
+            direct: &[],
         },
     }
 }
@@ -370,6 +377,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 8,
             f: x86::avx2_f64_6x8,
             edge: &[],
+            direct: &[],
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => Kernel {
@@ -379,6 +387,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 16,
             f: x86::avx512_f64_12x16,
             edge: x86::EDGE_F64,
+            direct: &[],
         },
         _ => Kernel {
             name: "portable_f64_6x8",
@@ -387,6 +396,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 8,
             f: portable::<f64, 6, 8>,
             edge: &[],
+            direct: &[],
         },
     }
 }

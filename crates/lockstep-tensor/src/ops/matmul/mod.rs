@@ -39,6 +39,7 @@
 //! 8×NR, reading the same 12-wide packed A panels) instead of computing 12 rows and dropping
 //! the rest: a 64-row product (an LM head) no longer spends a ninth of its time on padding.
 
+pub mod direct;
 #[cfg(feature = "gemm-crate")]
 mod external;
 pub mod gemm;
