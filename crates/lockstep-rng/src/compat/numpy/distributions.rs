@@ -145,39 +145,50 @@ fn fill<T>(out: &mut [T], mut draw: impl FnMut() -> T) {
 /// (and giving back the unused words) that only pays off over several values.
 const BLOCK_MIN: usize = 16;
 
-/// `fill(out, body)` with `$s` bound to the class itself or, for `BLOCK_MIN` values or more,
-/// to its block source (same words, same values).
-macro_rules! fill_blocked {
-    ($self:ident, $out:ident, |$s:ident| $body:expr) => {
-        if $out.len() >= BLOCK_MIN {
+/// `$body` with `$s` bound to the class itself or, for `$n >= BLOCK_MIN` values, to its block
+/// source (same words, same values), run through [`fast`].
+macro_rules! with_block {
+    ($self:ident, $n:expr, |$s:ident| $body:expr) => {
+        if $n >= BLOCK_MIN {
             let mut block = $self.block();
             let $s = &mut block;
-            fill_fast($out, || $body);
+            fast(|| $body)
         } else {
             let $s = &mut *$self;
-            fill_fast($out, || $body);
+            fast(|| $body)
         }
     };
 }
 
-/// `fill`, compiled with FMA where the CPU has it: the glibc ports' multiply-adds (exact
+/// `fill(out, body)` through [`with_block`].
+macro_rules! fill_blocked {
+    ($self:ident, $out:ident, |$s:ident| $body:expr) => {
+        with_block!($self, $out.len(), |$s| fill($out, || $body))
+    };
+}
+
+/// `f()`, compiled with FMA where the CPU has it: the glibc ports' multiply-adds (exact
 /// either way) are then one instruction instead of a call. The samplers below are
 /// `inline(always)` so that their code lands here.
 #[inline(always)]
-fn fill_fast<T>(out: &mut [T], draw: impl FnMut() -> T) {
+fn fast<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::Isa::Avx2.enabled() {
         // SAFETY: AVX2 and FMA are available (checked by `enabled`).
-        return unsafe { fill_fma(out, draw) };
+        return unsafe { fast_fma(f) };
     }
-    fill(out, draw);
+    f()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn fill_fma<T>(out: &mut [T], draw: impl FnMut() -> T) {
-    fill(out, draw);
+fn fast_fma<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
+
+/// Attempts per batch of the batched rejection samplers: their transcendental functions run
+/// over a whole batch, eight lanes at a time.
+const BATCH: usize = 128;
 
 // ------------------------------------------------------------------------------- samplers
 
@@ -196,17 +207,14 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
         loop {
             let u = s.uniform();
             let v = s.exp1();
-            if u <= 1.0 - shape {
-                let x = pow(u, inv);
-                if x <= v {
-                    return x;
-                }
+            let y = if u <= 1.0 - shape {
+                0.0
             } else {
-                let y = -log((1.0 - u) / shape);
-                let x = pow(1.0 - shape + shape * y, inv);
-                if x <= v + y {
-                    return x;
-                }
+                -log((1.0 - u) / shape)
+            };
+            let x = pow(small_base(shape, u, y), inv);
+            if small_accepts(shape, u, v, y, x) {
+                return x;
             }
         }
     }
@@ -229,6 +237,134 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
             return b * v;
         }
     }
+}
+
+/// The base of `pow(base, 1/shape)` in one attempt of `std_gamma` for `shape < 1`: `u`, or
+/// `1 − shape + shape·y` with `y = −log((1 − u)/shape)` when `u > 1 − shape`.
+#[inline(always)]
+fn small_base(shape: f64, u: f64, y: f64) -> f64 {
+    if u <= 1.0 - shape {
+        u
+    } else {
+        1.0 - shape + shape * y
+    }
+}
+
+/// Whether that attempt (`v` its exponential, `x` the power) is accepted.
+#[inline(always)]
+fn small_accepts(shape: f64, u: f64, v: f64, y: f64, x: f64) -> bool {
+    if u <= 1.0 - shape { x <= v } else { x <= v + y }
+}
+
+/// `scale · std_gamma(shape)` for `0 < shape < 1` into `out`, attempts in batches: each
+/// attempt draws `(U, E)` whatever earlier attempts gave, so a batch of at most as many
+/// attempts as values still wanted draws exactly the words one-at-a-time drawing does; its
+/// logs and powers then run eight lanes at a time.
+#[inline(always)]
+fn gamma_small_fill<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64]) {
+    use crate::compat::glibc_math::{log_all, pow_all};
+    let inv = 1.0 / shape;
+    let (mut u, mut v, mut w, mut y, mut base, mut x) = (
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+    );
+    let mut done = 0;
+    while done < out.len() {
+        let m = (out.len() - done).min(BATCH);
+        for i in 0..m {
+            u[i] = s.uniform();
+            v[i] = s.exp1();
+            w[i] = if u[i] <= 1.0 - shape {
+                1.0
+            } else {
+                (1.0 - u[i]) / shape
+            };
+        }
+        log_all(&w[..m], &mut y[..m]);
+        for i in 0..m {
+            y[i] = if u[i] <= 1.0 - shape { 0.0 } else { -y[i] };
+            base[i] = small_base(shape, u[i], y[i]);
+        }
+        pow_all(&base[..m], inv, &mut x[..m]);
+        for i in 0..m {
+            if small_accepts(shape, u[i], v[i], y[i], x[i]) {
+                out[done] = scale * x[i];
+                done += 1;
+            }
+        }
+    }
+}
+
+/// Jöhnk's acceptance for `beta(a, b)` with `a, b <= 1` (one attempt: uniforms `u`, `v`,
+/// `x = u^(1/a)`, `y = v^(1/b)`): the value, or `None` to try again. The legacy flavour is
+/// NumPy 1.16's; `Generator` also rejects `u = v = 0`.
+#[inline(always)]
+fn johnk_accepts(legacy: bool, a: f64, b: f64, u: f64, v: f64, x: f64, y: f64) -> Option<f64> {
+    if legacy {
+        if x + y <= 1.0 {
+            if x + y > 0.0 {
+                return Some(x / (x + y));
+            }
+            let mut log_x = log(u) / a;
+            let mut log_y = log(v) / b;
+            let log_m = if log_x > log_y { log_x } else { log_y };
+            log_x -= log_m;
+            log_y -= log_m;
+            return Some(exp(log_x - log(exp(log_x) + exp(log_y))));
+        }
+        return None;
+    }
+    let xpy = x + y;
+    if xpy <= 1.0 && u + v > 0.0 {
+        if x > 0.0 && y > 0.0 {
+            return Some(x / xpy);
+        }
+        // An underflow of x or y: finish in logarithms.
+        let log_x = log(u) / a;
+        let log_y = log(v) / b;
+        let delta = log_x - log_y;
+        return Some(if delta > 0.0 {
+            exp(-log1p(exp(-delta)))
+        } else {
+            exp(delta - log1p(exp(delta)))
+        });
+    }
+    None
+}
+
+/// `beta(a, b)` for `a, b <= 1` (not `Generator`'s tiny-parameter case) into `out`, Jöhnk's
+/// attempts in batches (two uniforms each, whatever earlier attempts gave), the powers eight
+/// lanes at a time.
+#[inline(always)]
+fn johnk_fill<S: Source>(s: &mut S, a: f64, b: f64, out: &mut [f64]) {
+    use crate::compat::glibc_math::pow_all;
+    let (mut u, mut v, mut x, mut y) = ([0.0; BATCH], [0.0; BATCH], [0.0; BATCH], [0.0; BATCH]);
+    let mut done = 0;
+    while done < out.len() {
+        let m = (out.len() - done).min(BATCH);
+        for i in 0..m {
+            u[i] = s.uniform();
+            v[i] = s.uniform();
+        }
+        pow_all(&u[..m], 1.0 / a, &mut x[..m]);
+        pow_all(&v[..m], 1.0 / b, &mut y[..m]);
+        for i in 0..m {
+            if let Some(r) = johnk_accepts(S::LEGACY, a, b, u[i], v[i], x[i], y[i]) {
+                out[done] = r;
+                done += 1;
+            }
+        }
+    }
+}
+
+/// Whether `beta(a, b)` takes the batched Jöhnk path.
+fn johnk_batched(legacy: bool, a: f64, b: f64) -> bool {
+    const TINY: f64 = 3e-103;
+    a <= 1.0 && b <= 1.0 && (legacy || !(a < TINY && b < TINY))
 }
 
 /// `random_loggam`: log Γ(x) by the SPECFUN series (Zhang & Jin), as NumPy computes it.
@@ -790,51 +926,20 @@ fn chisquare<S: Source>(s: &mut S, df: f64) -> f64 {
 #[inline(always)]
 fn beta<S: Source>(s: &mut S, a: f64, b: f64) -> f64 {
     if a <= 1.0 && b <= 1.0 {
-        if S::LEGACY {
-            // Jöhnk's algorithm as in NumPy 1.16.
-            loop {
-                let u = s.uniform();
-                let v = s.uniform();
-                let x = pow(u, 1.0 / a);
-                let y = pow(v, 1.0 / b);
-                if x + y <= 1.0 {
-                    if x + y > 0.0 {
-                        return x / (x + y);
-                    }
-                    let mut log_x = log(u) / a;
-                    let mut log_y = log(v) / b;
-                    let log_m = if log_x > log_y { log_x } else { log_y };
-                    log_x -= log_m;
-                    log_y -= log_m;
-                    return exp(log_x - log(exp(log_x) + exp(log_y)));
-                }
-            }
-        }
         const TINY: f64 = 3e-103;
-        if a < TINY && b < TINY {
+        if !S::LEGACY && a < TINY && b < TINY {
             // Almost surely 0 or 1: one uniform decides which.
             let u = s.uniform();
             return if (a + b) * u < a { 1.0 } else { 0.0 };
         }
+        // Jöhnk's algorithm (NumPy 1.16's in the legacy flavour).
         loop {
             let u = s.uniform();
             let v = s.uniform();
             let x = pow(u, 1.0 / a);
             let y = pow(v, 1.0 / b);
-            let xpy = x + y;
-            if xpy <= 1.0 && u + v > 0.0 {
-                if x > 0.0 && y > 0.0 {
-                    return x / xpy;
-                }
-                // An underflow of x or y: finish in logarithms.
-                let log_x = log(u) / a;
-                let log_y = log(v) / b;
-                let delta = log_x - log_y;
-                return if delta > 0.0 {
-                    exp(-log1p(exp(-delta)))
-                } else {
-                    exp(delta - log1p(exp(delta)))
-                };
+            if let Some(r) = johnk_accepts(S::LEGACY, a, b, u, v, x, y) {
+                return r;
             }
         }
     }
@@ -1261,6 +1366,10 @@ pub trait Distributions: Blocked + Sized {
     fn standard_gamma(&mut self, shape: f64, out: &mut [f64]) -> Result<()> {
         non_negative("standard_gamma", "shape", shape)?;
         not_nan("standard_gamma", "shape", shape)?;
+        if 0.0 < shape && shape < 1.0 {
+            with_block!(self, out.len(), |s| gamma_small_fill(s, shape, 1.0, out));
+            return Ok(());
+        }
         fill_blocked!(self, out, |s| std_gamma(s, shape));
         Ok(())
     }
@@ -1270,6 +1379,10 @@ pub trait Distributions: Blocked + Sized {
         non_negative("gamma", "shape", shape)?;
         non_negative("gamma", "scale", scale)?;
         not_nan("gamma", "shape", shape)?;
+        if 0.0 < shape && shape < 1.0 {
+            with_block!(self, out.len(), |s| gamma_small_fill(s, shape, scale, out));
+            return Ok(());
+        }
         fill_blocked!(self, out, |s| scale * std_gamma(s, shape));
         Ok(())
     }
@@ -1279,6 +1392,10 @@ pub trait Distributions: Blocked + Sized {
         for (n, v) in [("a", a), ("b", b)] {
             positive("beta", n, v)?;
             not_nan("beta", n, v)?;
+        }
+        if johnk_batched(Self::LEGACY, a, b) {
+            with_block!(self, out.len(), |s| johnk_fill(s, a, b, out));
+            return Ok(());
         }
         fill_blocked!(self, out, |s| beta(s, a, b));
         Ok(())
