@@ -516,6 +516,37 @@ fn speed() {
             ("gm::exp_all", &mut || gm::exp_all(black_box(&e), &mut out)),
         ],
     );
+    println!("log(1 - u), sin(2πu), {N} values:");
+    let a: Vec<f64> = u
+        .iter()
+        .map(|&v| std::f64::consts::TAU * (1.0 - v))
+        .collect();
+    bench(
+        N,
+        15,
+        &mut [
+            ("glibc log (loop)", &mut || {
+                for (o, &x) in o1.iter_mut().zip(&u) {
+                    *o = black_box(x).ln();
+                }
+            }),
+            ("gm::log (scalar loop)", &mut || {
+                for (o, &x) in o2.iter_mut().zip(&u) {
+                    *o = gm::log(black_box(x));
+                }
+            }),
+            ("glibc sin (loop)", &mut || {
+                for (o, &x) in o3.iter_mut().zip(&a) {
+                    *o = black_box(x).sin();
+                }
+            }),
+            ("gm::sin (scalar loop)", &mut || {
+                for (o, &x) in o4.iter_mut().zip(&a) {
+                    *o = gm::sin(black_box(x));
+                }
+            }),
+        ],
+    );
 }
 
 fn main() {

@@ -199,7 +199,10 @@ pub(super) fn pow_is_special(x: f64, y: f64) -> bool {
     topx.wrapping_sub(1) >= 0x7ff - 1 || (topy & 0x7ff).wrapping_sub(0x3be) >= 0x43e - 0x3be
 }
 
-/// glibc's `pow(x, y)` (its FMA build): < 0.52 ulp; exact for exact cases like `pow(2, 10)`.
+/// glibc's `pow(x, y)` (its FMA build; glibc's error bound 0.54 ulp): glibc's bits, NaN
+/// payloads aside (checked on over 10^9 inputs, see the module documentation). Special
+/// cases are out of line; the common path (`x` a positive normal double, `y·log x` in
+/// `[2^-54, 512)` in magnitude) inlines.
 #[inline(always)]
 pub fn pow(x: f64, y: f64) -> f64 {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
@@ -337,7 +340,8 @@ pub(super) fn exp_is_special(x: f64) -> bool {
     abstop.wrapping_sub(0x3c9) >= 0x408 - 0x3c9
 }
 
-/// glibc's `exp(x)` (its FMA build): < 0.52 ulp.
+/// glibc's `exp(x)` (its FMA build; glibc's error bound 0.509 ulp): glibc's bits, NaN payloads
+/// aside (checked on over 10^9 inputs). `|x| ∉ [2^-54, 512)` is out of line.
 #[inline(always)]
 pub fn exp(x: f64) -> f64 {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
