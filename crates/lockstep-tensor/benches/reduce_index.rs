@@ -2,7 +2,9 @@
 //!
 //! `cargo bench -p lockstep-tensor --bench reduce_index` runs criterion over every case.
 //! `LOCKSTEP_QUICK=1 cargo bench -p lockstep-tensor --bench reduce_index` instead prints a table
-//! (best of several runs, as the machine may be shared) with the det/nondet ratios;
+//! (best of several runs, as the machine may be shared) with the det/nondet ratios
+//! (`LOCKSTEP_FILTER=bincount` times only the cases whose name contains it,
+//! `LOCKSTEP_THREADS=1,2,8` sets the thread counts, `LOCKSTEP_REPS` the runs);
 //! `bench/tensor_ops.py` times PyTorch on the same cases.
 
 use criterion::{Criterion, criterion_group};
@@ -43,62 +45,82 @@ struct Case {
     run: Box<dyn Fn() -> Tensor>,
 }
 
-fn cases() -> Vec<Case> {
+/// The cases whose name contains `filter` (the others are not even built: their inputs take
+/// hundreds of MiB).
+fn cases(filter: &str) -> Vec<Case> {
+    let want = |name: &str| name.contains(filter);
     let mut v = Vec::new();
     let n = 64 << 20;
-    let x = Tensor::from_vec(randf(n, 1), &[n]).unwrap();
-    v.push(Case {
-        name: "sum 64Mi f32".into(),
-        bytes: n * 4,
-        run: Box::new(move || x.sum().unwrap()),
-    });
-    let (rows, d) = (1 << 20, 64);
-    let src = Tensor::from_vec(randf(rows * d, 2), &[rows, d]).unwrap();
-    for dest in [100usize, 10_000, 1_000_000] {
-        let idx = Tensor::from_vec(randi(rows, dest, 3), &[rows]).unwrap();
-        let base = Tensor::zeros(&[dest, d], DType::F32).unwrap();
-        let (s, i, b) = (src.clone(), idx.clone(), base.clone());
+    if want("sum 64Mi f32") {
+        let x = Tensor::from_vec(randf(n, 1), &[n]).unwrap();
         v.push(Case {
-            name: format!("index_add 1Mx64 -> {dest}"),
-            bytes: rows * d * 4,
-            run: Box::new(move || b.index_add(0, &i, &s).unwrap()),
-        });
-        // scatter_add with the row index broadcast over the 64 columns.
-        let iv = idx.to_vec::<i64>().unwrap();
-        let full: Vec<i64> = iv.iter().flat_map(|&r| std::iter::repeat_n(r, d)).collect();
-        let fi = Tensor::from_vec(full, &[rows, d]).unwrap();
-        let (s, b) = (src.clone(), base);
-        v.push(Case {
-            name: format!("scatter_add 1Mx64 -> {dest}"),
-            bytes: rows * d * 12,
-            run: Box::new(move || b.scatter_add(0, &fi, &s).unwrap()),
+            name: "sum 64Mi f32".into(),
+            bytes: n * 4,
+            run: Box::new(move || x.sum().unwrap()),
         });
     }
-    drop(src);
+    let (rows, d) = (1 << 20, 64);
+    if want("index_add") || want("scatter_add") {
+        let src = Tensor::from_vec(randf(rows * d, 2), &[rows, d]).unwrap();
+        for dest in [100usize, 10_000, 1_000_000] {
+            let idx = Tensor::from_vec(randi(rows, dest, 3), &[rows]).unwrap();
+            let base = Tensor::zeros(&[dest, d], DType::F32).unwrap();
+            let name = format!("index_add 1Mx64 -> {dest}");
+            if want(&name) {
+                let (s, i, b) = (src.clone(), idx.clone(), base.clone());
+                v.push(Case {
+                    name,
+                    bytes: rows * d * 4,
+                    run: Box::new(move || b.index_add(0, &i, &s).unwrap()),
+                });
+            }
+            let name = format!("scatter_add 1Mx64 -> {dest}");
+            if want(&name) {
+                // scatter_add with the row index broadcast over the 64 columns.
+                let iv = idx.to_vec::<i64>().unwrap();
+                let full: Vec<i64> = iv.iter().flat_map(|&r| std::iter::repeat_n(r, d)).collect();
+                let fi = Tensor::from_vec(full, &[rows, d]).unwrap();
+                let (s, b) = (src.clone(), base);
+                v.push(Case {
+                    name,
+                    bytes: rows * d * 12,
+                    run: Box::new(move || b.scatter_add(0, &fi, &s).unwrap()),
+                });
+            }
+        }
+    }
     let (tok, dim, vocab) = (32 << 10, 512, 50_000);
-    let grad = Tensor::from_vec(randf(tok * dim, 4), &[tok, dim]).unwrap();
-    let ids = Tensor::from_vec(randi(tok, vocab, 5), &[tok]).unwrap();
-    v.push(Case {
-        name: "embedding_backward 32k x 512 -> 50k".into(),
-        bytes: tok * dim * 4,
-        run: Box::new(move || Tensor::embedding_backward(&grad, &ids, vocab).unwrap()),
-    });
+    if want("embedding_backward 32k x 512 -> 50k") {
+        let grad = Tensor::from_vec(randf(tok * dim, 4), &[tok, dim]).unwrap();
+        let ids = Tensor::from_vec(randi(tok, vocab, 5), &[tok]).unwrap();
+        v.push(Case {
+            name: "embedding_backward 32k x 512 -> 50k".into(),
+            bytes: tok * dim * 4,
+            run: Box::new(move || Tensor::embedding_backward(&grad, &ids, vocab).unwrap()),
+        });
+    }
     let nb = 16 << 20;
     for bins in [1000usize, 1_000_000] {
+        let name = format!("bincount 16Mi weights -> {bins}");
+        if !want(&name) {
+            continue;
+        }
         let vals = Tensor::from_vec(randi(nb, bins, 6), &[nb]).unwrap();
         let w = Tensor::from_vec(randf(nb, 7), &[nb]).unwrap();
         v.push(Case {
-            name: format!("bincount 16Mi weights -> {bins}"),
+            name,
             bytes: nb * 12,
             run: Box::new(move || vals.bincount(Some(&w), bins).unwrap()),
         });
     }
-    let sm = Tensor::from_vec(randf(4096 * 4096, 8), &[4096, 4096]).unwrap();
-    v.push(Case {
-        name: "softmax 4096x4096".into(),
-        bytes: 4096 * 4096 * 8,
-        run: Box::new(move || sm.softmax(-1).unwrap()),
-    });
+    if want("softmax 4096x4096") {
+        let sm = Tensor::from_vec(randf(4096 * 4096, 8), &[4096, 4096]).unwrap();
+        v.push(Case {
+            name: "softmax 4096x4096".into(),
+            bytes: 4096 * 4096 * 8,
+            run: Box::new(move || sm.softmax(-1).unwrap()),
+        });
+    }
     v
 }
 
@@ -153,6 +175,11 @@ fn quick() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(7);
     let filter = std::env::var("LOCKSTEP_FILTER").unwrap_or_default();
+    // Thread counts to time (`LOCKSTEP_THREADS=1,2,8`; default 1 and 2).
+    let threads: Vec<usize> = std::env::var("LOCKSTEP_THREADS")
+        .ok()
+        .and_then(|s| s.split(',').map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2]);
     if filter.is_empty() || filter.contains("sum") {
         println!(
             "read bandwidth (1 thread, xor-fold of 256 MiB): {:.2} GB/s",
@@ -163,11 +190,8 @@ fn quick() {
         "{:<38} {:>3} {:>10} {:>10} {:>7} {:>8}",
         "case", "thr", "nondet ms", "det ms", "det/nd", "det GB/s"
     );
-    for c in cases() {
-        if !c.name.contains(&filter) {
-            continue;
-        }
-        for t in [1usize, 2] {
+    for c in cases(&filter) {
+        for &t in &threads {
             let (nd, de) = best_pair(reps, t, &c.run);
             println!(
                 "{:<38} {:>3} {:>10.2} {:>10.2} {:>7.3} {:>8.2}",
@@ -185,7 +209,7 @@ fn quick() {
 fn bench(cr: &mut Criterion) {
     let mut g = cr.benchmark_group("reduce_index");
     g.sample_size(10);
-    for c in cases() {
+    for c in cases("") {
         for t in [1usize, 2] {
             for det in [false, true] {
                 let id = format!("{}/{}/t{t}", c.name, if det { "det" } else { "nondet" });

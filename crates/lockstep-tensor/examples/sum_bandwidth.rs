@@ -20,7 +20,10 @@
 //! * `det Ns pfD`: lockstep's deterministic order (16 KiB-element pieces, 16 lanes per piece,
 //!   the same thread split) computed here with N pieces in flight per thread (N sequential
 //!   streams 64 KiB apart) and a software prefetch D bytes ahead (`pf0`: none). `det 4s pf2048`
-//!   is the library's AVX-512 schedule; `bits` says whether the result equals `lockstep det`.
+//!   is the library's AVX-512 schedule; `skB`: each later piece of a group starts B bytes
+//!   later (AVX-512 only), so that the streams are not exactly 64 KiB apart (on the same L1
+//!   sets);
+//!   `bits` says whether the result equals `lockstep det`.
 //! * `pool round trip`: an empty parallel job on N threads (thread wake-up cost).
 
 use lockstep_tensor::deterministic::scope;
@@ -179,24 +182,33 @@ mod simd {
     }
 
     /// Lane sums of `S` whole pieces (`x.len() == S * CHUNK`), `S` chains in flight (one per
-    /// piece: `S` streams `CHUNK * 4` bytes apart), prefetching `pfd` bytes ahead (0: none).
+    /// piece: `S` streams `CHUNK * 4` bytes apart, or `skew` elements less for each later
+    /// piece, which then starts that much later), prefetching `pfd` bytes ahead (0: none).
     /// Lane `l` of piece `s` is `x[s * CHUNK + l], x[s * CHUNK + l + 16], …` added in order.
     ///
     /// # Safety
     /// AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn pieces_avx512<const S: usize>(x: &[f32], pfd: usize) -> [[f32; LANES]; S] {
+    pub unsafe fn pieces_avx512<const S: usize>(
+        x: &[f32],
+        pfd: usize,
+        skew: usize,
+    ) -> [[f32; LANES]; S] {
         assert_eq!(x.len(), S * CHUNK);
         let p: [*const f32; S] = core::array::from_fn(|s| x[s * CHUNK..].as_ptr());
         let mut a = [_mm512_setzero_ps(); S];
         let mut k = 0;
-        while k < CHUNK {
+        while k < CHUNK + (S - 1) * skew {
             for s in 0..S {
+                // Piece `s` runs `s * skew` elements behind piece 0.
+                let Some(o) = k.checked_sub(s * skew).filter(|&o| o < CHUNK) else {
+                    continue;
+                };
                 if pfd > 0 {
-                    pf(p[s].wrapping_add(k), pfd);
+                    pf(p[s].wrapping_add(o), pfd);
                 }
-                // SAFETY: k + 16 <= CHUNK.
-                a[s] = _mm512_add_ps(a[s], unsafe { _mm512_loadu_ps(p[s].add(k)) });
+                // SAFETY: o + 16 <= CHUNK.
+                a[s] = _mm512_add_ps(a[s], unsafe { _mm512_loadu_ps(p[s].add(o)) });
             }
             k += LANES;
         }
@@ -271,12 +283,12 @@ fn reference(x: &[f32], par: &Par, isa: Isa) -> f32 {
 }
 
 /// The sums of `S` whole pieces, folded by the fixed tree (the library's piece sums).
-fn group<const S: usize>(x: &[f32], pfd: usize, isa: Isa, out: &mut [f32]) -> bool {
+fn group<const S: usize>(x: &[f32], pfd: usize, skew: usize, isa: Isa, out: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY (both): `isa` is the path in use, which the CPU supports.
         let lanes = match isa {
-            Isa::Avx512 => unsafe { simd::pieces_avx512::<S>(x, pfd) },
+            Isa::Avx512 => unsafe { simd::pieces_avx512::<S>(x, pfd, skew) },
             Isa::Avx2 => unsafe { simd::pieces_avx2::<S>(x, pfd) },
             Isa::Portable => return false,
         };
@@ -287,22 +299,22 @@ fn group<const S: usize>(x: &[f32], pfd: usize, isa: Isa, out: &mut [f32]) -> bo
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (x, pfd, isa, out);
+        let _ = (x, pfd, skew, isa, out);
         false
     }
 }
 
 /// One thread's run of pieces with `streams` pieces in flight.
-fn run_pieces(x: &[f32], out: &mut [f32], streams: usize, pfd: usize, isa: Isa) {
+fn run_pieces(x: &[f32], out: &mut [f32], (streams, pfd, skew): (usize, usize, usize), isa: Isa) {
     let mut o = 0;
     let mut rest = x;
     while rest.len() >= streams * CHUNK {
         let (g, r) = rest.split_at(streams * CHUNK);
         let done = match streams {
-            1 => group::<1>(g, pfd, isa, &mut out[o..o + 1]),
-            2 => group::<2>(g, pfd, isa, &mut out[o..o + 2]),
-            4 => group::<4>(g, pfd, isa, &mut out[o..o + 4]),
-            8 => group::<8>(g, pfd, isa, &mut out[o..o + 8]),
+            1 => group::<1>(g, pfd, skew, isa, &mut out[o..o + 1]),
+            2 => group::<2>(g, pfd, skew, isa, &mut out[o..o + 2]),
+            4 => group::<4>(g, pfd, skew, isa, &mut out[o..o + 4]),
+            8 => group::<8>(g, pfd, skew, isa, &mut out[o..o + 8]),
             _ => false,
         };
         if !done {
@@ -319,7 +331,7 @@ fn run_pieces(x: &[f32], out: &mut [f32], streams: usize, pfd: usize, isa: Isa) 
 
 /// lockstep's deterministic sum order with another schedule: the library's split of the
 /// pieces over the threads, `streams` pieces in flight per thread.
-fn det_schedule(x: &[f32], par: &Par, streams: usize, pfd: usize, isa: Isa) -> f32 {
+fn det_schedule(x: &[f32], par: &Par, sched: (usize, usize, usize), isa: Isa) -> f32 {
     if x.len() <= CHUNK {
         return sum_lanes(x);
     }
@@ -327,14 +339,14 @@ fn det_schedule(x: &[f32], par: &Par, streams: usize, pfd: usize, isa: Isa) -> f
     let mut partials = vec![0f32; pieces];
     let threads = par.threads().min(pieces / 4).max(1);
     if threads == 1 {
-        run_pieces(x, &mut partials, streams, pfd, isa);
+        run_pieces(x, &mut partials, sched, isa);
     } else {
         let per = pieces.div_ceil(threads).next_multiple_of(4);
         par.install(|| {
             partials
                 .par_chunks_mut(per)
                 .zip(x.par_chunks(per * CHUNK))
-                .for_each(|(o, c)| run_pieces(c, o, streams, pfd, isa))
+                .for_each(|(o, c)| run_pieces(c, o, sched, isa))
         });
     }
     tree_sum(&mut partials)
@@ -406,19 +418,27 @@ fn main() {
             "reference".into(),
             Box::new(move || reference(xr.data().expect("f32"), &p, isa)),
         );
-        for (streams, pfd) in [
-            (4, 2048),
-            (4, 0),
-            (2, 0),
-            (2, 2048),
-            (1, 0),
-            (1, 2048),
-            (8, 0),
+        for (streams, pfd, skew) in [
+            (4, 2048, 0),
+            (4, 0, 0),
+            (4, 2048, 256),
+            (4, 0, 256),
+            (2, 0, 0),
+            (2, 2048, 0),
+            (1, 0, 0),
+            (1, 2048, 0),
+            (8, 0, 0),
         ] {
             let (xr, p) = (xt.clone(), par.clone());
+            let name = match skew {
+                0 => format!("det {streams}s pf{pfd}"),
+                _ => format!("det {streams}s pf{pfd} sk{}", skew * 4),
+            };
             add(
-                format!("det {streams}s pf{pfd}"),
-                Box::new(move || det_schedule(xr.data().expect("f32"), &p, streams, pfd, isa)),
+                name,
+                Box::new(move || {
+                    det_schedule(xr.data().expect("f32"), &p, (streams, pfd, skew), isa)
+                }),
             );
         }
         let p = par.clone();
@@ -455,7 +475,7 @@ fn main() {
         let det = rows[0].value;
         let ref_ms = rows[2].best.as_secs_f64() * 1e3;
         println!(
-            "\nthreads {threads} ({} timed rounds)\n{:<18} {:>9} {:>8} {:>8}  value",
+            "\nthreads {threads} ({} timed rounds)\n{:<22} {:>9} {:>8} {:>8}  value",
             rounds - 1,
             "row",
             "ms",
@@ -465,7 +485,7 @@ fn main() {
         for r in &rows {
             let ms = r.best.as_secs_f64() * 1e3;
             if r.name == "pool round trip" {
-                println!("{:<18} {:>9.4}", r.name, ms);
+                println!("{:<22} {:>9.4}", r.name, ms);
                 continue;
             }
             let bits = if r.name.starts_with("det ") {
@@ -478,7 +498,7 @@ fn main() {
                 ""
             };
             println!(
-                "{:<18} {:>9.3} {:>8.1} {:>8.2}  {:.6e}{bits}",
+                "{:<22} {:>9.3} {:>8.1} {:>8.2}  {:.6e}{bits}",
                 r.name,
                 ms,
                 bytes as f64 / r.best.as_secs_f64() / 1e9,
