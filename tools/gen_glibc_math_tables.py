@@ -9,9 +9,9 @@ Mathematical Library). The low halves of `__sincostab` are not all the nearest d
 sin/cos(k/128) - hi (18 of 220 differ by one unit), so the table is taken as data, not recomputed.
 
 usage: gen_glibc_math_tables.py GLIBC_SOURCE_DIR [LIBM]  (a checkout of glibc 2.28 or later;
-the tables have not changed since 2.28), then `rustfmt --edition 2024` the written file. Every table is also looked for, byte for byte, in the
-shipped libm (default /lib/x86_64-linux-gnu/libm.so.6, where it exists): the script fails if one
-is missing there.
+the tables have not changed since 2.28), then `rustfmt --edition 2024` the written file.
+Every table is also looked for, byte for byte, in the shipped libm (default
+/lib/x86_64-linux-gnu/libm.so.6, where it exists): the script fails if one is missing there.
 """
 import os
 import re
