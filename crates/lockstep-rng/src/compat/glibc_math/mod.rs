@@ -73,6 +73,12 @@ mod tables;
 pub(crate) mod x86;
 
 pub use pow_exp::{exp, pow};
+/// The ports without the run-time FMA dispatch of [`pow`], [`exp`], [`log`], [`sin`], [`cos`]:
+/// for callers compiled with `#[target_feature(enable = "fma")]`, into which they inline with
+/// every `mul_add` an FMA instruction (the public functions would call a non-inlined copy).
+/// Same bits everywhere.
+#[allow(unused_imports)]
+pub(crate) use pow_exp::{exp_generic, pow_generic};
 
 use tables::*;
 
@@ -102,7 +108,7 @@ fn log_fma(x: f64) -> f64 {
 
 #[allow(clippy::eq_op)]
 #[inline(always)]
-fn log_generic(x: f64) -> f64 {
+pub(crate) fn log_generic(x: f64) -> f64 {
     const LO: u64 = 0x3fee_0000_0000_0000; // asuint64(1.0 - 0x1p-4)
     const HI: u64 = 0x3ff1_0900_0000_0000; // asuint64(1.0 + 0x1.09p-4)
     let mut ix = x.to_bits();
@@ -289,7 +295,7 @@ fn sin_fma(x: f64) -> f64 {
 
 #[allow(clippy::eq_op)]
 #[inline(always)]
-fn sin_generic(x: f64) -> f64 {
+pub(crate) fn sin_generic(x: f64) -> f64 {
     let k = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
     if k < 0x3e50_0000 {
         x
@@ -327,7 +333,7 @@ fn cos_fma(x: f64) -> f64 {
 
 #[allow(clippy::eq_op)]
 #[inline(always)]
-fn cos_generic(x: f64) -> f64 {
+pub(crate) fn cos_generic(x: f64) -> f64 {
     let k = ((x.to_bits() >> 32) as u32) & 0x7fff_ffff;
     if k < 0x3e40_0000 {
         1.0

@@ -237,7 +237,7 @@ fn exp_fma(x: f64) -> f64 {
 }
 
 #[inline(always)]
-fn pow_generic(x: f64, y: f64) -> f64 {
+pub(crate) fn pow_generic(x: f64, y: f64) -> f64 {
     if pow_is_special(x, y) {
         return pow_special(x, y);
     }
@@ -353,7 +353,7 @@ pub fn exp(x: f64) -> f64 {
 }
 
 #[inline(always)]
-fn exp_generic(x: f64) -> f64 {
+pub(crate) fn exp_generic(x: f64) -> f64 {
     if exp_is_special(x) {
         return exp_special(x);
     }
