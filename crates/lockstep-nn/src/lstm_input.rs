@@ -3,8 +3,8 @@
 //! [`lstm_kernel::product_t_rows`]): no packing of the operands for the backward, no zeroed
 //! outputs. Each element is the same fma chain as the blocked GEMM's, so the value and the
 //! gradients have the bits of `Var::linear` (`lstm_input.linear`, which runs instead off
-//! x86-64, for f64, and for widths that are not whole tiles), at any number of threads: a
-//! thread computes whole elements. Pin with `lockstep_tensor::autotune::with_algorithm`.
+//! x86-64, for f64, and for `4H` that is not whole tiles), at any number of threads: a thread
+//! computes whole elements. Pin with `lockstep_tensor::autotune::with_algorithm`.
 
 use crate::autograd::Var;
 use crate::lstm_kernel::{self, NV, Out, Simd};
@@ -45,11 +45,10 @@ pub(crate) fn info() -> lockstep_tensor::dispatch::OpInfo {
     LSTM_INPUT.info()
 }
 
-/// Whether the SIMD kernels take a product with `k` inputs and `g` outputs on this CPU.
-fn simd_for(k: usize, g: usize) -> Option<Simd> {
+/// Whether the SIMD kernels take a product with `g` outputs on this CPU (whole tiles).
+fn simd_for(g: usize) -> Option<Simd> {
     let simd = Simd::detect()?;
-    let q = NV * simd.lanes();
-    (k.is_multiple_of(q) && g.is_multiple_of(q)).then_some(simd)
+    g.is_multiple_of(NV * simd.lanes()).then_some(simd)
 }
 
 /// `x.linear(w, b)` for `x` `[T, B, k]`: the same value and gradients, through the SIMD kernels
@@ -66,8 +65,9 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
         && xs.len() == 3
         && ws.len() == 2
         && xs[2] == ws[1]
+        && ws[1] > 0
         && b.is_none_or(|b| b.shape() == [ws[0]])
-        && simd_for(ws[1], ws[0]).is_some();
+        && simd_for(ws[0]).is_some();
     if !fits {
         return x.linear(w, b);
     }
@@ -117,7 +117,7 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
 /// `lstm_input.simd`.
 fn forward_simd(x: &Tensor, w: &Tensor, b: Option<&Tensor>, par: &Par) -> Result<Tensor> {
     let (g, k) = (w.shape()[0], w.shape()[1]);
-    let simd = simd_for(k, g).ok_or_else(|| {
+    let simd = simd_for(g).ok_or_else(|| {
         crate::ops::invalid(
             "lstm_input",
             "algorithm",
@@ -155,7 +155,7 @@ fn backward(
     rw: bool,
 ) -> Result<(Option<Tensor>, Option<Tensor>)> {
     let (g, k) = (w.shape()[0], w.shape()[1]);
-    let Some(simd) = simd_for(k, g) else {
+    let Some(simd) = simd_for(g) else {
         // The instruction set changed since the forward (`set_isa`): `linear`'s products.
         let g2 = gy.reshape(&[-1, g as isize])?;
         let x2 = x.reshape(&[-1, k as isize])?;
@@ -163,10 +163,13 @@ fn backward(
         let gw = rw.then(|| g2.transpose(0, 1)?.matmul(&x2)).transpose()?;
         return Ok((gx, gw));
     };
+    let q = NV * simd.lanes();
     let par = Par::current();
     let (gs, xs, ws) = (gy.data::<f32>()?, x.data::<f32>()?, w.data::<f32>()?);
-    let m = xs.len() / k;
-    let gx = if rx {
+    let m = xs.len() / k.max(1);
+    let gx = if !rx {
+        None
+    } else if k.is_multiple_of(q) {
         let mut dx = uninit("lstm_input_backward", m * k)?;
         let o = Out(dx.as_mut_ptr());
         for_row_ranges(&par, m, m * g * k, |r0, r1| {
@@ -177,8 +180,26 @@ fn backward(
         unsafe { dx.set_len(m * k) };
         Some(Tensor::from_vec(dx, x.shape())?)
     } else {
-        None
+        // `linear`'s product (inputs that are not whole tiles: the first layer, rarely needed).
+        Some(gy.matmul(w)?)
     };
+    if rw && !k.is_multiple_of(q) {
+        // Few inputs (the first layer): `W_ih`'s gradient transposed, `k` rows of `g`, then
+        // turned around.
+        let mut dwt = uninit("lstm_input_backward", g * k)?;
+        let o = Out(dwt.as_mut_ptr());
+        for_row_ranges(&par, g / q, m * g * k, |b0, b1| {
+            // SAFETY: the column blocks are disjoint; `dwt` has room for k·g elements.
+            unsafe { lstm_kernel::product_t_cols(simd, gs, g, xs, k, o, b0, b1) }
+        });
+        // SAFETY: every column block was written whole.
+        unsafe { dwt.set_len(g * k) };
+        let mut dw = uninit("lstm_input_backward", g * k)?;
+        for i in 0..g {
+            dw.extend((0..k).map(|c| dwt[c * g + i]));
+        }
+        return Ok((gx, Some(Tensor::from_vec(dw, &[g, k])?)));
+    }
     let gw = if rw {
         let mut dw = uninit("lstm_input_backward", g * k)?;
         let o = Out(dw.as_mut_ptr());

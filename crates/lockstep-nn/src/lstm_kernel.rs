@@ -1294,3 +1294,115 @@ unsafe fn product_body<const U: usize, const MR: usize>(
         }
     }
 }
+
+/// Column blocks `b0..b1` (`4·U` columns each) of `(dgᵀ · xs)ᵀ` (`[n, g]`) into `out`:
+/// element `(c, i)` is the chain over `p < K` of `dg[p·g + i] · xs[p·n + c]` from `+0.0` — the
+/// bits of [`product_t_rows`]' element `(i, c)`, for any `n` (`g` a multiple of `4·U`).
+///
+/// # Safety
+/// `out` holds `n·g` elements and no other task writes those column blocks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn product_t_cols(
+    simd: Simd,
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    out: Out,
+    b0: usize,
+    b1: usize,
+) {
+    let q = NV * simd.lanes();
+    let k = xs.len() / n.max(1);
+    assert!(g.is_multiple_of(q) && dg.len() == k * g && xs.len() == k * n && b0 <= b1);
+    assert!(b1 * q <= g);
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+        Simd::Avx512 => unsafe { cols512(dg, g, xs, n, k, out, b0, b1) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Simd::Avx2 => unsafe { cols256(dg, g, xs, n, k, out, b0, b1) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no SIMD kernels off x86-64"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn cols512(
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    k: usize,
+    out: Out,
+    b0: usize,
+    b1: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { cols_body::<16, 6>(dg, g, xs, n, k, out, b0, b1, x86::tile512_rows) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn cols256(
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    k: usize,
+    out: Out,
+    b0: usize,
+    b1: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { cols_body::<8, 3>(dg, g, xs, n, k, out, b0, b1, x86::tile256_rows) }
+}
+
+/// See [`product_t_cols`].
+///
+/// # Safety
+/// As [`product_t_cols`], sizes checked there.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn cols_body<const U: usize, const MR: usize>(
+    dg: &[f32],
+    g: usize,
+    xs: &[f32],
+    n: usize,
+    k: usize,
+    out: Out,
+    b0: usize,
+    b1: usize,
+    tile: TileFn,
+) {
+    let q = NV * U;
+    for blk in b0..b1 {
+        let i0 = blk * q;
+        let mut c = 0;
+        while c < n {
+            let mr = MR.min(n - c);
+            // SAFETY: `xs` rows of n hold columns c..c+mr, `dg` rows of g columns i0..i0+q;
+            // `out` rows c..c+mr, those columns, are this task's.
+            unsafe {
+                tile(
+                    mr,
+                    k,
+                    xs.as_ptr().add(c),
+                    1,
+                    n,
+                    dg.as_ptr().add(i0),
+                    g,
+                    out.0.add(c * g + i0),
+                    g,
+                    U,
+                    false,
+                )
+            };
+            c += mr;
+        }
+    }
+}
