@@ -146,44 +146,105 @@ fn fill<T>(out: &mut [T], mut draw: impl FnMut() -> T) {
 const BLOCK_MIN: usize = 16;
 
 /// `$body` with `$s` bound to the class itself or, for `$n >= BLOCK_MIN` values, to its block
-/// source (same words, same values), run through [`fast`].
+/// source (same words, same values).
 macro_rules! with_block {
     ($self:ident, $n:expr, |$s:ident| $body:expr) => {
         if $n >= BLOCK_MIN {
             let mut block = $self.block();
             let $s = &mut block;
-            fast(|| $body)
+            $body
         } else {
             let $s = &mut *$self;
-            fast(|| $body)
+            $body
         }
     };
 }
 
-/// `fill(out, body)` through [`with_block`].
-macro_rules! fill_blocked {
-    ($self:ident, $out:ident, |$s:ident| $body:expr) => {
-        with_block!($self, $out.len(), |$s| fill($out, || $body))
+/// A sampler loop, compiled twice: with FMA, taken where the CPU has it (the glibc ports'
+/// multiply-adds, exact either way, are then one instruction instead of a call), and
+/// without. The samplers it calls are `inline(always)` so that their code lands in it.
+macro_rules! fma_fn {
+    ($(#[$m:meta])* fn $name:ident<S: Source>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[inline(always)]
+        fn $name<S: Source>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if crate::isa::Isa::Avx2.enabled() {
+                #[target_feature(enable = "avx2,fma")]
+                fn with_fma<S: Source>($($arg: $ty),*) $body
+                // SAFETY: AVX2 and FMA are available (checked by `enabled`).
+                return unsafe { with_fma($($arg),*) };
+            }
+            $body
+        }
     };
 }
 
-/// `f()`, compiled with FMA where the CPU has it: the glibc ports' multiply-adds (exact
-/// either way) are then one instruction instead of a call. The samplers below are
-/// `inline(always)` so that their code lands here.
-#[inline(always)]
-fn fast<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::Isa::Avx2.enabled() {
-        // SAFETY: AVX2 and FMA are available (checked by `enabled`).
-        return unsafe { fast_fma(f) };
+fma_fn! {
+    /// `out[i] = scale · std_gamma(shape)` (`scale = 1` for `standard_gamma`: exact).
+    fn gamma_fill<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64]) {
+        for o in out {
+            *o = scale * std_gamma(s, shape);
+        }
     }
-    f()
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn fast_fma<R>(f: impl FnOnce() -> R) -> R {
-    f()
+fma_fn! {
+    /// `out[i] = beta(a, b)`.
+    fn beta_fill<S: Source>(s: &mut S, a: f64, b: f64, out: &mut [f64]) {
+        for o in out {
+            *o = beta(s, a, b);
+        }
+    }
+}
+
+fma_fn! {
+    /// `out[i] = poisson(lam)`, `p` set up for `lam`.
+    fn poisson_fill<S: Source>(s: &mut S, p: &Poisson, out: &mut [i64]) {
+        for o in out {
+            *o = p.draw(s);
+        }
+    }
+}
+
+fma_fn! {
+    /// `out[i] = poisson(lam)` by PTRS, attempts batched.
+    fn ptrs_fill<S: Source>(s: &mut S, p: &Ptrs, out: &mut [i64]) {
+        p.fill_batched(s, out)
+    }
+}
+
+fma_fn! {
+    /// `out[i] = binomial(n, p)` by tabulated inversion (`n − x` when `flip`).
+    fn inversion_fill<S: Source>(s: &mut S, t: &InversionTable, n: i64, flip: bool, out: &mut [i64]) {
+        for o in out {
+            let x = t.draw(s);
+            *o = if flip { n - x } else { x };
+        }
+    }
+}
+
+fma_fn! {
+    /// `out[i] = binomial(n, p)`, `b` set up for `(n, p)`.
+    fn binomial_fill<S: Source>(s: &mut S, b: &Binomial, out: &mut [i64]) {
+        for o in out {
+            *o = b.draw(s);
+        }
+    }
+}
+
+fma_fn! {
+    /// [`gamma_small_loop`] with FMA where the CPU has it.
+    fn gamma_small_fill<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64]) {
+        gamma_small_loop(s, shape, scale, out)
+    }
+}
+
+fma_fn! {
+    /// [`johnk_loop`] with FMA where the CPU has it.
+    fn johnk_fill<S: Source>(s: &mut S, a: f64, b: f64, out: &mut [f64]) {
+        johnk_loop(s, a, b, out)
+    }
 }
 
 /// Attempts per batch of the batched rejection samplers: their transcendental functions run
@@ -261,7 +322,7 @@ fn small_accepts(shape: f64, u: f64, v: f64, y: f64, x: f64) -> bool {
 /// attempts as values still wanted draws exactly the words one-at-a-time drawing does; its
 /// logs and powers then run eight lanes at a time.
 #[inline(always)]
-fn gamma_small_fill<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64]) {
+fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64]) {
     use crate::compat::glibc_math::{log_all, pow_all};
     let inv = 1.0 / shape;
     let (mut u, mut v, mut w, mut y, mut base, mut x) = (
@@ -340,7 +401,7 @@ fn johnk_accepts(legacy: bool, a: f64, b: f64, u: f64, v: f64, x: f64, y: f64) -
 /// attempts in batches (two uniforms each, whatever earlier attempts gave), the powers eight
 /// lanes at a time.
 #[inline(always)]
-fn johnk_fill<S: Source>(s: &mut S, a: f64, b: f64, out: &mut [f64]) {
+fn johnk_loop<S: Source>(s: &mut S, a: f64, b: f64, out: &mut [f64]) {
     use crate::compat::glibc_math::pow_all;
     let (mut u, mut v, mut x, mut y) = ([0.0; BATCH], [0.0; BATCH], [0.0; BATCH], [0.0; BATCH]);
     let mut done = 0;
@@ -569,7 +630,7 @@ struct Ptrs {
     loglam: f64,
     b: f64,
     a: f64,
-    invalpha: f64,
+    log_invalpha: f64,
     vr: f64,
 }
 
@@ -583,7 +644,7 @@ impl Poisson {
                 loglam: log(lam),
                 b,
                 a: -0.059 + 0.02483 * b,
-                invalpha: 1.1239 + 1.1328 / (b - 3.4),
+                log_invalpha: log(1.1239 + 1.1328 / (b - 3.4)),
                 vr: 0.9277 - 3.6224 / (b - 2.0),
             })
         } else if lam == 0.0 {
@@ -615,31 +676,103 @@ impl Poisson {
 }
 
 impl Ptrs {
+    /// One attempt's `(us, k)` from its first uniform.
+    #[inline(always)]
+    fn attempt(&self, u: f64) -> (f64, i64) {
+        let u = u - 0.5;
+        let us = 0.5 - u.abs();
+        (
+            us,
+            to_i64(((2.0 * self.a / us + self.b) * u + self.lam + 0.43).floor()),
+        )
+    }
+
+    /// Accept at once (`Some(true)`), reject at once (`Some(false)`), or decide by logs.
+    #[inline(always)]
+    fn quick(&self, us: f64, v: f64, k: i64) -> Option<bool> {
+        if us >= 0.07 && v <= self.vr {
+            return Some(true);
+        }
+        if k < 0 || (us < 0.013 && v > us) {
+            return Some(false);
+        }
+        None
+    }
+
+    /// The logarithmic test, `log_v = log(v)`, `log_w = log(a/us² + b)`, `lg = loggam(k + 1)`.
+    #[inline(always)]
+    fn by_logs(&self, log_v: f64, log_w: f64, k: i64, lg: f64) -> bool {
+        log_v + self.log_invalpha - log_w <= -self.lam + k as f64 * self.loglam - lg
+    }
+
     #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
-        let Self {
-            lam,
-            loglam,
-            b,
-            a,
-            invalpha,
-            vr,
-        } = *self;
         loop {
-            let u = s.uniform() - 0.5;
+            let u = s.uniform();
             let v = s.uniform();
-            let us = 0.5 - u.abs();
-            let k = to_i64(((2.0 * a / us + b) * u + lam + 0.43).floor());
-            if us >= 0.07 && v <= vr {
-                return k;
+            let (us, k) = self.attempt(u);
+            match self.quick(us, v, k) {
+                Some(true) => return k,
+                Some(false) => continue,
+                None => {
+                    let lg = loggam(k as f64 + 1.0);
+                    if self.by_logs(log(v), log(self.a / (us * us) + self.b), k, lg) {
+                        return k;
+                    }
+                }
             }
-            if k < 0 || (us < 0.013 && v > us) {
-                continue;
+        }
+    }
+
+    /// `out.len()` draws, attempts in batches (two uniforms each, whatever earlier attempts
+    /// gave; at most as many as values still wanted), their logs eight lanes at a time.
+    #[inline(always)]
+    fn fill_batched<S: Source>(&self, s: &mut S, out: &mut [i64]) {
+        use crate::compat::glibc_math::log_all;
+        let (mut v, mut w, mut us, mut lv, mut lw) = (
+            [0.0; BATCH],
+            [0.0; BATCH],
+            [0.0; BATCH],
+            [0.0; BATCH],
+            [0.0; BATCH],
+        );
+        let mut k = [0i64; BATCH];
+        // loggam(k + 1) for the k that reach the logarithmic test, computed once each (a pure
+        // function of k, so the same values); k beyond the table is computed every time.
+        let cap = (self.lam + 10.0 * self.lam.sqrt() + 64.0).min(65536.0) as usize;
+        let mut lgs = vec![f64::NAN; cap];
+        let mut done = 0;
+        while done < out.len() {
+            let m = (out.len() - done).min(BATCH);
+            for i in 0..m {
+                let u = s.uniform();
+                v[i] = s.uniform();
+                (us[i], k[i]) = self.attempt(u);
+                w[i] = self.a / (us[i] * us[i]) + self.b;
             }
-            if log(v) + log(invalpha) - log(a / (us * us) + b)
-                <= -lam + k as f64 * loglam - loggam(k as f64 + 1.0)
-            {
-                return k;
+            log_all(&v[..m], &mut lv[..m]);
+            log_all(&w[..m], &mut lw[..m]);
+            for i in 0..m {
+                let ok = match self.quick(us[i], v[i], k[i]) {
+                    Some(q) => q,
+                    None => {
+                        let kk = k[i];
+                        let lg = match lgs.get_mut(kk as usize) {
+                            Some(slot) => {
+                                if slot.is_nan() {
+                                    *slot = loggam(kk as f64 + 1.0);
+                                }
+                                *slot
+                            }
+                            None => loggam(kk as f64 + 1.0),
+                        };
+                        self.by_logs(lv[i], lw[i], kk, lg)
+                    }
+                };
+                if ok {
+                    out[done] = k[i];
+                    done += 1;
+                }
             }
         }
     }
@@ -685,6 +818,48 @@ impl Inversion {
             } else {
                 u -= px;
                 px = ((n - x + 1) as f64 * p * px) / (x as f64 * q);
+            }
+        }
+        x
+    }
+}
+
+/// [`Inversion`] with its `px` sequence tabulated: `px` after `x` steps depends only on
+/// `(n, p)`, so reading it from a table computed by the same operations gives the same
+/// values without a division per step.
+struct InversionTable {
+    qn: f64,
+    bound: i64,
+    px: Vec<f64>,
+}
+
+impl InversionTable {
+    fn new(alg: &Inversion) -> Self {
+        let Inversion { n, p, q, qn, bound } = *alg;
+        let mut px = Vec::with_capacity(bound as usize + 1);
+        let mut v = qn;
+        px.push(v);
+        for x in 1..=bound {
+            v = ((n - x + 1) as f64 * p * v) / (x as f64 * q);
+            px.push(v);
+        }
+        Self { qn, bound, px }
+    }
+
+    #[inline(always)]
+    fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        let mut x: i64 = 0;
+        let mut px = self.qn;
+        let mut u = s.uniform();
+        while u > px {
+            x += 1;
+            if x > self.bound {
+                x = 0;
+                px = self.qn;
+                u = s.uniform();
+            } else {
+                u -= px;
+                px = self.px[x as usize];
             }
         }
         x
@@ -1370,7 +1545,7 @@ pub trait Distributions: Blocked + Sized {
             with_block!(self, out.len(), |s| gamma_small_fill(s, shape, 1.0, out));
             return Ok(());
         }
-        fill_blocked!(self, out, |s| std_gamma(s, shape));
+        with_block!(self, out.len(), |s| gamma_fill(s, shape, 1.0, out));
         Ok(())
     }
 
@@ -1383,7 +1558,7 @@ pub trait Distributions: Blocked + Sized {
             with_block!(self, out.len(), |s| gamma_small_fill(s, shape, scale, out));
             return Ok(());
         }
-        fill_blocked!(self, out, |s| scale * std_gamma(s, shape));
+        with_block!(self, out.len(), |s| gamma_fill(s, shape, scale, out));
         Ok(())
     }
 
@@ -1397,7 +1572,7 @@ pub trait Distributions: Blocked + Sized {
             with_block!(self, out.len(), |s| johnk_fill(s, a, b, out));
             return Ok(());
         }
-        fill_blocked!(self, out, |s| beta(s, a, b));
+        with_block!(self, out.len(), |s| beta_fill(s, a, b, out));
         Ok(())
     }
 
@@ -1597,7 +1772,11 @@ pub trait Distributions: Blocked + Sized {
             ));
         }
         let p = Poisson::new(lam);
-        fill_blocked!(self, out, |s| p.draw(s));
+        if let Poisson::Ptrs(ptrs) = p {
+            with_block!(self, out.len(), |s| ptrs_fill(s, &ptrs, out));
+            return Ok(());
+        }
+        with_block!(self, out.len(), |s| poisson_fill(s, &p, out));
         Ok(())
     }
 
@@ -1608,7 +1787,14 @@ pub trait Distributions: Blocked + Sized {
             return Err(invalid("binomial", "n", format!("n < 0 (got {n})")));
         }
         let b = Binomial::new(Self::LEGACY, p, n);
-        fill_blocked!(self, out, |s| b.draw(s));
+        if let Binomial::Inversion { alg, flip } = b
+            && out.len() >= BLOCK_MIN
+        {
+            let t = InversionTable::new(&alg);
+            with_block!(self, out.len(), |s| inversion_fill(s, &t, n, flip, out));
+            return Ok(());
+        }
+        with_block!(self, out.len(), |s| binomial_fill(s, &b, out));
         Ok(())
     }
 
