@@ -1,24 +1,17 @@
-//! Histograms: `bincount` and `histc` (many inputs, few bins), with their fixed-block
-//! deterministic kernel and their per-thread-buffer kernel.
+//! Histograms: `bincount` and `histc` (many inputs, few bins), with their deterministic kernel
+//! (each bin summed in index order, threads owning ranges of bins) and their per-thread-buffer
+//! kernel.
 
 use super::common::{AccElem, acc_op, index_tensor};
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::matmul::Isa;
 use crate::ops::reduce::dense;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use rayon::prelude::*;
 use std::sync::Mutex;
-
-/// Number of blocks the deterministic histogram cuts `n` inputs into for `bins` bins: a
-/// function of the shapes only (at least 2^16 inputs per block, at most 64 blocks, and the
-/// block partials together at most half as many values as the input).
-fn hist_blocks(n: usize, bins: usize) -> usize {
-    let by_len = (n >> 16).clamp(1, 64);
-    let by_mem = (n / bins.max(1).saturating_mul(2)).max(1);
-    by_len.min(by_mem)
-}
 
 /// What a histogram counts.
 #[derive(Clone, Copy, Debug)]
@@ -52,68 +45,204 @@ pub type HistFn<W> = fn(&HistInput<'_>, Option<&[W]>, usize, &Par) -> Result<Vec
 /// The op named by an allocation failure of the histogram kernels.
 const OP_BUF: &str = "bincount/histc";
 
-/// Deterministic histogram: fixed blocks, each counted in order, partials added per bin in
-/// block order.
+/// Inputs below this many are counted on the calling thread by every kernel (a pool hop
+/// costs more). Speed only: every kernel adds each bin's inputs in index order.
+const SERIAL_MAX: usize = 1 << 15;
+
+/// Inputs per block of [`count_range`]: the compacted block (bins and weights) stays in L1.
+const RANGE_BLOCK: usize = 1024;
+
+/// Adds to `out[b]` the weight of every input `i < n` whose bin is `b < out.len()`, in index
+/// order: the plain sequential loop.
+#[inline(always)]
+fn count_seq<W: AccElem>(
+    bin: &impl Fn(usize) -> usize,
+    n: usize,
+    w: &impl Fn(usize) -> W,
+    out: &mut [W],
+) {
+    for i in 0..n {
+        let b = bin(i);
+        if b < out.len() {
+            out[b] = W::add(out[b], w(i));
+        }
+    }
+}
+
+/// Compacts the inputs `s..e` (at most [`RANGE_BLOCK`]) whose bin `b` lies in
+/// `lo..lo + len`: `b - lo` into `rel` and the weight into `wt`, in index order; returns how
+/// many.
+type Compact<'a, W> = dyn Fn(usize, usize, usize, usize, &mut [usize; RANGE_BLOCK], &mut [W; RANGE_BLOCK]) -> usize
+    + Sync
+    + 'a;
+
+/// The portable [`Compact`]: no branch per input (a branch would be mispredicted half the
+/// time with two ranges).
+#[inline(always)]
+fn compact_scalar<W: AccElem>(
+    bin: &impl Fn(usize) -> usize,
+    w: &impl Fn(usize) -> W,
+    (s, e, lo, len): (usize, usize, usize, usize),
+    rel: &mut [usize; RANGE_BLOCK],
+    wt: &mut [W; RANGE_BLOCK],
+) -> usize {
+    let mut c = 0;
+    for i in s..e {
+        // Bins outside the range (and `usize::MAX`, histc's "no bin") wrap past `len`.
+        let r = bin(i).wrapping_sub(lo);
+        // `c <= i - s < RANGE_BLOCK`: the masks only spare the bounds checks.
+        rel[c & (RANGE_BLOCK - 1)] = r;
+        wt[c & (RANGE_BLOCK - 1)] = w(i);
+        c += usize::from(r < len);
+    }
+    c
+}
+
+/// [`Compact`] for `bincount` with weights: AVX-512 compress where the path is enabled and
+/// the weights are `f32` or `f64` (the same inputs in the same order as [`compact_scalar`]).
+fn compact_bins<W: AccElem>(
+    x: &[i64],
+    w: &[W],
+    simd: bool,
+    (s, e, lo, len): (usize, usize, usize, usize),
+    rel: &mut [usize; RANGE_BLOCK],
+    wt: &mut [W; RANGE_BLOCK],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        let (x, q) = (&x[s..e], rel.as_mut_ptr());
+        match W::DTYPE {
+            // SAFETY: `simd` is set only where AVX-512F is available; the dtype says `W` is
+            // `f32` (`f64` below), so the casts reinterpret nothing; `x` and `w[s..e]` have
+            // `e - s <= RANGE_BLOCK` elements, the size of `rel` and `wt`.
+            DType::F32 => unsafe {
+                let w = core::slice::from_raw_parts(w[s..e].as_ptr().cast::<f32>(), e - s);
+                return x86::compact_f32(x, w, lo, len, q, wt.as_mut_ptr().cast());
+            },
+            // SAFETY: as above.
+            DType::F64 => unsafe {
+                let w = core::slice::from_raw_parts(w[s..e].as_ptr().cast::<f64>(), e - s);
+                return x86::compact_f64(x, w, lo, len, q, wt.as_mut_ptr().cast());
+            },
+            _ => {}
+        }
+    }
+    let _ = simd;
+    compact_scalar(&|i| x[i] as usize, &|i| w[i], (s, e, lo, len), rel, wt)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    macro_rules! compact {
+        ($name:ident, $t:ty, $load:expr, $compress:ident, $store:expr) => {
+            /// [`super::compact_bins`] on one block: `x` and `w` of equal length, at most
+            /// the length of `rel` and `wt`.
+            ///
+            /// # Safety
+            /// AVX-512F; `rel` and `wt` valid for `x.len()` writes.
+            #[target_feature(enable = "avx512f")]
+            pub(super) unsafe fn $name(
+                x: &[i64],
+                w: &[$t],
+                lo: usize,
+                len: usize,
+                rel: *mut usize,
+                wt: *mut $t,
+            ) -> usize {
+                let (lov, lenv) = (_mm512_set1_epi64(lo as i64), _mm512_set1_epi64(len as i64));
+                let mut c = 0;
+                let mut i = 0;
+                while i + 8 <= x.len() {
+                    // SAFETY: i + 8 <= x.len() == w.len(), and c <= i, so the 8 stores at
+                    // c stay within the x.len() the caller provides.
+                    unsafe {
+                        let r = _mm512_sub_epi64(_mm512_loadu_si512(x.as_ptr().add(i).cast()), lov);
+                        let k = _mm512_cmplt_epu64_mask(r, lenv);
+                        _mm512_storeu_si512(rel.add(c).cast(), _mm512_maskz_compress_epi64(k, r));
+                        let v = $compress(k.into(), $load(w.as_ptr().add(i)));
+                        $store(wt.add(c), v);
+                        c += k.count_ones() as usize;
+                    }
+                    i += 8;
+                }
+                for (&b, &v) in x[i..].iter().zip(&w[i..]) {
+                    let r = (b as usize).wrapping_sub(lo);
+                    // SAFETY: c <= the index of this input < x.len().
+                    unsafe {
+                        *rel.add(c) = r;
+                        *wt.add(c) = v;
+                    }
+                    c += usize::from(r < len);
+                }
+                c
+            }
+        };
+    }
+    compact!(
+        compact_f32,
+        f32,
+        |p: *const f32| _mm512_castps256_ps512(_mm256_loadu_ps(p)),
+        _mm512_maskz_compress_ps,
+        |q: *mut f32, v: __m512| _mm256_storeu_ps(q, _mm512_castps512_ps256(v))
+    );
+    compact!(
+        compact_f64,
+        f64,
+        |p: *const f64| _mm512_loadu_pd(p),
+        _mm512_maskz_compress_pd,
+        |q: *mut f64, v: __m512d| _mm512_storeu_pd(q, v)
+    );
+}
+
+/// Adds to `out[b - lo]` the weight of every input `i < n` whose bin `b` lies in
+/// `lo..lo + out.len()`, in index order: per bin, the additions of [`count_seq`]. The input is
+/// scanned in blocks of [`RANGE_BLOCK`], each first compacted to the inputs in range, which
+/// are then added in order.
+fn count_range<W: AccElem>(n: usize, lo: usize, out: &mut [W], compact: &Compact<'_, W>) {
+    let len = out.len();
+    let mut rel = [0usize; RANGE_BLOCK];
+    let mut wt = [W::default(); RANGE_BLOCK];
+    let mut s = 0;
+    while s < n {
+        let e = (s + RANGE_BLOCK).min(n);
+        let c = compact(s, e, lo, len, &mut rel, &mut wt);
+        for (&r, &v) in rel[..c].iter().zip(&wt[..c]) {
+            out[r] = W::add(out[r], v);
+        }
+        s = e;
+    }
+}
+
+/// Deterministic histogram: each bin the sum of its inputs' weights in index order from `+0`,
+/// exactly the plain sequential loop (and PyTorch's one-thread `bincount`), at any thread
+/// count. With several threads each owns a contiguous range of bins and scans the whole input,
+/// adding only its own bins ([`count_range`]): threads split the bins, never a bin's
+/// additions, so no partial buffers are zeroed or merged. Integer weights (counts) are exact in
+/// any order, so they take the nondeterministic kernel, which gives the same values.
 fn hist_det_g<W: AccElem>(
     bin: &(impl Fn(usize) -> usize + Sync),
     n: usize,
     w: &(impl Fn(usize) -> W + Sync),
     nbins: usize,
     par: &Par,
+    compact: &Compact<'_, W>,
 ) -> Result<Vec<W>> {
-    let nb = hist_blocks(n, nbins);
-    let count = |lo: usize, hi: usize, out: &mut [W]| {
-        for i in lo..hi {
-            let b = bin(i);
-            if b < nbins {
-                out[b] = W::add(out[b], w(i));
-            }
-        }
-    };
+    if W::DTYPE == DType::I64 {
+        return hist_nondet_g(bin, n, w, nbins, par);
+    }
     let mut out = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
-    if nb == 1 || nbins == 0 {
-        count(0, n, &mut out);
+    let t = par.threads().min(nbins);
+    if t <= 1 || n < SERIAL_MAX {
+        count_seq(bin, n, w, &mut out);
         return Ok(out);
     }
-    if par.threads() == 1 {
-        // The same additions with one partial buffer reused: block 0 counts straight into
-        // `out` (`+0 + p0` is `p0`: a sum from `+0` is never `-0`), each later block into the
-        // zeroed buffer, then added bin by bin in block order. Less memory touched than one
-        // buffer per block.
-        count(0, n / nb, &mut out);
-        let mut buf = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
-        for b in 1..nb {
-            if b > 1 {
-                buf.fill(W::default());
-            }
-            count(n * b / nb, n * (b + 1) / nb, &mut buf);
-            for (o, &v) in out.iter_mut().zip(&buf) {
-                *o = W::add(*o, v);
-            }
-        }
-        return Ok(out);
-    }
-    let len = nb.checked_mul(nbins).ok_or(Error::OutOfMemory {
-        op: OP_BUF,
-        bytes: nb as u128 * nbins as u128 * core::mem::size_of::<W>() as u128,
-    })?;
-    let mut parts = crate::try_filled_vec(OP_BUF, len, W::default())?;
+    let per = nbins.div_ceil(t);
     par.install(|| {
-        parts
-            .par_chunks_mut(nbins)
+        out.par_chunks_mut(per)
             .enumerate()
-            .for_each(|(b, p)| count(n * b / nb, n * (b + 1) / nb, p))
-    });
-    par.install(|| {
-        out.par_chunks_mut(1 << 12).enumerate().for_each(|(c, o)| {
-            let lo = c << 12;
-            for b in 0..nb {
-                let p = &parts[b * nbins + lo..b * nbins + lo + o.len()];
-                for (o, &v) in o.iter_mut().zip(p) {
-                    *o = W::add(*o, v);
-                }
-            }
-        })
+            .for_each(|(k, o)| count_range(n, k * per, o, compact))
     });
     Ok(out)
 }
@@ -137,8 +266,8 @@ fn hist_nondet_g<W: AccElem>(
         }
     };
     let mut out = crate::try_filled_vec(OP_BUF, nbins, W::default())?;
-    if t == 1 || n < 1 << 15 {
-        count(0, n, &mut out);
+    if t == 1 || n < SERIAL_MAX {
+        count_seq(bin, n, w, &mut out);
         return Ok(out);
     }
     let total = Mutex::new(out);
@@ -187,7 +316,21 @@ fn hist_run<W: AccElem>(
                 Some(w) => {
                     let wf = |i: usize| w[i];
                     if det {
-                        hist_det_g(&bin, $n, &wf, nbins, par)
+                        match *inp {
+                            HistInput::Bins(x) => {
+                                let simd = Isa::Avx512.enabled();
+                                let c = |s, e, lo, len, r: &mut _, v: &mut _| {
+                                    compact_bins(x, w, simd, (s, e, lo, len), r, v)
+                                };
+                                hist_det_g(&bin, $n, &wf, nbins, par, &c)
+                            }
+                            _ => {
+                                let c = |s, e, lo, len, r: &mut _, v: &mut _| {
+                                    compact_scalar(&bin, &wf, (s, e, lo, len), r, v)
+                                };
+                                hist_det_g(&bin, $n, &wf, nbins, par, &c)
+                            }
+                        }
                     } else {
                         hist_nondet_g(&bin, $n, &wf, nbins, par)
                     }
@@ -195,7 +338,10 @@ fn hist_run<W: AccElem>(
                 None => {
                     let wf = |_: usize| W::ONE;
                     if det {
-                        hist_det_g(&bin, $n, &wf, nbins, par)
+                        let c = |s, e, lo, len, r: &mut _, v: &mut _| {
+                            compact_scalar(&bin, &wf, (s, e, lo, len), r, v)
+                        };
+                        hist_det_g(&bin, $n, &wf, nbins, par, &c)
                     } else {
                         hist_nondet_g(&bin, $n, &wf, nbins, par)
                     }
@@ -392,5 +538,110 @@ impl Tensor {
             }),
         };
         crate::trace::traced(OP, c.imp.algo, &[self], out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deterministic::scope;
+    use crate::threads::with_num_threads;
+
+    fn mix(n: usize, seed: u64) -> impl Iterator<Item = u64> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n).map(move |_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        })
+    }
+
+    /// Deterministic `bincount` with weights above [`SERIAL_MAX`] inputs (the bin-range path
+    /// with several threads): the bits of the plain sequential loop at 1, 2, 3 and 8 threads,
+    /// for few and many bins, skewed inputs (a quarter in bin 0), f32 and f64 weights.
+    #[test]
+    fn det_bincount_is_the_sequential_sum_at_any_thread_count() {
+        let n = 3 * SERIAL_MAX + 17;
+        for bins in [7usize, 1000, 70_000] {
+            let idx: Vec<i64> = mix(n, bins as u64)
+                .map(|r| {
+                    if r % 4 == 0 {
+                        0
+                    } else {
+                        (r >> 8) as i64 % bins as i64
+                    }
+                })
+                .collect();
+            let w: Vec<f32> = mix(n, 99)
+                .map(|r| (r >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                .collect();
+            let mut want = vec![0f32; bins + 3];
+            let mut want64 = vec![0f64; bins + 3];
+            for (&b, &v) in idx.iter().zip(&w) {
+                want[b as usize] += v;
+                want64[b as usize] += f64::from(v) * 1.5;
+            }
+            let x = Tensor::from_vec(idx, &[n]).unwrap();
+            let wt = Tensor::from_vec(w.clone(), &[n]).unwrap();
+            let w64: Vec<f64> = w.iter().map(|&v| f64::from(v) * 1.5).collect();
+            let wt64 = Tensor::from_vec(w64, &[n]).unwrap();
+            for t in [1, 2, 3, 8] {
+                let (got, got64) = scope(true, false, || {
+                    with_num_threads(t, || {
+                        (
+                            x.bincount(Some(&wt), bins + 3).unwrap(),
+                            x.bincount(Some(&wt64), bins + 3).unwrap(),
+                        )
+                    })
+                });
+                let got: Vec<u32> = got
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "f32, {bins} bins, {t} threads");
+                let got64: Vec<u64> = got64
+                    .to_vec::<f64>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                let want64: Vec<u64> = want64.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got64, want64, "f64, {bins} bins, {t} threads");
+            }
+        }
+    }
+
+    /// `count_range` over ranges that tile the bins gives the bits of one `count_seq`, also
+    /// with inputs outside every range (histc's `usize::MAX`) and a partial last block.
+    #[test]
+    fn count_range_tiles_count_seq() {
+        let n = 5 * RANGE_BLOCK + 3;
+        let bins: Vec<usize> = mix(n, 5)
+            .map(|r| {
+                if r % 7 == 0 {
+                    usize::MAX
+                } else {
+                    (r >> 9) as usize % 101
+                }
+            })
+            .collect();
+        let w: Vec<f32> = mix(n, 6).map(|r| (r >> 41) as f32 - 1e6).collect();
+        let (bin, wf) = (|i: usize| bins[i], |i: usize| w[i]);
+        let mut want = vec![0f32; 101];
+        count_seq(&bin, n, &wf, &mut want);
+        for per in [1usize, 10, 50, 101] {
+            let mut got = vec![0f32; 101];
+            for (k, o) in got.chunks_mut(per).enumerate() {
+                let c = |s, e, lo, len, r: &mut _, v: &mut _| {
+                    compact_scalar(&bin, &wf, (s, e, lo, len), r, v)
+                };
+                count_range(n, k * per, o, &c);
+            }
+            assert_eq!(got, want, "ranges of {per} bins");
+        }
     }
 }
