@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch CPU timings for the cases of crates/lockstep-tensor/benches/reduce_index.rs.
 
-    /opt/pyref/bin/python bench/tensor_ops.py [--reps 7] [--threads 1 2] [--filter NAME]
+    python3 bench/tensor_ops.py [--reps 7] [--threads 1 2] [--filter NAME]
 
 Times each case at each thread count (torch.set_num_threads) and prints the best of --reps
 runs in ms, in the same table layout as `LOCKSTEP_QUICK=1 cargo bench -p lockstep-tensor
