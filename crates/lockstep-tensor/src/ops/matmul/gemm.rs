@@ -52,6 +52,9 @@ pub fn splitk_parts(k: usize) -> usize {
     k.div_ceil(SPLITK_RANGE_K).clamp(1, SPLITK_MAX_PARTS)
 }
 
+/// Parallel products of at most this many multiply-adds (`m·n·k`) run as one tile per thread,
+/// each packing its own blocks (see [`blocked`]).
+const SMALL_WORK: usize = 1 << 24;
 /// At most this many lines in a direct kernel's prefetch list (one micro-tile's share).
 const PF_MAX: usize = 512;
 /// A direct A larger than this many bytes is read once per column of tiles from memory, not
@@ -737,10 +740,14 @@ fn blocked_with<T: GemmFloat>(
     let mc_panels = T::MC / mr;
     let mut nc_panels = T::NC / nr;
     let tiles_m = mp.div_ceil(mc_panels);
+    // A small product on several threads (256³: a fifth of a millisecond) runs in one parallel
+    // region, a tile per thread, each packing the A and B blocks it reads (B once per row of
+    // tiles), instead of packing A and B up front in parallel regions of their own.
+    let small = threads > 1 && m.saturating_mul(n).saturating_mul(k) <= SMALL_WORK;
     // With a single row of tiles each B block is used once: each task packs its own B block
     // per KC step into a buffer that stays in cache, instead of packing all of B up front
     // (which costs a round trip through memory for wide products such as 64×128×50257).
-    let local_b = tiles_m == 1 && packed_b.is_none();
+    let local_b = (tiles_m == 1 || small) && packed_b.is_none();
     let pb = if local_b || packed_b.is_some() {
         None
     } else {
@@ -751,9 +758,10 @@ fn blocked_with<T: GemmFloat>(
     // A with contiguous rows and a single row of tiles (few rows: an LM head) is read in place
     // by the direct kernels, not packed (see [`super::direct`]).
     let direct = !kern.direct.is_empty() && tiles_m == 1 && p.sa.1 == 1 && packed_b.is_none();
-    // Four tiles per thread for balance; but each column of tiles reads all of a direct A, so
-    // one per thread when A is too large to stay in cache between them (64×50257×128).
-    let per_thread = match direct && m * k * size_of::<T>() > DIRECT_A_SHARED {
+    // Four tiles per thread for balance; one for a small product (above), and when each
+    // column of tiles reads all of a direct A too large to stay in cache between them
+    // (64×50257×128).
+    let per_thread = match small || (direct && m * k * size_of::<T>() > DIRECT_A_SHARED) {
         true => 1,
         false => 4,
     };
@@ -764,7 +772,7 @@ fn blocked_with<T: GemmFloat>(
     // Likewise A: with several columns of tiles each A block is used by each of them, so all of
     // A is packed once up front (repacking it per tile cost a tenth of the time at 2048³); with
     // one column each task packs its own block per KC step, straight into L2.
-    let local_a = tiles_n == 1 && !direct;
+    let local_a = (tiles_n == 1 || small) && !direct;
     let pa = if local_a || direct {
         None
     } else {
@@ -1192,6 +1200,62 @@ mod tests {
                         back == want,
                         "{isa:?} {m}x{n}x{k} C transposed at {t} threads"
                     );
+                }
+            }
+        }
+    }
+
+    /// Small parallel products (one tile per thread, each packing its own A and B blocks, B
+    /// once per row of tiles) give the fma chain's bits at 1, 2, 3 and 8 threads, with several
+    /// rows of tiles, a KC block boundary, and A row- or column-major.
+    #[test]
+    fn small_parallel_products_give_the_chain_bits() {
+        let mut g = lockstep_rng::Generator::with_seed(13);
+        let mut vals = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (g.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0)
+                .collect()
+        };
+        for (m, n, k) in [
+            (256, 256, 256),
+            (300, 100, 200),
+            (500, 40, 300),
+            (30, 700, 200),
+        ] {
+            assert!(m * n * k > PAR_MIN_WORK && m * n * k <= SMALL_WORK);
+            let a = vals(m * k);
+            let b = vals(k * n);
+            let want = chain(m, n, k, &a, k, &b);
+            let mut at = vec![0f32; m * k];
+            for i in 0..m {
+                for p in 0..k {
+                    at[p * m + i] = a[i * k + p];
+                }
+            }
+            for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+                if !isa.available() {
+                    continue;
+                }
+                for t in [1, 2, 3, 8] {
+                    for (src, sa) in [(&a, (k, 1)), (&at, (1, m))] {
+                        let mut c = vec![f32::NAN; m * n];
+                        gemm_with(
+                            isa,
+                            m,
+                            n,
+                            k,
+                            src,
+                            sa,
+                            &b,
+                            (n, 1),
+                            &mut c,
+                            (n, 1),
+                            &Par::new(t),
+                        )
+                        .unwrap();
+                        let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                        assert!(got == want, "{isa:?} {m}x{n}x{k} A {sa:?} at {t} threads");
+                    }
                 }
             }
         }
