@@ -225,6 +225,17 @@ fma_fn! {
 }
 
 fma_fn! {
+    /// `out[i] = binomial(n, p)` by BTPE with its explicit ratios tabulated (`n − y` when
+    /// `flip`).
+    fn btpe_fill<S: Source>(s: &mut S, alg: &Btpe, t: &[f64; 41], flip: bool, out: &mut [i64]) {
+        for o in out {
+            let y = alg.draw_with(s, Some(t));
+            *o = if flip { alg.n - y } else { y };
+        }
+    }
+}
+
+fma_fn! {
     /// `out[i] = binomial(n, p)`, `b` set up for `(n, p)`.
     fn binomial_fill<S: Source>(s: &mut S, b: &Binomial, out: &mut [i64]) {
         for o in out {
@@ -940,9 +951,41 @@ impl Btpe {
         }
     }
 
+    /// `f(y)/f(m)` as BTPE's explicit evaluation computes it (a product or quotient chain,
+    /// in NumPy's order).
+    #[inline(always)]
+    fn explicit_ratio(&self, y: i64) -> f64 {
+        let (n, m, r, q) = (self.n, self.m, self.r, self.q);
+        let s_ = r / q;
+        let a = s_ * (n + 1) as f64;
+        let mut f = 1.0;
+        if m < y {
+            for i in m + 1..=y {
+                f *= a / i as f64 - s_;
+            }
+        } else if m > y {
+            for i in y + 1..=m {
+                f /= a / i as f64 - s_;
+            }
+        }
+        f
+    }
+
+    /// [`explicit_ratio`](Self::explicit_ratio) for `y = m − 20 ..= m + 20`, the range where
+    /// draws need it (a pure function of `y`: the same values, computed once per call).
+    fn ratio_table(&self) -> [f64; 41] {
+        std::array::from_fn(|i| self.explicit_ratio(self.m - 20 + i as i64))
+    }
+
     /// One draw of `min(p, 1 − p)`'s binomial (the caller flips for `p > 0.5`).
     #[inline(always)]
     fn draw<S: Source>(&self, s: &mut S) -> i64 {
+        self.draw_with(s, None)
+    }
+
+    /// As [`draw`](Self::draw), reading the explicit ratios from `table` where it has them.
+    #[inline(always)]
+    fn draw_with<S: Source>(&self, s: &mut S, table: Option<&[f64; 41]>) -> i64 {
         let Self {
             n,
             nf,
@@ -992,18 +1035,10 @@ impl Btpe {
             let k = (y - m).abs();
             if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
                 // Explicit evaluation of f(y)/f(m).
-                let s_ = r / q;
-                let a = s_ * (n + 1) as f64;
-                let mut f = 1.0;
-                if m < y {
-                    for i in m + 1..=y {
-                        f *= a / i as f64 - s_;
-                    }
-                } else if m > y {
-                    for i in y + 1..=m {
-                        f /= a / i as f64 - s_;
-                    }
-                }
+                let f = match table {
+                    Some(t) if k <= 20 => t[(y - m + 20) as usize],
+                    _ => self.explicit_ratio(y),
+                };
                 if v > f {
                     continue;
                 }
@@ -1792,6 +1827,13 @@ pub trait Distributions: Blocked + Sized {
         {
             let t = InversionTable::new(&alg);
             with_block!(self, out.len(), |s| inversion_fill(s, &t, n, flip, out));
+            return Ok(());
+        }
+        if let Binomial::Btpe { alg, flip } = b
+            && out.len() >= BLOCK_MIN
+        {
+            let t = alg.ratio_table();
+            with_block!(self, out.len(), |s| btpe_fill(s, &alg, &t, flip, out));
             return Ok(());
         }
         with_block!(self, out.len(), |s| binomial_fill(s, &b, out));
