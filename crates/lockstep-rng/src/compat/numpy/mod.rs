@@ -6,9 +6,12 @@
 //!   `np.random.default_rng(seed)` = `Generator(PCG64(SeedSequence(seed)))`.
 //!
 //! Samplers fill a caller's slice: the slice length plays the role of NumPy's `size`, and
-//! values come in C order. Float math that NumPy leaves to the C library (`log`, `log1p`,
-//! `exp`, `sqrt`) goes through Rust's `f64`/`f32` methods, which call the platform C library:
-//! results equal NumPy's where that library is glibc (as on NumPy's Linux wheels).
+//! values come in C order. Float math that NumPy leaves to the C library goes through
+//! lockstep's bit-exact ports of glibc's `log`, `exp` and `pow`
+//! ([`glibc_math`](crate::compat::glibc_math): NumPy's Linux values on every platform) in the
+//! distributions and the legacy Gaussian, and otherwise (`log1p`, `expm1`, `sqrt`, …) through
+//! the platform C library: results equal NumPy's where that library is glibc (as on NumPy's
+//! Linux wheels).
 //!
 //! ```
 //! use lockstep_rng::compat::numpy::{RandomState, default_rng};
