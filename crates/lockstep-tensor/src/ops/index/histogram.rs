@@ -7,6 +7,7 @@ use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::matmul::Isa;
+use crate::ops::matmul::kernel::prefetch;
 use crate::ops::reduce::dense;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -45,12 +46,19 @@ pub type HistFn<W> = fn(&HistInput<'_>, Option<&[W]>, usize, &Par) -> Result<Vec
 /// The op named by an allocation failure of the histogram kernels.
 const OP_BUF: &str = "bincount/histc";
 
-/// Inputs below this many are counted on the calling thread by every kernel (a pool hop
-/// costs more). Speed only: every kernel adds each bin's inputs in index order.
+/// Inputs below this many are counted on the calling thread by the plain sequential loop, in
+/// both kernels (a pool hop costs more).
 const SERIAL_MAX: usize = 1 << 15;
 
 /// Inputs per block of [`count_range`]: the compacted block (bins and weights) stays in L1.
 const RANGE_BLOCK: usize = 1024;
+
+/// Bins of more than this many bytes are not expected in L2: [`count_seq`] prefetches the bin
+/// [`PF_AHEAD`] inputs ahead (speed only; 16Mi inputs into 10^6 f32 bins on one thread took
+/// 79 ms with it, 80 to 92 ms without; [`count_range`]'s smaller ranges did not gain).
+const PF_BINS_BYTES: usize = 1 << 20;
+/// How many inputs ahead the bin is prefetched.
+const PF_AHEAD: usize = 16;
 
 /// Adds to `out[b]` the weight of every input `i < n` whose bin is `b < out.len()`, in index
 /// order: the plain sequential loop.
@@ -61,6 +69,22 @@ fn count_seq<W: AccElem>(
     w: &impl Fn(usize) -> W,
     out: &mut [W],
 ) {
+    if core::mem::size_of_val(out) > PF_BINS_BYTES && n > PF_AHEAD {
+        for i in 0..n - PF_AHEAD {
+            prefetch(out.as_ptr().wrapping_add(bin(i + PF_AHEAD)), 0..1, true);
+            let b = bin(i);
+            if b < out.len() {
+                out[b] = W::add(out[b], w(i));
+            }
+        }
+        for i in n - PF_AHEAD..n {
+            let b = bin(i);
+            if b < out.len() {
+                out[b] = W::add(out[b], w(i));
+            }
+        }
+        return;
+    }
     for i in 0..n {
         let b = bin(i);
         if b < out.len() {
@@ -563,7 +587,8 @@ mod tests {
     #[test]
     fn det_bincount_is_the_sequential_sum_at_any_thread_count() {
         let n = 3 * SERIAL_MAX + 17;
-        for bins in [7usize, 1000, 70_000] {
+        // 300_000 f32 bins: past PF_BINS_BYTES (the prefetching loop).
+        for bins in [7usize, 1000, 70_000, 300_000] {
             let idx: Vec<i64> = mix(n, bins as u64)
                 .map(|r| {
                     if r % 4 == 0 {
