@@ -362,11 +362,15 @@ fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64
             base[i] = small_base(shape, u[i], y[i]);
         }
         pow_all(&base[..m], inv, &mut x[..m]);
+        // Branch-free compaction (acceptance is a coin flip the CPU cannot predict): every
+        // attempt writes its value at `done`, and only an accepted one moves `done` on, so a
+        // rejected value is overwritten later (`done < len` holds until the last value).
         for i in 0..m {
-            if small_accepts(shape, u[i], v[i], y[i], x[i]) {
-                out[done] = scale * x[i];
-                done += 1;
+            let ok = small_accepts(shape, u[i], v[i], y[i], x[i]);
+            if let Some(o) = out.get_mut(done) {
+                *o = scale * x[i];
             }
+            done += ok as usize;
         }
     }
 }
