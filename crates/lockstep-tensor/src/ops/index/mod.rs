@@ -15,9 +15,12 @@
 //!   of destination rows (and, for wide rows, a block of columns) and scans the sources in
 //!   order, adding only those that land in its range. Every destination element therefore adds
 //!   its contributions in source order, exactly as a sequential loop does, whatever the number
-//!   of threads. `bincount`/`histc` (many sources, few bins) instead cut the input into a
-//!   number of blocks fixed by the shapes, count each block in order, and add the block
-//!   partials per bin in block order.
+//!   of threads. `bincount` with float weights does the same with bins as the destination:
+//!   every bin adds its weights in index order starting from +0 (the sequential loop, and
+//!   PyTorch's one-thread order); on one thread it *is* the sequential loop, on several each
+//!   thread owns a contiguous range of bins and scans the whole input. Integer counts
+//!   (`bincount` without weights, `histc`) are exact in any order and take the per-thread
+//!   buffer kernel in both modes.
 //!
 //! One file per family: `select.rs` (`index_select`, `gather`), `scatter.rs` (`scatter_add`
 //! and its element-index kernels), `add_put.rs` (`index_add`, `index_put`), `embedding.rs`
