@@ -833,8 +833,9 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
 pub(crate) const DW_ROWS: usize = 6;
 
 /// `K` steps per pass over `W_hh`'s gradient: a block of `H_prev`'s rows (`KC × 4·U`) stays in
-/// L1 while every row tile of the share uses it.
-const KC: usize = 128;
+/// L1 while every row tile of the share uses it (rows 512 bytes apart, H = 128, share 32 of the
+/// 64 sets: 64 rows fill 8 of their 12 ways, 128 overflowed them; measured ~2 % of the step).
+const KC: usize = 64;
 
 /// Rows `i0..i1` of `W_hh`'s gradient `[4H, H]` into `dw`: element `(i, j)` is the chain over
 /// `p < K` of `dg[p·4H + i] · hp[p·H + j]` from `+0.0` — the blocked GEMM's bits for
