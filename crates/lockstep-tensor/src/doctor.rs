@@ -317,7 +317,8 @@ pub const PLATFORM_MATH: &[PlatformMath] = &[
                chisquare, f, standard_t, lognormal, logseries, poisson, binomial, \
                hypergeometric, vonmises, wald, weibull, pareto, power, gumbel, logistic, \
                zipf, geometric, rayleigh, laplace, gauss (legacy)",
-        functions: "log, log1p, exp, expm1, pow, cos, acos, fmod, logf, powf",
+        functions: "log1p, expm1, cos, acos, fmod, logf, powf, expf, log1pf (log, exp, pow: \
+                    lockstep's bit-exact ports of glibc's)",
         deterministic_kernel: false,
     },
     PlatformMath {

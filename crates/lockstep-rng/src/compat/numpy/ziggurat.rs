@@ -1,9 +1,11 @@
 //! NumPy's 256-strip ziggurat samplers (`Generator.standard_normal`, `standard_exponential`)
 //! on its embedded tables. The fast path is a table lookup and one multiply; the rare tail
-//! and wedge paths call the C library's `log1p`/`exp` (and float variants) like NumPy.
+//! and wedge paths call the C library's `log1p` (and the float variants `log1pf`/`expf`) like
+//! NumPy, and glibc's `exp` through lockstep's bit-exact port.
 
 use super::Bits;
 use super::ziggurat_tables::*;
+use crate::compat::glibc_math::exp;
 
 /// `(u32 >> 8) · 2^-24`: NumPy's float32 uniform.
 #[inline(always)]
@@ -50,7 +52,7 @@ fn normal_f64_slow<B: Bits>(b: &mut B, idx: usize, rabs: u64, x: f64) -> Option<
         }
     }
     let f = (FI_DOUBLE[idx - 1] - FI_DOUBLE[idx]) * b.f64() + FI_DOUBLE[idx];
-    (f < (-0.5 * x * x).exp()).then_some(x)
+    (f < exp(-0.5 * x * x)).then_some(x)
 }
 
 /// One float32 standard normal from 32-bit draws.
@@ -107,7 +109,7 @@ pub(crate) fn exponential_f64<B: Bits>(b: &mut B) -> f64 {
             // Tail: the exponential is memoryless, so shift a fresh draw past the last strip.
             return ZIGGURAT_EXP_R - (-b.f64()).ln_1p();
         }
-        if (FE_DOUBLE[idx - 1] - FE_DOUBLE[idx]) * b.f64() + FE_DOUBLE[idx] < (-x).exp() {
+        if (FE_DOUBLE[idx - 1] - FE_DOUBLE[idx]) * b.f64() + FE_DOUBLE[idx] < exp(-x) {
             return x;
         }
     }
