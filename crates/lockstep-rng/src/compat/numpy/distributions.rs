@@ -228,10 +228,7 @@ fma_fn! {
     /// `out[i] = binomial(n, p)` by BTPE with its explicit ratios tabulated (`n − y` when
     /// `flip`).
     fn btpe_fill<S: Source>(s: &mut S, alg: &Btpe, t: &[f64; 41], flip: bool, out: &mut [i64]) {
-        for o in out {
-            let y = alg.draw_with(s, Some(t));
-            *o = if flip { alg.n - y } else { y };
-        }
+        alg.fill_batched(s, t, flip, out)
     }
 }
 
@@ -990,11 +987,130 @@ impl Btpe {
     /// As [`draw`](Self::draw), reading the explicit ratios from `table` where it has them.
     #[inline(always)]
     fn draw_with<S: Source>(&self, s: &mut S, table: Option<&[f64; 41]>) -> i64 {
+        loop {
+            let u = s.uniform() * self.p4;
+            let v = s.uniform();
+            let log_v = if u > self.p2 { log(v) } else { 0.0 };
+            match self.first(u, v, log_v, table) {
+                Step::Accept(y) => return y,
+                Step::Reject => continue,
+                Step::Squeeze(y, w) => {
+                    if self.squeeze(y, log(w)) {
+                        return y;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One attempt up to the squeeze, from `u` (already times `p4`), `v` and `log_v = log(v)`
+    /// (read only in the tails, `u > p2`).
+    #[inline(always)]
+    fn first(&self, u: f64, v: f64, log_v: f64, table: Option<&[f64; 41]>) -> Step {
+        let Self {
+            n,
+            m,
+            mf,
+            p1,
+            xm,
+            xl,
+            xr,
+            c,
+            laml,
+            lamr,
+            p2,
+            p3,
+            nrq,
+            ..
+        } = *self;
+        let y: i64;
+        let v = if u <= p1 {
+            // Triangular centre: accept at once.
+            return Step::Accept(to_i64((xm - p1 * v + u).floor()));
+        } else if u <= p2 {
+            let x = xl + (u - p1) / c;
+            let v = v * c + 1.0 - (mf - x + 0.5).abs() / p1;
+            if v > 1.0 {
+                return Step::Reject;
+            }
+            y = to_i64(x.floor());
+            v
+        } else if u <= p3 {
+            y = to_i64((xl + log_v / laml).floor());
+            if y < 0 || v == 0.0 {
+                return Step::Reject;
+            }
+            v * (u - p2) * laml
+        } else {
+            y = to_i64((xr - log_v / lamr).floor());
+            if y > n || v == 0.0 {
+                return Step::Reject;
+            }
+            v * (u - p3) * lamr
+        };
+        let k = (y - m).abs();
+        if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
+            // Explicit evaluation of f(y)/f(m).
+            let f = match table {
+                Some(t) if k <= 20 => t[(y - m + 20) as usize],
+                _ => self.explicit_ratio(y),
+            };
+            return if v > f { Step::Reject } else { Step::Accept(y) };
+        }
+        Step::Squeeze(y, v)
+    }
+
+    /// The squeeze of an attempt that reached it: the normal approximation, then the
+    /// Stirling bound; `big_a = log(v)`.
+    #[inline(always)]
+    fn squeeze(&self, y: i64, big_a: f64) -> bool {
         let Self {
             n,
             nf,
             r,
             q,
+            m,
+            mf,
+            xm,
+            nrq,
+            ..
+        } = *self;
+        let k = (y - m).abs();
+        let kf = k as f64;
+        let rho = (kf / nrq) * ((kf * (kf / 3.0 + 0.625) + 0.16666666666666666) / nrq + 0.5);
+        let t = (-k * k) as f64 / (2.0 * nrq);
+        if big_a < t - rho {
+            return true;
+        }
+        if big_a > t + rho {
+            return false;
+        }
+        let x1 = y as f64 + 1.0;
+        let f1 = mf + 1.0;
+        let z = nf + 1.0 - mf;
+        let w = nf - y as f64 + 1.0;
+        let (x2, f2, z2, w2) = (x1 * x1, f1 * f1, z * z, w * w);
+        let bound = xm * log(f1 / x1)
+            + ((n - m) as f64 + 0.5) * log(z / w)
+            + (y - m) as f64 * log(w * r / (x1 * q))
+            + stirling_term(f1, f2)
+            + stirling_term(z, z2)
+            + stirling_term(x1, x2)
+            + stirling_term(w, w2);
+        big_a <= bound
+    }
+
+    /// `out.len()` draws (`n − y` when `flip`), attempts in batches: each takes two uniforms
+    /// whatever earlier attempts gave, and a batch has at most as many attempts as values
+    /// still wanted. The tails' `log(v)` and the squeeze's `log(v)` run eight lanes at a time
+    /// over the attempts that need them; the region choice and the tests before the squeeze
+    /// are computed for every region and selected (the region is unpredictable), then the
+    /// accepted values are kept in order.
+    #[inline(always)]
+    fn fill_batched<S: Source>(&self, s: &mut S, t: &[f64; 41], flip: bool, out: &mut [i64]) {
+        use crate::compat::glibc_math::log_all;
+        let Self {
+            n,
             m,
             mf,
             p1,
@@ -1008,75 +1124,107 @@ impl Btpe {
             p3,
             p4,
             nrq,
+            ..
         } = *self;
-        loop {
-            let u = s.uniform() * p4;
-            let mut v = s.uniform();
-            let y: i64;
-            if u <= p1 {
-                // Triangular centre: accept at once.
-                return to_i64((xm - p1 * v + u).floor());
-            } else if u <= p2 {
-                let x = xl + (u - p1) / c;
-                v = v * c + 1.0 - (mf - x + 0.5).abs() / p1;
-                if v > 1.0 {
-                    continue;
-                }
-                y = to_i64(x.floor());
-            } else if u <= p3 {
-                y = to_i64((xl + log(v) / laml).floor());
-                if y < 0 || v == 0.0 {
-                    continue;
-                }
-                v = v * (u - p2) * laml;
-            } else {
-                y = to_i64((xr - log(v) / lamr).floor());
-                if y > n || v == 0.0 {
-                    continue;
-                }
-                v = v * (u - p3) * lamr;
+        let far = nrq / 2.0 - 1.0;
+        let (mut u, mut v) = ([0.0; BATCH], [0.0; BATCH]);
+        // Compacted: the tail attempts' v and logs; the squeezed attempts' v, logs, index.
+        let (mut tv, mut tl) = ([0.0; BATCH], [0.0; BATCH]);
+        let (mut sv, mut sl, mut si) = ([0.0; BATCH], [0.0; BATCH], [0usize; BATCH]);
+        // Per attempt: its y and 0 reject, 1 accept, 2 squeeze; then the accepted values.
+        let (mut y, mut st, mut acc) = ([0i64; BATCH], [0u8; BATCH], [0i64; BATCH]);
+        let mut done = 0;
+        while done < out.len() {
+            let b = (out.len() - done).min(BATCH);
+            let mut nt = 0;
+            for i in 0..b {
+                u[i] = s.uniform() * p4;
+                v[i] = s.uniform();
+                tv[nt] = v[i];
+                nt += (u[i] > p2) as usize;
             }
-            let k = (y - m).abs();
-            if !(k > 20 && (k as f64) < nrq / 2.0 - 1.0) {
-                // Explicit evaluation of f(y)/f(m).
-                let f = match table {
-                    Some(t) if k <= 20 => t[(y - m + 20) as usize],
-                    _ => self.explicit_ratio(y),
+            // Whole lanes (the padding logs stale values, never read): no scalar remainder.
+            let nt8 = nt.next_multiple_of(8);
+            log_all(&tv[..nt8], &mut tl[..nt8]);
+            let (mut j, mut ns) = (0, 0);
+            for i in 0..b {
+                let (uu, v0) = (u[i], v[i]);
+                let tail = uu > p2;
+                // Read only where `tail`.
+                let lv = tl[j];
+                j += tail as usize;
+                let (r1, r2, r3) = (uu <= p1, uu <= p2, uu <= p3);
+                let x = xl + (uu - p1) / c;
+                let v2 = v0 * c + 1.0 - (mf - x + 0.5).abs() / p1;
+                // The tails: the same operations as each side's own, operands selected.
+                let (lam, pt) = if r3 { (laml, p2) } else { (lamr, p3) };
+                let lq = lv / lam;
+                let vt = v0 * (uu - pt) * lam;
+                let yf = if r1 {
+                    xm - p1 * v0 + uu
+                } else if r2 {
+                    x
+                } else if r3 {
+                    xl + lq
+                } else {
+                    xr - lq
                 };
-                if v > f {
-                    continue;
+                // One conversion for the selected region.
+                let yy = to_i64(yf.floor());
+                let (vv, reject) = if r2 {
+                    (v2, v2 > 1.0)
+                } else if r3 {
+                    (vt, yy < 0 || v0 == 0.0)
+                } else {
+                    (vt, yy > n || v0 == 0.0)
+                };
+                // Wrapping: a rejected tail's y may be i64::MIN or MAX (log(0)).
+                let d = yy.wrapping_sub(m);
+                let k = d.wrapping_abs();
+                let f = t[(d.clamp(-20, 20) + 20) as usize];
+                let mut state = if r1 {
+                    1
+                } else if reject {
+                    0
+                } else if k <= 20 {
+                    u8::from(!(vv > f))
+                } else if (k as f64) < far {
+                    2
+                } else {
+                    3
+                };
+                if state == 3 {
+                    state = u8::from(!(vv > self.explicit_ratio(yy)));
                 }
-                return y;
+                y[i] = yy;
+                st[i] = state;
+                sv[ns] = vv;
+                si[ns] = i;
+                ns += (state == 2) as usize;
             }
-            // Squeeze with the normal approximation, then the Stirling bound.
-            let kf = k as f64;
-            let rho = (kf / nrq) * ((kf * (kf / 3.0 + 0.625) + 0.16666666666666666) / nrq + 0.5);
-            let t = (-k * k) as f64 / (2.0 * nrq);
-            let big_a = log(v);
-            if big_a < t - rho {
-                return y;
+            let ns8 = ns.next_multiple_of(8);
+            log_all(&sv[..ns8], &mut sl[..ns8]);
+            for q in 0..ns {
+                let i = si[q];
+                st[i] = u8::from(self.squeeze(y[i], sl[q]));
             }
-            if big_a > t + rho {
-                continue;
+            let mut a = 0;
+            for i in 0..b {
+                acc[a] = if flip { n - y[i] } else { y[i] };
+                a += st[i] as usize;
             }
-            let x1 = y as f64 + 1.0;
-            let f1 = mf + 1.0;
-            let z = nf + 1.0 - mf;
-            let w = nf - y as f64 + 1.0;
-            let (x2, f2, z2, w2) = (x1 * x1, f1 * f1, z * z, w * w);
-            let bound = xm * log(f1 / x1)
-                + ((n - m) as f64 + 0.5) * log(z / w)
-                + (y - m) as f64 * log(w * r / (x1 * q))
-                + stirling_term(f1, f2)
-                + stirling_term(z, z2)
-                + stirling_term(x1, x2)
-                + stirling_term(w, w2);
-            if big_a > bound {
-                continue;
-            }
-            return y;
+            out[done..done + a].copy_from_slice(&acc[..a]);
+            done += a;
         }
     }
+}
+
+/// Where one BTPE attempt stands before the squeeze.
+enum Step {
+    Accept(i64),
+    Reject,
+    /// `(y, v)`: decided by the squeeze on `log(v)`.
+    Squeeze(i64, f64),
 }
 
 /// `random_binomial` / `legacy_random_binomial` for one `(n, p)`, set up once: `Generator`
