@@ -255,6 +255,108 @@ fma_fn! {
     }
 }
 
+/// Uniforms buffered by [`mult_batched`].
+#[cfg(target_arch = "x86_64")]
+const MULT_BUF: usize = 512;
+
+/// Multiplication-method Poisson values from a buffer of uniforms. The product chain of a
+/// value starting at every buffered position (`1·u_p·u_{p+1}·…` until it drops to `limit`,
+/// left to right as the one-at-a-time loop multiplies) is computed for sixteen positions side
+/// by side: one chain is a latency chain, the positions are independent. The values are then
+/// read off in order, each starting after the last uniform the previous one used. Products
+/// never grow (uniforms are below 1, rounding is monotone), so a value is the number of steps
+/// still above `limit`. No more uniforms are buffered than values still wanted (each takes
+/// at least one), so the generator ends where drawing one at a time leaves it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn mult_batched<S: Source>(s: &mut S, limit: f64, out: &mut [i64]) {
+    const L: usize = 16;
+    // Zero padding ends every chain by `len`: a chain that reaches it is incomplete.
+    let mut buf = [0.0f64; MULT_BUF + L];
+    let mut k = [0i64; MULT_BUF + L];
+    let (mut pos, mut len, mut done) = (0usize, 0usize, 0usize);
+    while done < out.len() {
+        // Keep the unused uniforms; top up to at most the values still wanted.
+        buf.copy_within(pos..len, 0);
+        len -= pos;
+        pos = 0;
+        let add = (MULT_BUF - len).min((out.len() - done).saturating_sub(len));
+        if add == 0 {
+            // The value at `pos` runs past every uniform that may be buffered: finish it
+            // one uniform at a time (all buffered products are above `limit`).
+            let mut prod = 1.0;
+            for &u in &buf[..len] {
+                prod *= u;
+            }
+            let mut kk = len as i64;
+            loop {
+                prod *= s.uniform();
+                if prod > limit {
+                    kk += 1;
+                } else {
+                    break;
+                }
+            }
+            out[done] = kk;
+            done += 1;
+            len = 0;
+            continue;
+        }
+        for b in &mut buf[len..len + add] {
+            *b = s.uniform();
+        }
+        len += add;
+        buf[len..len + L].fill(0.0);
+        mult_chains(&buf[..len + L], len, limit, &mut k);
+        while done < out.len() {
+            let end = pos + k[pos] as usize;
+            if end >= len {
+                break;
+            }
+            out[done] = k[pos];
+            done += 1;
+            pos = end + 1;
+        }
+    }
+}
+
+/// `k[p]` for `p < len` (rounded up to 16): the steps of the chain from `p` still above `limit`
+/// (`buf` has 16 zeros after `len`, which end every chain), sixteen chains side by side.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn mult_chains(buf: &[f64], len: usize, limit: f64, k: &mut [i64]) {
+    use std::arch::x86_64::*;
+    assert!(buf.len() >= len + 16 && k.len() >= len.next_multiple_of(16));
+    let lim = _mm256_set1_pd(limit);
+    for p0 in (0..len).step_by(16) {
+        let mut pr = [_mm256_set1_pd(1.0); 4];
+        let mut kk = [_mm256_setzero_si256(); 4];
+        let mut t = p0;
+        loop {
+            let mut any = _mm256_setzero_pd();
+            for g in 0..4 {
+                // SAFETY: t ≤ len, so t + 4g + 3 < len + 16 ≤ buf.len().
+                let x = unsafe { _mm256_loadu_pd(buf.as_ptr().add(t + 4 * g)) };
+                pr[g] = _mm256_mul_pd(pr[g], x);
+                let above = _mm256_cmp_pd::<_CMP_GT_OQ>(pr[g], lim);
+                // The mask is −1 where above.
+                kk[g] = _mm256_sub_epi64(kk[g], _mm256_castpd_si256(above));
+                any = _mm256_or_pd(any, above);
+            }
+            // By `t = len` every lane has met a zero (the bound keeps the loads in `buf`
+            // whatever `limit` is).
+            if _mm256_movemask_pd(any) == 0 || t == len {
+                break;
+            }
+            t += 1;
+        }
+        for (g, v) in kk.iter().enumerate() {
+            // SAFETY: p0 + 16 ≤ k.len() (asserted).
+            unsafe { _mm256_storeu_si256(k.as_mut_ptr().add(p0 + 4 * g).cast(), *v) };
+        }
+    }
+}
+
 /// Attempts per batch of the batched rejection samplers: their transcendental functions run
 /// over a whole batch, eight lanes at a time.
 const BATCH: usize = 128;
@@ -1959,6 +2061,15 @@ pub trait Distributions: Blocked + Sized {
             ));
         }
         let p = Poisson::new(lam);
+        #[cfg(target_arch = "x86_64")]
+        if let Poisson::Mult { limit } = p
+            && out.len() >= BLOCK_MIN
+            && crate::isa::Isa::Avx2.enabled()
+        {
+            // SAFETY: AVX2 is available (checked by `enabled`).
+            with_block!(self, out.len(), |s| unsafe { mult_batched(s, limit, out) });
+            return Ok(());
+        }
         if let Poisson::Ptrs(ptrs) = p {
             with_block!(self, out.len(), |s| ptrs_fill(s, &ptrs, out));
             return Ok(());
@@ -2265,7 +2376,7 @@ mod tests {
     use crate::compat::numpy::{Generator, Pcg64Dxsm, RandomState, SeedSequence, default_rng};
 
     /// (name, a, b): the samplers that draw through a block source, over their branches.
-    const CASES: [(&str, f64, f64); 14] = [
+    const CASES: [(&str, f64, f64); 16] = [
         ("gamma", 2.5, 1.0),
         ("gamma", 0.5, 2.0),
         ("gamma", 1e-3, 1.0),
@@ -2274,6 +2385,8 @@ mod tests {
         ("beta", 0.5, 0.7),
         ("beta", 1e-200, 1e-200),
         ("poisson", 4.5, 0.0),
+        ("poisson", 0.3, 0.0),
+        ("poisson", 9.9, 0.0),
         ("poisson", 57.3, 0.0),
         ("poisson", 0.0, 0.0),
         ("binomial", 10.0, 0.3),
