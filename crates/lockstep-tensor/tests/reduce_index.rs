@@ -1275,3 +1275,53 @@ fn huge_reduction_outputs_are_errors() {
         Err(Error::OutOfMemory { .. })
     ));
 }
+
+/// Deterministic `bincount` with f32 weights equals PyTorch's one-thread result bit for bit on
+/// inputs large enough to be split across threads (golden: `tools/golden_bincount_order.py`,
+/// inputs redrawn from the same torch seeds), at 1, 2, 3 and 8 threads.
+#[test]
+fn det_bincount_matches_pytorch_index_order() {
+    let root = common::golden("bincount_order.json");
+    for c in root["cases"].as_array().unwrap() {
+        let seed = c["seed"].as_u64().unwrap();
+        let n = c["n"].as_u64().unwrap() as usize;
+        let bins = c["bins"].as_u64().unwrap() as usize;
+        let mut g = lockstep_rng::Generator::with_seed(seed);
+        let x = Tensor::randint(0, bins as i64, &[n], DType::I64, Some(&mut g)).unwrap();
+        let w = Tensor::randn(&[n], DType::F32, Some(&mut g)).unwrap();
+        // The inputs are torch's.
+        let xs: i64 = x.to_vec::<i64>().unwrap().iter().sum();
+        assert_eq!(
+            xs,
+            c["x_sum"].as_i64().unwrap(),
+            "seed {seed}: randint differs"
+        );
+        let w_first: Vec<i64> = w.to_vec::<f32>().unwrap()[..4]
+            .iter()
+            .map(|v| v.to_bits() as i32 as i64)
+            .collect();
+        let want_first: Vec<i64> = c["w_bits_first"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(w_first, want_first, "seed {seed}: randn differs");
+        let want: Vec<u32> = c["out_bits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        for threads in [1, 2, 3, 8] {
+            let got = scope(true, false, || {
+                with_num_threads(threads, || x.bincount(Some(&w), bins))
+            })
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+            let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "seed {seed}, {bins} bins, {threads} threads");
+        }
+    }
+}
