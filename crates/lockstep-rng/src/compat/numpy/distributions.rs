@@ -63,6 +63,14 @@ pub(crate) mod sealed {
         }
         /// Legacy only: caches `g` as the pending polar Gaussian.
         fn put_gauss(&mut self, _g: f64) {}
+        /// Block sources: the buffered words not yet drawn (made when none are left; empty
+        /// where the source has no buffer), to be read ahead and marked drawn by
+        /// [`consume`](Source::consume).
+        fn words(&mut self) -> &[u32] {
+            &[]
+        }
+        /// Marks the first `n` words of [`words`](Source::words) drawn.
+        fn consume(&mut self, _n: usize) {}
     }
 
     /// A class whose draws can also come from a block of words made at once.
@@ -496,6 +504,104 @@ enum Gauss {
     First(usize),
 }
 
+/// Complete uniforms a [`Window`] holds at most: a whole MT19937 block's words.
+const WIN: usize = crate::engines::mt19937::N / 2;
+
+/// 64-bit words of [`Window::acc`].
+const WIN_BITS: usize = WIN.div_ceil(64);
+
+/// Uniforms read ahead from a block source's buffered words (two words each, as `uniform`
+/// makes them), with the polar pair at each position worked out at once: `x = 2U − 1`,
+/// `r2[p] = x[p]² + x[p+1]²` and whether it falls in the unit disc (bit `p` of `acc`), so
+/// that the polar loop of [`legacy_mt_loop`] is a search for the next set bit of the same
+/// parity.
+struct Window {
+    u: [f64; WIN],
+    x: [f64; WIN],
+    r2: [f64; 64 * WIN_BITS],
+    acc: [u64; WIN_BITS],
+    /// Uniforms held, the next one not drawn, and how many of them are marked drawn.
+    n: usize,
+    pos: usize,
+    synced: usize,
+}
+
+impl Window {
+    fn new() -> Self {
+        Self {
+            u: [0.0; WIN],
+            x: [0.0; WIN],
+            r2: [0.0; 64 * WIN_BITS],
+            acc: [0; WIN_BITS],
+            n: 0,
+            pos: 0,
+            synced: 0,
+        }
+    }
+
+    /// Reads at most `cap` uniforms ahead (fewer where a call wants only a few values).
+    #[inline(always)]
+    fn load<S: Source>(&mut self, s: &mut S, cap: usize) {
+        let w = s.words();
+        let n = (w.len() / 2).min(cap).min(WIN);
+        for (u, p) in self.u[..n].iter_mut().zip(w.chunks_exact(2)) {
+            let (a, b) = (p[0] >> 5, p[1] >> 6);
+            *u = (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0);
+        }
+        for (x, &u) in self.x[..n].iter_mut().zip(&self.u[..n]) {
+            *x = 2.0 * u - 1.0;
+        }
+        let pairs = n.saturating_sub(1);
+        for p in 0..pairs {
+            self.r2[p] = self.x[p] * self.x[p] + self.x[p + 1] * self.x[p + 1];
+        }
+        // Positions without a whole pair are never accepted.
+        self.r2[pairs..].fill(1.0);
+        for (bits, r2) in self.acc.iter_mut().zip(self.r2.chunks_exact(64)) {
+            let mut b = 0u64;
+            for (j, &r) in r2.iter().enumerate() {
+                b |= ((r < 1.0 && r != 0.0) as u64) << j;
+            }
+            *bits = b;
+        }
+        (self.n, self.pos, self.synced) = (n, 0, 0);
+    }
+
+    /// The next accepted polar pair `(x1, x2, r2)`, the rejected ones before it drawn; `None`
+    /// (nothing drawn) when the window holds none.
+    #[inline(always)]
+    fn next_pair(&mut self) -> Option<(f64, f64, f64)> {
+        // The positions of `pos`'s parity (64 is even: the same in every word).
+        let parity = 0x5555_5555_5555_5555u64 << (self.pos & 1);
+        let mut i = self.pos / 64;
+        let mut m = *self.acc.get(i)? & parity & (!0u64 << (self.pos % 64));
+        while m == 0 {
+            i += 1;
+            m = *self.acc.get(i)? & parity;
+        }
+        let q = 64 * i + m.trailing_zeros() as usize;
+        self.pos = q + 2;
+        Some((self.x[q], self.x[q + 1], self.r2[q]))
+    }
+
+    /// The next uniform, if the window (not `stale`) holds one.
+    #[inline(always)]
+    fn next_uniform(&mut self, stale: bool) -> Option<f64> {
+        if stale || self.pos >= self.n {
+            return None;
+        }
+        self.pos += 1;
+        Some(self.u[self.pos - 1])
+    }
+
+    /// Marks the uniforms drawn from the window drawn in the source.
+    #[inline(always)]
+    fn sync<S: Source>(&mut self, s: &mut S) {
+        s.consume(2 * (self.pos - self.synced));
+        self.synced = self.pos;
+    }
+}
+
 /// `RandomState`'s `std_gamma(shape > 1)` (`scale·g` into `out`), or its `beta(a, b)` for
 /// `a, b > 1` (`beta`: `g_a/(g_a + g_b)`, attempts alternating between `shapes[0]` and
 /// `shapes[1]` as values are accepted), attempts in batches.
@@ -539,6 +645,10 @@ fn legacy_mt_loop<S: Source>(
     // (a batch ended on it); the shape of the next attempt; `g_a` while `beta` waits for `g_b`.
     let mut cache = s.take_gauss();
     let mut carry: Option<f64> = None;
+    // Uniforms read ahead from the source's buffered words; `stale` until first loaded and
+    // after drawing past them.
+    let mut win = Window::new();
+    let mut stale = true;
     let (mut k, mut ga) = (0usize, 0.0);
     let mut done = 0;
     while done < out.len() {
@@ -557,12 +667,24 @@ fn legacy_mt_loop<S: Source>(
             } else if let Some(g) = pend.take() {
                 g
             } else {
-                let (a, b, rr) = loop {
-                    let a = 2.0 * s.uniform() - 1.0;
-                    let b = 2.0 * s.uniform() - 1.0;
-                    let rr = a * a + b * b;
-                    if rr < 1.0 && rr != 0.0 {
-                        break (a, b, rr);
+                if stale {
+                    win.load(s, 3 * (wanted - m) + 8);
+                    stale = false;
+                }
+                let (a, b, rr) = match win.next_pair() {
+                    Some(p) => p,
+                    None => {
+                        // No pair left in the window is accepted: draw on one word at a time.
+                        win.sync(s);
+                        stale = true;
+                        loop {
+                            let a = 2.0 * s.uniform() - 1.0;
+                            let b = 2.0 * s.uniform() - 1.0;
+                            let rr = a * a + b * b;
+                            if rr < 1.0 && rr != 0.0 {
+                                break (a, b, rr);
+                            }
+                        }
                     }
                 };
                 (x1[np], x2[np], r2[np]) = (a, b, rr);
@@ -589,9 +711,18 @@ fn legacy_mt_loop<S: Source>(
                 _ => true,
             };
             src[m] = g;
-            u[m] = if draws_u { s.uniform() } else { f64::NAN };
+            u[m] = if !draws_u {
+                f64::NAN
+            } else if let Some(v) = win.next_uniform(stale) {
+                v
+            } else {
+                win.sync(s);
+                stale = true;
+                s.uniform()
+            };
             m += 1;
         }
+        win.sync(s);
         // Phase 2: the pairs' f, then every attempt's x.
         log_all(&r2[..np], &mut lr[..np]);
         for j in 0..np {

@@ -418,6 +418,21 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
     fn put_gauss(&mut self, g: f64) {
         self.rs.gauss = Some(g);
     }
+    #[inline(always)]
+    fn words(&mut self) -> &[u32] {
+        if self.pos >= self.len {
+            self.refill();
+        }
+        &self.buf[self.pos..self.len]
+    }
+    #[inline(always)]
+    fn consume(&mut self, n: usize) {
+        assert!(
+            n <= self.len - self.pos,
+            "consumed more words than buffered"
+        );
+        self.pos += n;
+    }
 }
 
 #[cfg(test)]
