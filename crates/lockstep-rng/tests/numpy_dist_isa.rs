@@ -1,19 +1,23 @@
 //! NumPy's gamma, beta and Poisson samplers on every instruction-set path (`set_isa`, which
 //! `LOCKSTEP_ISA` also selects): the batched paths (the legacy Marsaglia–Tsang loop with its
-//! pairs' logs eight lanes at a time, the Poisson product chains sixteen side by side on AVX2
-//! and thirty-two on AVX-512) give the values of one-at-a-time drawing (calls of size 1) and
-//! leave the generator in the same state, on every path. The golden values from NumPy itself
-//! are in `tests/golden/numpy_dist_blocks.json` (checked by `lockstep-cli`'s golden test).
+//! pairs' logs eight lanes at a time, the `shape < 1` loop, the Poisson product chains sixteen
+//! side by side on AVX2 and thirty-two on AVX-512) give the values of one-at-a-time drawing
+//! (calls of size 1) and leave the generator in the same state, on every path. The golden
+//! values from NumPy itself are in `tests/golden/numpy_dist_blocks.json` (checked by
+//! `lockstep-cli`'s golden test).
 
 use lockstep_rng::compat::numpy::{Distributions, RandomState, default_rng};
 use lockstep_rng::isa::{Isa, set_isa};
 
 /// (name, a, b) over the batched paths' branches.
-const CASES: [(&str, f64, f64); 10] = [
+const CASES: [(&str, f64, f64); 12] = [
     ("gamma", 2.5, 1.0),
     // Shapes near 1: many pairs computed at once, attempts with `v <= 0` (no uniform).
     ("gamma", 1.0001, 2.0),
     ("gamma", 1.3, 1.0),
+    // Shapes below 1: the batched Ahrens–Dieter loop (logs and powers eight lanes at a time).
+    ("gamma", 0.5, 2.0),
+    ("gamma", 0.05, 1.0),
     ("beta", 2.0, 3.0),
     // Attempts whose shape decides whether they draw a uniform end a legacy batch.
     ("beta", 1.0001, 30.0),

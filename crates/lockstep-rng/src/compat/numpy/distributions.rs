@@ -450,7 +450,7 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
                 -log((1.0 - u) / shape)
             };
             let x = pow(small_base(shape, u, y), inv);
-            if small_accepts(shape, u, v, y, x) {
+            if small_accepts(v, y, x) {
                 return x;
             }
         }
@@ -782,10 +782,13 @@ fn small_base(shape: f64, u: f64, y: f64) -> f64 {
     }
 }
 
-/// Whether that attempt (`v` its exponential, `x` the power) is accepted.
+/// Whether that attempt (`v` its exponential, `x` the power) is accepted: NumPy's `x <= v`
+/// when `u <= 1 − shape`, else `x <= v + y`; one test without a branch (a coin flip the CPU
+/// cannot predict), since `y = 0` in the first case and `v + 0 = v` (`v ≥ 0`; `−0 + 0 = +0`
+/// compares the same).
 #[inline(always)]
-fn small_accepts(shape: f64, u: f64, v: f64, y: f64, x: f64) -> bool {
-    if u <= 1.0 - shape { x <= v } else { x <= v + y }
+fn small_accepts(v: f64, y: f64, x: f64) -> bool {
+    x <= v + y
 }
 
 /// `scale · std_gamma(shape)` for `0 < shape < 1` into `out`, attempts in batches: each
@@ -809,12 +812,23 @@ fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64
         let m = (out.len() - done).min(BATCH);
         for i in 0..m {
             u[i] = s.uniform();
-            v[i] = s.exp1();
+            // Legacy: `−log(1 − U)`, its log below with the others.
+            v[i] = if S::LEGACY {
+                1.0 - s.uniform()
+            } else {
+                s.exp1()
+            };
             w[i] = if u[i] <= 1.0 - shape {
                 1.0
             } else {
                 (1.0 - u[i]) / shape
             };
+        }
+        if S::LEGACY {
+            log_all(&v[..m], &mut x[..m]);
+            for i in 0..m {
+                v[i] = -x[i];
+            }
         }
         log_all(&w[..m], &mut y[..m]);
         for i in 0..m {
@@ -826,7 +840,7 @@ fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64
         // attempt writes its value at `done`, and only an accepted one moves `done` on, so a
         // rejected value is overwritten later (`done < len` holds until the last value).
         for i in 0..m {
-            let ok = small_accepts(shape, u[i], v[i], y[i], x[i]);
+            let ok = small_accepts(v[i], y[i], x[i]);
             if let Some(o) = out.get_mut(done) {
                 *o = scale * x[i];
             }
