@@ -99,7 +99,7 @@ fn isz(shape: &[usize]) -> Vec<isize> {
 
 /// `g` broadcast to `shape` and made dense.
 pub(crate) fn expand_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    Ok(g.expand(&isz(shape))?.contiguous())
+    g.expand(&isz(shape))?.dense_copy()
 }
 
 fn resolve(op: &'static str, dim: isize, ndim: usize) -> Result<usize> {
@@ -588,7 +588,7 @@ impl Var {
     pub fn transpose(&self, d0: isize, d1: isize) -> Result<Var> {
         let v = self.data().transpose(d0, d1)?;
         Ok(Var::from_op("transpose", v, &[self], move |g| {
-            Ok(vec![Some(g.transpose(d0, d1)?.contiguous())])
+            Ok(vec![Some(g.transpose(d0, d1)?.dense_copy()?)])
         }))
     }
 
@@ -604,7 +604,7 @@ impl Var {
             inv[resolve("permute", d, n)?] = i as isize;
         }
         Ok(Var::from_op("permute", v, &[self], move |g| {
-            Ok(vec![Some(g.permute(&inv)?.contiguous())])
+            Ok(vec![Some(g.permute(&inv)?.dense_copy()?)])
         }))
     }
 
@@ -764,18 +764,18 @@ fn dropout_mask(x: &Tensor, p: f64, g: Option<&mut lockstep_rng::Generator>) -> 
     }
     let in_order = order.windows(2).all(|w| w[0] < w[1]);
     if !dense || in_order {
-        return Tensor::ones(shape, x.dtype())?.dropout(p, true, g);
+        return Tensor::dropout_mask(shape, x.dtype(), p, g);
     }
     // Draw in memory order (the size-1 dimensions placed first), then view it logically.
     let mut phys: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] <= 1).collect();
     phys.extend(&order);
     let phys_shape: Vec<usize> = phys.iter().map(|&d| shape[d]).collect();
-    let m = Tensor::ones(&phys_shape, x.dtype())?.dropout(p, true, g)?;
+    let m = Tensor::dropout_mask(&phys_shape, x.dtype(), p, g)?;
     let mut inv = vec![0isize; phys.len()];
     for (i, &d) in phys.iter().enumerate() {
         inv[d] = i as isize;
     }
-    Ok(m.permute(&inv)?.contiguous())
+    m.permute(&inv)?.dense_copy()
 }
 
 /// `t.narrow(d, start, length)` made dense. An empty slice is made afresh: a narrowed view of
@@ -786,7 +786,7 @@ fn narrow_dense(t: &Tensor, d: usize, start: usize, length: usize) -> Result<Ten
     if n.numel() == 0 {
         Tensor::zeros(n.shape(), n.dtype())
     } else {
-        Ok(n.contiguous())
+        n.dense_copy()
     }
 }
 
@@ -796,19 +796,14 @@ fn pad_dim(g: &Tensor, d: usize, start: usize, shape: &[usize], dtype: DType) ->
     if start == 0 && len == shape[d] {
         return Ok(g.clone());
     }
-    let mut parts = Vec::with_capacity(3);
-    let mut zs = shape.to_vec();
-    if start > 0 {
-        zs[d] = start;
-        parts.push(Tensor::zeros(&zs, dtype)?);
+    if g.dtype() != dtype {
+        return Err(Error::DType {
+            op: "narrow",
+            expected: dtype,
+            got: g.dtype(),
+        });
     }
-    parts.push(g.clone());
-    let after = shape[d] - start - len;
-    if after > 0 {
-        zs[d] = after;
-        parts.push(Tensor::zeros(&zs, dtype)?);
-    }
-    Tensor::cat(&parts, d as isize)
+    g.pad_dim(d as isize, start, shape[d])
 }
 
 #[cfg(test)]

@@ -118,9 +118,10 @@ struct Consts<T> {
 }
 
 multiversion! {
-    /// One SGD update of one parameter: the new values into `out`; the momentum buffer `buf`
-    /// (empty without momentum) updated in place, or set to the gradient when `first`.
-    fn sgd_kernel<T>(p: &[T], g: &[T], buf: &mut [T], first: bool, out: &mut [T], k: &Consts<T>) {
+    /// One SGD update of one parameter: the new values appended to `out` (empty, with room
+    /// for them); the momentum buffer `buf` (empty without momentum) updated in place, or set
+    /// to the gradient when `first`.
+    fn sgd_kernel<T>(p: &[T], g: &[T], buf: &mut [T], first: bool, out: &mut Vec<T>, k: &Consts<T>) {
         // grad = -grad if maximize; grad = grad.add(param, alpha=weight_decay)
         let grad = |p: T, g: T| {
             let d = if k.maximize { -g } else { g };
@@ -130,16 +131,29 @@ multiversion! {
             }
         };
         let n = p.len();
-        let (g, out) = (&g[..n], &mut out[..n]);
+        let g = &g[..n];
+        // Without weight decay or maximize, `grad(p, g)` is `g` itself: the loops below that
+        // skip it give the same bits with no per-element branches.
+        let plain = k.weight_decay.is_none() && !k.maximize;
         let Some(m) = k.momentum else {
-            for ((o, &p), &g) in out.iter_mut().zip(p).zip(g) {
-                // param.add_(grad, alpha=-lr)
-                *o = grad(p, g).mul_add(k.neg_lr, p);
+            // param.add_(grad, alpha=-lr)
+            if plain {
+                out.extend(p.iter().zip(g).map(|(&p, &g)| g.mul_add(k.neg_lr, p)));
+            } else {
+                out.extend(p.iter().zip(g).map(|(&p, &g)| grad(p, g).mul_add(k.neg_lr, p)));
             }
             return;
         };
         let buf = &mut buf[..n];
-        for (((o, &p), &g), b) in out.iter_mut().zip(p).zip(g).zip(buf) {
+        if plain && !first && !k.nesterov {
+            let (omd, neg_lr) = (k.one_minus_dampening, k.neg_lr);
+            out.extend(p.iter().zip(g).zip(buf.iter_mut()).map(|((&p, &g), b)| {
+                *b = g.mul_add(omd, *b * m);
+                b.mul_add(neg_lr, p)
+            }));
+            return;
+        }
+        out.extend(p.iter().zip(g).zip(buf.iter_mut()).map(|((&p, &g), b)| {
             let d = grad(p, g);
             // buf = grad.clone() | buf.mul_(momentum).add_(grad, alpha=1 - dampening)
             *b = if first {
@@ -150,8 +164,8 @@ multiversion! {
             // grad = grad.add(buf, alpha=momentum) if nesterov else buf
             let u = if k.nesterov { b.mul_add(m, d) } else { *b };
             // param.add_(grad, alpha=-lr)
-            *o = u.mul_add(k.neg_lr, p);
-        }
+            u.mul_add(k.neg_lr, p)
+        }));
     }
 }
 
@@ -179,7 +193,13 @@ impl Sgd {
             Some(b) => T::buf(b),
             None => T::buf(slot.insert(Buf::zeros(T::DTYPE, n))),
         };
-        let mut out = vec![T::ZERO; n];
+        // Filled by the kernel, never zeroed first.
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|_| lockstep_tensor::Error::OutOfMemory {
+                op: OP,
+                bytes: n as u128 * core::mem::size_of::<T>() as u128,
+            })?;
         sgd_kernel(&pd, &gd, buf, first, &mut out, &k);
         p.set_data(Tensor::from_vec(out, p.shape())?)
     }

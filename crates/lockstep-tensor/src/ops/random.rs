@@ -317,6 +317,39 @@ impl Tensor {
         crate::trace::traced("dropout", ALGO, &[self], out)
     }
 
+    /// The dropout mask `Tensor::ones(shape, dtype)?.dropout(p, true, g)` — `1 / (1 − p)` where
+    /// kept, `0` where dropped, in row-major order — with the same draws and bits, without
+    /// making the ones (traced as that `dropout` call).
+    ///
+    /// # Errors
+    /// Non-float dtype; `p` outside `[0, 1]`.
+    pub fn dropout_mask(
+        shape: &[usize],
+        dtype: DType,
+        p: f64,
+        g: Option<&mut Generator>,
+    ) -> Result<Tensor> {
+        let n = crate::tensor::checked_numel("dropout", shape)?;
+        let out = with_generator(g, |g| match dtype {
+            DType::F32 => {
+                Tensor::from_vec(t::dropout_mask::<f32>(g, n, p).map_err(rng_oom)?, shape)
+            }
+            DType::F64 => {
+                Tensor::from_vec(t::dropout_mask::<f64>(g, n, p).map_err(rng_oom)?, shape)
+            }
+            got => Err(Error::DType {
+                op: "dropout",
+                expected: DType::F32,
+                got,
+            }),
+        })?;
+        if crate::trace::enabled() {
+            let ones = Tensor::ones(shape, dtype)?;
+            crate::trace::record("dropout", ALGO, &[&ones], &out);
+        }
+        Ok(out)
+    }
+
     /// `torch.multinomial(probs, num_samples, replacement)` for 1-D or 2-D `probs`.
     ///
     /// # Errors

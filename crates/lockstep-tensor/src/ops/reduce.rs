@@ -527,6 +527,38 @@ fn tree_rows<T: Float>(v: &mut [T], rows: usize, w: usize) {
     }
 }
 
+/// `acc[i] = acc[i] + v[i]` over the shorter length, built for the widest vectors the path in
+/// use allows: each element's one addition, so every build gives the same bits.
+#[inline]
+fn add_into<T: Float>(acc: &mut [T], v: &[T]) {
+    #[inline(always)]
+    fn imp<T: Float>(acc: &mut [T], v: &[T]) {
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a = *a + x;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn w512<T: Float>(acc: &mut [T], v: &[T]) {
+            imp(acc, v)
+        }
+        #[target_feature(enable = "avx2")]
+        fn w256<T: Float>(acc: &mut [T], v: &[T]) {
+            imp(acc, v)
+        }
+        if Isa::Avx512.enabled() && Isa::Avx512.available() {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { w512(acc, v) };
+        }
+        if Isa::Avx2.enabled() && Isa::Avx2.available() {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { w256(acc, v) };
+        }
+    }
+    imp(acc, v)
+}
+
 /// Fixed-order sums of rows `k0..k1` (at most [`CHUNK`]) of an `[n, inner]` slab, for the
 /// columns `c0..c0 + w`, into `dst` (`w` elements): row `k` goes to lane `(k - k0) mod LANES`
 /// of its column, each lane in row order from `+0`, then the lanes are folded by the tree of
@@ -551,20 +583,14 @@ fn col_piece<T: Float>(
         let block = &slab[k0 * inner..k1 * inner];
         let mut groups = block.chunks_exact(LANES * inner);
         for g in &mut groups {
-            for (a, &v) in acc.iter_mut().zip(g) {
-                *a = *a + v;
-            }
+            add_into(acc, g);
         }
-        for (a, &v) in acc.iter_mut().zip(groups.remainder()) {
-            *a = *a + v;
-        }
+        add_into(acc, groups.remainder());
     } else {
         for k in k0..k1 {
             let l = (k - k0) % LANES;
             let row = &slab[k * inner + c0..k * inner + c0 + w];
-            for (a, &v) in acc[l * w..(l + 1) * w].iter_mut().zip(row) {
-                *a = *a + v;
-            }
+            add_into(&mut acc[l * w..(l + 1) * w], row);
         }
     }
     tree_rows(acc, LANES, w);
@@ -1830,6 +1856,9 @@ mod tests {
             [1, 40, 1300],
             [3, 17, 600],
             [2, 5, 1],
+            // An LSTM's bias gradient ([T·B, 4H] summed over rows), with a partial lane group.
+            [1, 250, 512],
+            [2, 33, 40],
         ] {
             let len: usize = shape.iter().product();
             let v = data(len);

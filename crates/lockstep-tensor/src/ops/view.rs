@@ -289,8 +289,15 @@ impl Tensor {
         shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
         let outer: usize = shape[..d].iter().product();
         crate::with_dtype!(first.dtype(), T => {
-            let parts: Vec<Vec<T>> = tensors.iter().map(|t| t.to_vec::<T>()).collect::<Result<_>>()?;
-            let mut out: Vec<T> = Vec::with_capacity(shape.iter().product());
+            // Dense parts are read in place; views are copied out once.
+            let parts: Vec<std::borrow::Cow<'_, [T]>> = tensors
+                .iter()
+                .map(|t| match t.data::<T>() {
+                    Ok(s) => Ok(std::borrow::Cow::Borrowed(s)),
+                    Err(_) => t.to_vec::<T>().map(std::borrow::Cow::Owned),
+                })
+                .collect::<Result<_>>()?;
+            let mut out: Vec<T> = try_vec("cat", shape.iter().product())?;
             for o in 0..outer {
                 for (t, p) in tensors.iter().zip(&parts) {
                     let row: usize = t.shape()[d..].iter().product();
@@ -329,6 +336,69 @@ impl Tensor {
         Tensor::cat(&parts, d)
     }
 
+    /// The values of [`contiguous`](Self::contiguous) (a cheap clone when already dense),
+    /// copied row by row along the last dimension rather than element by element: the fast
+    /// way to make a transposed or narrowed view dense when its last dimension is unit-stride.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] naming `contiguous` if the copy cannot be allocated.
+    pub fn dense_copy(&self) -> Result<Tensor> {
+        if self.is_contiguous()
+            && self.layout().offset() == 0
+            && self.storage().len() == self.numel()
+        {
+            return Ok(self.clone());
+        }
+        if self.numel() == 0 {
+            return self.try_contiguous();
+        }
+        crate::with_dtype!(self.dtype(), T => {
+            let src = T::slice(self.storage()).expect("the storage's own dtype");
+            let mut out = try_vec::<T>("contiguous", self.numel())?;
+            let l = self.layout();
+            gather_runs(src, l.shape(), l.strides(), l.offset(), &mut out);
+            Tensor::from_vec(out, self.shape())
+        })
+    }
+
+    /// `self` placed at `start` along `dim` inside zeros of `len` elements along that
+    /// dimension (what PyTorch's `narrow`/`select` backward builds): the same values as
+    /// concatenating zeros, `self` and zeros along `dim`.
+    ///
+    /// # Errors
+    /// `dim` out of range, or `start + self.shape()[dim] > len`.
+    pub fn pad_dim(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
+        let d = resolve_dim("pad_dim", dim, self.ndim())?;
+        let w = self.shape()[d];
+        if start.checked_add(w).is_none_or(|e| e > len) {
+            return Err(invalid(
+                "pad_dim",
+                "start",
+                format!("a slice of {w} at {start} does not fit in a dimension of {len}"),
+            ));
+        }
+        let mut shape = self.shape().to_vec();
+        shape[d] = len;
+        let outer: usize = shape[..d].iter().product();
+        let inner: usize = shape[d + 1..].iter().product();
+        let g = self.dense_copy()?;
+        crate::with_dtype!(self.dtype(), T => {
+            let n = crate::tensor::checked_numel("pad_dim", &shape)?;
+            let mut out = crate::try_filled_vec("pad_dim", n, T::ZERO)?;
+            let src = g.data::<T>()?;
+            let (blk, piece) = (len * inner, w * inner);
+            if piece > 0 {
+                for (o, dst) in out.chunks_exact_mut(blk).enumerate().take(outer) {
+                    dst[start * inner..start * inner + piece]
+                        .copy_from_slice(&src[o * piece..(o + 1) * piece]);
+                }
+            }
+            let out = Tensor::from_vec(out, &shape)?;
+            crate::trace::record("pad_dim", "pad_dim.copy", &[self], &out);
+            Ok(out)
+        })
+    }
+
     /// A copy of the elements as a new dense tensor of the same dtype (`x.clone()` in PyTorch).
     ///
     /// # Panics
@@ -344,6 +414,57 @@ impl Tensor {
     /// When the copy cannot be allocated; [`try_to_dtype`](Self::try_to_dtype) returns the error.
     pub fn to_dtype(&self, dtype: crate::DType) -> Tensor {
         self.try_to_dtype(dtype).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// An empty vector with room for `n` values, or [`Error::OutOfMemory`].
+fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
+}
+
+/// Appends the elements of the strided view (`shape`, `strides`, `offset`) over `src` to `out`
+/// in row-major order, a run of the last dimension at a time (a slice copy when it is
+/// unit-stride). `shape` has no zero.
+fn gather_runs<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    out: &mut Vec<T>,
+) {
+    let Some((&run, outer_shape)) = shape.split_last() else {
+        out.push(src[offset]);
+        return;
+    };
+    let st = strides[shape.len() - 1];
+    let mut idx = vec![0usize; outer_shape.len()];
+    let mut base = offset;
+    loop {
+        if st == 1 {
+            out.extend_from_slice(&src[base..base + run]);
+        } else {
+            out.extend((0..run).map(|j| src[base + j * st]));
+        }
+        // The next outer index, last dimension fastest.
+        let mut k = outer_shape.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            base += strides[k];
+            if idx[k] < outer_shape[k] {
+                break;
+            }
+            base -= strides[k] * idx[k];
+            idx[k] = 0;
+        }
     }
 }
 
@@ -399,6 +520,90 @@ mod tests {
         assert_eq!(s.to_vec::<i64>().unwrap()[..6], [0, 1, 2, 0, 1, 2]);
         assert!(Tensor::stack(&[a.clone(), t(4, &[2, 2])], 0).is_err());
         assert!(Tensor::cat(&[], 0).is_err());
+    }
+
+    #[test]
+    fn dense_copy_is_contiguous() {
+        let x = t(120, &[2, 3, 4, 5]);
+        let f = Tensor::from_vec((0..60).map(|i| i as f32 * 0.5).collect(), &[3, 4, 5]).unwrap();
+        let views = [
+            x.clone(),
+            x.transpose(0, 1).unwrap(),
+            x.transpose(1, 3).unwrap(),
+            x.permute(&[3, 1, 0, 2]).unwrap(),
+            x.narrow(2, 1, 2).unwrap(),
+            x.narrow(3, 4, 1).unwrap().transpose(0, 2).unwrap(),
+            x.narrow(0, 1, 1).unwrap(),
+            t(4, &[4, 1]).expand(&[2, 4, 3]).unwrap(),
+            t(1, &[]),
+            x.narrow(1, 1, 1).unwrap().squeeze(1).unwrap(),
+            f.transpose(0, 2).unwrap(),
+        ];
+        for v in &views {
+            let d = v.dense_copy().unwrap();
+            assert!(
+                d.is_contiguous() && d.layout().offset() == 0,
+                "{:?}",
+                v.layout()
+            );
+            assert_eq!(d.shape(), v.shape());
+            assert_eq!(
+                d.to_f64_vec(),
+                v.contiguous().to_f64_vec(),
+                "{:?}",
+                v.layout()
+            );
+        }
+        let e = Tensor::zeros(&[0, 3], crate::DType::F32).unwrap();
+        assert_eq!(
+            e.transpose(0, 1).unwrap().dense_copy().unwrap().shape(),
+            [3, 0]
+        );
+    }
+
+    #[test]
+    fn pad_dim_is_cat_with_zeros() {
+        let x = Tensor::from_vec((1..=24).map(|i| i as f64).collect(), &[2, 3, 4]).unwrap();
+        for (d, len) in [(0usize, 5usize), (1, 7), (2, 6)] {
+            let w = x.shape()[d];
+            for start in 0..=len - w {
+                let mut zs = x.shape().to_vec();
+                let mut parts = Vec::new();
+                if start > 0 {
+                    zs[d] = start;
+                    parts.push(Tensor::zeros(&zs, crate::DType::F64).unwrap());
+                }
+                parts.push(x.clone());
+                if len - w - start > 0 {
+                    zs[d] = len - w - start;
+                    parts.push(Tensor::zeros(&zs, crate::DType::F64).unwrap());
+                }
+                let want = Tensor::cat(&parts, d as isize).unwrap();
+                let got = x.pad_dim(d as isize, start, len).unwrap();
+                assert_eq!(got.shape(), want.shape());
+                assert_eq!(got.to_f64_vec(), want.to_f64_vec(), "d {d} start {start}");
+            }
+        }
+        // A view as input, and a narrowed slice of an i64 tensor.
+        let v = x.transpose(0, 2).unwrap();
+        let got = v.pad_dim(1, 1, 4).unwrap();
+        let z = Tensor::zeros(&[4, 1, 2], crate::DType::F64).unwrap();
+        let want = Tensor::cat(&[z, v.clone()], 1).unwrap();
+        assert_eq!(got.to_f64_vec(), want.to_f64_vec());
+        assert!(x.pad_dim(1, 1, 3).is_err());
+        assert!(x.pad_dim(3, 0, 3).is_err());
+        assert!(x.pad_dim(1, usize::MAX, 3).is_err());
+    }
+
+    #[test]
+    fn cat_reads_views_and_dense_parts() {
+        let a = t(6, &[2, 3]);
+        let b = t(6, &[3, 2]).transpose(0, 1).unwrap();
+        let c = Tensor::cat(&[a.clone(), b.clone(), a.clone()], 0).unwrap();
+        let mut want = a.to_vec::<i64>().unwrap();
+        want.extend(b.to_vec::<i64>().unwrap());
+        want.extend(a.to_vec::<i64>().unwrap());
+        assert_eq!(c.to_vec::<i64>().unwrap(), want);
     }
 
     #[test]

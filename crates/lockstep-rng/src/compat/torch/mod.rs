@@ -335,20 +335,44 @@ fn check_probability(op: &'static str, p: f64) -> Result<()> {
 /// If `p` is not in `[0, 1]`.
 pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<()> {
     check_probability("bernoulli_", p)?;
+    let mut rest = &mut out[..];
+    bernoulli_fill(g, rest.len(), p, |hits| {
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(hits.len());
+        for (v, &h) in head.iter_mut().zip(hits) {
+            *v = if h { T::ONE } else { T::ZERO };
+        }
+        rest = tail;
+    });
+    Ok(())
+}
+
+/// The draws of [`bernoulli_`] for `n` elements, handed to `put` in order a block at a time:
+/// `u < p` for each element's 53-bit uniform double `u`.
+///
+/// `u < p` is decided on the integers: `u = m · 2⁻⁵³` exactly for the 53-bit integer `m`, and
+/// `p · 2⁵³` is exact (a power-of-two scaling), so `u < p` holds iff `m < ⌈p · 2⁵³⌉` — the
+/// same outcome as the double comparison, without converting `m` (which AVX2 cannot do in
+/// vectors).
+#[inline]
+fn bernoulli_fill(g: &mut Generator, n: usize, p: f64, mut put: impl FnMut(&[bool])) {
     // Raw words in blocks (the engine tempers whole runs at once): each value takes two words,
     // `(first << 32) | second`, exactly as `next_f64` would.
     const BLOCK: usize = 256;
+    let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
     let mut raw = [0u32; 2 * BLOCK];
-    for chunk in out.chunks_mut(BLOCK) {
-        let raw = &mut raw[..2 * chunk.len()];
+    let mut hits = [false; BLOCK];
+    let mut i = 0;
+    while i < n {
+        let len = (n - i).min(BLOCK);
+        let raw = &mut raw[..2 * len];
         g.fill_u32(raw);
-        for (v, w) in chunk.iter_mut().zip(raw.chunks_exact(2)) {
+        for (h, w) in hits.iter_mut().zip(raw.chunks_exact(2)) {
             let bits = ((w[0] as u64) << 32) | w[1] as u64;
-            let u = (bits & ((1 << 53) - 1)) as f64 * (1.0 / (1u64 << 53) as f64);
-            *v = if u < p { T::ONE } else { T::ZERO };
+            *h = (bits & ((1 << 53) - 1)) < threshold;
         }
+        put(&hits[..len]);
+        i += len;
     }
-    Ok(())
 }
 
 /// `torch.bernoulli(probs)`: one draw per probability, in `T`'s precision (24-bit uniforms for
@@ -393,17 +417,39 @@ pub fn dropout<T: Float>(g: &mut Generator, input: &[T], p: f64, training: bool)
     if p == 1.0 {
         return Ok(input.iter().map(|&x| x.mul(T::ZERO)).collect());
     }
-    let mut mask = vec![T::ZERO; input.len()];
-    bernoulli_(g, &mut mask, 1.0 - p)?;
+    let mask = dropout_mask::<T>(g, input.len(), p)?;
+    Ok(input.iter().zip(&mask).map(|(&x, &m)| x.mul(m)).collect())
+}
+
+/// The mask [`dropout`] multiplies its input by, for `n` elements: `bernoulli_(1 − p)` divided
+/// by `1 − p` in `T` (`1 / (1 − p)` where kept, `0` where dropped), from the same draws — so
+/// it is what `dropout` returns for an input of `n` ones, bit for bit (`1 · m = m`). All ones
+/// if `p` is 0 and all zeros if `p` is 1 (no draws in either case).
+///
+/// # Errors
+/// If `p` is not in `[0, 1]`; [`Error::OutOfMemory`](crate::Error::OutOfMemory) if the mask
+/// cannot be allocated.
+pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec<T>> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(invalid(
+            "dropout",
+            "p",
+            format!("dropout probability has to be between 0 and 1, but got {p}"),
+        ));
+    }
+    let mut mask = crate::try_with_capacity::<T>("dropout", n)?;
+    if p == 0.0 || p == 1.0 {
+        mask.resize(n, if p == 0.0 { T::ONE } else { T::ZERO });
+        return Ok(mask);
+    }
     let keep = T::from_f64(1.0 - p);
-    // The mask is 0 or 1, so `m / keep` takes two values: divide once (same bits).
+    // The mask is 0 or 1 before the division, so it takes two values: divide once.
     let kept = T::ONE.div(keep);
     let dropped = T::ZERO.div(keep);
-    Ok(input
-        .iter()
-        .zip(&mask)
-        .map(|(&x, &m)| x.mul(if m == T::ONE { kept } else { dropped }))
-        .collect())
+    bernoulli_fill(g, n, 1.0 - p, |hits| {
+        mask.extend(hits.iter().map(|&h| if h { kept } else { dropped }));
+    });
+    Ok(mask)
 }
 
 /// Fills `out` like `Tensor.exponential_(lambd)`: `(−1/λ)·log1p(−u)` in f64 for a 53-bit

@@ -172,3 +172,106 @@ fn bad_arguments_are_errors() {
     assert!(init::calculate_gain("swish", None).is_err());
     assert!(init::trunc_normal_(&mut g, &mut x, 0.0, 1.0, 2.0, 1.0).is_err());
 }
+
+#[test]
+fn bernoulli_integer_threshold_is_the_double_comparison() {
+    // `bernoulli_` decides `u < p` on the 53-bit integers; the reference is the double
+    // comparison of `next_f64`, drawn from an identically seeded generator. The `p` include
+    // exact multiples of 2⁻⁵³ and their neighbours, where a threshold off by one would show.
+    let ulp = 1.0 / (1u64 << 53) as f64;
+    let mut ps = vec![
+        0.0,
+        1.0,
+        0.5,
+        0.1,
+        0.9,
+        1.0 / 3.0,
+        ulp,
+        2.0 * ulp,
+        1.0 - ulp,
+        0.75,
+    ];
+    let mut g = seeded(7);
+    let mut r = [0f64; 64];
+    rand(&mut g, &mut r);
+    for &v in &r {
+        let m = (v * (1u64 << 53) as f64) as u64;
+        ps.extend([
+            m as f64 * ulp,
+            (m + 1) as f64 * ulp,
+            v,
+            f64::from_bits(v.to_bits() + 1),
+        ]);
+    }
+    for (k, &p) in ps.iter().enumerate() {
+        let n = 600; // more than one block of words
+        let mut got = vec![0f32; n];
+        bernoulli_(&mut seeded(k as u64), &mut got, p).unwrap();
+        let mut g = seeded(k as u64);
+        let want: Vec<f32> = (0..n)
+            .map(|_| if g.next_f64() < p { 1.0 } else { 0.0 })
+            .collect();
+        assert_eq!(got, want, "p = {p:e}");
+    }
+    // Values equal to a draw: `u < p` is false at `p = u` and true just above it.
+    let mut g = seeded(3);
+    let u = g.next_f64();
+    for (p, hit) in [(u, 0.0f64), (u + ulp, 1.0)] {
+        let mut b = [0f64; 1];
+        bernoulli_(&mut seeded(3), &mut b, p).unwrap();
+        assert_eq!(b, [hit]);
+    }
+}
+
+#[test]
+fn dropout_mask_is_dropout_of_ones() {
+    // The reference, written out: one 53-bit double per element from `next_f64`, kept when
+    // below 1 − p, then bernoulli / (1 − p) in f32, times 1 (what `dropout` does to ones).
+    let reference = |seed: u64, n: usize, p: f64| -> Vec<u32> {
+        let mut g = seeded(seed);
+        let keep = (1.0 - p) as f32;
+        (0..n)
+            .map(|_| {
+                let b = if p == 1.0 {
+                    0.0f32
+                } else if g.next_f64() < 1.0 - p {
+                    1.0
+                } else {
+                    0.0
+                };
+                (1.0f32 * (b / keep)).to_bits()
+            })
+            .collect()
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (n, p) in [(1, 0.5), (37, 0.1), (600, 0.3), (1000, 0.9), (5, 0.0)] {
+        let want = reference(11, n, p);
+        let mut g = seeded(11);
+        assert_eq!(
+            bits(&dropout_mask::<f32>(&mut g, n, p).unwrap()),
+            want,
+            "n = {n}, p = {p}"
+        );
+        let ones = vec![1f32; n];
+        let mut h = seeded(11);
+        assert_eq!(bits(&dropout(&mut h, &ones, p, true).unwrap()), want);
+        // The same words consumed: the generators agree afterwards.
+        assert_eq!(g.next_u32(), h.next_u32());
+        let ones64 = vec![1f64; n];
+        assert_eq!(
+            dropout_mask::<f64>(&mut seeded(12), n, p).unwrap(),
+            dropout(&mut seeded(12), &ones64, p, true).unwrap()
+        );
+    }
+    assert_eq!(
+        dropout_mask::<f32>(&mut seeded(0), 3, 1.0).unwrap(),
+        [0.0; 3]
+    );
+    assert!(
+        dropout_mask::<f32>(&mut seeded(0), 0, 0.5)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(dropout_mask::<f32>(&mut seeded(0), 4, 1.5).is_err());
+    assert!(dropout_mask::<f32>(&mut seeded(0), 4, f64::NAN).is_err());
+}
