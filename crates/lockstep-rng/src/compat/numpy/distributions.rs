@@ -71,6 +71,11 @@ pub(crate) mod sealed {
         }
         /// Marks the first `n` words of [`words`](Source::words) drawn.
         fn consume(&mut self, _n: usize) {}
+        /// `out[i] = uniform()` in order (block sources convert whole runs at once).
+        #[inline(always)]
+        fn uniforms(&mut self, out: &mut [f64]) {
+            out.iter_mut().for_each(|o| *o = self.uniform());
+        }
     }
 
     /// A class whose draws can also come from a block of words made at once.
@@ -325,9 +330,7 @@ fn mult_batched<S: Source>(s: &mut S, limit: f64, out: &mut [i64]) {
             len = 0;
             continue;
         }
-        for b in &mut buf[len..len + add] {
-            *b = s.uniform();
-        }
+        s.uniforms(&mut buf[len..len + add]);
         len += add;
         buf[len..len + L].fill(0.0);
         if wide {
