@@ -127,7 +127,7 @@ fn forward_simd(x: &Tensor, w: &Tensor, b: Option<&Tensor>, par: &Par) -> Result
     let (xs, ws) = (x.data::<f32>()?, w.data::<f32>()?);
     let bs = b.map(|b| b.data::<f32>()).transpose()?;
     let m = xs.len() / k;
-    let wt = lstm_kernel::pack_rows(simd, ws, g, k)?;
+    let wt = lstm_kernel::pack_rows(simd, ws, g, k, par, m * g * k)?;
     let mut out = uninit("lstm_input", m * g)?;
     let o = Out(out.as_mut_ptr());
     for_row_ranges(par, m, m * g * k, |r0, r1| {

@@ -16,6 +16,9 @@
 //! their `dG` is finite, for the same reason (a chain of `+0.0` then continues unchanged).
 
 use crate::lstm_kernel::fast::{sigmoid, tanh};
+use crate::rnn::for_row_ranges;
+use core::sync::atomic::{AtomicBool, Ordering};
+use lockstep_tensor::threads::Par;
 use lockstep_tensor::{Error, Result};
 
 /// Gate vectors per micro-tile: the forward tile holds `i, f, g, o` of `U` hidden units, the
@@ -127,6 +130,12 @@ unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
 impl Out {
+    /// The pointer `off` elements on (a method, so that closures capture the whole `Out`).
+    #[inline(always)]
+    pub(crate) fn at(self, off: usize) -> *mut f32 {
+        self.0.wrapping_add(off)
+    }
+
     /// Copies `src` to `self + off`.
     ///
     /// # Safety
@@ -183,45 +192,102 @@ pub(crate) fn all_finite(v: &[f32]) -> bool {
 
 /// `W_hh` (`[4H, H]`) for the forward steps: for each tile of `U` hidden units `t`, for each
 /// `p < H`, the four gates' `U` weights `W[v·H + t·U + l][p]` (zero past `H`). Returns the
-/// panels and whether every weight is finite.
-pub(crate) fn pack_forward(simd: Simd, w: &[f32], h: usize) -> Result<(Packed, bool)> {
+/// panels and whether every weight is finite. The tiles are cut among `par`'s threads as
+/// [`for_row_ranges`] cuts rows for `work` (exact copies: the bits never depend on it).
+pub(crate) fn pack_forward(
+    simd: Simd,
+    w: &[f32],
+    h: usize,
+    par: &Par,
+    work: usize,
+) -> Result<(Packed, bool)> {
     let u = simd.lanes();
     let tiles = h.div_ceil(u);
-    let mut pk = Packed::new(tiles * h * NV * u)?;
-    pack_panels(simd, w, h, tiles, pk.as_mut_slice(), |t, v| {
-        (v * h + t * u, u.min(h - t * u))
-    });
-    Ok((pk, all_finite(w)))
+    let rows = |t: usize, v: usize| (v * h + t * u, u.min(h - t * u));
+    let finite = AtomicBool::new(true);
+    let pk = pack_tiles(simd, w, h, tiles, rows, par, work, |t0, t1| {
+        // Every row of `w` belongs to exactly one tile.
+        let ok = (t0..t1).all(|t| {
+            (0..NV).all(|v| {
+                let (r, nu) = rows(t, v);
+                all_finite(&w[r * h..(r + nu) * h])
+            })
+        });
+        if !ok {
+            finite.store(false, Ordering::Relaxed);
+        }
+    })?;
+    Ok((pk, finite.load(Ordering::Relaxed)))
 }
 
 /// `W` (`[g, k]`, `g` a multiple of `4·U`) for `x · Wᵀ`: for each tile of `4·U` rows `t`, for
-/// each `p < k`, the weights `W[t·4·U + c][p]`, `c < 4·U`.
-pub(crate) fn pack_rows(simd: Simd, w: &[f32], g: usize, k: usize) -> Result<Packed> {
+/// each `p < k`, the weights `W[t·4·U + c][p]`, `c < 4·U`; cut among threads as
+/// [`pack_forward`].
+pub(crate) fn pack_rows(
+    simd: Simd,
+    w: &[f32],
+    g: usize,
+    k: usize,
+    par: &Par,
+    work: usize,
+) -> Result<Packed> {
     let (u, q) = (simd.lanes(), NV * simd.lanes());
     assert!(g.is_multiple_of(q) && w.len() == g * k);
-    let mut pk = Packed::new(g * k)?;
-    pack_panels(simd, w, k, g / q, pk.as_mut_slice(), |t, v| {
-        (t * q + v * u, u)
-    });
-    Ok(pk)
+    pack_tiles(
+        simd,
+        w,
+        k,
+        g / q,
+        |t, v| (t * q + v * u, u),
+        par,
+        work,
+        |_, _| {},
+    )
 }
 
-/// Transposed panels of `w` (rows of `k`): panel `t` (`k·NV·U` values) holds at `p·NV·U + v·U
-/// + l` the value `w[(r + l)·k + p]` for `(r, nu) = rows(t, v)` and `l < nu`, zero for
-/// `nu ≤ l < U`.
-fn pack_panels(
+/// [`pack_panels`] into a new buffer, tile ranges on `par`'s threads, each range followed by
+/// `after(t0, t1)` on the same thread.
+#[allow(clippy::too_many_arguments)]
+fn pack_tiles(
     simd: Simd,
     w: &[f32],
     k: usize,
     tiles: usize,
+    rows: impl Fn(usize, usize) -> (usize, usize) + Sync,
+    par: &Par,
+    work: usize,
+    after: impl Fn(usize, usize) + Sync,
+) -> Result<Packed> {
+    let pl = k * NV * simd.lanes();
+    let mut pk = Packed::new(tiles * pl)?;
+    let dst = Out(pk.as_mut_slice().as_mut_ptr());
+    for_row_ranges(par, tiles, work, |t0, t1| {
+        // SAFETY: panels t0..t1 lie inside the buffer (`tiles · pl` elements) and are this
+        // range's alone.
+        let d = unsafe { core::slice::from_raw_parts_mut(dst.at(t0 * pl), (t1 - t0) * pl) };
+        pack_panels(simd, w, k, t0, t1, d, &rows);
+        after(t0, t1);
+    });
+    Ok(pk)
+}
+
+/// Transposed panels `t0..t1` of `w` (rows of `k`) into `dst`: panel `t` (`k·NV·U` values, at
+/// `(t − t0)·k·NV·U`) holds at `p·NV·U + v·U + l` the value `w[(r + l)·k + p]` for
+/// `(r, nu) = rows(t, v)` and `l < nu`, zero for `nu ≤ l < U`.
+fn pack_panels(
+    simd: Simd,
+    w: &[f32],
+    k: usize,
+    t0: usize,
+    t1: usize,
     dst: &mut [f32],
-    rows: impl Fn(usize, usize) -> (usize, usize),
+    rows: &impl Fn(usize, usize) -> (usize, usize),
 ) {
     let u = simd.lanes();
     let pl = k * NV * u;
-    assert!(dst.len() == tiles * pl);
-    for t in 0..tiles {
-        let panel = &mut dst[t * pl..(t + 1) * pl];
+    assert!(dst.len() == (t1 - t0) * pl);
+    for t in t0..t1 {
+        let panel = &mut dst[(t - t0) * pl..(t - t0 + 1) * pl];
         // 16 × 16 blocks: the block's source rows and destination lines stay in L1.
         for v in 0..NV {
             let (r, nu) = rows(t, v);

@@ -727,19 +727,187 @@ fn lstm_fused(
 }
 
 /// Runs `f(r0, r1)` over row ranges covering `0..rows`: on the calling thread, or cut into one
-/// range per thread when `work` (multiply-adds) is large enough to pay for the hop into the
-/// pool. The ranges never change the bits: each row is computed alone.
+/// range per thread when `work` (multiply-adds) is large enough to pay for the hop. The ranges
+/// are the same whoever runs them and never change the bits: each row is computed alone.
+///
+/// The calling thread runs ranges itself beside [`team`]'s helpers (which wait for the next
+/// layer spinning a little): a hop into the rayon pool put the caller to sleep and woke it
+/// again, ~100 µs a region on a busy 2-core VM where a region's work is ~150 µs. Another
+/// thread's regions meanwhile (tests) go to the pool as before.
 pub(crate) fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let parts = par.threads().min(rows);
     if parts <= 1 || work < 1 << 21 {
         f(0, rows);
         return;
     }
-    par.install(|| {
-        (0..parts)
-            .into_par_iter()
-            .for_each(|p| f(p * rows / parts, (p + 1) * rows / parts))
-    });
+    let range = |p: usize| f(p * rows / parts, (p + 1) * rows / parts);
+    if team::run(parts, &range) {
+        return;
+    }
+    par.install(|| (0..parts).into_par_iter().for_each(range));
+}
+
+/// Helper threads for [`for_row_ranges`]: the caller publishes a job of `parts` ranges, every
+/// thread (the caller too) claims ranges by an atomic counter until none is left, and the
+/// caller waits for all of them to finish. Helpers spin (yielding) for a while after each
+/// job, then sleep on a condition variable.
+mod team {
+    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, OnceLock, TryLockError};
+    use std::time::{Duration, Instant};
+
+    /// How long an idle helper keeps looking for the next job before it sleeps: longer than
+    /// the gaps between the LSTM's regions in training (the optimizer's step included).
+    const SPIN: Duration = Duration::from_millis(1);
+
+    struct Job {
+        next: AtomicUsize,
+        done: AtomicUsize,
+        parts: usize,
+        panicked: AtomicBool,
+        /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
+        /// publisher does not return before every claimed range is done.
+        f: *const (dyn Fn(usize) + Sync),
+    }
+    // SAFETY: `f` is `Sync` and used only as documented on the field.
+    unsafe impl Send for Job {}
+    unsafe impl Sync for Job {}
+
+    impl Job {
+        /// Claims and runs ranges until none is left.
+        fn work(&self) {
+            loop {
+                let p = self.next.fetch_add(1, Ordering::Relaxed);
+                if p >= self.parts {
+                    return;
+                }
+                // SAFETY: range `p` is claimed and not yet done, so the publisher is still
+                // waiting and `f` is alive.
+                let f = unsafe { &*self.f };
+                if catch_unwind(AssertUnwindSafe(|| f(p))).is_err() {
+                    self.panicked.store(true, Ordering::Relaxed);
+                }
+                self.done.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+
+    struct Team {
+        /// Bumped for every job (under `slot`'s lock).
+        epoch: AtomicU64,
+        slot: Mutex<Option<Arc<Job>>>,
+        wake: Condvar,
+        sleepers: AtomicUsize,
+    }
+
+    /// The helpers started so far; locked by the thread whose job runs.
+    struct Crew {
+        team: Arc<Team>,
+        helpers: usize,
+    }
+
+    fn crew() -> &'static Mutex<Crew> {
+        static CREW: OnceLock<Mutex<Crew>> = OnceLock::new();
+        CREW.get_or_init(|| {
+            Mutex::new(Crew {
+                team: Arc::new(Team {
+                    epoch: AtomicU64::new(0),
+                    slot: Mutex::new(None),
+                    wake: Condvar::new(),
+                    sleepers: AtomicUsize::new(0),
+                }),
+                helpers: 0,
+            })
+        })
+    }
+
+    fn helper(team: Arc<Team>) {
+        let mut seen = team.epoch.load(Ordering::Acquire);
+        loop {
+            let since = Instant::now();
+            let mut spins = 0u32;
+            while team.epoch.load(Ordering::Acquire) == seen {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    if since.elapsed() > SPIN {
+                        let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+                        team.sleepers.fetch_add(1, Ordering::Relaxed);
+                        while team.epoch.load(Ordering::Acquire) == seen {
+                            slot = team.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                        }
+                        team.sleepers.fetch_sub(1, Ordering::Relaxed);
+                        break;
+                    }
+                    // Others waiting for this core (the pool's threads) go first.
+                    std::thread::yield_now();
+                }
+                core::hint::spin_loop();
+            }
+            let job = {
+                let slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+                seen = team.epoch.load(Ordering::Acquire);
+                slot.clone()
+            };
+            if let Some(job) = job {
+                job.work();
+            }
+        }
+    }
+
+    /// Runs `f(p)` for every `p < parts` on this thread and `parts − 1` helpers; `false` (and
+    /// nothing run) when another thread's job holds the helpers or they cannot be started.
+    pub(super) fn run(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+        let mut crew = match crew().try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        while crew.helpers + 1 < parts {
+            let team = crew.team.clone();
+            let started = std::thread::Builder::new()
+                .name(format!("lockstep-lstm-{}", crew.helpers))
+                .spawn(move || helper(team));
+            if started.is_err() {
+                return false;
+            }
+            crew.helpers += 1;
+        }
+        // SAFETY (lifetime erasure): see `Job::f`; this function waits below for every range.
+        let f: *const (dyn Fn(usize) + Sync + '_) = f;
+        let f: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(f) };
+        let job = Arc::new(Job {
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            parts,
+            panicked: AtomicBool::new(false),
+            f,
+        });
+        let team = &crew.team;
+        {
+            let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(job.clone());
+            team.epoch.fetch_add(1, Ordering::Release);
+            if team.sleepers.load(Ordering::Relaxed) > 0 {
+                team.wake.notify_all();
+            }
+        }
+        job.work();
+        let mut spins = 0u32;
+        while job.done.load(Ordering::Acquire) < parts {
+            spins += 1;
+            if spins > 1000 {
+                std::thread::yield_now();
+            }
+            core::hint::spin_loop();
+        }
+        *team.slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        drop(crew);
+        if job.panicked.load(Ordering::Relaxed) {
+            resume_unwind(Box::new("a task of the LSTM kernels panicked"));
+        }
+        true
+    }
 }
 
 /// `lstm_layer.simd`: the f32 forward of [`lstm_kernel`].
@@ -756,7 +924,8 @@ fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
     let (xs, w) = (x.xw.data::<f32>()?, x.w.data::<f32>()?);
     let bias = x.b.as_ref().map(|t| t.data::<f32>()).transpose()?;
     let (h0, c0) = (x.h0.data::<f32>()?, x.c0.data::<f32>()?);
-    let (wt, finite) = lstm_kernel::pack_forward(simd, w, hd)?;
+    let work = steps * b * hd * g4;
+    let (wt, finite) = lstm_kernel::pack_forward(simd, w, hd, par, work)?;
     let mut sv = Saved {
         acts: lstm_kernel::scratch(steps * b * g4)?,
         cs: lstm_kernel::scratch(steps * bh)?,
@@ -782,7 +951,7 @@ fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
         hprev: Out(sv.hprev.as_mut_ptr()),
         y: Out(y.as_mut_ptr()),
     };
-    for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
+    for_row_ranges(par, b, work, |r0, r1| {
         lstm_kernel::forward_rows(simd, &f, r0, r1)
     });
     // SAFETY: every row of every step and of the last slot was written.
@@ -850,10 +1019,18 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     let skip = usize::from(
         lstm_kernel::all_zero(&sv.hprev[..bh]) && lstm_kernel::all_finite(&dg[..b * g4]),
     );
-    let dw = if direct {
+    let (dw, db) = if direct {
         let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
         let out = Out(dw.as_mut_ptr());
+        // b_hh's gradient beside it, the same columns of dG: each element the sum of its
+        // column over every row in processing order from +0.0, as `weight_grads`.
+        let mut db =
+            x.b.as_ref()
+                .map(|_| lockstep_tensor::try_filled_vec("lstm_layer_backward", g4, 0f32))
+                .transpose()?;
+        let dbo = db.as_mut().map(|d| Out(d.as_mut_ptr()));
         let (dgs, hps) = (&dg[skip * b * g4..], &sv.hprev[skip * bh..]);
+        let dga = &dg[..];
         // Blocks of DW_ROWS rows of W_hh's gradient per thread: each element is one chain
         // whoever computes it.
         let blocks = g4.div_ceil(lstm_kernel::DW_ROWS);
@@ -864,14 +1041,23 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
             );
             // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements.
             unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1) }
+            if let Some(dbo) = dbo {
+                // SAFETY: elements i0..i1 of the g4 are this range's.
+                let d = unsafe { core::slice::from_raw_parts_mut(dbo.at(i0), i1 - i0) };
+                for row in dga.chunks_exact(g4) {
+                    for (d, &v) in d.iter_mut().zip(&row[i0..i1]) {
+                        *d += v;
+                    }
+                }
+            }
         });
         // SAFETY: the ranges cover every row, each written whole.
         unsafe { dw.set_len(g4 * hd) };
-        Some(dw)
+        (Some(dw), db)
     } else {
-        None
+        (None, None)
     };
-    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, dw, par)?;
+    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, dw, db, par)?;
     Ok(Grads {
         dxw,
         dw,
@@ -898,14 +1084,15 @@ pub(crate) fn uninit(op: &'static str, n: usize) -> Result<Vec<f32>> {
 
 /// From the gates' gradients `dg` (processing order): `xw`'s gradient (time order), `W_hh`'s
 /// (`Σ_k dG_kᵀ · h_{k-1}`, one product with K = T·B, from step `skip` on: the steps before add
-/// `+0.0`; unless given, already computed with the same bits) and `b_hh`'s (a sum in
-/// processing order).
+/// `+0.0`) and `b_hh`'s (a sum in processing order); `dw` and `db`, when given, were already
+/// computed with the same bits.
 fn weight_grads<T: Real>(
     dg: Vec<T>,
     hprev: &[T],
     x: &LayerIn,
     skip: usize,
     dw: Option<Vec<T>>,
+    db: Option<Vec<T>>,
     par: &Par,
 ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
     let (steps, b, hd) = x.dims();
@@ -929,8 +1116,9 @@ fn weight_grads<T: Real>(
             dw
         }
     };
-    let db = match x.b {
-        Some(_) => {
+    let db = match (x.b.as_ref(), db) {
+        (Some(_), Some(db)) => Some(Tensor::from_vec(db, &[g4])?),
+        (Some(_), None) => {
             let mut db = lockstep_tensor::try_filled_vec("lstm_layer_backward", g4, T::ZERO)?;
             for row in dg.chunks(g4) {
                 for (d, &v) in db.iter_mut().zip(row) {
@@ -939,7 +1127,7 @@ fn weight_grads<T: Real>(
             }
             Some(Tensor::from_vec(db, &[g4])?)
         }
-        None => None,
+        (None, _) => None,
     };
     // In time order: the forward direction's processing order already is.
     let order = &x.order;
@@ -1101,7 +1289,7 @@ fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<
             gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), par)?;
         }
     }
-    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, None, par)?;
+    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, None, None, par)?;
     Ok(Grads {
         dxw,
         dw,
@@ -1114,6 +1302,64 @@ fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<
 #[cfg(test)]
 mod tests {
     use crate::lstm_kernel::fast;
+    use lockstep_tensor::threads::Par;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every row once, in the ranges `threads` gives, whoever runs them: the calling thread
+    /// with the helpers, or the pool while another thread holds the helpers.
+    #[test]
+    fn row_ranges_cover_every_row_once() {
+        let check = || {
+            for threads in [1, 2, 3, 8] {
+                let par = Par::new(threads);
+                for rows in [1, 5, 32, 100] {
+                    let seen: Vec<AtomicUsize> = (0..rows).map(|_| AtomicUsize::new(0)).collect();
+                    let ranges = AtomicUsize::new(0);
+                    super::for_row_ranges(&par, rows, 1 << 22, |r0, r1| {
+                        let parts = threads.min(rows);
+                        let p = (0..parts)
+                            .find(|&p| p * rows / parts == r0)
+                            .expect("a range start");
+                        assert_eq!(r1, (p + 1) * rows / parts);
+                        ranges.fetch_add(1, Ordering::Relaxed);
+                        for s in &seen[r0..r1] {
+                            s.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+                    assert_eq!(ranges.load(Ordering::Relaxed), threads.min(rows));
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(check);
+            }
+        });
+    }
+
+    /// A panicking range reaches the caller after every range is done, and the helpers keep
+    /// working.
+    #[test]
+    fn a_panicking_range_reaches_the_caller() {
+        let par = Par::new(3);
+        let done = AtomicUsize::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::for_row_ranges(&par, 3, 1 << 22, |r0, _| {
+                if r0 == 1 {
+                    panic!("range 1");
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(done.load(Ordering::Relaxed), 2);
+        let n = AtomicUsize::new(0);
+        super::for_row_ranges(&par, 30, 1 << 22, |r0, r1| {
+            n.fetch_add(r1 - r0, Ordering::Relaxed);
+        });
+        assert_eq!(n.load(Ordering::Relaxed), 30);
+    }
 
     /// Distance in units in the last place between an f32 and the correctly rounded f64 value.
     fn ulps(got: f32, want: f64) -> f64 {

@@ -314,6 +314,45 @@ fn input_projection_kernels_give_linears_bits() {
 }
 
 #[test]
+fn concurrent_callers_get_the_same_bits() {
+    // One caller's row ranges run on it and the LSTM's helper threads; another's, meanwhile, in
+    // the rayon pool: the same bits either way, at any number of threads.
+    let _ = Rnn::lstm(cfg(1, 1, 1));
+    let case = Case {
+        cfg: RnnConfig {
+            batch_first: true,
+            ..cfg(8, 128, 2)
+        },
+        x_shape: vec![32, 8, 8],
+        states: true,
+        w_scale: 0.0884,
+        inf_weight: false,
+    };
+    let reference = with_num_threads(1, || gemm_path(|| run(&case, 3)));
+    std::thread::scope(|s| {
+        let runs: Vec<_> = [2, 3, 2, 8, 2]
+            .into_iter()
+            .map(|threads| {
+                let case = &case;
+                s.spawn(move || {
+                    (0..3)
+                        .map(|_| with_num_threads(threads, || simd_path(|| run(case, 3))))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for r in runs {
+            for got in r.join().unwrap() {
+                assert!(
+                    got == reference,
+                    "a concurrent run differs from the GEMM path"
+                );
+            }
+        }
+    });
+}
+
+#[test]
 fn every_instruction_set_gives_the_gemm_paths_bits() {
     // H = 128 and 64 take the SIMD path's in-place W_hh and its own W_hh gradient with AVX-512
     // (64 columns a tile) and AVX2 (32); H = 20 the packed W_hh and the blocked product.
