@@ -57,6 +57,25 @@ pub(crate) mod sealed {
         fn gauss(&mut self) -> f64;
         /// A standard exponential: the ziggurat (`Generator`) or `−log(1 − U)` (legacy).
         fn exp1(&mut self) -> f64;
+        /// Legacy only: takes the cached second Gaussian of the last polar pair, if pending.
+        fn take_gauss(&mut self) -> Option<f64> {
+            None
+        }
+        /// Legacy only: caches `g` as the pending polar Gaussian.
+        fn put_gauss(&mut self, _g: f64) {}
+        /// Block sources: the buffered words not yet drawn (made when none are left; empty
+        /// where the source has no buffer), to be read ahead and marked drawn by
+        /// [`consume`](Source::consume).
+        fn words(&mut self) -> &[u32] {
+            &[]
+        }
+        /// Marks the first `n` words of [`words`](Source::words) drawn.
+        fn consume(&mut self, _n: usize) {}
+        /// `out[i] = uniform()` in order (block sources convert whole runs at once).
+        #[inline(always)]
+        fn uniforms(&mut self, out: &mut [f64]) {
+            out.iter_mut().for_each(|o| *o = self.uniform());
+        }
     }
 
     /// A class whose draws can also come from a block of words made at once.
@@ -199,6 +218,13 @@ fma_fn! {
 }
 
 fma_fn! {
+    /// [`legacy_mt_loop`] with FMA where the CPU has it.
+    fn legacy_mt_fill<S: Source>(s: &mut S, shapes: [MtShape; 2], beta: bool, scale: f64, out: &mut [f64]) {
+        legacy_mt_loop(s, shapes, beta, scale, out)
+    }
+}
+
+fma_fn! {
     /// `out[i] = poisson(lam)`, `p` set up for `lam`.
     fn poisson_fill<S: Source>(s: &mut S, p: &Poisson, out: &mut [i64]) {
         for o in out {
@@ -262,7 +288,8 @@ const MULT_BUF: usize = 512;
 /// Multiplication-method Poisson values from a buffer of uniforms. The product chain of a
 /// value starting at every buffered position (`1·u_p·u_{p+1}·…` until it drops to `limit`,
 /// left to right as the one-at-a-time loop multiplies) is computed for sixteen positions side
-/// by side: one chain is a latency chain, the positions are independent. The values are then
+/// by side (thirty-two on AVX-512): one chain is a latency chain, the positions are
+/// independent. The values are then
 /// read off in order, each starting after the last uniform the previous one used. Products
 /// never grow (uniforms are below 1, rounding is monotone), so a value is the number of steps
 /// still above `limit`. No more uniforms are buffered than values still wanted (each takes
@@ -270,7 +297,8 @@ const MULT_BUF: usize = 512;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn mult_batched<S: Source>(s: &mut S, limit: f64, out: &mut [i64]) {
-    const L: usize = 16;
+    const L: usize = 32;
+    let wide = crate::isa::Isa::Avx512.enabled();
     // Zero padding ends every chain by `len`: a chain that reaches it is incomplete.
     let mut buf = [0.0f64; MULT_BUF + L];
     let mut k = [0i64; MULT_BUF + L];
@@ -302,12 +330,15 @@ fn mult_batched<S: Source>(s: &mut S, limit: f64, out: &mut [i64]) {
             len = 0;
             continue;
         }
-        for b in &mut buf[len..len + add] {
-            *b = s.uniform();
-        }
+        s.uniforms(&mut buf[len..len + add]);
         len += add;
         buf[len..len + L].fill(0.0);
-        mult_chains(&buf[..len + L], len, limit, &mut k);
+        if wide {
+            // SAFETY: AVX-512F is available (checked by `enabled`).
+            unsafe { mult_chains512(&buf[..len + L], len, limit, &mut k) };
+        } else {
+            mult_chains(&buf[..len + L], len, limit, &mut k);
+        }
         while done < out.len() {
             let end = pos + k[pos] as usize;
             if end >= len {
@@ -321,7 +352,8 @@ fn mult_batched<S: Source>(s: &mut S, limit: f64, out: &mut [i64]) {
 }
 
 /// `k[p]` for `p < len` (rounded up to 16): the steps of the chain from `p` still above `limit`
-/// (`buf` has 16 zeros after `len`, which end every chain), sixteen chains side by side.
+/// (`buf` has at least 16 zeros after `len`, which end every chain), sixteen chains side by
+/// side.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn mult_chains(buf: &[f64], len: usize, limit: f64, k: &mut [i64]) {
@@ -357,6 +389,43 @@ fn mult_chains(buf: &[f64], len: usize, limit: f64, k: &mut [i64]) {
     }
 }
 
+/// [`mult_chains`] on AVX-512: thirty-two chains side by side in four vectors of eight (a
+/// product's latency is then hidden behind the other vectors'); the same products, so the
+/// same `k`. Needs 32 zeros after `len` in `buf`, and `k` as long as `len` rounded up to 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn mult_chains512(buf: &[f64], len: usize, limit: f64, k: &mut [i64]) {
+    use std::arch::x86_64::*;
+    assert!(buf.len() >= len + 32 && k.len() >= len.next_multiple_of(32));
+    let lim = _mm512_set1_pd(limit);
+    let one = _mm512_set1_epi64(1);
+    for p0 in (0..len).step_by(32) {
+        let mut pr = [_mm512_set1_pd(1.0); 4];
+        let mut kk = [_mm512_setzero_si512(); 4];
+        let mut t = p0;
+        loop {
+            let mut any: __mmask8 = 0;
+            for g in 0..4 {
+                // SAFETY: t ≤ len, so t + 8g + 7 < len + 32 ≤ buf.len().
+                let x = unsafe { _mm512_loadu_pd(buf.as_ptr().add(t + 8 * g)) };
+                pr[g] = _mm512_mul_pd(pr[g], x);
+                let above = _mm512_cmp_pd_mask::<_CMP_GT_OQ>(pr[g], lim);
+                kk[g] = _mm512_mask_add_epi64(kk[g], above, kk[g], one);
+                any |= above;
+            }
+            // By `t = len` every lane has met a zero.
+            if any == 0 || t == len {
+                break;
+            }
+            t += 1;
+        }
+        for (g, v) in kk.iter().enumerate() {
+            // SAFETY: p0 + 32 ≤ k.len() (asserted).
+            unsafe { _mm512_storeu_si512(k.as_mut_ptr().add(p0 + 8 * g).cast(), *v) };
+        }
+    }
+}
+
 /// Attempts per batch of the batched rejection samplers: their transcendental functions run
 /// over a whole batch, eight lanes at a time.
 const BATCH: usize = 128;
@@ -384,7 +453,7 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
                 -log((1.0 - u) / shape)
             };
             let x = pow(small_base(shape, u, y), inv);
-            if small_accepts(shape, u, v, y, x) {
+            if small_accepts(v, y, x) {
                 return x;
             }
         }
@@ -410,6 +479,301 @@ pub(crate) fn std_gamma<S: Source>(s: &mut S, shape: f64) -> f64 {
     }
 }
 
+/// Marsaglia–Tsang's constants for one `shape > 1`: `b = shape − 1/3`, `c = 1/sqrt(9b)`.
+#[derive(Clone, Copy)]
+struct MtShape {
+    b: f64,
+    c: f64,
+}
+
+impl MtShape {
+    fn new(shape: f64) -> Self {
+        let b = shape - 1.0 / 3.0;
+        Self {
+            b,
+            c: 1.0 / (9.0 * b).sqrt(),
+        }
+    }
+}
+
+/// Where the Gaussian of one attempt of [`legacy_mt_loop`] comes from.
+#[derive(Clone, Copy)]
+enum Gauss {
+    /// Known exactly.
+    Known(f64),
+    /// `f·x2` of the batch's polar pair `j` (its `f` not yet computed).
+    Second(usize),
+    /// `f·x1` of pair `j`: the cached half.
+    First(usize),
+}
+
+/// Complete uniforms a [`Window`] holds at most: a whole MT19937 block's words.
+const WIN: usize = crate::engines::mt19937::N / 2;
+
+/// 64-bit words of [`Window::acc`].
+const WIN_BITS: usize = WIN.div_ceil(64);
+
+/// Uniforms read ahead from a block source's buffered words (two words each, as `uniform`
+/// makes them), with the polar pair at each position worked out at once: `x = 2U − 1`,
+/// `r2[p] = x[p]² + x[p+1]²` and whether it falls in the unit disc (bit `p` of `acc`), so
+/// that the polar loop of [`legacy_mt_loop`] is a search for the next set bit of the same
+/// parity.
+struct Window {
+    u: [f64; WIN],
+    x: [f64; WIN],
+    r2: [f64; 64 * WIN_BITS],
+    acc: [u64; WIN_BITS],
+    /// Uniforms held, the next one not drawn, and how many of them are marked drawn.
+    n: usize,
+    pos: usize,
+    synced: usize,
+}
+
+impl Window {
+    fn new() -> Self {
+        Self {
+            u: [0.0; WIN],
+            x: [0.0; WIN],
+            r2: [0.0; 64 * WIN_BITS],
+            acc: [0; WIN_BITS],
+            n: 0,
+            pos: 0,
+            synced: 0,
+        }
+    }
+
+    /// Reads at most `cap` uniforms ahead (fewer where a call wants only a few values).
+    #[inline(always)]
+    fn load<S: Source>(&mut self, s: &mut S, cap: usize) {
+        let w = s.words();
+        let n = (w.len() / 2).min(cap).min(WIN);
+        for (u, p) in self.u[..n].iter_mut().zip(w.chunks_exact(2)) {
+            let (a, b) = (p[0] >> 5, p[1] >> 6);
+            *u = (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0);
+        }
+        for (x, &u) in self.x[..n].iter_mut().zip(&self.u[..n]) {
+            *x = 2.0 * u - 1.0;
+        }
+        let pairs = n.saturating_sub(1);
+        for p in 0..pairs {
+            self.r2[p] = self.x[p] * self.x[p] + self.x[p + 1] * self.x[p + 1];
+        }
+        // Positions without a whole pair are never accepted.
+        self.r2[pairs..].fill(1.0);
+        for (bits, r2) in self.acc.iter_mut().zip(self.r2.chunks_exact(64)) {
+            let mut b = 0u64;
+            for (j, &r) in r2.iter().enumerate() {
+                b |= ((r < 1.0 && r != 0.0) as u64) << j;
+            }
+            *bits = b;
+        }
+        (self.n, self.pos, self.synced) = (n, 0, 0);
+    }
+
+    /// The next accepted polar pair `(x1, x2, r2)`, the rejected ones before it drawn; `None`
+    /// (nothing drawn) when the window holds none.
+    #[inline(always)]
+    fn next_pair(&mut self) -> Option<(f64, f64, f64)> {
+        // The positions of `pos`'s parity (64 is even: the same in every word).
+        let parity = 0x5555_5555_5555_5555u64 << (self.pos & 1);
+        let mut i = self.pos / 64;
+        let mut m = *self.acc.get(i)? & parity & (!0u64 << (self.pos % 64));
+        while m == 0 {
+            i += 1;
+            m = *self.acc.get(i)? & parity;
+        }
+        let q = 64 * i + m.trailing_zeros() as usize;
+        self.pos = q + 2;
+        Some((self.x[q], self.x[q + 1], self.r2[q]))
+    }
+
+    /// The next uniform, if the window (not `stale`) holds one.
+    #[inline(always)]
+    fn next_uniform(&mut self, stale: bool) -> Option<f64> {
+        if stale || self.pos >= self.n {
+            return None;
+        }
+        self.pos += 1;
+        Some(self.u[self.pos - 1])
+    }
+
+    /// Marks the uniforms drawn from the window drawn in the source.
+    #[inline(always)]
+    fn sync<S: Source>(&mut self, s: &mut S) {
+        s.consume(2 * (self.pos - self.synced));
+        self.synced = self.pos;
+    }
+}
+
+/// `RandomState`'s `std_gamma(shape > 1)` (`scale·g` into `out`), or its `beta(a, b)` for
+/// `a, b > 1` (`beta`: `g_a/(g_a + g_b)`, attempts alternating between `shapes[0]` and
+/// `shapes[1]` as values are accepted), attempts in batches.
+///
+/// An attempt draws a polar Gaussian (a cached one, or pairs of uniforms until one falls in
+/// the unit disc) and then one uniform, unless `v = 1 + c·x ≤ 0`. Which words an attempt
+/// draws therefore depends only on the pairs' radii `r2` and on `v > 0`, and `v > 0` is
+/// certain whenever `r2 > t = 4·exp(−4.5·b)` (then `x² ≤ −2·log r2 < 9b − 2.7 < 1/c²`, with
+/// room for every rounding). So a batch first draws its attempts' words, computing `log(r2)`
+/// at once only for the rare pairs at or below `t`; then the other pairs' logs run eight
+/// lanes at a time and their square roots and quotients side by side (IEEE operations: the
+/// same bits); then the attempts are judged in order. A batch has no more attempts than
+/// gamma values still wanted (each attempt gives at most one), so it draws exactly the words
+/// one-at-a-time drawing does, and the pending half of the last pair is cached as there. For
+/// `beta` an attempt's shape is only known once the earlier ones are judged: one whose `v > 0`
+/// differs between the two shapes (rare: only below `t`) ends the batch and starts the next.
+#[inline(always)]
+fn legacy_mt_loop<S: Source>(
+    s: &mut S,
+    shapes: [MtShape; 2],
+    beta: bool,
+    scale: f64,
+    out: &mut [f64],
+) {
+    use crate::compat::glibc_math::{log_all, log_generic};
+    // Per pair: x1, x2, r2, then log(r2) and f.
+    let (mut x1, mut x2, mut r2, mut lr, mut f) = (
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+        [0.0; BATCH],
+    );
+    // Per attempt: where its Gaussian comes from, its uniform (NaN when it draws none), x.
+    let mut src = [Gauss::Known(0.0); BATCH];
+    let (mut u, mut x) = ([0.0; BATCH], [0.0; BATCH]);
+    let t = 4.0 * exp(-4.5 * shapes[0].b.min(shapes[1].b));
+    let v_pos = |k: usize, x: f64| 1.0 + shapes[k].c * x > 0.0;
+    let exact_f = |r2: f64| (-2.0 * log_generic(r2) / r2).sqrt();
+    // The cached Gaussian between batches; the Gaussian already drawn for the next attempt
+    // (a batch ended on it); the shape of the next attempt; `g_a` while `beta` waits for `g_b`.
+    let mut cache = s.take_gauss();
+    let mut carry: Option<f64> = None;
+    // Uniforms read ahead from the source's buffered words; `stale` until first loaded and
+    // after drawing past them.
+    let mut win = Window::new();
+    let mut stale = true;
+    let (mut k, mut ga) = (0usize, 0.0);
+    let mut done = 0;
+    while done < out.len() {
+        let wanted = if beta {
+            2 * (out.len() - done) - k
+        } else {
+            out.len() - done
+        };
+        let m_max = wanted.min(BATCH);
+        // Phase 1: the words, in order.
+        let (mut m, mut np) = (0, 0);
+        let mut pend: Option<Gauss> = cache.map(Gauss::Known);
+        while m < m_max {
+            let g = if let Some(g) = carry.take() {
+                Gauss::Known(g)
+            } else if let Some(g) = pend.take() {
+                g
+            } else {
+                if stale {
+                    win.load(s, 3 * (wanted - m) + 8);
+                    stale = false;
+                }
+                let (a, b, rr) = match win.next_pair() {
+                    Some(p) => p,
+                    None => {
+                        // No pair left in the window is accepted: draw on one word at a time.
+                        win.sync(s);
+                        stale = true;
+                        loop {
+                            let a = 2.0 * s.uniform() - 1.0;
+                            let b = 2.0 * s.uniform() - 1.0;
+                            let rr = a * a + b * b;
+                            if rr < 1.0 && rr != 0.0 {
+                                break (a, b, rr);
+                            }
+                        }
+                    }
+                };
+                (x1[np], x2[np], r2[np]) = (a, b, rr);
+                np += 1;
+                if rr > t {
+                    pend = Some(Gauss::First(np - 1));
+                    Gauss::Second(np - 1)
+                } else {
+                    let ff = exact_f(rr);
+                    pend = Some(Gauss::Known(ff * a));
+                    Gauss::Known(ff * b)
+                }
+            };
+            let draws_u = match g {
+                Gauss::Known(xx) => {
+                    // The first attempt's shape is known; a later one's only if both agree.
+                    let (p0, p1) = (v_pos(k, xx), v_pos(1 - k, xx));
+                    if m > 0 && beta && p0 != p1 {
+                        carry = Some(xx);
+                        break;
+                    }
+                    p0
+                }
+                _ => true,
+            };
+            src[m] = g;
+            u[m] = if !draws_u {
+                f64::NAN
+            } else if let Some(v) = win.next_uniform(stale) {
+                v
+            } else {
+                win.sync(s);
+                stale = true;
+                s.uniform()
+            };
+            m += 1;
+        }
+        win.sync(s);
+        // Phase 2: the pairs' f, then every attempt's x.
+        log_all(&r2[..np], &mut lr[..np]);
+        for j in 0..np {
+            f[j] = (-2.0 * lr[j] / r2[j]).sqrt();
+        }
+        let value = |g: Gauss| match g {
+            Gauss::Known(g) => g,
+            Gauss::Second(j) => f[j] * x2[j],
+            Gauss::First(j) => f[j] * x1[j],
+        };
+        for i in 0..m {
+            x[i] = value(src[i]);
+        }
+        cache = pend.map(value);
+        // Phase 3: judge the attempts in order.
+        for i in 0..m {
+            let (xx, sh) = (x[i], shapes[k]);
+            let mut v = 1.0 + sh.c * xx;
+            assert_eq!(v > 0.0, !u[i].is_nan(), "legacy gamma: speculated draws");
+            if v <= 0.0 {
+                continue;
+            }
+            v = v * v * v;
+            let ui = u[i];
+            let ok = ui < 1.0 - 0.0331 * (xx * xx) * (xx * xx)
+                || log_generic(ui) < 0.5 * xx * xx + sh.b * (1.0 - v + log_generic(v));
+            if !ok {
+                continue;
+            }
+            let g = sh.b * v;
+            if !beta {
+                out[done] = scale * g;
+                done += 1;
+            } else if k == 0 {
+                (ga, k) = (g, 1);
+            } else {
+                out[done] = ga / (ga + g);
+                done += 1;
+                k = 0;
+            }
+        }
+    }
+    debug_assert!(carry.is_none() && k == 0);
+    if let Some(g) = cache {
+        s.put_gauss(g);
+    }
+}
+
 /// The base of `pow(base, 1/shape)` in one attempt of `std_gamma` for `shape < 1`: `u`, or
 /// `1 − shape + shape·y` with `y = −log((1 − u)/shape)` when `u > 1 − shape`.
 #[inline(always)]
@@ -421,10 +785,13 @@ fn small_base(shape: f64, u: f64, y: f64) -> f64 {
     }
 }
 
-/// Whether that attempt (`v` its exponential, `x` the power) is accepted.
+/// Whether that attempt (`v` its exponential, `x` the power) is accepted: NumPy's `x <= v`
+/// when `u <= 1 − shape`, else `x <= v + y`; one test without a branch (a coin flip the CPU
+/// cannot predict), since `y = 0` in the first case and `v + 0 = v` (`v ≥ 0`; `−0 + 0 = +0`
+/// compares the same).
 #[inline(always)]
-fn small_accepts(shape: f64, u: f64, v: f64, y: f64, x: f64) -> bool {
-    if u <= 1.0 - shape { x <= v } else { x <= v + y }
+fn small_accepts(v: f64, y: f64, x: f64) -> bool {
+    x <= v + y
 }
 
 /// `scale · std_gamma(shape)` for `0 < shape < 1` into `out`, attempts in batches: each
@@ -448,12 +815,23 @@ fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64
         let m = (out.len() - done).min(BATCH);
         for i in 0..m {
             u[i] = s.uniform();
-            v[i] = s.exp1();
+            // Legacy: `−log(1 − U)`, its log below with the others.
+            v[i] = if S::LEGACY {
+                1.0 - s.uniform()
+            } else {
+                s.exp1()
+            };
             w[i] = if u[i] <= 1.0 - shape {
                 1.0
             } else {
                 (1.0 - u[i]) / shape
             };
+        }
+        if S::LEGACY {
+            log_all(&v[..m], &mut x[..m]);
+            for i in 0..m {
+                v[i] = -x[i];
+            }
         }
         log_all(&w[..m], &mut y[..m]);
         for i in 0..m {
@@ -465,7 +843,7 @@ fn gamma_small_loop<S: Source>(s: &mut S, shape: f64, scale: f64, out: &mut [f64
         // attempt writes its value at `done`, and only an accepted one moves `done` on, so a
         // rejected value is overwritten later (`done < len` holds until the last value).
         for i in 0..m {
-            let ok = small_accepts(shape, u[i], v[i], y[i], x[i]);
+            let ok = small_accepts(v[i], y[i], x[i]);
             if let Some(o) = out.get_mut(done) {
                 *o = scale * x[i];
             }
@@ -1834,6 +2212,11 @@ pub trait Distributions: Blocked + Sized {
             with_block!(self, out.len(), |s| gamma_small_fill(s, shape, 1.0, out));
             return Ok(());
         }
+        if Self::LEGACY && shape > 1.0 && out.len() >= BLOCK_MIN {
+            let mt = MtShape::new(shape);
+            legacy_mt_fill(&mut self.block(), [mt, mt], false, 1.0, out);
+            return Ok(());
+        }
         with_block!(self, out.len(), |s| gamma_fill(s, shape, 1.0, out));
         Ok(())
     }
@@ -1845,6 +2228,11 @@ pub trait Distributions: Blocked + Sized {
         not_nan("gamma", "shape", shape)?;
         if 0.0 < shape && shape < 1.0 {
             with_block!(self, out.len(), |s| gamma_small_fill(s, shape, scale, out));
+            return Ok(());
+        }
+        if Self::LEGACY && shape > 1.0 && out.len() >= BLOCK_MIN {
+            let mt = MtShape::new(shape);
+            legacy_mt_fill(&mut self.block(), [mt, mt], false, scale, out);
             return Ok(());
         }
         with_block!(self, out.len(), |s| gamma_fill(s, shape, scale, out));
@@ -1859,6 +2247,11 @@ pub trait Distributions: Blocked + Sized {
         }
         if johnk_batched(Self::LEGACY, a, b) {
             with_block!(self, out.len(), |s| johnk_fill(s, a, b, out));
+            return Ok(());
+        }
+        if Self::LEGACY && a > 1.0 && b > 1.0 && out.len() >= BLOCK_MIN {
+            let shapes = [MtShape::new(a), MtShape::new(b)];
+            legacy_mt_fill(&mut self.block(), shapes, true, 1.0, out);
             return Ok(());
         }
         with_block!(self, out.len(), |s| beta_fill(s, a, b, out));
@@ -2376,13 +2769,24 @@ mod tests {
     use crate::compat::numpy::{Generator, Pcg64Dxsm, RandomState, SeedSequence, default_rng};
 
     /// (name, a, b): the samplers that draw through a block source, over their branches.
-    const CASES: [(&str, f64, f64); 16] = [
+    const CASES: [(&str, f64, f64); 24] = [
         ("gamma", 2.5, 1.0),
+        // Shapes near 1: many polar pairs at or below the batched legacy loop's threshold, and
+        // attempts with `v <= 0` that draw no uniform.
+        ("gamma", 1.0001, 1.0),
+        ("gamma", 1.05, 0.5),
+        ("gamma", 1e6, 1.0),
+        ("gamma", f64::INFINITY, 1.0),
         ("gamma", 0.5, 2.0),
         ("gamma", 1e-3, 1.0),
         ("gamma", 1.0, 3.0),
         ("beta", 2.0, 3.0),
         ("beta", 0.5, 0.7),
+        // Attempts whose `v > 0` differs between the shapes end a legacy batch.
+        ("beta", 1.0001, 30.0),
+        ("beta", 30.0, 1.0001),
+        ("beta", 1.2, 1.1),
+        ("beta", 2.0, 0.5),
         ("beta", 1e-200, 1e-200),
         ("poisson", 4.5, 0.0),
         ("poisson", 0.3, 0.0),

@@ -493,6 +493,32 @@ impl<B: BitGenerator> super::distributions::sealed::Source for GenBlock<'_, B> {
     fn exp1(&mut self) -> f64 {
         exponential_f64(self)
     }
+    #[inline(always)]
+    fn uniforms(&mut self, mut out: &mut [f64]) {
+        if !B::BLOCKS {
+            out.iter_mut().for_each(|o| *o = self.bits.f64());
+            return;
+        }
+        while !out.is_empty() {
+            if self.pos >= GEN_BLOCK {
+                self.bits.fill_raw(&mut self.buf);
+                self.pos = 0;
+            }
+            let n = out.len().min(GEN_BLOCK - self.pos);
+            let (head, rest) = out.split_at_mut(n);
+            for (o, &w) in head.iter_mut().zip(&self.buf[self.pos..self.pos + n]) {
+                // `(w >> 11) as f64`, exactly (as two exact halves below 2^52, each converted
+                // by the 2^52 trick), so that the loop vectorises without AVX-512DQ.
+                const TWO52: f64 = 4_503_599_627_370_496.0;
+                let x = w >> 11;
+                let hi = f64::from_bits((x >> 26) | TWO52.to_bits()) - TWO52;
+                let lo = f64::from_bits((x & ((1 << 26) - 1)) | TWO52.to_bits()) - TWO52;
+                *o = (hi * 67_108_864.0 + lo) * (1.0 / 9_007_199_254_740_992.0);
+            }
+            self.pos += n;
+            out = rest;
+        }
+    }
 }
 
 impl<B: BitGenerator> Bits for Generator<B> {

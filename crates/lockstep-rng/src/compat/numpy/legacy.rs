@@ -304,6 +304,12 @@ impl super::distributions::sealed::Source for RandomState {
     fn exp1(&mut self) -> f64 {
         -log(1.0 - self.mt.f64())
     }
+    fn take_gauss(&mut self) -> Option<f64> {
+        self.gauss.take()
+    }
+    fn put_gauss(&mut self, g: f64) {
+        self.gauss = Some(g);
+    }
 }
 
 impl super::distributions::sealed::Blocked for RandomState {
@@ -405,6 +411,27 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
     #[inline(always)]
     fn exp1(&mut self) -> f64 {
         -log(1.0 - self.f64())
+    }
+    fn take_gauss(&mut self) -> Option<f64> {
+        self.rs.gauss.take()
+    }
+    fn put_gauss(&mut self, g: f64) {
+        self.rs.gauss = Some(g);
+    }
+    #[inline(always)]
+    fn words(&mut self) -> &[u32] {
+        if self.pos >= self.len {
+            self.refill();
+        }
+        &self.buf[self.pos..self.len]
+    }
+    #[inline(always)]
+    fn consume(&mut self, n: usize) {
+        assert!(
+            n <= self.len - self.pos,
+            "consumed more words than buffered"
+        );
+        self.pos += n;
     }
 }
 
