@@ -757,7 +757,7 @@ pub(super) const EXP_C: [f64; 4] = [
     f64::from_bits(0x3fa55555cf172b91),
     f64::from_bits(0x3f81111167a4d017),
 ];
-/// `__exp_data.tab`: for k in 0..128, the bits of T[k] (tail) then of H[k] - (k << 52)/128.
+/// `__exp_data.tab`: for k in 0..128, the bits of `T[k]` (tail) then of `H[k]` - (k << 52)/128.
 pub(super) const EXP_TAB: [u64; 256] = [
     0x0000000000000000,
     0x3ff0000000000000,

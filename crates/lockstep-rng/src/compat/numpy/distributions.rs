@@ -621,6 +621,8 @@ impl Window {
 /// one-at-a-time drawing does, and the pending half of the last pair is cached as there. For
 /// `beta` an attempt's shape is only known once the earlier ones are judged: one whose `v > 0`
 /// differs between the two shapes (rare: only below `t`) ends the batch and starts the next.
+/// The words come from a [`Window`] read ahead over the source's current block (marked drawn
+/// only as far as used); past its end an attempt draws one word at a time.
 #[inline(always)]
 fn legacy_mt_loop<S: Source>(
     s: &mut S,
