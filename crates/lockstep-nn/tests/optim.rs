@@ -791,3 +791,104 @@ fn parameters_without_gradients_are_skipped() {
     let t = clip_grad_norm_(&[a, b], 1.0, 2.0).unwrap();
     assert_eq!(t.item::<f32>().unwrap(), 0.0);
 }
+
+#[test]
+fn sgd_split_update_is_thread_invariant() {
+    // Parameters large enough for the split update (and one that is not), three steps each
+    // (the first sets the momentum buffer): the same bits at 1, 2, 3 and 8 threads, equal to
+    // a scalar reference of the documented formula.
+    let sizes = [70_001usize, 1 << 15, 100];
+    let value = |n: usize, s: u64| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i as u64 * 2654435761 + s * 97) % 2001) as f32 - 1000.0) / 997.0)
+            .collect()
+    };
+    let configs = [
+        SgdOptions {
+            lr: 0.01,
+            momentum: 0.9,
+            ..SgdOptions::default()
+        },
+        SgdOptions {
+            lr: 0.03,
+            momentum: 0.8,
+            dampening: 0.1,
+            weight_decay: 1e-2,
+            maximize: true,
+            ..SgdOptions::default()
+        },
+        SgdOptions {
+            lr: 0.02,
+            momentum: 0.5,
+            nesterov: true,
+            ..SgdOptions::default()
+        },
+        SgdOptions {
+            lr: 0.05,
+            ..SgdOptions::default()
+        },
+    ];
+    for o in configs {
+        let run = |threads: usize| -> Vec<Vec<u32>> {
+            lockstep_tensor::threads::with_num_threads(threads, || {
+                let params: Vec<Var> = sizes
+                    .iter()
+                    .map(|&n| Var::new(Tensor::from_vec(value(n, 1), &[n]).unwrap(), true))
+                    .collect();
+                let mut opt = Sgd::new(params.clone(), o).unwrap();
+                for step in 0..3 {
+                    for (p, &n) in params.iter().zip(&sizes) {
+                        p.set_grad(Some(Tensor::from_vec(value(n, 2 + step), &[n]).unwrap()))
+                            .unwrap();
+                    }
+                    opt.step().unwrap();
+                }
+                params
+                    .iter()
+                    .map(|p| {
+                        let v = p.data().to_vec::<f32>().unwrap();
+                        v.iter().map(|x| x.to_bits()).collect()
+                    })
+                    .collect()
+            })
+        };
+        // The scalar reference (SgdOptions' documented formula, f32 constants).
+        let want: Vec<Vec<u32>> = sizes
+            .iter()
+            .map(|&n| {
+                let (lr, m, wd) = (o.lr as f32, o.momentum as f32, o.weight_decay as f32);
+                let omd = (1.0 - o.dampening) as f32;
+                let mut p = value(n, 1);
+                let mut buf: Vec<f32> = vec![0.0; n];
+                for step in 0..3 {
+                    let g = value(n, 2 + step);
+                    for i in 0..n {
+                        let mut d = if o.maximize { -g[i] } else { g[i] };
+                        if o.weight_decay != 0.0 {
+                            d = p[i].mul_add(wd, d);
+                        }
+                        let u = if o.momentum != 0.0 {
+                            buf[i] = if step == 0 {
+                                d
+                            } else {
+                                d.mul_add(omd, buf[i] * m)
+                            };
+                            if o.nesterov {
+                                buf[i].mul_add(m, d)
+                            } else {
+                                buf[i]
+                            }
+                        } else {
+                            d
+                        };
+                        p[i] = u.mul_add(-lr, p[i]);
+                    }
+                }
+                p.iter().map(|x| x.to_bits()).collect()
+            })
+            .collect();
+        for t in [1, 2, 3, 8] {
+            assert!(run(t) == want, "{o:?} at {t} threads");
+        }
+    }
+}

@@ -6,6 +6,8 @@ use super::{
 };
 use crate::autograd::Var;
 use crate::ops::invalid;
+use core::mem::MaybeUninit;
+use lockstep_tensor::threads::Par;
 use lockstep_tensor::{Result, Tensor};
 
 const OP: &str = "SGD";
@@ -118,10 +120,11 @@ struct Consts<T> {
 }
 
 multiversion! {
-    /// One SGD update of one parameter: the new values appended to `out` (empty, with room
-    /// for them); the momentum buffer `buf` (empty without momentum) updated in place, or set
-    /// to the gradient when `first`.
-    fn sgd_kernel<T>(p: &[T], g: &[T], buf: &mut [T], first: bool, out: &mut Vec<T>, k: &Consts<T>) {
+    /// One SGD update of (a range of) one parameter: every element of `out` written with the
+    /// new values (`out.len() == p.len()`); the momentum buffer `buf` (empty without momentum)
+    /// updated in place, or set to the gradient when `first`. Each element is computed from
+    /// its own inputs only, so any split into ranges gives the same bits.
+    fn sgd_kernel<T>(p: &[T], g: &[T], buf: &mut [T], first: bool, out: &mut [MaybeUninit<T>], k: &Consts<T>) {
         // grad = -grad if maximize; grad = grad.add(param, alpha=weight_decay)
         let grad = |p: T, g: T| {
             let d = if k.maximize { -g } else { g };
@@ -131,29 +134,29 @@ multiversion! {
             }
         };
         let n = p.len();
-        let g = &g[..n];
+        let (g, out) = (&g[..n], &mut out[..n]);
         // Without weight decay or maximize, `grad(p, g)` is `g` itself: the loops below that
         // skip it give the same bits with no per-element branches.
         let plain = k.weight_decay.is_none() && !k.maximize;
         let Some(m) = k.momentum else {
             // param.add_(grad, alpha=-lr)
-            if plain {
-                out.extend(p.iter().zip(g).map(|(&p, &g)| g.mul_add(k.neg_lr, p)));
-            } else {
-                out.extend(p.iter().zip(g).map(|(&p, &g)| grad(p, g).mul_add(k.neg_lr, p)));
+            for ((o, &p), &g) in out.iter_mut().zip(p).zip(g) {
+                let d = if plain { g } else { grad(p, g) };
+                o.write(d.mul_add(k.neg_lr, p));
             }
             return;
         };
         let buf = &mut buf[..n];
+        let it = out.iter_mut().zip(p).zip(g).zip(buf);
         if plain && !first && !k.nesterov {
             let (omd, neg_lr) = (k.one_minus_dampening, k.neg_lr);
-            out.extend(p.iter().zip(g).zip(buf.iter_mut()).map(|((&p, &g), b)| {
+            for (((o, &p), &g), b) in it {
                 *b = g.mul_add(omd, *b * m);
-                b.mul_add(neg_lr, p)
-            }));
+                o.write(b.mul_add(neg_lr, p));
+            }
             return;
         }
-        out.extend(p.iter().zip(g).zip(buf.iter_mut()).map(|((&p, &g), b)| {
+        for (((o, &p), &g), b) in it {
             let d = grad(p, g);
             // buf = grad.clone() | buf.mul_(momentum).add_(grad, alpha=1 - dampening)
             *b = if first {
@@ -164,8 +167,28 @@ multiversion! {
             // grad = grad.add(buf, alpha=momentum) if nesterov else buf
             let u = if k.nesterov { b.mul_add(m, d) } else { *b };
             // param.add_(grad, alpha=-lr)
-            u.mul_add(k.neg_lr, p)
-        }));
+            o.write(u.mul_add(k.neg_lr, p));
+        }
+    }
+}
+
+/// Parameters of at least this many elements are updated in [`PAR_ROWS`]-element ranges
+/// spread over the threads (a function of the size only; the bits never depend on it).
+const PAR_MIN: usize = 1 << 15;
+/// The range length of a split update.
+const PAR_ROWS: usize = 1 << 12;
+
+/// A pointer handed to the threads of one split update, each writing its own range.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: used only by `Sgd::update`, whose ranges are disjoint and end before it returns.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    // A method, so that closures capture the whole wrapper rather than its raw field.
+    fn get(self) -> *mut T {
+        self.0
     }
 }
 
@@ -185,6 +208,9 @@ impl Sgd {
         let pd = dense::<T>(&pv)?;
         let gd = dense::<T>(g)?;
         let n = pd.len();
+        if gd.len() != n {
+            return Err(invalid(OP, "grad", "gradient and parameter sizes differ"));
+        }
         let slot = &mut self.momentum_buffer[i];
         let first = k.momentum.is_some() && slot.is_none();
         let mut none = Vec::new();
@@ -194,13 +220,42 @@ impl Sgd {
             None => T::buf(slot.insert(Buf::zeros(T::DTYPE, n))),
         };
         // Filled by the kernel, never zeroed first.
-        let mut out = Vec::new();
+        let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n)
             .map_err(|_| lockstep_tensor::Error::OutOfMemory {
                 op: OP,
                 bytes: n as u128 * core::mem::size_of::<T>() as u128,
             })?;
-        sgd_kernel(&pd, &gd, buf, first, &mut out, &k);
+        let par = Par::current();
+        if par.threads() > 1 && n >= PAR_MIN {
+            let has_buf = !buf.is_empty();
+            let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
+            let (pd, gd, k) = (&pd[..], &gd[..], &k);
+            // Always worth the hop at this size: the helpers are idle during the step.
+            crate::rnn::for_row_ranges(&par, n.div_ceil(PAR_ROWS), usize::MAX, move |r0, r1| {
+                let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
+                // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`);
+                // ranges `a..b` of different calls are disjoint and all end before
+                // `for_row_ranges` returns.
+                let (o, bb) = unsafe {
+                    let o = core::slice::from_raw_parts_mut(
+                        o_ptr.get().add(a).cast::<MaybeUninit<T>>(),
+                        b - a,
+                    );
+                    let bb: &mut [T] = if has_buf {
+                        core::slice::from_raw_parts_mut(b_ptr.get().add(a), b - a)
+                    } else {
+                        &mut []
+                    };
+                    (o, bb)
+                };
+                sgd_kernel(&pd[a..b], &gd[a..b], bb, first, o, k);
+            });
+        } else {
+            sgd_kernel(&pd, &gd, buf, first, &mut out.spare_capacity_mut()[..n], &k);
+        }
+        // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
+        unsafe { out.set_len(n) };
         p.set_data(Tensor::from_vec(out, p.shape())?)
     }
 }

@@ -336,43 +336,77 @@ fn check_probability(op: &'static str, p: f64) -> Result<()> {
 pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<()> {
     check_probability("bernoulli_", p)?;
     let mut rest = &mut out[..];
-    bernoulli_fill(g, rest.len(), p, |hits| {
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(hits.len());
-        for (v, &h) in head.iter_mut().zip(hits) {
-            *v = if h { T::ONE } else { T::ZERO };
-        }
+    bernoulli_fill(g, rest.len(), p, T::ONE, T::ZERO, |vals| {
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(vals.len());
+        head.copy_from_slice(vals);
         rest = tail;
     });
     Ok(())
 }
 
-/// The draws of [`bernoulli_`] for `n` elements, handed to `put` in order a block at a time:
-/// `u < p` for each element's 53-bit uniform double `u`.
+/// The draws of [`bernoulli_`] for `n` elements as values, handed to `put` in order a block
+/// at a time: `hit` where the element's 53-bit uniform double `u` is below `p`, else `miss`.
 ///
 /// `u < p` is decided on the integers: `u = m · 2⁻⁵³` exactly for the 53-bit integer `m`, and
 /// `p · 2⁵³` is exact (a power-of-two scaling), so `u < p` holds iff `m < ⌈p · 2⁵³⌉` — the
 /// same outcome as the double comparison, without converting `m` (which AVX2 cannot do in
 /// vectors).
 #[inline]
-fn bernoulli_fill(g: &mut Generator, n: usize, p: f64, mut put: impl FnMut(&[bool])) {
+fn bernoulli_fill<T: Float>(
+    g: &mut Generator,
+    n: usize,
+    p: f64,
+    hit: T,
+    miss: T,
+    mut put: impl FnMut(&[T]),
+) {
     // Raw words in blocks (the engine tempers whole runs at once): each value takes two words,
     // `(first << 32) | second`, exactly as `next_f64` would.
     const BLOCK: usize = 256;
     let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
     let mut raw = [0u32; 2 * BLOCK];
-    let mut hits = [false; BLOCK];
+    let mut vals = [miss; BLOCK];
     let mut i = 0;
     while i < n {
         let len = (n - i).min(BLOCK);
         let raw = &mut raw[..2 * len];
         g.fill_u32(raw);
-        for (h, w) in hits.iter_mut().zip(raw.chunks_exact(2)) {
-            let bits = ((w[0] as u64) << 32) | w[1] as u64;
-            *h = (bits & ((1 << 53) - 1)) < threshold;
-        }
-        put(&hits[..len]);
+        decide(raw, threshold, hit, miss, &mut vals[..len]);
+        put(&vals[..len]);
         i += len;
     }
+}
+
+/// `out[i] = hit` if the 53 low bits of `(raw[2i] << 32) | raw[2i + 1]` are below `threshold`,
+/// else `miss`; built for AVX2 where the path in use allows it (the same integer comparisons).
+#[inline]
+fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+    #[inline(always)]
+    fn imp<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+        for (o, w) in out.iter_mut().zip(raw.chunks_exact(2)) {
+            let bits = ((w[0] as u64) << 32) | w[1] as u64;
+            *o = if (bits & ((1 << 53) - 1)) < threshold {
+                hit
+            } else {
+                miss
+            };
+        }
+    }
+    // Opaque values: with `hit = 1 / k` and `miss = 0 / k` in sight the compiler would divide
+    // per element.
+    let (hit, miss) = (core::hint::black_box(hit), core::hint::black_box(miss));
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+            imp(raw, threshold, hit, miss, out)
+        }
+        if crate::isa::Isa::Avx2.enabled() && crate::isa::Isa::Avx2.available() {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { avx2(raw, threshold, hit, miss, out) };
+        }
+    }
+    imp(raw, threshold, hit, miss, out)
 }
 
 /// `torch.bernoulli(probs)`: one draw per probability, in `T`'s precision (24-bit uniforms for
@@ -446,8 +480,8 @@ pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec
     // The mask is 0 or 1 before the division, so it takes two values: divide once.
     let kept = T::ONE.div(keep);
     let dropped = T::ZERO.div(keep);
-    bernoulli_fill(g, n, 1.0 - p, |hits| {
-        mask.extend(hits.iter().map(|&h| if h { kept } else { dropped }));
+    bernoulli_fill(g, n, 1.0 - p, kept, dropped, |vals| {
+        mask.extend_from_slice(vals)
     });
     Ok(mask)
 }
