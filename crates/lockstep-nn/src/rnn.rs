@@ -1338,6 +1338,31 @@ mod tests {
         });
     }
 
+    #[test]
+    fn all_finite_finds_every_infinity_and_nan() {
+        use crate::lstm_kernel::all_finite;
+        let ok = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -f32::MAX,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1e-45,
+            -1e-45,
+        ];
+        assert!(all_finite(&ok) && all_finite(&[]));
+        for bad in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN] {
+            for at in 0..ok.len() {
+                let mut v = ok.to_vec();
+                v.insert(at, bad);
+                assert!(!all_finite(&v), "{bad} at {at}");
+            }
+        }
+        assert!(!all_finite(&[f32::from_bits(0x7fff_ffff)]));
+        assert!(!all_finite(&[f32::from_bits(0xff80_0001)]));
+    }
+
     /// A panicking range reaches the caller after every range is done, and the helpers keep
     /// working.
     #[test]
