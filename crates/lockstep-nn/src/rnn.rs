@@ -21,7 +21,6 @@ use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{GemmFloat, PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Result, Tensor, trace};
-use rayon::prelude::*;
 
 /// Which recurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -727,187 +726,17 @@ fn lstm_fused(
 }
 
 /// Runs `f(r0, r1)` over row ranges covering `0..rows`: on the calling thread, or cut into one
-/// range per thread when `work` (multiply-adds) is large enough to pay for the hop. The ranges
-/// are the same whoever runs them and never change the bits: each row is computed alone.
-///
-/// The calling thread runs ranges itself beside [`team`]'s helpers (which wait for the next
-/// layer spinning a little): a hop into the rayon pool put the caller to sleep and woke it
-/// again, ~100 µs a region on a busy 2-core VM where a region's work is ~150 µs. Another
-/// thread's regions meanwhile (tests) go to the pool as before.
+/// range per thread when `work` (multiply-adds) is large enough to pay for the hop
+/// ([`Par::run_parts`]: the caller works beside standing helpers, no sleep and wake per
+/// region). The ranges are the same whoever runs them and never change the bits: each row is
+/// computed alone.
 pub(crate) fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let parts = par.threads().min(rows);
     if parts <= 1 || work < 1 << 21 {
         f(0, rows);
         return;
     }
-    let range = |p: usize| f(p * rows / parts, (p + 1) * rows / parts);
-    if team::run(parts, &range) {
-        return;
-    }
-    par.install(|| (0..parts).into_par_iter().for_each(range));
-}
-
-/// Helper threads for [`for_row_ranges`]: the caller publishes a job of `parts` ranges, every
-/// thread (the caller too) claims ranges by an atomic counter until none is left, and the
-/// caller waits for all of them to finish. Helpers spin (yielding) for a while after each
-/// job, then sleep on a condition variable.
-mod team {
-    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    use std::sync::{Arc, Condvar, Mutex, OnceLock, TryLockError};
-    use std::time::{Duration, Instant};
-
-    /// How long an idle helper keeps looking for the next job before it sleeps: longer than
-    /// the gaps between the LSTM's regions in training (the optimizer's step included).
-    const SPIN: Duration = Duration::from_millis(1);
-
-    struct Job {
-        next: AtomicUsize,
-        done: AtomicUsize,
-        parts: usize,
-        panicked: AtomicBool,
-        /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
-        /// publisher does not return before every claimed range is done.
-        f: *const (dyn Fn(usize) + Sync),
-    }
-    // SAFETY: `f` is `Sync` and used only as documented on the field.
-    unsafe impl Send for Job {}
-    unsafe impl Sync for Job {}
-
-    impl Job {
-        /// Claims and runs ranges until none is left.
-        fn work(&self) {
-            loop {
-                let p = self.next.fetch_add(1, Ordering::Relaxed);
-                if p >= self.parts {
-                    return;
-                }
-                // SAFETY: range `p` is claimed and not yet done, so the publisher is still
-                // waiting and `f` is alive.
-                let f = unsafe { &*self.f };
-                if catch_unwind(AssertUnwindSafe(|| f(p))).is_err() {
-                    self.panicked.store(true, Ordering::Relaxed);
-                }
-                self.done.fetch_add(1, Ordering::Release);
-            }
-        }
-    }
-
-    struct Team {
-        /// Bumped for every job (under `slot`'s lock).
-        epoch: AtomicU64,
-        slot: Mutex<Option<Arc<Job>>>,
-        wake: Condvar,
-        sleepers: AtomicUsize,
-    }
-
-    /// The helpers started so far; locked by the thread whose job runs.
-    struct Crew {
-        team: Arc<Team>,
-        helpers: usize,
-    }
-
-    fn crew() -> &'static Mutex<Crew> {
-        static CREW: OnceLock<Mutex<Crew>> = OnceLock::new();
-        CREW.get_or_init(|| {
-            Mutex::new(Crew {
-                team: Arc::new(Team {
-                    epoch: AtomicU64::new(0),
-                    slot: Mutex::new(None),
-                    wake: Condvar::new(),
-                    sleepers: AtomicUsize::new(0),
-                }),
-                helpers: 0,
-            })
-        })
-    }
-
-    fn helper(team: Arc<Team>) {
-        let mut seen = team.epoch.load(Ordering::Acquire);
-        loop {
-            let since = Instant::now();
-            let mut spins = 0u32;
-            while team.epoch.load(Ordering::Acquire) == seen {
-                spins += 1;
-                if spins.is_multiple_of(64) {
-                    if since.elapsed() > SPIN {
-                        let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
-                        team.sleepers.fetch_add(1, Ordering::Relaxed);
-                        while team.epoch.load(Ordering::Acquire) == seen {
-                            slot = team.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
-                        }
-                        team.sleepers.fetch_sub(1, Ordering::Relaxed);
-                        break;
-                    }
-                    // Others waiting for this core (the pool's threads) go first.
-                    std::thread::yield_now();
-                }
-                core::hint::spin_loop();
-            }
-            let job = {
-                let slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
-                seen = team.epoch.load(Ordering::Acquire);
-                slot.clone()
-            };
-            if let Some(job) = job {
-                job.work();
-            }
-        }
-    }
-
-    /// Runs `f(p)` for every `p < parts` on this thread and `parts − 1` helpers; `false` (and
-    /// nothing run) when another thread's job holds the helpers or they cannot be started.
-    pub(super) fn run(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
-        let mut crew = match crew().try_lock() {
-            Ok(c) => c,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return false,
-        };
-        while crew.helpers + 1 < parts {
-            let team = crew.team.clone();
-            let started = std::thread::Builder::new()
-                .name(format!("lockstep-lstm-{}", crew.helpers))
-                .spawn(move || helper(team));
-            if started.is_err() {
-                return false;
-            }
-            crew.helpers += 1;
-        }
-        // SAFETY (lifetime erasure): see `Job::f`; this function waits below for every range.
-        let f: *const (dyn Fn(usize) + Sync + '_) = f;
-        let f: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(f) };
-        let job = Arc::new(Job {
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            parts,
-            panicked: AtomicBool::new(false),
-            f,
-        });
-        let team = &crew.team;
-        {
-            let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
-            *slot = Some(job.clone());
-            team.epoch.fetch_add(1, Ordering::Release);
-            if team.sleepers.load(Ordering::Relaxed) > 0 {
-                team.wake.notify_all();
-            }
-        }
-        job.work();
-        let mut spins = 0u32;
-        while job.done.load(Ordering::Acquire) < parts {
-            spins += 1;
-            if spins > 1000 {
-                std::thread::yield_now();
-            }
-            core::hint::spin_loop();
-        }
-        *team.slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        drop(crew);
-        if job.panicked.load(Ordering::Relaxed) {
-            resume_unwind(Box::new("a task of the LSTM kernels panicked"));
-        }
-        true
-    }
+    par.run_parts(parts, |p| f(p * rows / parts, (p + 1) * rows / parts));
 }
 
 /// `lstm_layer.simd`: the f32 forward of [`lstm_kernel`].
@@ -1361,29 +1190,6 @@ mod tests {
         }
         assert!(!all_finite(&[f32::from_bits(0x7fff_ffff)]));
         assert!(!all_finite(&[f32::from_bits(0xff80_0001)]));
-    }
-
-    /// A panicking range reaches the caller after every range is done, and the helpers keep
-    /// working.
-    #[test]
-    fn a_panicking_range_reaches_the_caller() {
-        let par = Par::new(3);
-        let done = AtomicUsize::new(0);
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            super::for_row_ranges(&par, 3, 1 << 22, |r0, _| {
-                if r0 == 1 {
-                    panic!("range 1");
-                }
-                done.fetch_add(1, Ordering::Relaxed);
-            })
-        }));
-        assert!(r.is_err());
-        assert_eq!(done.load(Ordering::Relaxed), 2);
-        let n = AtomicUsize::new(0);
-        super::for_row_ranges(&par, 30, 1 << 22, |r0, r1| {
-            n.fetch_add(r1 - r0, Ordering::Relaxed);
-        });
-        assert_eq!(n.load(Ordering::Relaxed), 30);
     }
 
     /// Distance in units in the last place between an f32 and the correctly rounded f64 value.

@@ -175,4 +175,240 @@ impl Par {
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
     }
+
+    /// Runs `f(p)` exactly once for every `p < parts`, returning when all are done. The
+    /// calling thread runs pieces itself beside up to `parts − 1` standing helper threads,
+    /// which wait for the next job spinning (and yielding) for about a millisecond: a region
+    /// costs no sleep and wake of the caller, which [`Par::install`] pays (~100 µs on a busy
+    /// 2-core VM, as much as the work of one LSTM step's region). While another thread's job
+    /// holds the helpers, the pieces run in the pool instead. Which thread runs a piece is
+    /// unspecified, so deterministic kernels must make each piece's result independent of it.
+    /// A panic in a piece reaches the caller after every other piece is done.
+    pub fn run_parts(&self, parts: usize, f: impl Fn(usize) + Sync) {
+        if parts <= 1 {
+            if parts == 1 {
+                f(0);
+            }
+            return;
+        }
+        if team::run(parts, &f) {
+            return;
+        }
+        use rayon::prelude::*;
+        self.install(|| (0..parts).into_par_iter().for_each(&f));
+    }
+}
+
+/// Standing helper threads for [`Par::run_parts`]: the caller publishes a job of `parts`
+/// pieces, every thread (the caller too) claims pieces by an atomic counter until none is left,
+/// and the caller waits for all of them to finish. Helpers spin (yielding) for a while after
+/// each job, then sleep on a condition variable.
+mod team {
+    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, OnceLock, TryLockError};
+    use std::time::{Duration, Instant};
+
+    /// How long an idle helper keeps looking for the next job before it sleeps: longer than
+    /// the gaps between an LSTM layer's regions in training (the optimizer's step included).
+    const SPIN: Duration = Duration::from_millis(1);
+
+    struct Job {
+        next: AtomicUsize,
+        done: AtomicUsize,
+        parts: usize,
+        panicked: AtomicBool,
+        /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
+        /// publisher does not return before every claimed range is done.
+        f: *const (dyn Fn(usize) + Sync),
+    }
+    // SAFETY: `f` is `Sync` and used only as documented on the field.
+    unsafe impl Send for Job {}
+    unsafe impl Sync for Job {}
+
+    impl Job {
+        /// Claims and runs ranges until none is left.
+        fn work(&self) {
+            loop {
+                let p = self.next.fetch_add(1, Ordering::Relaxed);
+                if p >= self.parts {
+                    return;
+                }
+                // SAFETY: range `p` is claimed and not yet done, so the publisher is still
+                // waiting and `f` is alive.
+                let f = unsafe { &*self.f };
+                if catch_unwind(AssertUnwindSafe(|| f(p))).is_err() {
+                    self.panicked.store(true, Ordering::Relaxed);
+                }
+                self.done.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+
+    struct Team {
+        /// Bumped for every job (under `slot`'s lock).
+        epoch: AtomicU64,
+        slot: Mutex<Option<Arc<Job>>>,
+        wake: Condvar,
+        sleepers: AtomicUsize,
+    }
+
+    /// The helpers started so far; locked by the thread whose job runs.
+    struct Crew {
+        team: Arc<Team>,
+        helpers: usize,
+    }
+
+    fn crew() -> &'static Mutex<Crew> {
+        static CREW: OnceLock<Mutex<Crew>> = OnceLock::new();
+        CREW.get_or_init(|| {
+            Mutex::new(Crew {
+                team: Arc::new(Team {
+                    epoch: AtomicU64::new(0),
+                    slot: Mutex::new(None),
+                    wake: Condvar::new(),
+                    sleepers: AtomicUsize::new(0),
+                }),
+                helpers: 0,
+            })
+        })
+    }
+
+    fn helper(team: Arc<Team>) {
+        let mut seen = team.epoch.load(Ordering::Acquire);
+        loop {
+            let since = Instant::now();
+            let mut spins = 0u32;
+            while team.epoch.load(Ordering::Acquire) == seen {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    if since.elapsed() > SPIN {
+                        let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+                        team.sleepers.fetch_add(1, Ordering::Relaxed);
+                        while team.epoch.load(Ordering::Acquire) == seen {
+                            slot = team.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                        }
+                        team.sleepers.fetch_sub(1, Ordering::Relaxed);
+                        break;
+                    }
+                    // Others waiting for this core (the pool's threads) go first.
+                    std::thread::yield_now();
+                }
+                core::hint::spin_loop();
+            }
+            let job = {
+                let slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+                seen = team.epoch.load(Ordering::Acquire);
+                slot.clone()
+            };
+            if let Some(job) = job {
+                job.work();
+            }
+        }
+    }
+
+    /// Runs `f(p)` for every `p < parts` on this thread and `parts − 1` helpers; `false` (and
+    /// nothing run) when another thread's job holds the helpers or they cannot be started.
+    pub(super) fn run(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+        let mut crew = match crew().try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        while crew.helpers + 1 < parts {
+            let team = crew.team.clone();
+            let started = std::thread::Builder::new()
+                .name(format!("lockstep-team-{}", crew.helpers))
+                .spawn(move || helper(team));
+            if started.is_err() {
+                return false;
+            }
+            crew.helpers += 1;
+        }
+        // SAFETY (lifetime erasure): see `Job::f`; this function waits below for every range.
+        let f: *const (dyn Fn(usize) + Sync + '_) = f;
+        let f: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(f) };
+        let job = Arc::new(Job {
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            parts,
+            panicked: AtomicBool::new(false),
+            f,
+        });
+        let team = &crew.team;
+        {
+            let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(job.clone());
+            team.epoch.fetch_add(1, Ordering::Release);
+            if team.sleepers.load(Ordering::Relaxed) > 0 {
+                team.wake.notify_all();
+            }
+        }
+        job.work();
+        let mut spins = 0u32;
+        while job.done.load(Ordering::Acquire) < parts {
+            spins += 1;
+            if spins > 1000 {
+                std::thread::yield_now();
+            }
+            core::hint::spin_loop();
+        }
+        *team.slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        drop(crew);
+        if job.panicked.load(Ordering::Relaxed) {
+            resume_unwind(Box::new("a piece of a lockstep kernel panicked"));
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Par;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every piece once, whoever runs it: three callers at once, so some go to the pool.
+    #[test]
+    fn run_parts_runs_every_piece_once() {
+        let check = || {
+            for threads in [1, 2, 3, 8] {
+                let par = Par::new(threads);
+                for parts in [0, 1, 2, 5, 17] {
+                    let seen: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+                    par.run_parts(parts, |p| {
+                        seen[p].fetch_add(1, Ordering::Relaxed);
+                    });
+                    assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(check);
+            }
+        });
+    }
+
+    /// A panicking piece reaches the caller after every other piece is done, and the helpers
+    /// keep working.
+    #[test]
+    fn a_panicking_piece_reaches_the_caller() {
+        let par = Par::new(3);
+        let done = AtomicUsize::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            par.run_parts(3, |p| {
+                if p == 1 {
+                    panic!("piece 1");
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(done.load(Ordering::Relaxed), 2);
+        let n = AtomicUsize::new(0);
+        par.run_parts(30, |_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(n.load(Ordering::Relaxed), 30);
+    }
 }
