@@ -384,14 +384,15 @@ impl Tensor {
         let g = self.dense_copy()?;
         crate::with_dtype!(self.dtype(), T => {
             let n = crate::tensor::checked_numel("pad_dim", &shape)?;
-            let mut out = crate::try_filled_vec("pad_dim", n, T::ZERO)?;
+            // One pass, each element written once: zeros, the piece, zeros, per outer index.
+            let mut out = try_vec::<T>("pad_dim", n)?;
             let src = g.data::<T>()?;
-            let (blk, piece) = (len * inner, w * inner);
-            if piece > 0 {
-                for (o, dst) in out.chunks_exact_mut(blk).enumerate().take(outer) {
-                    dst[start * inner..start * inner + piece]
-                        .copy_from_slice(&src[o * piece..(o + 1) * piece]);
-                }
+            let piece = w * inner;
+            let (before, after) = (start * inner, (len - start - w) * inner);
+            for o in 0..outer {
+                out.extend(core::iter::repeat_n(T::ZERO, before));
+                out.extend_from_slice(&src[o * piece..(o + 1) * piece]);
+                out.extend(core::iter::repeat_n(T::ZERO, after));
             }
             let out = Tensor::from_vec(out, &shape)?;
             crate::trace::record("pad_dim", "pad_dim.copy", &[self], &out);
