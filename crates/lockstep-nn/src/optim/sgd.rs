@@ -231,12 +231,15 @@ impl Sgd {
             let has_buf = !buf.is_empty();
             let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
             let (pd, gd, k) = (&pd[..], &gd[..], &k);
-            // Always worth the hop at this size: the helpers are idle during the step.
-            crate::rnn::for_row_ranges(&par, n.div_ceil(PAR_ROWS), usize::MAX, move |r0, r1| {
+            // Always worth it at this size: the helpers wait for work during the step.
+            let rows = n.div_ceil(PAR_ROWS);
+            let parts = par.threads().min(rows);
+            par.run_parts(parts, move |q| {
+                let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
                 let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
                 // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`);
                 // ranges `a..b` of different calls are disjoint and all end before
-                // `for_row_ranges` returns.
+                // `run_parts` returns.
                 let (o, bb) = unsafe {
                     let o = core::slice::from_raw_parts_mut(
                         o_ptr.get().add(a).cast::<MaybeUninit<T>>(),
