@@ -99,7 +99,7 @@ fn isz(shape: &[usize]) -> Vec<isize> {
 
 /// `g` broadcast to `shape` and made dense.
 pub(crate) fn expand_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    g.expand(&isz(shape))?.dense_copy()
+    g.expand(&isz(shape))?.try_contiguous()
 }
 
 fn resolve(op: &'static str, dim: isize, ndim: usize) -> Result<usize> {
@@ -588,7 +588,7 @@ impl Var {
     pub fn transpose(&self, d0: isize, d1: isize) -> Result<Var> {
         let v = self.data().transpose(d0, d1)?;
         Ok(Var::from_op("transpose", v, &[self], move |g| {
-            Ok(vec![Some(g.transpose(d0, d1)?.dense_copy()?)])
+            Ok(vec![Some(g.transpose(d0, d1)?.try_contiguous()?)])
         }))
     }
 
@@ -604,7 +604,7 @@ impl Var {
             inv[resolve("permute", d, n)?] = i as isize;
         }
         Ok(Var::from_op("permute", v, &[self], move |g| {
-            Ok(vec![Some(g.permute(&inv)?.dense_copy()?)])
+            Ok(vec![Some(g.permute(&inv)?.try_contiguous()?)])
         }))
     }
 
@@ -775,7 +775,7 @@ fn dropout_mask(x: &Tensor, p: f64, g: Option<&mut lockstep_rng::Generator>) -> 
     for (i, &d) in phys.iter().enumerate() {
         inv[d] = i as isize;
     }
-    m.permute(&inv)?.dense_copy()
+    m.permute(&inv)?.try_contiguous()
 }
 
 /// `t.narrow(d, start, length)` made dense. An empty slice is made afresh: a narrowed view of
@@ -786,7 +786,7 @@ fn narrow_dense(t: &Tensor, d: usize, start: usize, length: usize) -> Result<Ten
     if n.numel() == 0 {
         Tensor::zeros(n.shape(), n.dtype())
     } else {
-        n.dense_copy()
+        n.try_contiguous()
     }
 }
 

@@ -55,7 +55,7 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> 
 }
 
 /// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op`.
-fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
         op,
@@ -307,8 +307,9 @@ impl Tensor {
         if self.is_contiguous() {
             let o = self.layout.offset();
             v.extend_from_slice(&s[o..o + self.numel()]);
-        } else {
-            v.extend(self.layout.indices().map(|i| s[i]));
+        } else if self.numel() > 0 {
+            let l = &self.layout;
+            crate::ops::view::gather_runs(s, l.shape(), l.strides(), l.offset(), &mut v);
         }
         Ok(v)
     }

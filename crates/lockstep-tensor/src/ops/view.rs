@@ -6,6 +6,7 @@
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, contiguous_strides, resolve_dim};
+use crate::tensor::try_with_capacity;
 use crate::{Tensor, invalid};
 
 /// Resolves a shape with at most one `-1` against `numel` elements.
@@ -297,7 +298,7 @@ impl Tensor {
                     Err(_) => t.to_vec::<T>().map(std::borrow::Cow::Owned),
                 })
                 .collect::<Result<_>>()?;
-            let mut out: Vec<T> = try_vec("cat", shape.iter().product())?;
+            let mut out: Vec<T> = try_with_capacity("cat", shape.iter().product())?;
             for o in 0..outer {
                 for (t, p) in tensors.iter().zip(&parts) {
                     let row: usize = t.shape()[d..].iter().product();
@@ -336,31 +337,6 @@ impl Tensor {
         Tensor::cat(&parts, d)
     }
 
-    /// The values of [`contiguous`](Self::contiguous) (a cheap clone when already dense),
-    /// copied row by row along the last dimension rather than element by element: the fast
-    /// way to make a transposed or narrowed view dense when its last dimension is unit-stride.
-    ///
-    /// # Errors
-    /// [`Error::OutOfMemory`] naming `contiguous` if the copy cannot be allocated.
-    pub fn dense_copy(&self) -> Result<Tensor> {
-        if self.is_contiguous()
-            && self.layout().offset() == 0
-            && self.storage().len() == self.numel()
-        {
-            return Ok(self.clone());
-        }
-        if self.numel() == 0 {
-            return self.try_contiguous();
-        }
-        crate::with_dtype!(self.dtype(), T => {
-            let src = T::slice(self.storage()).expect("the storage's own dtype");
-            let mut out = try_vec::<T>("contiguous", self.numel())?;
-            let l = self.layout();
-            gather_runs(src, l.shape(), l.strides(), l.offset(), &mut out);
-            Tensor::from_vec(out, self.shape())
-        })
-    }
-
     /// `self` placed at `start` along `dim` inside zeros of `len` elements along that
     /// dimension (what PyTorch's `narrow`/`select` backward builds): the same values as
     /// concatenating zeros, `self` and zeros along `dim`.
@@ -381,11 +357,11 @@ impl Tensor {
         shape[d] = len;
         let outer: usize = shape[..d].iter().product();
         let inner: usize = shape[d + 1..].iter().product();
-        let g = self.dense_copy()?;
+        let g = self.try_contiguous()?;
         crate::with_dtype!(self.dtype(), T => {
             let n = crate::tensor::checked_numel("pad_dim", &shape)?;
             // One pass, each element written once: zeros, the piece, zeros, per outer index.
-            let mut out = try_vec::<T>("pad_dim", n)?;
+            let mut out = try_with_capacity::<T>("pad_dim", n)?;
             let src = g.data::<T>()?;
             let piece = w * inner;
             let (before, after) = (start * inner, (len - start - w) * inner);
@@ -418,20 +394,10 @@ impl Tensor {
     }
 }
 
-/// An empty vector with room for `n` values, or [`Error::OutOfMemory`].
-fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * core::mem::size_of::<T>() as u128,
-    })?;
-    Ok(v)
-}
-
 /// Appends the elements of the strided view (`shape`, `strides`, `offset`) over `src` to `out`
 /// in row-major order, a run of the last dimension at a time (a slice copy when it is
-/// unit-stride). `shape` has no zero.
-fn gather_runs<T: Copy>(
+/// unit-stride): how [`Tensor::contiguous`] and `to_vec` copy views. `shape` has no zero.
+pub(crate) fn gather_runs<T: Copy>(
     src: &[T],
     shape: &[usize],
     strides: &[usize],
@@ -524,7 +490,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_copy_is_contiguous() {
+    fn contiguous_copies_views_by_runs() {
         let x = t(120, &[2, 3, 4, 5]);
         let f = Tensor::from_vec((0..60).map(|i| i as f32 * 0.5).collect(), &[3, 4, 5]).unwrap();
         let views = [
@@ -541,23 +507,29 @@ mod tests {
             f.transpose(0, 2).unwrap(),
         ];
         for v in &views {
-            let d = v.dense_copy().unwrap();
+            let d = v.try_contiguous().unwrap();
             assert!(
                 d.is_contiguous() && d.layout().offset() == 0,
                 "{:?}",
                 v.layout()
             );
             assert_eq!(d.shape(), v.shape());
-            assert_eq!(
-                d.to_f64_vec(),
-                v.contiguous().to_f64_vec(),
-                "{:?}",
-                v.layout()
-            );
+            // Element by element through the layout's own index walk.
+            let want: Vec<f64> = match v.dtype() {
+                crate::DType::F32 => {
+                    let s = f32::slice(v.storage()).unwrap();
+                    v.layout().indices().map(|i| s[i] as f64).collect()
+                }
+                _ => {
+                    let s = i64::slice(v.storage()).unwrap();
+                    v.layout().indices().map(|i| s[i] as f64).collect()
+                }
+            };
+            assert_eq!(d.to_f64_vec(), want, "{:?}", v.layout());
         }
         let e = Tensor::zeros(&[0, 3], crate::DType::F32).unwrap();
         assert_eq!(
-            e.transpose(0, 1).unwrap().dense_copy().unwrap().shape(),
+            e.transpose(0, 1).unwrap().try_contiguous().unwrap().shape(),
             [3, 0]
         );
     }
