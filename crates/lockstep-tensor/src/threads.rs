@@ -176,26 +176,95 @@ impl Par {
         self.pool.install(f)
     }
 
-    /// Runs `f(p)` exactly once for every `p < parts`, returning when all are done. The
-    /// calling thread runs pieces itself beside up to `parts − 1` standing helper threads,
-    /// which wait for the next job spinning (and yielding) for about a millisecond: a region
-    /// costs no sleep and wake of the caller, which [`Par::install`] pays (~100 µs on a busy
-    /// 2-core VM, as much as the work of one LSTM step's region). While another thread's job
-    /// holds the helpers, the pieces run in the pool instead. Which thread runs a piece is
+    /// Runs `f(p)` exactly once for every `p < parts`, returning when all are done, on at most
+    /// `min(parts, self.threads())` threads in all, the caller's included (one thread: the
+    /// caller runs them in order). The calling thread runs pieces itself beside standing helper
+    /// threads, which wait for the next job spinning (and yielding) for about a millisecond: a
+    /// region costs no sleep and wake of the caller, which [`Par::install`] pays (~100 µs on a
+    /// busy 2-core VM, as much as the work of one LSTM step's region). While another thread's
+    /// job holds the helpers, the pieces run in the pool instead. Which thread runs a piece is
     /// unspecified, so deterministic kernels must make each piece's result independent of it.
     /// A panic in a piece reaches the caller after every other piece is done.
     pub fn run_parts(&self, parts: usize, f: impl Fn(usize) + Sync) {
-        if parts <= 1 {
-            if parts == 1 {
-                f(0);
+        if parts <= 1 || self.threads == 1 {
+            let mut panic = None;
+            for p in 0..parts {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(p)));
+                if let Err(e) = r {
+                    panic.get_or_insert(e);
+                }
+            }
+            if let Some(e) = panic {
+                std::panic::resume_unwind(e);
             }
             return;
         }
-        if team::run(parts, &f) {
+        if team::run(parts, parts.min(self.threads), &f) {
             return;
         }
+        // Every piece runs even when one panics, as on the helpers.
         use rayon::prelude::*;
-        self.install(|| (0..parts).into_par_iter().for_each(&f));
+        let panic = Mutex::new(None);
+        self.install(|| {
+            (0..parts).into_par_iter().for_each(|p| {
+                if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(p))) {
+                    panic
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                }
+            })
+        });
+        if let Some(e) = panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            std::panic::resume_unwind(e);
+        }
+    }
+
+    /// Runs `f(i, c)` exactly once for every chunk `c` of `out.chunks_mut(chunk)`, `i` its
+    /// index (what `out.par_chunks_mut(chunk).enumerate()` gives), through [`Par::run_parts`]:
+    /// at most `threads` parts, each a contiguous range of chunks, the ranges fixed by the
+    /// chunk count and the thread count; serial in chunk order at one thread. Which chunks
+    /// share a thread is not part of the result: a deterministic `f` must compute chunk `i`
+    /// from `i` alone. A panic in `f` reaches the caller once the other parts are done (the
+    /// chunks after it in its own part are skipped). Panics if `chunk` is 0 (as `chunks_mut`).
+    pub fn for_each_chunk_mut<T: Send>(
+        &self,
+        out: &mut [T],
+        chunk: usize,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        assert!(chunk > 0, "for_each_chunk_mut: chunk size 0");
+        let n = out.len().div_ceil(chunk);
+        let parts = n.min(self.threads);
+        if parts <= 1 {
+            for (i, c) in out.chunks_mut(chunk).enumerate() {
+                f(i, c);
+            }
+            return;
+        }
+        let len = out.len();
+        let base = SendPtr(out.as_mut_ptr());
+        self.run_parts(parts, |p| {
+            let (c0, c1) = (p * n / parts, (p + 1) * n / parts);
+            let (e0, e1) = (c0 * chunk, (c1 * chunk).min(len));
+            // SAFETY: the parts' element ranges are disjoint and inside `out`, which stays
+            // borrowed mutably until `run_parts` returns.
+            let part = unsafe { core::slice::from_raw_parts_mut(base.get().add(e0), e1 - e0) };
+            for (i, c) in part.chunks_mut(chunk).enumerate() {
+                f(c0 + i, c);
+            }
+        });
+    }
+}
+
+/// A pointer the parts of one [`Par::run_parts`] job share, each writing its own range.
+struct SendPtr<T>(*mut T);
+// SAFETY: used only for disjoint ranges of a slice whose elements are `Send`.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    /// A method, so that closures capture the wrapper (which is `Sync`), not the field.
+    fn get(&self) -> *mut T {
+        self.0
     }
 }
 
@@ -217,6 +286,9 @@ mod team {
         next: AtomicUsize,
         done: AtomicUsize,
         parts: usize,
+        /// Helpers that may still join (the job's thread count less the caller): a helper
+        /// takes a seat before working, so a crew started by a wider job stays within this one.
+        seats: AtomicUsize,
         panicked: AtomicBool,
         /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
         /// publisher does not return before every claimed range is done.
@@ -227,6 +299,13 @@ mod team {
     unsafe impl Sync for Job {}
 
     impl Job {
+        /// Takes a helper's seat; `false` when the job has all the threads it may use.
+        fn seat(&self) -> bool {
+            self.seats
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| s.checked_sub(1))
+                .is_ok()
+        }
+
         /// Claims and runs ranges until none is left.
         fn work(&self) {
             loop {
@@ -301,21 +380,22 @@ mod team {
                 seen = team.epoch.load(Ordering::Acquire);
                 slot.clone()
             };
-            if let Some(job) = job {
+            if let Some(job) = job.filter(|j| j.seat()) {
                 job.work();
             }
         }
     }
 
-    /// Runs `f(p)` for every `p < parts` on this thread and `parts − 1` helpers; `false` (and
-    /// nothing run) when another thread's job holds the helpers or they cannot be started.
-    pub(super) fn run(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+    /// Runs `f(p)` for every `p < parts` on this thread and at most `threads − 1` helpers
+    /// (`2 <= threads <= parts`); `false` (and nothing run) when another thread's job holds
+    /// the helpers or they cannot be started.
+    pub(super) fn run(parts: usize, threads: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
         let mut crew = match crew().try_lock() {
             Ok(c) => c,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return false,
         };
-        while crew.helpers + 1 < parts {
+        while crew.helpers + 1 < threads {
             let team = crew.team.clone();
             let started = std::thread::Builder::new()
                 .name(format!("lockstep-team-{}", crew.helpers))
@@ -332,6 +412,7 @@ mod team {
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             parts,
+            seats: AtomicUsize::new(threads - 1),
             panicked: AtomicBool::new(false),
             f,
         });
@@ -410,5 +491,71 @@ mod tests {
             n.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(n.load(Ordering::Relaxed), 30);
+    }
+
+    /// A job runs on at most `min(parts, threads)` threads, also when a wider job started
+    /// more helpers before it.
+    #[test]
+    fn run_parts_stays_within_its_threads() {
+        use std::collections::HashSet;
+        use std::sync::Mutex;
+        Par::new(8).run_parts(8, |_| {});
+        for threads in [1, 2, 3] {
+            let par = Par::new(threads);
+            for parts in [2, 3, 40] {
+                for _ in 0..20 {
+                    let ids = Mutex::new(HashSet::new());
+                    par.run_parts(parts, |_| {
+                        ids.lock().unwrap().insert(std::thread::current().id());
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    });
+                    assert!(ids.into_inner().unwrap().len() <= parts.min(threads));
+                }
+            }
+        }
+    }
+
+    /// Every chunk once, with its index and its length, at 1, 2, 3 and 8 threads, with three
+    /// callers at once.
+    #[test]
+    fn for_each_chunk_mut_visits_every_chunk_once() {
+        let check = || {
+            for threads in [1, 2, 3, 8] {
+                let par = Par::new(threads);
+                for (len, chunk) in [(0, 4), (1, 4), (7, 3), (12, 3), (100, 7), (5, 100)] {
+                    let mut out = vec![0usize; len];
+                    par.for_each_chunk_mut(&mut out, chunk, |i, c| {
+                        assert_eq!(c.len(), chunk.min(len - i * chunk));
+                        for (j, v) in c.iter_mut().enumerate() {
+                            *v += i * chunk + j + 1;
+                        }
+                    });
+                    assert!(out.iter().enumerate().all(|(k, &v)| v == k + 1));
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(check);
+            }
+        });
+    }
+
+    /// A panicking piece reaches the caller after the other pieces ran, at any thread count.
+    #[test]
+    fn a_panic_comes_after_the_other_pieces() {
+        for threads in [1, 2, 3] {
+            let out: Vec<AtomicUsize> = (0..10).map(|_| AtomicUsize::new(0)).collect();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Par::new(threads).run_parts(10, |i| {
+                    if i == 0 {
+                        panic!("piece 0");
+                    }
+                    out[i].store(1, Ordering::Relaxed);
+                })
+            }));
+            assert!(r.is_err());
+            assert!(out[1..].iter().all(|o| o.load(Ordering::Relaxed) == 1));
+        }
     }
 }
