@@ -1,9 +1,10 @@
-//! Criterion benchmarks of the PyTorch-compatible samplers and the Philox fill.
+//! Criterion benchmarks of the PyTorch-compatible samplers, the MT19937 and Philox fills.
 //! The PyTorch side of the comparison is `bench/compare.py`, which writes BENCHMARKS.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lockstep_rng::compat::torch;
-use lockstep_rng::{Generator, Philox4x32};
+use lockstep_rng::isa::{Isa, set_isa};
+use lockstep_rng::{Generator, Mt19937, Philox4x32};
 use std::hint::black_box;
 
 fn torch_samplers(c: &mut Criterion) {
@@ -19,6 +20,24 @@ fn torch_samplers(c: &mut Criterion) {
     group.bench_function("randn_f32_1e7", |b| {
         b.iter(|| torch::normal_(&mut g, black_box(&mut out), 0.0, 1.0).unwrap())
     });
+    group.finish();
+}
+
+/// `fill_u32` of 2^16 words (105 twists) on each instruction-set path: the raw words behind
+/// every PyTorch CPU draw (dropout masks, `rand`).
+fn mt19937_fill(c: &mut Criterion) {
+    const N: usize = 1 << 16;
+    let mut group = c.benchmark_group("mt19937");
+    group.throughput(Throughput::Elements(N as u64));
+    let mut out = vec![0u32; N];
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        let mut mt = Mt19937::from_seed_u32(0);
+        group.bench_function(format!("fill_u32_2^16_{}", isa.name()), |b| {
+            b.iter(|| mt.fill_u32(black_box(&mut out)))
+        });
+    }
+    set_isa(None).unwrap();
     group.finish();
 }
 
@@ -41,5 +60,5 @@ fn philox_fill(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, torch_samplers, philox_fill);
+criterion_group!(benches, torch_samplers, mt19937_fill, philox_fill);
 criterion_main!(benches);

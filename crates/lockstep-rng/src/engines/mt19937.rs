@@ -161,14 +161,7 @@ impl Mt19937 {
     }
 
     fn twist(&mut self) {
-        let mt = &mut self.state;
-        for i in 0..N - M {
-            mt[i] = mix(mt[i], mt[i + 1], mt[i + M]);
-        }
-        for i in N - M..N - 1 {
-            mt[i] = mix(mt[i], mt[i + 1], mt[i + M - N]);
-        }
-        mt[N - 1] = mix(mt[N - 1], mt[0], mt[M - 1]);
+        Path::best().twist(&mut self.state);
         self.left = N as u32;
         self.next = 0;
     }
@@ -193,30 +186,241 @@ impl Mt19937 {
     }
 
     /// Fills `out` with the next `out.len()` outputs; identical to calling
-    /// [`next_u32`](Self::next_u32) that many times, but tempers whole runs at once.
+    /// [`next_u32`](Self::next_u32) that many times, but twists and tempers whole vectors of
+    /// words at once (AVX-512 or AVX2 where the instruction-set switch allows: the same words
+    /// on every path).
     pub fn fill_u32(&mut self, out: &mut [u32]) {
+        let path = Path::best();
         let mut done = 0;
         while done < out.len() {
             if self.left <= 1 {
-                self.twist();
-                // `twist` leaves left = 624 meaning 623 more after the first; keep the
-                // invariant used by `next_u32` (left counts the current draw too).
+                path.twist(&mut self.state);
+                // A fresh block: 624 words left, the first at 0 (`next_u32` counts the
+                // current draw in `left`, hence one more).
                 self.left = N as u32 + 1;
+                self.next = 0;
             }
             let avail = (self.left - 1) as usize;
             let start = self.next as usize;
             let take = avail.min(out.len() - done).min(N - start);
-            for (o, &w) in out[done..done + take]
-                .iter_mut()
-                .zip(&self.state[start..start + take])
-            {
-                *o = temper(w);
-            }
+            path.temper(
+                &self.state[start..start + take],
+                &mut out[done..done + take],
+            );
             self.next += take as u32;
             self.left -= take as u32;
             done += take;
         }
     }
+}
+
+/// The twist and the tempering of whole vectors of words: one path per instruction set
+/// (`crate::isa`), the same words on each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Path {
+    /// The widest path the instruction-set switch allows.
+    #[inline]
+    fn best() -> Path {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::isa::Isa;
+            if Isa::Avx512.enabled() {
+                return Path::Avx512;
+            }
+            if Isa::Avx2.enabled() {
+                return Path::Avx2;
+            }
+        }
+        Path::Scalar
+    }
+
+    /// Every path this CPU runs (for the tests).
+    #[cfg(test)]
+    fn all() -> Vec<Path> {
+        let mut v = vec![Path::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Path::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                v.push(Path::Avx512);
+            }
+        }
+        v
+    }
+
+    fn twist(self, mt: &mut [u32; N]) {
+        match self {
+            Path::Scalar => twist_scalar(mt),
+            // SAFETY: the path exists only where the CPU has the feature (`best`, `all`).
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => unsafe { x86::twist256(mt) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => unsafe { x86::twist512(mt) },
+        }
+    }
+
+    /// `out[i] = temper(words[i])` (the same lengths).
+    fn temper(self, words: &[u32], out: &mut [u32]) {
+        assert_eq!(words.len(), out.len());
+        match self {
+            Path::Scalar => {
+                for (o, &w) in out.iter_mut().zip(words) {
+                    *o = temper(w);
+                }
+            }
+            // SAFETY: as in `twist`; the lengths are equal.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => unsafe { x86::temper256(words, out) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => unsafe { x86::temper512(words, out) },
+        }
+    }
+}
+
+/// The reference twist, one word at a time.
+fn twist_scalar(mt: &mut [u32; N]) {
+    for i in 0..N - M {
+        mt[i] = mix(mt[i], mt[i + 1], mt[i + M]);
+    }
+    for i in N - M..N - 1 {
+        mt[i] = mix(mt[i], mt[i + 1], mt[i + M - N]);
+    }
+    mt[N - 1] = mix(mt[N - 1], mt[0], mt[M - 1]);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The twist `L` words at a time gives the reference words for any `L ≤ N − M`: word
+    //! `i < N − M` reads words `i + 1` and `i + M`, which the twist has not written yet; word
+    //! `i ≥ N − M` reads word `i + 1`, not written yet, and word `i − (N − M)`, written
+    //! `N − M = 227` words earlier. So a run of `L` consecutive words reads nothing the run
+    //! itself writes, as long as it does not straddle `N − M` (where the far word switches)
+    //! or reach the last word (which reads word 0). Those few words go one at a time.
+    use super::{M, MATRIX_A, N, mix, temper};
+    use core::arch::x86_64::*;
+
+    macro_rules! paths {
+        ($twist:ident, $temper:ident, $feat:literal, $l:literal, $load:ident, $store:ident,
+         $set1:ident, $and:ident, $or:ident, $xor:ident, $srli:ident, $slli:ident,
+         $srai:ident) => {
+            /// The twist of all `N` words in place, vectors of `L` words where they fit.
+            ///
+            /// # Safety
+            /// The CPU supports the target feature.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $twist(mt: &mut [u32; N]) {
+                const L: usize = $l;
+                let p = mt.as_mut_ptr();
+                // SAFETY (whole body): every run reads and writes words below N (see the
+                // module doc for why the order of runs keeps the reference's values).
+                unsafe {
+                    let (upper, lower, a) = (
+                        $set1(0x8000_0000u32 as i32),
+                        $set1(0x7FFF_FFFF),
+                        $set1(MATRIX_A as i32),
+                    );
+                    let run = |i: usize, far: usize| {
+                        let cur = $load(p.add(i).cast());
+                        let nxt = $load(p.add(i + 1).cast());
+                        let fr = $load(p.add(far).cast());
+                        let y = $or($and(cur, upper), $and(nxt, lower));
+                        // All ones where y is odd.
+                        let odd = $srai::<31>($slli::<31>(y));
+                        let v = $xor($xor(fr, $srli::<1>(y)), $and(odd, a));
+                        $store(p.add(i).cast(), v);
+                    };
+                    let mut i = 0;
+                    while i + L <= N - M {
+                        run(i, i + M);
+                        i += L;
+                    }
+                    while i < N - M {
+                        *p.add(i) = mix(*p.add(i), *p.add(i + 1), *p.add(i + M));
+                        i += 1;
+                    }
+                    while i + L < N {
+                        run(i, i + M - N);
+                        i += L;
+                    }
+                    while i < N - 1 {
+                        *p.add(i) = mix(*p.add(i), *p.add(i + 1), *p.add(i + M - N));
+                        i += 1;
+                    }
+                    *p.add(N - 1) = mix(*p.add(N - 1), *p, *p.add(M - 1));
+                }
+            }
+
+            /// `out[i] = temper(words[i])`, `L` words at a time.
+            ///
+            /// # Safety
+            /// The CPU supports the target feature; `out` is as long as `words`.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $temper(words: &[u32], out: &mut [u32]) {
+                const L: usize = $l;
+                let n = words.len();
+                let (b, c) = ($set1(0x9D2C_5680u32 as i32), $set1(0xEFC6_0000u32 as i32));
+                let mut i = 0;
+                // SAFETY: words i..i + L exist in both slices.
+                unsafe {
+                    while i + L <= n {
+                        let mut y = $load(words.as_ptr().add(i).cast());
+                        y = $xor(y, $srli::<11>(y));
+                        y = $xor(y, $and($slli::<7>(y), b));
+                        y = $xor(y, $and($slli::<15>(y), c));
+                        y = $xor(y, $srli::<18>(y));
+                        $store(out.as_mut_ptr().add(i).cast(), y);
+                        i += L;
+                    }
+                }
+                for j in i..n {
+                    out[j] = temper(words[j]);
+                }
+            }
+        };
+    }
+
+    paths!(
+        twist512,
+        temper512,
+        "avx512f",
+        16,
+        _mm512_loadu_si512,
+        _mm512_storeu_si512,
+        _mm512_set1_epi32,
+        _mm512_and_si512,
+        _mm512_or_si512,
+        _mm512_xor_si512,
+        _mm512_srli_epi32,
+        _mm512_slli_epi32,
+        _mm512_srai_epi32
+    );
+    paths!(
+        twist256,
+        temper256,
+        "avx2",
+        8,
+        _mm256_loadu_si256,
+        _mm256_storeu_si256,
+        _mm256_set1_epi32,
+        _mm256_and_si256,
+        _mm256_or_si256,
+        _mm256_xor_si256,
+        _mm256_srli_epi32,
+        _mm256_slli_epi32,
+        _mm256_srai_epi32
+    );
 }
 
 impl rand_core::TryRng for Mt19937 {
@@ -309,5 +513,52 @@ mod tests {
         let b = Mt19937::from_state(*a.state(), a.pos()).unwrap();
         assert_eq!(a, b);
         assert!(Mt19937::from_state(*a.state(), 625).is_none());
+    }
+
+    #[test]
+    fn every_path_twists_and_tempers_as_the_reference() {
+        let mut mt = Mt19937::from_seed_u32(12_345);
+        for round in 0..20 {
+            let mut want = mt.state;
+            twist_scalar(&mut want);
+            let tempered: Vec<u32> = want.iter().map(|&w| temper(w)).collect();
+            for path in Path::all() {
+                let mut got = mt.state;
+                path.twist(&mut got);
+                assert!(got == want, "{path:?}, round {round}");
+                for (a, b) in [(0, N), (3, 600), (1, 2), (617, N)] {
+                    let mut out = vec![0u32; b - a];
+                    path.temper(&want[a..b], &mut out);
+                    assert_eq!(out, tempered[a..b], "{path:?}, {a}..{b}");
+                }
+            }
+            mt.state = want;
+        }
+    }
+
+    #[test]
+    fn fill_matches_single_draws_for_every_chunking() {
+        let mut one = Mt19937::from_seed_u32(99);
+        let want: Vec<u32> = (0..5000).map(|_| one.next_u32()).collect();
+        for sizes in [
+            &[1usize][..],
+            &[623, 1, 1],
+            &[624, 624, 1],
+            &[5, 1300, 2],
+            &[4999],
+        ] {
+            let mut mt = Mt19937::from_seed_u32(99);
+            let mut got = Vec::new();
+            let mut k = 0;
+            while got.len() < want.len() {
+                let n = sizes[k % sizes.len()].min(want.len() - got.len());
+                let mut buf = vec![0u32; n];
+                mt.fill_u32(&mut buf);
+                got.extend(buf);
+                k += 1;
+            }
+            assert_eq!(got, want, "{sizes:?}");
+            assert_eq!(mt, one, "{sizes:?}");
+        }
     }
 }
