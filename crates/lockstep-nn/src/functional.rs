@@ -4,9 +4,12 @@
 
 use crate::autograd::{Var, no_grad};
 use crate::ops::invalid;
+use bn_kernel::{BnElem, ChannelConst, Pass};
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
+
+mod bn_kernel;
 
 /// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, H, W]`,
 /// weight `[Cout, Cin/groups, kh, kw]`, bias `[Cout]`. The gradients use the convolution's own
@@ -259,61 +262,14 @@ pub fn batch_norm(
 }
 
 /// Batch statistics of `xs` (`[n, c, s]`): the mean and the sum of squared deviations per
-/// channel, in f64 in index order.
-fn bn_stats<T: Element>(xs: &[T], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
+/// channel, in f64 in index order (one serial chain per channel; see [`bn_kernel`]).
+fn bn_stats<T: BnElem>(xs: &[T], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
     let m = (n * s) as f64;
-    let sums = channel_sums(n, c, s, |_, k| [xs[k].to_f64()]);
-    let mean: Vec<f64> = sums.iter().map(|&[a]| a / m).collect();
-    let var_sum = channel_sums(n, c, s, |ch, k| {
-        let d = xs[k].to_f64() - mean[ch];
-        [d * d]
-    });
-    (mean, var_sum.into_iter().map(|[v]| v).collect())
-}
-
-/// Channels summed side by side in [`channel_sums`]: each channel's sum is one serial chain
-/// in index order, and interleaving several independent chains lets them overlap.
-const CHANNEL_BLOCK: usize = 8;
-
-/// `Σ term(ch, k)` per channel `ch` of an `[n, c, s]` tensor (`K` sums at once, one per entry
-/// of `term`'s result), over its flat indices `k` in increasing order (sample by sample, each
-/// plane in order), in f64: the bits of one loop per channel and sum, whatever the blocking.
-fn channel_sums<const K: usize>(
-    n: usize,
-    c: usize,
-    s: usize,
-    term: impl Fn(usize, usize) -> [f64; K],
-) -> Vec<[f64; K]> {
-    let mut out = vec![[0.0; K]; c];
-    let mut c0 = 0;
-    while c0 + CHANNEL_BLOCK <= c {
-        let mut acc = [[0.0; K]; CHANNEL_BLOCK];
-        for i in 0..n {
-            let base = (i * c + c0) * s;
-            for t in 0..s {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let v = term(c0 + j, base + j * s + t);
-                    for q in 0..K {
-                        a[q] += v[q];
-                    }
-                }
-            }
-        }
-        out[c0..c0 + CHANNEL_BLOCK].copy_from_slice(&acc);
-        c0 += CHANNEL_BLOCK;
-    }
-    for (ch, o) in out.iter_mut().enumerate().skip(c0) {
-        for i in 0..n {
-            let base = (i * c + ch) * s;
-            for k in base..base + s {
-                let v = term(ch, k);
-                for q in 0..K {
-                    o[q] += v[q];
-                }
-            }
-        }
-    }
-    out
+    let sums = bn_kernel::channel_sums::<T, { bn_kernel::SUM_X }>(xs, &[], &[], &[], (n, c, s));
+    let mean: Vec<f64> = sums.iter().map(|&[a, _]| a / m).collect();
+    let var_sum =
+        bn_kernel::channel_sums::<T, { bn_kernel::SUM_SQDEV }>(xs, &[], &mean, &[], (n, c, s));
+    (mean, var_sum.into_iter().map(|[v, _]| v).collect())
 }
 
 /// What batch normalisation's forward and backward share: the shape `[n, c, s]`, the
@@ -333,24 +289,25 @@ impl BnNorm {
     }
 
     /// `y = x̂·w + b` with `x̂ = (x − mean)·invstd`, in f64, rounded once to `T`.
-    fn forward<T: Element>(&self, xt: &Tensor, b: Option<&[f64]>) -> Result<Tensor> {
+    fn forward<T: BnElem>(&self, xt: &Tensor, b: Option<&[f64]>) -> Result<Tensor> {
         let xs = xt.data::<T>()?;
-        let mut y = Vec::with_capacity(xs.len());
-        for (k, plane) in xs.chunks(self.s.max(1)).enumerate().take(self.n * self.c) {
-            let ch = k % self.c;
-            let (mu, is, wc) = (self.mean[ch], self.invstd[ch], self.wc(ch));
-            let bc = b.map_or(0.0, |b| b[ch]);
-            y.extend(plane.iter().map(|&v| {
-                let xhat = (v.to_f64() - mu) * is;
-                T::from_f64(xhat * wc + bc)
-            }));
-        }
+        let consts: Vec<ChannelConst> = (0..self.c)
+            .map(|ch| ChannelConst {
+                mean: self.mean[ch],
+                invstd: self.invstd[ch],
+                scale: self.wc(ch),
+                a: b.map_or(0.0, |b| b[ch]),
+                b: 0.0,
+                m: 0.0,
+            })
+            .collect();
+        let y = bn_kernel::elementwise(Pass::Forward, &consts, xs, &[], (self.n, self.c, self.s));
         Tensor::from_vec(y, xt.shape())
     }
 
     /// The input's gradient and the per-channel sums `Σ g` and `Σ g·x̂` (the bias's and the
     /// weight's gradients), in f64 in index order.
-    fn backward<T: Element>(
+    fn backward<T: BnElem>(
         &self,
         xt: &Tensor,
         g: &Tensor,
@@ -362,32 +319,35 @@ impl BnNorm {
         let g = g.contiguous();
         let gs = g.data::<T>()?;
         // Σ g and Σ g·x̂ in one pass (two chains per channel).
-        let sums = channel_sums(n, c, s, |ch, k| {
-            let gv = gs[k].to_f64();
-            [
-                gv,
-                gv * ((xs[k].to_f64() - self.mean[ch]) * self.invstd[ch]),
-            ]
-        });
+        let sums = bn_kernel::channel_sums::<T, { bn_kernel::SUM_GRAD }>(
+            xs,
+            gs,
+            &self.mean,
+            &self.invstd,
+            (n, c, s),
+        );
         let sg: Vec<f64> = sums.iter().map(|v| v[0]).collect();
         let sgx: Vec<f64> = sums.iter().map(|v| v[1]).collect();
-        let mut gx = Vec::with_capacity(gs.len());
-        for k in 0..n * c {
-            let ch = k % c;
-            let (mu, is, wc) = (self.mean[ch], self.invstd[ch], self.wc(ch));
-            let range = k * s..(k + 1) * s;
-            let pairs = gs[range.clone()].iter().zip(&xs[range]);
-            if batch_stats {
-                // wc·is/m · (m·g − Σg − x̂·Σgx̂), the factors per channel hoisted.
-                let (scale, a, b) = (wc * is / m, sg[ch], sgx[ch]);
-                gx.extend(pairs.map(|(&gv, &xv)| {
-                    let xhat = (xv.to_f64() - mu) * is;
-                    T::from_f64(scale * (m * gv.to_f64() - a - xhat * b))
-                }));
-            } else {
-                gx.extend(pairs.map(|(&gv, _)| T::from_f64(gv.to_f64() * wc * is)));
-            }
-        }
+        let consts: Vec<ChannelConst> = (0..c)
+            .map(|ch| {
+                let (is, wc) = (self.invstd[ch], self.wc(ch));
+                ChannelConst {
+                    mean: self.mean[ch],
+                    invstd: is,
+                    // wc·is/m · (m·g − Σg − x̂·Σgx̂), the factors per channel hoisted.
+                    scale: if batch_stats { wc * is / m } else { wc },
+                    a: sg[ch],
+                    b: sgx[ch],
+                    m,
+                }
+            })
+            .collect();
+        let pass = if batch_stats {
+            Pass::BackwardBatch
+        } else {
+            Pass::BackwardRunning
+        };
+        let gx = bn_kernel::elementwise(pass, &consts, xs, gs, (n, c, s));
         Ok((Tensor::from_vec(gx, xt.shape())?, sg, sgx))
     }
 }
