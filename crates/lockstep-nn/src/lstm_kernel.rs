@@ -689,15 +689,18 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
             && r1 <= bsz
     );
     let hp = tiles * U;
-    let mut hc = f.h0[r0 * h..r1 * h].to_vec();
-    let mut hn = vec![0f32; n * h];
-    let mut c = f.c0[r0 * h..r1 * h].to_vec();
+    // The hidden state before step k is read from, and the new one written straight into,
+    // the saved `hprev` rows (and `y`); the cell state likewise from `cs`: no copies per step.
+    // SAFETY: rows r0..r1 of step 0 are this task's.
+    unsafe { f.hprev.put(r0 * h, &f.h0[r0 * h..r1 * h]) };
+    // The last step's new hidden state goes to `y` only; its second copy lands here.
+    let mut spare = vec![0f32; h];
     // The products of a step, `[n, 4, hp]`: gate v of unit j at `v·hp + j` (whole tiles).
     let mut mm = vec![0f32; n * NV * hp];
     for (k, &s) in f.order.iter().enumerate() {
-        // SAFETY: rows r0..r1 of step k are this task's.
-        unsafe { f.hprev.put((k * bsz + r0) * h, &hc) };
         let kc = if k == 0 && f.skip_first { 0 } else { h };
+        // This task's rows of the hidden state before step k (written above or by step k − 1).
+        let hc = f.hprev.at((k * bsz + r0) * h) as *const f32;
         for t in 0..tiles {
             let panel = wt[t * h * NV * U..].as_ptr();
             let mut i0 = 0;
@@ -709,7 +712,7 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
                     tile(
                         mr,
                         kc,
-                        hc[i0 * h..].as_ptr(),
+                        hc.add(i0 * h),
                         h,
                         1,
                         panel,
@@ -726,12 +729,24 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
         for i in 0..n {
             let r = r0 + i;
             let (ka, kh) = ((k * bsz + r) * g4, (k * bsz + r) * h);
-            // SAFETY: row r of step k is this task's (nobody else reads or writes it now).
-            let (a, cs, tcs) = unsafe {
+            // SAFETY: row r of steps k and k + 1 and of time s is this task's (nobody else
+            // reads or writes it now); the cell state of step k − 1 was written by this task.
+            let (a, cprev, cs, tcs, hn, hnext) = unsafe {
                 (
                     core::slice::from_raw_parts_mut(f.acts.0.add(ka), g4),
+                    if k == 0 {
+                        &f.c0[r * h..][..h]
+                    } else {
+                        core::slice::from_raw_parts(f.cs.0.add(kh - bsz * h), h)
+                    },
                     core::slice::from_raw_parts_mut(f.cs.0.add(kh), h),
                     core::slice::from_raw_parts_mut(f.tcs.0.add(kh), h),
+                    core::slice::from_raw_parts_mut(f.y.0.add((s * bsz + r) * h), h),
+                    if k + 1 < f.steps {
+                        core::slice::from_raw_parts_mut(f.hprev.0.add(kh + bsz * h), h)
+                    } else {
+                        &mut spare[..]
+                    },
                 )
             };
             gates(
@@ -739,23 +754,26 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
                 &f.xw[(s * bsz + r) * g4..][..g4],
                 &mm[i * NV * hp..][..NV * hp],
                 f.bias,
-                &mut c[i * h..][..h],
+                cprev,
                 cs,
                 tcs,
-                &mut hn[i * h..][..h],
+                hn,
+                hnext,
             );
         }
-        core::mem::swap(&mut hc, &mut hn);
-        // SAFETY: rows r0..r1 of time s and of the last slot are this task's.
-        unsafe { f.y.put((s * bsz + r0) * h, &hc) };
     }
-    // SAFETY: as above.
-    unsafe { f.y.put((f.steps * bsz + r0) * h, &c) };
+    // The last cell state, after the outputs.
+    let last = ((f.steps - 1) * bsz + r0) * h;
+    // SAFETY: as above; `cs` and `y` are different buffers.
+    unsafe {
+        let c = core::slice::from_raw_parts(f.cs.0.add(last), n * h);
+        f.y.put((f.steps * bsz + r0) * h, c);
+    }
 }
 
 /// One row of one step: `a` becomes the activated gates `x + (m + b)` (`m` with gate `v` at
-/// `v·hp`), `c` the new cell state (also into `cs`), `tcs` its tanh and `hn` the new hidden
-/// state — the GEMM path's formulas and order, in flat loops that vectorise.
+/// `v·hp`), `cs` the new cell state (from `cprev`), `tcs` its tanh and `hn` and `hnext` the
+/// new hidden state — the GEMM path's formulas and order, in flat loops that vectorise.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn gates(
@@ -763,12 +781,13 @@ fn gates(
     x: &[f32],
     m: &[f32],
     bias: Option<&[f32]>,
-    c: &mut [f32],
+    cprev: &[f32],
     cs: &mut [f32],
     tcs: &mut [f32],
     hn: &mut [f32],
+    hnext: &mut [f32],
 ) {
-    let h = c.len();
+    let h = cs.len();
     let hp = m.len() / NV;
     for v in 0..NV {
         let (av, xv, mv) = (&mut a[v * h..][..h], &x[v * h..][..h], &m[v * hp..][..h]);
@@ -789,7 +808,14 @@ fn gates(
     let (ai, rest) = a.split_at_mut(h);
     let (af, rest) = rest.split_at_mut(h);
     let (ag, ao) = rest.split_at_mut(h);
-    let (ao, cs, tcs, hn) = (&mut ao[..h], &mut cs[..h], &mut tcs[..h], &mut hn[..h]);
+    let (ao, c, cs, tcs, hn, hnext) = (
+        &mut ao[..h],
+        &cprev[..h],
+        &mut cs[..h],
+        &mut tcs[..h],
+        &mut hn[..h],
+        &mut hnext[..h],
+    );
     ai.iter_mut().for_each(|x| *x = sigmoid(*x));
     af.iter_mut().for_each(|x| *x = sigmoid(*x));
     ag.iter_mut().for_each(|x| *x = tanh(*x));
@@ -797,10 +823,11 @@ fn gates(
     for j in 0..h {
         let cn = af[j] * c[j] + ai[j] * ag[j];
         let t = tanh(cn);
-        c[j] = cn;
         cs[j] = cn;
         tcs[j] = t;
-        hn[j] = ao[j] * t;
+        let hv = ao[j] * t;
+        hn[j] = hv;
+        hnext[j] = hv;
     }
 }
 
@@ -834,7 +861,6 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
     // dh padded to whole tiles (the product writes whole tiles).
     let mut dh = vec![0f32; n * hp];
     let mut dc = b.gy[(steps * bsz + r0) * h..(steps * bsz + r1) * h].to_vec();
-    let mut dgrow = vec![0f32; g4];
     for k in (0..steps).rev() {
         let s = b.order[k];
         for i in 0..n {
@@ -851,10 +877,9 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
                 &b.acts[(k * bsz + r) * g4..][..g4],
                 cprev,
                 &b.tcs[(k * bsz + r) * h..][..h],
-                &mut dgrow,
+                // SAFETY: row r of step k is this task's (written here, read back below).
+                unsafe { core::slice::from_raw_parts_mut(b.dg.at((k * bsz + r) * g4), g4) },
             );
-            // SAFETY: row r of step k is this task's.
-            unsafe { b.dg.put((k * bsz + r) * g4, &dgrow) };
         }
         if k == 0 && !b.need_h0 {
             continue;
