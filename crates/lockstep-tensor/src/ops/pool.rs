@@ -6,9 +6,9 @@
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::isa::Isa;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
-use rayon::prelude::*;
 
 /// Declares the pooling ops: one thread-invariant implementation each (`NAME.per_plane`:
 /// parallel over planes, each plane's sums in a fixed order), through dispatch so that they can
@@ -161,7 +161,7 @@ const SERIAL_MAX: usize = 1 << 16;
 
 /// Runs `f(plane, out_plane)` for every `chunk`-element plane of `out`: on the calling thread
 /// when the work is small (`work` elements touched in all, at most [`SERIAL_MAX`]) or there is
-/// one thread, else in parallel over planes.
+/// one thread, else over contiguous plane ranges, one per thread ([`Par::run_parts`]).
 fn for_each_plane<T: Send>(
     par: &Par,
     out: &mut [T],
@@ -169,17 +169,43 @@ fn for_each_plane<T: Send>(
     work: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    if par.threads() == 1 || work <= SERIAL_MAX {
-        out.chunks_mut(chunk.max(1))
-            .enumerate()
-            .for_each(|(i, o)| f(i, o));
-    } else {
-        par.install(|| {
-            out.par_chunks_mut(chunk.max(1))
-                .enumerate()
-                .for_each(|(i, o)| f(i, o))
-        });
+    let chunk = chunk.max(1);
+    let planes = out.len() / chunk;
+    if par.threads() == 1 || work <= SERIAL_MAX || planes <= 1 {
+        out.chunks_mut(chunk).enumerate().for_each(|(i, o)| f(i, o));
+        return;
     }
+    let parts = par.threads().min(planes);
+    let bounds: Vec<usize> = (0..=parts).map(|p| p * planes / parts).collect();
+    let slots = split_planes(out, chunk, &bounds);
+    par.run_parts(parts, |p| {
+        let mut o = slots[p].lock().unwrap_or_else(|e| e.into_inner());
+        for (q, o) in o.chunks_mut(chunk).enumerate() {
+            f(bounds[p] + q, o);
+        }
+    });
+}
+
+/// `out` cut at planes `bounds` (`chunk` elements each; the last range takes any rest), each
+/// piece behind a lock so that [`Par::run_parts`]' pieces can take theirs.
+fn split_planes<'a, T>(
+    out: &'a mut [T],
+    chunk: usize,
+    bounds: &[usize],
+) -> Vec<std::sync::Mutex<&'a mut [T]>> {
+    let mut slots = Vec::with_capacity(bounds.len());
+    let mut rest = out;
+    for (k, w) in bounds.windows(2).enumerate() {
+        let len = if k + 2 == bounds.len() {
+            rest.len()
+        } else {
+            (w[1] - w[0]) * chunk
+        };
+        let (a, b) = rest.split_at_mut(len);
+        slots.push(std::sync::Mutex::new(a));
+        rest = b;
+    }
+    slots
 }
 
 fn nchw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize, usize)> {
@@ -236,10 +262,6 @@ impl Tensor {
         let two_by_two = inside && p.kernel == (2, 2) && p.stride == (2, 2) && p.dilation == (1, 1);
         let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
             let s = &src[pl * h * w..(pl + 1) * h * w];
-            if two_by_two {
-                pool_2x2(s, w, ow, v, ix);
-                return;
-            }
             if inside {
                 for i in 0..oh {
                     for j in 0..ow {
@@ -291,18 +313,39 @@ impl Tensor {
                 }
             }
         };
-        let par = choice.par;
-        if par.threads() == 1 || src.len() + vals.len() <= SERIAL_MAX {
-            vals.chunks_mut(plane.max(1))
-                .zip(idx.chunks_mut(plane.max(1)))
+        // Planes `p0..` into `v`/`ix` (whole planes).
+        let pool_planes = |p0: usize, v: &mut [f32], ix: &mut [i64]| {
+            if two_by_two {
+                pool_2x2_planes(src, (h, w), (oh, ow), p0, v, ix);
+                return;
+            }
+            for (q, vi) in v
+                .chunks_mut(plane.max(1))
+                .zip(ix.chunks_mut(plane.max(1)))
                 .enumerate()
-                .for_each(|(pl, vi)| pool_plane(pl, vi));
+            {
+                pool_plane(p0 + q, vi);
+            }
+        };
+        let par = choice.par;
+        let planes = n * c;
+        // The 2×2 kernel does ~1 cycle per output, so it pays to split only larger tensors.
+        let serial_max = if two_by_two {
+            4 * SERIAL_MAX
         } else {
-            par.install(|| {
-                vals.par_chunks_mut(plane.max(1))
-                    .zip(idx.par_chunks_mut(plane.max(1)))
-                    .enumerate()
-                    .for_each(|(pl, vi)| pool_plane(pl, vi))
+            SERIAL_MAX
+        };
+        if par.threads() == 1 || src.len() + vals.len() <= serial_max || planes <= 1 {
+            pool_planes(0, &mut vals, &mut idx);
+        } else {
+            let parts = par.threads().min(planes);
+            let bounds: Vec<usize> = (0..=parts).map(|p| p * planes / parts).collect();
+            let vs = split_planes(&mut vals, plane, &bounds);
+            let is = split_planes(&mut idx, plane, &bounds);
+            par.run_parts(parts, |p| {
+                let mut v = vs[p].lock().unwrap_or_else(|e| e.into_inner());
+                let mut ix = is[p].lock().unwrap_or_else(|e| e.into_inner());
+                pool_planes(bounds[p], &mut v, &mut ix);
             });
         }
         let (vals, idx) = (
@@ -497,6 +540,241 @@ fn pool_2x2(s: &[f32], w: usize, ow: usize, v: &mut [f32], ix: &mut [i64]) {
             take(&mut best, &mut at, r1[2 * j + 1], k + w + 1);
             *o = best;
             *oi = at;
+        }
+    }
+}
+
+/// Planes `p0..` of a 2×2, stride-2 max pooling whose windows all lie inside (`v`/`ix` hold
+/// whole output planes): the vector kernel where the instruction set and the shape allow it,
+/// else [`pool_2x2`] plane by plane. Both give the same values and indices.
+///
+/// # Two pairs instead of a scan of four
+/// The scan of a window `a, b` (top row) `c, d` (bottom row) keeps the first NaN if there is
+/// one (nothing replaces a NaN, and a NaN replaces any non-NaN), else the first maximum (a
+/// later value wins only if strictly greater; `−0` and `+0` tie). The kernel takes `h₀` =
+/// the scan of `a, b`, `h₁` = the scan of `c, d`, then the scan of `h₀, h₁`: if `a` or `b` is
+/// NaN, `h₀` is the first NaN of the window and stays; else if `c` or `d` is NaN, `h₁` is the
+/// first NaN of the window and replaces `h₀`; else no NaN: `h₁` replaces `h₀` only if it is
+/// strictly greater, i.e. if the window's maximum lies only in the bottom row, and then `h₁`
+/// is its first occurrence; otherwise `h₀`, the first maximum of the top row, is the first of
+/// the window. So both give the same element: the same value bits and the same index.
+fn pool_2x2_planes(
+    src: &[f32],
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    p0: usize,
+    v: &mut [f32],
+    ix: &mut [i64],
+) {
+    let plane = oh * ow;
+    #[cfg(target_arch = "x86_64")]
+    if Isa::best() == Isa::Avx512 && w == 2 * ow && plane > 0 {
+        let planes = v.len() / plane;
+        let s = &src[p0 * h * w..(p0 + planes) * h * w];
+        if ow % 16 == 0 {
+            // SAFETY: AVX-512F is available (`Isa::best`); the shape conditions hold.
+            unsafe { x86::rows_avx512(s, (h, w), (oh, ow), v, ix) };
+            return;
+        }
+        if matches!(ow, 1 | 2 | 4 | 8) && h == 2 * oh && plane % 16 == 0 {
+            // SAFETY: as above.
+            unsafe { x86::flat_avx512(s, (h, w), (oh, ow), v, ix) };
+            return;
+        }
+    }
+    for (q, (v, ix)) in v
+        .chunks_exact_mut(plane.max(1))
+        .zip(ix.chunks_exact_mut(plane.max(1)))
+        .enumerate()
+    {
+        let pl = p0 + q;
+        pool_2x2(&src[pl * h * w..(pl + 1) * h * w], w, ow, v, ix);
+    }
+}
+
+/// The AVX-512 2×2 max pooling: 16 outputs per step, each window as two pairs (see
+/// [`pool_2x2_planes`]), every comparison a mask.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    /// Where `val` replaces `best` in the scan: `val > best`, or `val` NaN and `best` not.
+    /// `!(best >= val)` is true when either is NaN; masked by "`best` is not NaN".
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn wins(best: __m512, val: __m512) -> __mmask16 {
+        let ord = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best, best);
+        _mm512_mask_cmp_ps_mask::<_CMP_NGE_UQ>(ord, best, val)
+    }
+
+    /// The pair scans of 16 horizontal pairs held in `lo`, `hi` (32 consecutive values):
+    /// the kept values and where the right one was kept.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn pairs(lo: __m512, hi: __m512) -> (__m512, __mmask16) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let a = _mm512_permutex2var_ps(lo, even, hi);
+        let b = _mm512_permutex2var_ps(lo, odd, hi);
+        let m = wins(a, b);
+        (_mm512_mask_blend_ps(m, a, b), m)
+    }
+
+    /// 16 outputs from their top pairs `top` (right kept where `tm`) and bottom pairs `bot`
+    /// (`bm`): values to `v`, indices `base + lane_base + offset` to `ix`.
+    ///
+    /// # Safety
+    /// `v` and `ix` must hold 16 elements.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish(
+        top: __m512,
+        tm: __mmask16,
+        bot: __m512,
+        bm: __mmask16,
+        base: __m512i,
+        lane_base: [__m512i; 2],
+        w: __m512i,
+        v: *mut f32,
+        ix: *mut i64,
+    ) {
+        let vm = wins(top, bot);
+        // The right column where the kept pair kept its right value.
+        let right = (vm & bm) | (!vm & tm);
+        let one = _mm512_set1_epi64(1);
+        for (half, lb) in lane_base.into_iter().enumerate() {
+            let (vh, rh) = ((vm >> (8 * half)) as u8, (right >> (8 * half)) as u8);
+            let mut k = _mm512_add_epi64(base, lb);
+            k = _mm512_mask_add_epi64(k, vh, k, w);
+            k = _mm512_mask_add_epi64(k, rh, k, one);
+            // SAFETY: the caller's bounds.
+            unsafe { _mm512_storeu_si512(ix.add(8 * half).cast(), k) };
+        }
+        // SAFETY: the caller's bounds.
+        unsafe { _mm512_storeu_ps(v, _mm512_mask_blend_ps(vm, top, bot)) };
+    }
+
+    /// `f(lane)` for 16 lanes, as two vectors of 8.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn lanes(f: impl Fn(i64) -> i64) -> [__m512i; 2] {
+        let l: [i64; 16] = core::array::from_fn(|k| f(k as i64));
+        // SAFETY: `l` holds 16 values.
+        unsafe {
+            [
+                _mm512_loadu_si512(l.as_ptr().cast()),
+                _mm512_loadu_si512(l.as_ptr().add(8).cast()),
+            ]
+        }
+    }
+
+    /// Planes of `(h, w)` with `w = 2·ow`, `ow` a multiple of 16: each output row in steps of
+    /// 16 outputs, from 32 values of its top and of its bottom input row.
+    ///
+    /// # Safety
+    /// AVX-512F; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many
+    /// elements as `v`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn rows_avx512(
+        s: &[f32],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        v: &mut [f32],
+        ix: &mut [i64],
+    ) {
+        let planes = v.len() / (oh * ow);
+        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h);
+        let lane_base = lanes(|l| 2 * l);
+        let wv = _mm512_set1_epi64(w as i64);
+        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+        for pl in 0..planes {
+            for i in 0..oh {
+                let top = pl * h * w + 2 * i * w;
+                let out = (pl * oh + i) * ow;
+                for j in (0..ow).step_by(16) {
+                    // SAFETY: columns 2j..2j + 32 ≤ w of rows 2i, 2i + 1 < h of plane pl, and
+                    // outputs out + j..+16 ≤ (pl·oh + i + 1)·ow, all in bounds (asserted).
+                    unsafe {
+                        let t = sp.add(top + 2 * j);
+                        let (tv, tm) = pairs(_mm512_loadu_ps(t), _mm512_loadu_ps(t.add(16)));
+                        let b = t.add(w);
+                        let (bv, bm) = pairs(_mm512_loadu_ps(b), _mm512_loadu_ps(b.add(16)));
+                        let base = _mm512_set1_epi64((2 * i * w + 2 * j) as i64);
+                        finish(
+                            tv,
+                            tm,
+                            bv,
+                            bm,
+                            base,
+                            lane_base,
+                            wv,
+                            vp.add(out + j),
+                            ip.add(out + j),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Planes of `(2·oh, 2·ow)` with `ow` one of 1, 2, 4, 8 and `oh·ow` a multiple of 16: the
+    /// planes stack into one tall image, and 16 consecutive outputs (`16/ow` output rows of
+    /// one plane) come from 64 consecutive inputs: their pair scans, then the top and bottom
+    /// rows' pairs gathered by a permutation.
+    ///
+    /// # Safety
+    /// AVX-512F; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many
+    /// elements as `v`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn flat_avx512(
+        s: &[f32],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        v: &mut [f32],
+        ix: &mut [i64],
+    ) {
+        let plane = oh * ow;
+        let outs = v.len() / plane * plane;
+        assert!(s.len() >= 4 * outs && ix.len() == v.len() && h == 2 * oh && w == 2 * ow);
+        assert!(matches!(ow, 1 | 2 | 4 | 8) && plane % 16 == 0);
+        // 32 pairs (two vectors, `32/(2·ow)` row pairs of `ow` top then `ow` bottom pairs):
+        // output lane l is row pair l / ow, column l % ow.
+        let (owi, wi) = (ow as i32, w as i64);
+        let top_at: [i32; 16] =
+            core::array::from_fn(|l| (l as i32 / owi) * 2 * owi + l as i32 % owi);
+        let bot_at: [i32; 16] = core::array::from_fn(|l| top_at[l] + owi);
+        // SAFETY: 16 values each.
+        let (top_at, bot_at) = unsafe {
+            (
+                _mm512_loadu_si512(top_at.as_ptr().cast()),
+                _mm512_loadu_si512(bot_at.as_ptr().cast()),
+            )
+        };
+        let lane_base = lanes(|l| 2 * wi * (l / ow as i64) + 2 * (l % ow as i64));
+        let wv = _mm512_set1_epi64(wi);
+        let one = _mm512_set1_epi32(1);
+        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+        for o in (0..outs).step_by(16) {
+            // The block lies in one plane (16 divides the plane size); its first output's
+            // window starts at in-plane index 2w·(row) with row = (o mod plane) / ow.
+            let base = _mm512_set1_epi64(2 * wi * ((o % plane) / ow) as i64);
+            // SAFETY: inputs 4o..4o + 64 ≤ 4·outs ≤ s.len(); outputs o..o + 16 ≤ outs.
+            unsafe {
+                let p = sp.add(4 * o);
+                let (h0, m0) = pairs(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                let (h1, m1) = pairs(_mm512_loadu_ps(p.add(32)), _mm512_loadu_ps(p.add(48)));
+                let tv = _mm512_permutex2var_ps(h0, top_at, h1);
+                let bv = _mm512_permutex2var_ps(h0, bot_at, h1);
+                // The pairs' masks travel with them as 0/1 lanes.
+                let (k0, k1) = (
+                    _mm512_maskz_mov_epi32(m0, one),
+                    _mm512_maskz_mov_epi32(m1, one),
+                );
+                let tm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, top_at, k1), one);
+                let bm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, bot_at, k1), one);
+                finish(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
+            }
         }
     }
 }
