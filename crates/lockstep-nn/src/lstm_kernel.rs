@@ -15,7 +15,7 @@
 //! so it is skipped; and `W_hh`'s gradient skips the first step's rows (`h_prev = 0`) as long as
 //! their `dG` is finite, for the same reason (a chain of `+0.0` then continues unchanged).
 
-use crate::lstm_kernel::fast::{sigmoid, tanh};
+use crate::lstm_kernel::fast::sigmoid;
 use crate::rnn::for_row_ranges;
 use core::sync::atomic::{AtomicBool, Ordering};
 use lockstep_tensor::threads::Par;
@@ -87,20 +87,45 @@ pub(crate) mod fast {
         1.0 / (1.0 + exp(-x))
     }
 
-    /// `tanh(x)`: an odd polynomial below 0.625, `1 − 2/(exp(2|x|) + 1)` above.
+    /// Where [`tanh`] switches from the polynomial to the exponential form.
+    pub const TANH_SMALL: f32 = 0.625;
+
+    /// `tanh(x)`: an odd polynomial below [`TANH_SMALL`], `1 − 2/(exp(2|x|) + 1)` above.
     #[inline(always)]
     pub fn tanh(x: f32) -> f32 {
         let a = x.abs();
+        let big = (1.0 - 2.0 / (exp(2.0 * a.clamp(0.0, 10.0)) + 1.0)).copysign(x);
+        if a < TANH_SMALL { tanh_small(x) } else { big }
+    }
+
+    /// [`tanh`]'s polynomial: its value for `|x| <` [`TANH_SMALL`].
+    #[inline(always)]
+    pub fn tanh_small(x: f32) -> f32 {
         let z = x * x;
-        let small = (((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z
-            + 1.333_144_2e-1)
-            * z
+        (((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
             - 3.333_328_2e-1)
             * z)
             * x
-            + x;
-        let big = (1.0 - 2.0 / (exp(2.0 * a.clamp(0.0, 10.0)) + 1.0)).copysign(x);
-        if a < 0.625 { small } else { big }
+            + x
+    }
+
+    /// [`tanh`] of every element, `L` at a time: a run whose every `|x|` is below
+    /// [`TANH_SMALL`] (the common case for gates and cell states) takes only the polynomial,
+    /// without the exponential form's `exp` and division that a vector otherwise computes for
+    /// all its lanes. The same bits as [`tanh`] element by element.
+    #[inline(always)]
+    pub fn tanh_runs<const L: usize>(v: &mut [f32]) {
+        let mut runs = v.chunks_exact_mut(L);
+        for run in &mut runs {
+            // NaN compares false: its run takes the general path, as `tanh` does.
+            let small = run.iter().fold(true, |s, x| s & (x.abs() < TANH_SMALL));
+            if small {
+                run.iter_mut().for_each(|x| *x = tanh_small(*x));
+            } else {
+                run.iter_mut().for_each(|x| *x = tanh(*x));
+            }
+        }
+        runs.into_remainder().iter_mut().for_each(|x| *x = tanh(*x));
     }
 
     /// `v[i] = f(v[i])`, with AVX2 registers where the CPU has them.
@@ -749,7 +774,7 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
                     },
                 )
             };
-            gates(
+            gates::<U>(
                 a,
                 &f.xw[(s * bsz + r) * g4..][..g4],
                 &mm[i * NV * hp..][..NV * hp],
@@ -776,7 +801,7 @@ unsafe fn forward_body<const U: usize, const MR: usize>(
 /// new hidden state — the GEMM path's formulas and order, in flat loops that vectorise.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn gates(
+fn gates<const L: usize>(
     a: &mut [f32],
     x: &[f32],
     m: &[f32],
@@ -818,14 +843,16 @@ fn gates(
     );
     ai.iter_mut().for_each(|x| *x = sigmoid(*x));
     af.iter_mut().for_each(|x| *x = sigmoid(*x));
-    ag.iter_mut().for_each(|x| *x = tanh(*x));
+    fast::tanh_runs::<L>(ag);
     ao.iter_mut().for_each(|x| *x = sigmoid(*x));
     for j in 0..h {
         let cn = af[j] * c[j] + ai[j] * ag[j];
-        let t = tanh(cn);
         cs[j] = cn;
-        tcs[j] = t;
-        let hv = ao[j] * t;
+        tcs[j] = cn;
+    }
+    fast::tanh_runs::<L>(tcs);
+    for j in 0..h {
+        let hv = ao[j] * tcs[j];
         hn[j] = hv;
         hnext[j] = hv;
     }

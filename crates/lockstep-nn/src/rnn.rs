@@ -1202,6 +1202,40 @@ mod tests {
         (got as f64 - want).abs() / ulp
     }
 
+    /// The polynomial-only runs give `tanh`'s bits: runs all below the switch, runs that mix
+    /// both forms, NaN, infinities, the switch itself, and a remainder shorter than a run.
+    #[test]
+    fn tanh_runs_are_tanh_element_by_element() {
+        let mut v: Vec<f32> = (0..1000)
+            .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.5) * 1.2)
+            .collect();
+        for (i, x) in [
+            (40, f32::NAN),
+            (77, f32::INFINITY),
+            (130, -f32::INFINITY),
+            (200, fast::TANH_SMALL),
+            (201, -fast::TANH_SMALL),
+            (300, f32::from_bits(fast::TANH_SMALL.to_bits() - 1)),
+            (999, 3.0),
+        ] {
+            v[i] = x;
+        }
+        // Some runs of every width entirely below the switch.
+        for x in &mut v[400..600] {
+            *x *= 0.5;
+        }
+        let want: Vec<u32> = v.iter().map(|&x| fast::tanh(x).to_bits()).collect();
+        macro_rules! widths {
+            ($($l:literal),*) => {$({
+                let mut got = v.clone();
+                fast::tanh_runs::<$l>(&mut got);
+                let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(got, want, "runs of {}", $l);
+            })*};
+        }
+        widths!(1, 4, 8, 16, 48);
+    }
+
     #[test]
     fn fast_activations_are_within_a_few_ulp() {
         let (mut worst_s, mut worst_t) = (0f64, 0f64);
