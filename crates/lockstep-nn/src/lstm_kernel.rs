@@ -232,15 +232,10 @@ pub(crate) fn pack_forward(
     let tiles = h.div_ceil(u);
     let rows = |t: usize, v: usize| (v * h + t * u, u.min(h - t * u));
     let finite = AtomicBool::new(true);
-    let pk = pack_tiles(simd, w, h, tiles, rows, par, work, |t0, t1| {
-        // Every row of `w` belongs to exactly one tile.
-        let ok = (t0..t1).all(|t| {
-            (0..NV).all(|v| {
-                let (r, nu) = rows(t, v);
-                all_finite(&w[r * h..(r + nu) * h])
-            })
-        });
-        if !ok {
+    let pk = pack_tiles(simd, w, h, tiles, rows, par, work, |panel| {
+        // Every weight is in exactly one panel (beside zeros), checked while the panel is in
+        // L1 rather than by another pass over `w`.
+        if !all_finite(panel) {
             finite.store(false, Ordering::Relaxed);
         }
     })?;
@@ -268,12 +263,12 @@ pub(crate) fn pack_rows(
         |t, v| (t * q + v * u, u),
         par,
         work,
-        |_, _| {},
+        |_| {},
     )
 }
 
-/// [`pack_panels`] into a new buffer, tile ranges on `par`'s threads, each range followed by
-/// `after(t0, t1)` on the same thread.
+/// [`pack_panels`] into a new buffer, tile ranges on `par`'s threads, each panel followed by
+/// `after(panel)` on the same thread.
 #[allow(clippy::too_many_arguments)]
 fn pack_tiles(
     simd: Simd,
@@ -283,7 +278,7 @@ fn pack_tiles(
     rows: impl Fn(usize, usize) -> (usize, usize) + Sync,
     par: &Par,
     work: usize,
-    after: impl Fn(usize, usize) + Sync,
+    after: impl Fn(&[f32]) + Sync,
 ) -> Result<Packed> {
     let pl = k * NV * simd.lanes();
     let mut pk = Packed::new(tiles * pl)?;
@@ -292,8 +287,10 @@ fn pack_tiles(
         // SAFETY: panels t0..t1 lie inside the buffer (`tiles · pl` elements) and are this
         // range's alone.
         let d = unsafe { core::slice::from_raw_parts_mut(dst.at(t0 * pl), (t1 - t0) * pl) };
-        pack_panels(simd, w, k, t0, t1, d, &rows);
-        after(t0, t1);
+        for (t, panel) in (t0..t1).zip(d.chunks_exact_mut(pl)) {
+            pack_panels(simd, w, k, t, t + 1, panel, &rows);
+            after(panel);
+        }
     });
     Ok(pk)
 }
@@ -1313,16 +1310,20 @@ unsafe fn project_body<const U: usize, const MR: usize>(
                     false,
                 )
             };
-            i += mr;
-        }
-    }
-    if let Some(b) = bias {
-        for r in r0..r1 {
-            // SAFETY: row r is this task's, written above.
-            let row = unsafe { core::slice::from_raw_parts_mut(out.0.add(r * g), g) };
-            for (x, &b) in row.iter_mut().zip(b) {
-                *x += b;
+            // The bias while the tile's outputs are still in L1 (one more rounding after
+            // the whole chain, as before).
+            if let Some(b) = bias {
+                let b = &b[t * q..][..q];
+                for r in i..i + mr {
+                    // SAFETY: row r, columns t·q..(t+1)·q are this task's, written just above.
+                    let row =
+                        unsafe { core::slice::from_raw_parts_mut(out.0.add(r * g + t * q), q) };
+                    for (x, &b) in row.iter_mut().zip(b) {
+                        *x += b;
+                    }
+                }
             }
+            i += mr;
         }
     }
 }
