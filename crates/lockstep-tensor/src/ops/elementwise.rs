@@ -24,7 +24,6 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
-use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 14;
 
@@ -367,11 +366,9 @@ pub fn map1<T: Element, U: Element>(
     match imp.f {
         // No hop into the pool for small tensors (most of a training step's ops).
         Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-        Kernel::Chunked => Par::current().install(|| {
-            out.par_chunks_mut(CHUNK)
-                .enumerate()
-                .for_each(|(i, o)| run(o, i * CHUNK))
-        }),
+        Kernel::Chunked => {
+            Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK))
+        }
     }
     crate::trace::traced(op.name, imp.algo, &[x], Tensor::from_vec(out, x.shape()))
 }
@@ -433,11 +430,9 @@ pub fn map2<T: Element, U: Element>(
     };
     match imp.f {
         Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-        Kernel::Chunked => Par::current().install(|| {
-            out.par_chunks_mut(CHUNK)
-                .enumerate()
-                .for_each(|(i, o)| run(o, i * CHUNK))
-        }),
+        Kernel::Chunked => {
+            Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK))
+        }
     }
     crate::trace::traced(op.name, imp.algo, &[a, b], Tensor::from_vec(out, &shape))
 }
@@ -496,11 +491,7 @@ fn inplace2<T: Element>(
     };
     match imp.f {
         Kernel::Chunked if serial(d.len()) => run(d, 0),
-        Kernel::Chunked => Par::current().install(|| {
-            d.par_chunks_mut(CHUNK)
-                .enumerate()
-                .for_each(|(i, o)| run(o, i * CHUNK))
-        }),
+        Kernel::Chunked => Par::current().for_each_chunk_mut(d, CHUNK, |i, o| run(o, i * CHUNK)),
     }
     crate::trace::record(op.name, imp.algo, &[&*dst, src], dst);
     Ok(())
@@ -781,9 +772,7 @@ impl Tensor {
             };
             match imp.f {
                 Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-                Kernel::Chunked => Par::current().install(|| {
-                    out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, o)| run(o, i * CHUNK))
-                }),
+                Kernel::Chunked => Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
             }
             crate::trace::traced(WHERE.name, imp.algo, &[cond, a, b], Tensor::from_vec(out, &shape))
         })

@@ -338,6 +338,9 @@ pub fn sum_lanes<T: Float>(x: &[T]) -> T {
 
 /// Pairwise sum of `v` in place: `(v0+v1) + (v2+v3)`, … — a fixed tree for a given length.
 pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
+    if let Ok(lanes) = <&[T; LANES]>::try_from(&*v) {
+        return tree_lanes(lanes);
+    }
     let mut n = v.len();
     if n == 0 {
         return T::default();
@@ -355,6 +358,16 @@ pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
         }
     }
     v[0]
+}
+
+/// [`tree_sum`] of one lane group, unrolled (the loop costs more than the adds of a short
+/// line's sum): the same pairs in the same order.
+#[inline]
+fn tree_lanes<T: Float>(v: &[T; LANES]) -> T {
+    const { assert!(LANES == 16) };
+    let a: [T; 8] = core::array::from_fn(|i| v[2 * i] + v[2 * i + 1]);
+    let b: [T; 4] = core::array::from_fn(|i| a[2 * i] + a[2 * i + 1]);
+    (b[0] + b[1]) + (b[2] + b[3])
 }
 
 /// [`sum_lanes`] of each [`CHUNK`]-element piece of `x` (the last may be shorter), into
@@ -400,11 +413,9 @@ pub fn sum_det<T: Float>(x: &[T], par: &Par) -> T {
     } else {
         // Runs of whole quads of pieces, so that the split changes no piece.
         let per = pieces.div_ceil(threads).next_multiple_of(4);
-        par.install(|| {
-            partials
-                .par_chunks_mut(per)
-                .zip(x.par_chunks(per * CHUNK))
-                .for_each(|(o, c)| piece_sums(c, o, isa))
+        par.for_each_chunk_mut(&mut partials, per, |i, o| {
+            let lo = i * per * CHUNK;
+            piece_sums(&x[lo..(lo + per * CHUNK).min(x.len())], o, isa)
         });
     }
     tree_sum(&mut partials)
@@ -419,14 +430,13 @@ pub fn sum_nondet<T: Float>(x: &[T], par: &Par) -> T {
     }
     let total = Mutex::new(T::default());
     let per = x.len().div_ceil(threads).next_multiple_of(CHUNK);
-    par.install(|| {
-        x.par_chunks(per).for_each(|c| {
-            let mut p = vec![T::default(); c.len().div_ceil(CHUNK)];
-            piece_sums(c, &mut p, Isa::best());
-            let s = tree_sum(&mut p);
-            let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
-            *t = *t + s;
-        })
+    par.run_parts(x.len().div_ceil(per), |i| {
+        let c = &x[i * per..((i + 1) * per).min(x.len())];
+        let mut p = vec![T::default(); c.len().div_ceil(CHUNK)];
+        piece_sums(c, &mut p, Isa::best());
+        let s = tree_sum(&mut p);
+        let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+        *t = *t + s;
     });
     total.into_inner().unwrap_or_else(|e| e.into_inner())
 }
@@ -630,10 +640,14 @@ fn col_sums<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) 
             work(r, row, &mut acc);
         }
     } else {
-        par.install(|| {
-            buf.par_chunks_mut(inner)
-                .enumerate()
-                .for_each_init(Vec::new, |acc, (r, row)| work(r, row, acc))
+        // Contiguous runs of rows, one scratch per run.
+        let rows = buf.len() / inner;
+        let per = rows.div_ceil(par.threads());
+        par.for_each_chunk_mut(buf, per * inner, |i, run| {
+            let mut acc = Vec::new();
+            for (j, row) in run.chunks_mut(inner).enumerate() {
+                work(i * per + j, row, &mut acc);
+            }
         });
     }
     if pieces > 1 {
@@ -664,11 +678,12 @@ fn sum_dim_kernel<T: Float>(
             *dst = sum_det(&x[o * n..(o + 1) * n], par);
         }
     } else {
-        par.install(|| {
-            out.par_iter_mut()
-                .enumerate()
-                .with_min_len((SERIAL_MAX / n.max(1)).max(1))
-                .for_each(|(o, dst)| *dst = sum_det(&x[o * n..(o + 1) * n], par))
+        let per = (SERIAL_MAX / n.max(1)).max(1);
+        par.for_each_chunk_mut(&mut out, per, |i, run| {
+            for (j, dst) in run.iter_mut().enumerate() {
+                let o = i * per + j;
+                *dst = sum_det(&x[o * n..(o + 1) * n], par);
+            }
         });
     }
     Ok(out)
@@ -1831,6 +1846,34 @@ mod tests {
         tree_sum(&mut p)
     }
 
+    /// The unrolled tree of one lane group is [`tree_sum`]'s loop.
+    #[test]
+    fn the_lane_group_tree_is_the_loop() {
+        fn looped<T: Float>(v: &mut [T]) -> T {
+            let mut n = v.len();
+            while n > 1 {
+                let half = n / 2;
+                for i in 0..half {
+                    v[i] = v[2 * i] + v[2 * i + 1];
+                }
+                if n % 2 == 1 {
+                    v[half] = v[n - 1];
+                    n = half + 1;
+                } else {
+                    n = half;
+                }
+            }
+            v[0]
+        }
+        let v = data(LANES * 200);
+        for g in v.chunks(LANES) {
+            let mut a: [f32; LANES] = g.try_into().unwrap();
+            let mut b: [f64; LANES] = core::array::from_fn(|i| g[i] as f64 * 1e-3 + 1.0);
+            assert_eq!(tree_sum(&mut a.clone()).to_bits(), looped(&mut a).to_bits());
+            assert_eq!(tree_sum(&mut b.clone()).to_bits(), looped(&mut b).to_bits());
+        }
+    }
+
     #[test]
     fn sum_det_is_the_piecewise_order_at_any_thread_count() {
         // Quads of pieces (the four-chain path), their remainders, and a partial last piece.
@@ -1859,6 +1902,9 @@ mod tests {
             // An LSTM's bias gradient ([T·B, 4H] summed over rows), with a partial lane group.
             [1, 250, 512],
             [2, 33, 40],
+            // Lines of stride 1, several per thread (a conv bias gradient) or pieces each.
+            [1024, 64, 1],
+            [3, 2 * CHUNK + 5, 1],
         ] {
             let len: usize = shape.iter().product();
             let v = data(len);

@@ -476,12 +476,22 @@ fn for_each_chunk(
             .enumerate()
             .try_for_each(|(c, o)| per_chunk(range(c), o, &one))
     } else if chunks >= par.threads() {
+        // Through the standing helpers: a hop into the pool costs about as much as a small
+        // convolution. The first failing chunk's error is returned, as serially.
         let one = Par::new(1);
-        par.install(|| {
-            out.par_chunks_mut(size * per)
-                .enumerate()
-                .try_for_each(|(c, o)| per_chunk(range(c), o, &one))
-        })
+        let err: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+        par.for_each_chunk_mut(out, size * per, |c, o| {
+            if let Err(e) = per_chunk(range(c), o, &one) {
+                let mut err = err.lock().unwrap_or_else(|e| e.into_inner());
+                if err.as_ref().is_none_or(|(first, _)| c < *first) {
+                    *err = Some((c, e));
+                }
+            }
+        });
+        match err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
     } else {
         out.chunks_mut(size * per)
             .enumerate()
@@ -864,15 +874,18 @@ fn weight_grad_fixed_parts(
                 &one,
             )
         };
-        let partials: Vec<Result<Scratch>> =
-            if par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK {
-                (0..parts).map(part).collect()
-            } else {
-                par.install(|| (0..parts).into_par_iter().map(part).collect())
-            };
+        let mut partials: Vec<Option<Result<Scratch>>> = (0..parts).map(|_| None).collect();
+        if par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK {
+            for (t, slot) in partials.iter_mut().enumerate() {
+                *slot = Some(part(t));
+            }
+        } else {
+            par.for_each_chunk_mut(&mut partials, 1, |t, slot| slot[0] = Some(part(t)));
+        }
         let dst = &mut dw[grp * og * k..][..og * k];
         dst.fill(0.0);
         for p in partials {
+            let p = p.ok_or_else(|| invalid(g.op, "weight", "internal: a part did not run"))?;
             for (d, s) in dst.iter_mut().zip(p?.iter()) {
                 *d += s;
             }
@@ -894,22 +907,20 @@ fn weight_grad_partials(
     let total = Mutex::new(try_zeroed(g.op, g.p.groups * og * k)?);
     let one = Par::new(1);
     let err: Mutex<Option<Error>> = Mutex::new(None);
-    par.install(|| {
-        (0..parts).into_par_iter().for_each(|t| {
-            let ns = (t * per).min(g.n)..((t + 1) * per).min(g.n);
-            for grp in 0..g.p.groups {
-                match weight_grad_part(g, x, gout, grp, ns.clone(), &one) {
-                    // Completion order: whichever thread gets the lock first adds first.
-                    Ok(part) => {
-                        let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
-                        for (d, s) in tot[grp * og * k..][..og * k].iter_mut().zip(part.iter()) {
-                            *d += s;
-                        }
+    par.run_parts(parts, |t| {
+        let ns = (t * per).min(g.n)..((t + 1) * per).min(g.n);
+        for grp in 0..g.p.groups {
+            match weight_grad_part(g, x, gout, grp, ns.clone(), &one) {
+                // Completion order: whichever thread gets the lock first adds first.
+                Ok(part) => {
+                    let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
+                    for (d, s) in tot[grp * og * k..][..og * k].iter_mut().zip(part.iter()) {
+                        *d += s;
                     }
-                    Err(e) => *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e),
                 }
+                Err(e) => *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e),
             }
-        })
+        }
     });
     if let Some(e) = err.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
