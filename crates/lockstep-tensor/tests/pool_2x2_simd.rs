@@ -75,6 +75,13 @@ fn max_pool_2x2_kernels_match_the_scan() {
         // Rows of 16 and 32 outputs, even and odd heights.
         [2, 3, 6, 32],
         [3, 2, 7, 64],
+        // Odd widths with rows of 16 and 8 outputs; plane sizes that are multiples of 8 but
+        // not of 16 (the AVX2 kernels under AVX-512).
+        [2, 3, 6, 33],
+        [2, 2, 5, 17],
+        [3, 2, 4, 8],
+        [2, 3, 6, 16],
+        [4, 1, 16, 2],
         // Scalar fallbacks: plane sizes not a multiple of 16, odd widths, other widths.
         [4, 3, 6, 8],
         [3, 5, 9, 11],

@@ -568,18 +568,34 @@ fn pool_2x2_planes(
 ) {
     let plane = oh * ow;
     #[cfg(target_arch = "x86_64")]
-    if Isa::best() == Isa::Avx512 && w == 2 * ow && plane > 0 {
-        let planes = v.len() / plane;
+    if let Some(planes) = v.len().checked_div(plane) {
         let s = &src[p0 * h * w..(p0 + planes) * h * w];
-        if ow % 16 == 0 {
-            // SAFETY: AVX-512F is available (`Isa::best`); the shape conditions hold.
-            unsafe { x86::rows_avx512(s, (h, w), (oh, ow), v, ix) };
-            return;
+        // Stacked planes: every input row is in a window, so the planes form one tall image.
+        let flat = w == 2 * ow && h == 2 * oh;
+        if Isa::Avx512.enabled() {
+            if ow % 16 == 0 {
+                // SAFETY: AVX-512F is available (`enabled` implies it); the shape conditions
+                // hold.
+                unsafe { x86::rows_avx512(s, (h, w), (oh, ow), v, ix) };
+                return;
+            }
+            if flat && matches!(ow, 1 | 2 | 4 | 8) && plane % 16 == 0 {
+                // SAFETY: as above.
+                unsafe { x86::flat_avx512(s, (h, w), (oh, ow), v, ix) };
+                return;
+            }
         }
-        if matches!(ow, 1 | 2 | 4 | 8) && h == 2 * oh && plane % 16 == 0 {
-            // SAFETY: as above.
-            unsafe { x86::flat_avx512(s, (h, w), (oh, ow), v, ix) };
-            return;
+        if Isa::Avx2.enabled() {
+            if ow % 8 == 0 {
+                // SAFETY: AVX2 is available; the shape conditions hold.
+                unsafe { x86::rows_avx2(s, (h, w), (oh, ow), v, ix) };
+                return;
+            }
+            if flat && matches!(ow, 1 | 2 | 4) && plane % 8 == 0 {
+                // SAFETY: as above.
+                unsafe { x86::flat_avx2(s, (h, w), (oh, ow), v, ix) };
+                return;
+            }
         }
     }
     for (q, (v, ix)) in v
@@ -669,7 +685,7 @@ mod x86 {
         }
     }
 
-    /// Planes of `(h, w)` with `w = 2·ow`, `ow` a multiple of 16: each output row in steps of
+    /// Planes of `(h, w)` with `ow` a multiple of 16: each output row in steps of
     /// 16 outputs, from 32 values of its top and of its bottom input row.
     ///
     /// # Safety
@@ -684,7 +700,7 @@ mod x86 {
         ix: &mut [i64],
     ) {
         let planes = v.len() / (oh * ow);
-        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h);
+        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h && 2 * ow <= w);
         let lane_base = lanes(|l| 2 * l);
         let wv = _mm512_set1_epi64(w as i64);
         let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
@@ -774,6 +790,185 @@ mod x86 {
                 let tm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, top_at, k1), one);
                 let bm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, bot_at, k1), one);
                 finish(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
+            }
+        }
+    }
+
+    /// [`wins`] with AVX2: all-ones lanes where `val` replaces `best`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn wins2(best: __m256, val: __m256) -> __m256 {
+        let ord = _mm256_cmp_ps::<_CMP_ORD_Q>(best, best);
+        _mm256_and_ps(ord, _mm256_cmp_ps::<_CMP_NGE_UQ>(best, val))
+    }
+
+    /// [`pairs`] with AVX2: the pair scans of 8 horizontal pairs held in `lo`, `hi`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn pairs2(lo: __m256, hi: __m256) -> (__m256, __m256) {
+        // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the middle 64-bit lanes swapped.
+        let fix = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)));
+        let a = fix(_mm256_shuffle_ps::<0x88>(lo, hi));
+        let b = fix(_mm256_shuffle_ps::<0xDD>(lo, hi));
+        let m = wins2(a, b);
+        (_mm256_blendv_ps(a, b, m), m)
+    }
+
+    /// [`finish`] with AVX2: 8 outputs.
+    ///
+    /// # Safety
+    /// `v` and `ix` must hold 8 elements.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish2(
+        top: __m256,
+        tm: __m256,
+        bot: __m256,
+        bm: __m256,
+        base: __m256i,
+        lane_base: [__m256i; 2],
+        w: __m256i,
+        v: *mut f32,
+        ix: *mut i64,
+    ) {
+        let vm = wins2(top, bot);
+        let right = _mm256_castps_si256(_mm256_blendv_ps(tm, bm, vm));
+        let vmi = _mm256_castps_si256(vm);
+        let one = _mm256_set1_epi64x(1);
+        let halves = [
+            (_mm256_castsi256_si128(vmi), _mm256_castsi256_si128(right)),
+            (
+                _mm256_extracti128_si256::<1>(vmi),
+                _mm256_extracti128_si256::<1>(right),
+            ),
+        ];
+        for (k, ((vh, rh), lb)) in halves.into_iter().zip(lane_base).enumerate() {
+            // The 32-bit masks widened to 64-bit lanes (all ones stay all ones).
+            let (vh, rh) = (_mm256_cvtepi32_epi64(vh), _mm256_cvtepi32_epi64(rh));
+            let mut i = _mm256_add_epi64(base, lb);
+            i = _mm256_add_epi64(i, _mm256_and_si256(vh, w));
+            i = _mm256_add_epi64(i, _mm256_and_si256(rh, one));
+            // SAFETY: the caller's bounds.
+            unsafe { _mm256_storeu_si256(ix.add(4 * k).cast(), i) };
+        }
+        // SAFETY: the caller's bounds.
+        unsafe { _mm256_storeu_ps(v, _mm256_blendv_ps(top, bot, vm)) };
+    }
+
+    /// `f(lane)` for 8 lanes, as two vectors of 4.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn lanes2(f: impl Fn(i64) -> i64) -> [__m256i; 2] {
+        let l: [i64; 8] = core::array::from_fn(|k| f(k as i64));
+        // SAFETY: `l` holds 8 values.
+        unsafe {
+            [
+                _mm256_loadu_si256(l.as_ptr().cast()),
+                _mm256_loadu_si256(l.as_ptr().add(4).cast()),
+            ]
+        }
+    }
+
+    /// [`rows_avx512`] with AVX2, for `ow` a multiple of 8: 8 outputs per step.
+    ///
+    /// # Safety
+    /// AVX2; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many elements
+    /// as `v`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn rows_avx2(
+        s: &[f32],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        v: &mut [f32],
+        ix: &mut [i64],
+    ) {
+        let planes = v.len() / (oh * ow);
+        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h && 2 * ow <= w);
+        let lane_base = lanes2(|l| 2 * l);
+        let wv = _mm256_set1_epi64x(w as i64);
+        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+        for pl in 0..planes {
+            for i in 0..oh {
+                let top = pl * h * w + 2 * i * w;
+                let out = (pl * oh + i) * ow;
+                for j in (0..ow).step_by(8) {
+                    // SAFETY: columns 2j..2j + 16 ≤ 2·ow ≤ w of rows 2i, 2i + 1 < h of plane
+                    // pl, and outputs out + j..+8 ≤ (pl·oh + i + 1)·ow (asserted).
+                    unsafe {
+                        let t = sp.add(top + 2 * j);
+                        let (tv, tm) = pairs2(_mm256_loadu_ps(t), _mm256_loadu_ps(t.add(8)));
+                        let b = t.add(w);
+                        let (bv, bm) = pairs2(_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)));
+                        let base = _mm256_set1_epi64x((2 * i * w + 2 * j) as i64);
+                        finish2(
+                            tv,
+                            tm,
+                            bv,
+                            bm,
+                            base,
+                            lane_base,
+                            wv,
+                            vp.add(out + j),
+                            ip.add(out + j),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`flat_avx512`] with AVX2, for `ow` one of 1, 2, 4 and `oh·ow` a multiple of 8: 8
+    /// outputs from 32 consecutive inputs.
+    ///
+    /// # Safety
+    /// AVX2; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many elements
+    /// as `v`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn flat_avx2(
+        s: &[f32],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        v: &mut [f32],
+        ix: &mut [i64],
+    ) {
+        let plane = oh * ow;
+        let outs = v.len() / plane * plane;
+        assert!(s.len() >= 4 * outs && ix.len() == v.len() && h == 2 * oh && w == 2 * ow);
+        assert!(matches!(ow, 1 | 2 | 4) && plane % 8 == 0);
+        // Each vector of 8 pairs holds 8/(2·ow) row pairs of `ow` top then `ow` bottom pairs:
+        // gather its tops into the low half and its bottoms into the high half.
+        let owi = ow as i32;
+        let split: [i32; 8] = core::array::from_fn(|l| {
+            let (half, k) = (l as i32 / 4, l as i32 % 4);
+            (k / owi) * 2 * owi + half * owi + k % owi
+        });
+        // SAFETY: 8 values.
+        let split = unsafe { _mm256_loadu_si256(split.as_ptr().cast()) };
+        let lane_base = lanes2(|l| 2 * w as i64 * (l / ow as i64) + 2 * (l % ow as i64));
+        let wv = _mm256_set1_epi64x(w as i64);
+        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+        for o in (0..outs).step_by(8) {
+            // As in `flat_avx512`: the block lies in one plane.
+            let base = _mm256_set1_epi64x((2 * w * ((o % plane) / ow)) as i64);
+            // SAFETY: inputs 4o..4o + 32 ≤ 4·outs ≤ s.len(); outputs o..o + 8 ≤ outs.
+            unsafe {
+                let p = sp.add(4 * o);
+                let (h0, m0) = pairs2(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+                let (h1, m1) = pairs2(_mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24)));
+                let (h0, m0) = (
+                    _mm256_permutevar8x32_ps(h0, split),
+                    _mm256_permutevar8x32_ps(m0, split),
+                );
+                let (h1, m1) = (
+                    _mm256_permutevar8x32_ps(h1, split),
+                    _mm256_permutevar8x32_ps(m1, split),
+                );
+                let tv = _mm256_permute2f128_ps::<0x20>(h0, h1);
+                let bv = _mm256_permute2f128_ps::<0x31>(h0, h1);
+                let tm = _mm256_permute2f128_ps::<0x20>(m0, m1);
+                let bm = _mm256_permute2f128_ps::<0x31>(m0, m1);
+                finish2(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
             }
         }
     }
