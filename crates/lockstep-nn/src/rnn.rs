@@ -1234,6 +1234,19 @@ mod tests {
             })*};
         }
         widths!(1, 4, 8, 16, 48);
+        let want: Vec<u32> = v
+            .iter()
+            .map(|&x| fast::sigmoid(2.0 * x).to_bits())
+            .collect();
+        macro_rules! sigmoid_widths {
+            ($($l:literal),*) => {$({
+                let mut got: Vec<f32> = v.iter().map(|&x| 2.0 * x).collect();
+                fast::sigmoid_runs::<$l>(&mut got);
+                let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(got, want, "sigmoid runs of {}", $l);
+            })*};
+        }
+        sigmoid_widths!(1, 4, 8, 16, 48);
     }
 
     #[test]
@@ -1243,6 +1256,10 @@ mod tests {
         while x < 30.0 {
             let xd = x as f64;
             worst_s = worst_s.max(ulps(fast::sigmoid(x), 1.0 / (1.0 + (-xd).exp())));
+            // Both sides of the switch between the polynomial and the exponential form.
+            let xs = x * (fast::SIGMOID_SMALL / 30.0);
+            let xsd = xs as f64;
+            worst_s = worst_s.max(ulps(fast::sigmoid(xs), 1.0 / (1.0 + (-xsd).exp())));
             worst_t = worst_t.max(ulps(fast::tanh(x), xd.tanh()));
             x += 1.7e-4;
         }
