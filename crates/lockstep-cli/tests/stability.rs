@@ -25,7 +25,7 @@ const PINNED: &[(&str, &str)] = &[
     ),
     (
         "train lstm 24 steps",
-        "426d96f33aec91b8e1dc97904e51f22b75b85db8a863310a7ce236f09291e202",
+        "9d5136a5b1f1a025ab0459402f2e6702b8959b3be51d2cc19141305ffbeb1647",
     ),
     (
         "self-test sum[1000003]",
