@@ -915,6 +915,43 @@ mod tests {
         Tensor::from_slice(v, shape).unwrap()
     }
 
+    /// The chunked kernels (above the serial size, dense and broadcast inputs, in place, and
+    /// `where`) give every element its value at 1, 2, 3 and 8 threads, chunk by chunk.
+    #[test]
+    fn chunked_kernels_are_thread_invariant() {
+        let n = 3 * CHUNK + 5;
+        let rows = SERIAL_MAX / n + 2;
+        let v: Vec<f32> = (0..rows * n).map(|k| (k as f32 * 0.37).sin()).collect();
+        let a = f(&v, &[rows, n]);
+        let b = f(&v[..n], &[n]);
+        let cond = Tensor::from_vec(v.iter().map(|&x| x > 0.0).collect(), &[rows, n]).unwrap();
+        let run = || {
+            let mut d = a.deep_clone();
+            d.add_(&b).unwrap();
+            [
+                a.tanh().unwrap(),
+                a.mul(&a).unwrap(),
+                a.add(&b).unwrap(),
+                d,
+                Tensor::where_(&cond, &a, &b).unwrap(),
+            ]
+            .map(|t| {
+                t.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let one = crate::threads::with_num_threads(1, run);
+        for t in [2, 3, 8] {
+            assert!(
+                crate::threads::with_num_threads(t, run) == one,
+                "threads = {t}"
+            );
+        }
+    }
+
     #[test]
     fn broadcasting_arithmetic() {
         let a = f(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
