@@ -122,3 +122,82 @@ fn max_pool_2x2_kernels_match_the_scan() {
     }
     set_isa(None).unwrap();
 }
+
+/// The scatter the backward pass defines: zeros, then each gradient added at its index in
+/// output order within each plane.
+fn scatter(g: &[f32], idx: &[i64], planes: usize, hw: usize) -> Vec<u32> {
+    let per = g.len() / planes;
+    let mut out = vec![0f32; planes * hw];
+    for pl in 0..planes {
+        for q in 0..per {
+            out[pl * hw + idx[pl * per + q] as usize] += g[pl * per + q];
+        }
+    }
+    out.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn max_pool_2x2_backward_matches_the_scatter() {
+    let shapes: &[[usize; 4]] = &[
+        [64, 16, 8, 8],
+        [3, 2, 32, 2],
+        [5, 3, 16, 4],
+        [2, 5, 8, 16],
+        [2, 3, 6, 32],
+        [3, 2, 8, 64],
+        [4, 3, 6, 8],
+        [3, 5, 9, 11],
+        [16, 32, 32, 32],
+    ];
+    let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
+    for isa in isas {
+        set_isa(Some(isa)).unwrap();
+        for (k, &[n, c, h, w]) in shapes.iter().enumerate() {
+            let x = Tensor::from_vec(values(n * c * h * w, 70 + k as u64, true), &[n, c, h, w])
+                .unwrap();
+            let (m, i) = x.max_pool2d(Pool2d::new(2)).unwrap();
+            let (oh, ow) = (h / 2, w / 2);
+            // Gradients with −0, NaN and ties to the other values.
+            let g = values(n * c * oh * ow, 90 + k as u64, false);
+            let gt = Tensor::from_vec(g.clone(), m.shape()).unwrap();
+            let idx = i.to_vec::<i64>().unwrap();
+            // The forward's indices (each in its window), then some moved to another window
+            // of the plane (two gradients then land on one input).
+            let mut moved = idx.clone();
+            for q in (5..moved.len()).step_by(37) {
+                moved[q] = (moved[q] + 2 * w as i64 + 1) % (h * w) as i64;
+            }
+            for ix in [idx, moved] {
+                let want = scatter(&g, &ix, n * c, h * w);
+                let it = Tensor::from_vec(ix, m.shape()).unwrap();
+                for threads in [1, 2, 3, 8] {
+                    let got = with_num_threads(threads, || {
+                        Tensor::max_pool2d_backward(&gt, &it, x.shape())
+                    })
+                    .unwrap();
+                    let got: Vec<u32> = got
+                        .to_vec::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(got, want, "{:?} {isa:?} threads {threads}", [n, c, h, w]);
+                }
+            }
+        }
+    }
+    set_isa(None).unwrap();
+}
+
+/// Indices outside the plane are errors on the 2×2 path too.
+#[test]
+fn max_pool_2x2_backward_rejects_indices_outside_the_plane() {
+    let x = Tensor::from_vec(values(2 * 3 * 8 * 8, 5, true), &[2, 3, 8, 8]).unwrap();
+    let (m, i) = x.max_pool2d(Pool2d::new(2)).unwrap();
+    for bad in [64, -1, i64::MIN] {
+        let mut ix = i.to_vec::<i64>().unwrap();
+        ix[19] = bad;
+        let it = Tensor::from_vec(ix, m.shape()).unwrap();
+        assert!(Tensor::max_pool2d_backward(&m, &it, x.shape()).is_err());
+    }
+}

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::isa::Isa;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
+use core::mem::MaybeUninit;
 
 /// Declares the pooling ops: one thread-invariant implementation each (`NAME.per_plane`:
 /// parallel over planes, each plane's sums in a fixed order), through dispatch so that they can
@@ -49,6 +50,21 @@ pool_ops! {
 fn out_buf<T: Clone + Default>(op: &'static str, dims: &[usize]) -> Result<Vec<T>> {
     match dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
         Some(n) => crate::try_filled_vec(op, n, T::default()),
+        None => Err(Error::OutOfMemory {
+            op,
+            bytes: dims
+                .iter()
+                .fold(core::mem::size_of::<T>() as u128, |a, &d| {
+                    a.saturating_mul(d as u128)
+                }),
+        }),
+    }
+}
+
+/// An empty buffer with room for `dims`' product elements, with [`out_buf`]'s errors.
+fn out_room<T>(op: &'static str, dims: &[usize]) -> Result<Vec<T>> {
+    match dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+        Some(n) => crate::tensor::try_with_capacity(op, n),
         None => Err(Error::OutOfMemory {
             op,
             bytes: dims
@@ -394,7 +410,25 @@ impl Tensor {
         let ixs = ix.data::<i64>()?;
         let plane_out = grad_output.shape()[2] * grad_output.shape()[3];
         let choice = MAX_POOL2D_BACKWARD.select()?;
-        let mut out = out_buf::<f32>(OP, &[n, c, h, w])?;
+        let mut out = out_room::<f32>(OP, &[n, c, h, w])?;
+        // Fits: `out_room` checked the product.
+        let len = n * c * h * w;
+        let (oh, ow) = (grad_output.shape()[2], grad_output.shape()[3]);
+        if (h, w) == (2 * oh, 2 * ow)
+            && unpool_2x2(
+                gi,
+                ixs,
+                (h, w),
+                (oh, ow),
+                &mut out.spare_capacity_mut()[..len],
+            ) == Some(true)
+        {
+            // SAFETY: `unpool_2x2` wrote all `len` elements (it checked every index, too).
+            unsafe { out.set_len(len) };
+            let out = Tensor::from_vec(out, input_shape);
+            return crate::trace::traced(OP, choice.imp.algo, &[grad_output, indices], out);
+        }
+        out.resize(len, 0.0);
         // h·w fits: the buffer above holds n·c·h·w elements (n·c ≥ 1 when there are indices).
         let hw = h.saturating_mul(w);
         // One branch-free pass (it vectorises), then a search only when something is out.
@@ -617,11 +651,42 @@ fn pool_2x2_planes(
     }
 }
 
+/// The gradient of a 2×2, stride-2 max pooling that covers the input exactly
+/// (`(h, w) = (2·oh, 2·ow)`), when every index lies in its own output's window: each window
+/// then receives its one gradient at its index and `+0` elsewhere, and the scatter's single
+/// add `0 + g` is written directly (the same bits, `−0` becoming `+0` as there), into
+/// every element of `out`: `Some(true)`. `Some(false)` (`out` partly written) where an index
+/// lies outside its window (or outside the plane), `None` (nothing written) where no vector
+/// kernel fits the shape; the caller then runs the general scatter.
+fn unpool_2x2(
+    g: &[f32],
+    k: &[i64],
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    out: &mut [MaybeUninit<f32>],
+) -> Option<bool> {
+    let plane = oh * ow;
+    #[cfg(target_arch = "x86_64")]
+    if Isa::Avx512.enabled() && plane > 0 && g.len() == k.len() && out.len() == 4 * g.len() {
+        if ow % 16 == 0 {
+            // SAFETY: AVX-512F is available; the lengths are checked.
+            return Some(unsafe { x86::unpool_rows_avx512(g, k, (h, w), (oh, ow), out) });
+        }
+        if matches!(ow, 1 | 2 | 4 | 8) && plane % 16 == 0 {
+            // SAFETY: as above.
+            return Some(unsafe { x86::unpool_flat_avx512(g, k, (h, w), (oh, ow), out) });
+        }
+    }
+    let _ = (g, k, h, w, out, plane);
+    None
+}
+
 /// The AVX-512 2×2 max pooling: 16 outputs per step, each window as two pairs (see
 /// [`pool_2x2_planes`]), every comparison a mask.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use core::arch::x86_64::*;
+    use core::mem::MaybeUninit;
 
     /// Where `val` replaces `best` in the scan: `val > best`, or `val` NaN and `best` not.
     /// `!(best >= val)` is true when either is NaN; masked by "`best` is not NaN".
@@ -801,6 +866,156 @@ mod x86 {
                 finish(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
             }
         }
+    }
+
+    /// Which of `{0, 1, w, w + 1}` each `k − base − lane_base` is, for 16 indices `k`:
+    /// masks `[top left, top right, bottom left, bottom right]`, or `None` if some index is
+    /// none of them (outside its window).
+    ///
+    /// # Safety
+    /// `k` must hold 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn window_slots(
+        k: *const i64,
+        base: __m512i,
+        lane_base: [__m512i; 2],
+        w: i64,
+    ) -> Option<[__mmask16; 4]> {
+        let mut m = [0 as __mmask16; 4];
+        for (half, lb) in lane_base.into_iter().enumerate() {
+            // SAFETY: the caller's bounds.
+            let kv = unsafe { _mm512_loadu_si512(k.add(8 * half).cast()) };
+            let d = _mm512_sub_epi64(kv, _mm512_add_epi64(base, lb));
+            for (s, off) in [0, 1, w, w + 1].into_iter().enumerate() {
+                let e = _mm512_cmpeq_epi64_mask(d, _mm512_set1_epi64(off));
+                m[s] |= (e as __mmask16) << (8 * half);
+            }
+        }
+        (m[0] | m[1] | m[2] | m[3] == 0xFFFF).then_some(m)
+    }
+
+    /// 16 gradients `0 + g` placed in their slots: the top row's pairs and the bottom row's
+    /// pairs, each as two vectors of 8 interleaved (left, right) pairs.
+    ///
+    /// # Safety
+    /// `g` must hold 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn slot_pairs(g: *const f32, m: [__mmask16; 4]) -> [__m512; 4] {
+        // SAFETY: the caller's bounds.
+        let v = _mm512_add_ps(_mm512_setzero_ps(), unsafe { _mm512_loadu_ps(g) });
+        let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        let (tl, tr) = (_mm512_maskz_mov_ps(m[0], v), _mm512_maskz_mov_ps(m[1], v));
+        let (bl, br) = (_mm512_maskz_mov_ps(m[2], v), _mm512_maskz_mov_ps(m[3], v));
+        [
+            _mm512_permutex2var_ps(tl, lo, tr),
+            _mm512_permutex2var_ps(tl, hi, tr),
+            _mm512_permutex2var_ps(bl, lo, br),
+            _mm512_permutex2var_ps(bl, hi, br),
+        ]
+    }
+
+    /// [`super::unpool_2x2`] for `ow` a multiple of 16: each output row in steps of 16.
+    ///
+    /// # Safety
+    /// AVX-512F; `out.len() = 4·g.len() = 4·k.len()`, a whole number of `(2·oh, 2·ow)` planes.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn unpool_rows_avx512(
+        g: &[f32],
+        k: &[i64],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        out: &mut [MaybeUninit<f32>],
+    ) -> bool {
+        let planes = g.len() / (oh * ow);
+        assert!(out.len() == planes * h * w && k.len() == g.len() && (h, w) == (2 * oh, 2 * ow));
+        let lane_base = lanes(|l| 2 * l);
+        let (gp, kp, op) = (g.as_ptr(), k.as_ptr(), out.as_mut_ptr().cast::<f32>());
+        for pl in 0..planes {
+            for i in 0..oh {
+                let top = pl * h * w + 2 * i * w;
+                let o = (pl * oh + i) * ow;
+                for j in (0..ow).step_by(16) {
+                    let base = _mm512_set1_epi64((2 * i * w + 2 * j) as i64);
+                    // SAFETY: outputs o + j..+16 ≤ (pl·oh + i + 1)·ow and columns
+                    // 2j..2j + 32 ≤ w of rows 2i, 2i + 1 of plane pl, in bounds (asserted).
+                    unsafe {
+                        let Some(m) = window_slots(kp.add(o + j), base, lane_base, w as i64) else {
+                            return false;
+                        };
+                        let [t0, t1, b0, b1] = slot_pairs(gp.add(o + j), m);
+                        let t = op.add(top + 2 * j);
+                        _mm512_storeu_ps(t, t0);
+                        _mm512_storeu_ps(t.add(16), t1);
+                        _mm512_storeu_ps(t.add(w), b0);
+                        _mm512_storeu_ps(t.add(w + 16), b1);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// [`super::unpool_2x2`] for `ow` one of 1, 2, 4, 8 and `oh·ow` a multiple of 16: the
+    /// planes stacked, 16 outputs writing 64 consecutive inputs (the inverse of
+    /// [`flat_avx512`]'s gathering).
+    ///
+    /// # Safety
+    /// As [`unpool_rows_avx512`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn unpool_flat_avx512(
+        g: &[f32],
+        k: &[i64],
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        out: &mut [MaybeUninit<f32>],
+    ) -> bool {
+        let plane = oh * ow;
+        let outs = g.len();
+        assert!(out.len() == 4 * outs && k.len() == outs && (h, w) == (2 * oh, 2 * ow));
+        assert!(matches!(ow, 1 | 2 | 4 | 8) && plane % 16 == 0 && outs.is_multiple_of(plane));
+        // Input float f of the 16 in destination vector q (of 4) lies in row pair
+        // r = (16q + f)/(4·ow), top or bottom row, column pair j, side f % 2: it takes output
+        // l = r·ow + j, from the top (first source) or bottom (second) pairs of its half.
+        let four = 4 * ow;
+        let at = |q: usize| -> [i32; 16] {
+            core::array::from_fn(|f| {
+                let x = 16 * q + f;
+                let (r, c) = (x / four, x % four);
+                let (bottom, c) = if c < 2 * ow { (0, c) } else { (1, c - 2 * ow) };
+                let l = r * ow + c / 2;
+                (16 * bottom + 2 * (l % 8) + c % 2) as i32
+            })
+        };
+        let (a0, a1) = (at(0), at(1));
+        // SAFETY: 16 values each.
+        let (a0, a1) = unsafe {
+            (
+                _mm512_loadu_si512(a0.as_ptr().cast()),
+                _mm512_loadu_si512(a1.as_ptr().cast()),
+            )
+        };
+        let wi = w as i64;
+        let lane_base = lanes(|l| 2 * wi * (l / ow as i64) + 2 * (l % ow as i64));
+        let (gp, kp, op) = (g.as_ptr(), k.as_ptr(), out.as_mut_ptr().cast::<f32>());
+        for o in (0..outs).step_by(16) {
+            let base = _mm512_set1_epi64(2 * wi * ((o % plane) / ow) as i64);
+            // SAFETY: outputs o..o + 16 ≤ outs and inputs 4o..4o + 64 ≤ out.len() (asserted).
+            unsafe {
+                let Some(m) = window_slots(kp.add(o), base, lane_base, wi) else {
+                    return false;
+                };
+                let [t0, t1, b0, b1] = slot_pairs(gp.add(o), m);
+                let p = op.add(4 * o);
+                _mm512_storeu_ps(p, _mm512_permutex2var_ps(t0, a0, b0));
+                _mm512_storeu_ps(p.add(16), _mm512_permutex2var_ps(t0, a1, b0));
+                _mm512_storeu_ps(p.add(32), _mm512_permutex2var_ps(t1, a0, b1));
+                _mm512_storeu_ps(p.add(48), _mm512_permutex2var_ps(t1, a1, b1));
+            }
+        }
+        true
     }
 
     /// [`wins`] with AVX2: all-ones lanes where `val` replaces `best`.
