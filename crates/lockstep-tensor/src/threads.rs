@@ -290,6 +290,8 @@ mod team {
         /// takes a seat before working, so a crew started by a wider job stays within this one.
         seats: AtomicUsize,
         panicked: AtomicBool,
+        /// The first panic's payload, handed to the caller as the other paths hand it.
+        panic: Mutex<Option<Box<dyn core::any::Any + Send>>>,
         /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
         /// publisher does not return before every claimed range is done.
         f: *const (dyn Fn(usize) + Sync),
@@ -316,7 +318,11 @@ mod team {
                 // SAFETY: range `p` is claimed and not yet done, so the publisher is still
                 // waiting and `f` is alive.
                 let f = unsafe { &*self.f };
-                if catch_unwind(AssertUnwindSafe(|| f(p))).is_err() {
+                if let Err(e) = catch_unwind(AssertUnwindSafe(|| f(p))) {
+                    self.panic
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
                     self.panicked.store(true, Ordering::Relaxed);
                 }
                 self.done.fetch_add(1, Ordering::Release);
@@ -414,6 +420,7 @@ mod team {
             parts,
             seats: AtomicUsize::new(threads - 1),
             panicked: AtomicBool::new(false),
+            panic: Mutex::new(None),
             f,
         });
         let team = &crew.team;
@@ -437,7 +444,8 @@ mod team {
         *team.slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         drop(crew);
         if job.panicked.load(Ordering::Relaxed) {
-            resume_unwind(Box::new("a piece of a lockstep kernel panicked"));
+            let e = job.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+            resume_unwind(e.unwrap_or_else(|| Box::new("a piece of a lockstep kernel panicked")));
         }
         true
     }
@@ -491,6 +499,51 @@ mod tests {
             n.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(n.load(Ordering::Relaxed), 30);
+    }
+
+    /// The caller gets the piece's own panic payload on every path (serial, helpers, pool).
+    #[test]
+    fn a_panic_keeps_its_payload() {
+        for threads in [1, 2, 3, 8] {
+            for _ in 0..20 {
+                let r = std::panic::catch_unwind(|| {
+                    Par::new(threads).run_parts(5, |p| {
+                        if p == 3 {
+                            panic!("piece {p}");
+                        }
+                    })
+                });
+                let e = r.expect_err("the panic reaches the caller");
+                let msg = e.downcast_ref::<String>().map(String::as_str);
+                assert_eq!(msg, Some("piece 3"), "threads = {threads}");
+            }
+        }
+    }
+
+    /// `run_parts` inside a piece (the helpers are taken: the inner job goes to the pool) and
+    /// from a pool thread, at several thread counts, runs every piece once and returns.
+    #[test]
+    fn nested_run_parts_completes() {
+        for (outer, inner) in [(2, 2), (3, 2), (2, 8), (8, 3)] {
+            let n = AtomicUsize::new(0);
+            Par::new(outer).run_parts(7, |_| {
+                Par::new(inner).run_parts(5, |_| {
+                    n.fetch_add(1, Ordering::Relaxed);
+                });
+            });
+            assert_eq!(n.load(Ordering::Relaxed), 35);
+            let m = AtomicUsize::new(0);
+            let par = Par::new(outer);
+            par.install(|| {
+                use rayon::prelude::*;
+                (0..4).into_par_iter().for_each(|_| {
+                    Par::new(inner).run_parts(6, |_| {
+                        m.fetch_add(1, Ordering::Relaxed);
+                    });
+                })
+            });
+            assert_eq!(m.load(Ordering::Relaxed), 24);
+        }
     }
 
     /// A job runs on at most `min(parts, threads)` threads, also when a wider job started
