@@ -561,4 +561,49 @@ mod tests {
             assert_eq!(mt, one, "{sizes:?}");
         }
     }
+
+    /// A state restored mid-block (CPython/NumPy positions, PyTorch's `(left, next)` pairs,
+    /// `left == 1` with any `next`) fills, mixed with single draws, as single draws alone,
+    /// and ends with the same `(left, next)`.
+    #[test]
+    fn fill_from_restored_states_matches_single_draws() {
+        let mut seed = Mt19937::from_seed_u32(2024);
+        for _ in 0..700 {
+            seed.next_u32();
+        }
+        let st = *seed.state();
+        let mut starts: Vec<Mt19937> = [0, 1, 300, 623, 624]
+            .iter()
+            .map(|&p| Mt19937::from_state(st, p).unwrap())
+            .collect();
+        for (left, next) in [(1, 0), (1, 17), (1, 624), (624, 1), (2, 623), (325, 300)] {
+            starts.push(Mt19937::from_torch_parts(st, left, next).unwrap());
+        }
+        for start in starts {
+            let mut one = start.clone();
+            let want: Vec<u32> = (0..3000).map(|_| one.next_u32()).collect();
+            let mut mt = start.clone();
+            let mut got = Vec::new();
+            for (k, n) in [1usize, 622, 3, 624, 0, 700, 1, 5]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                if got.len() >= want.len() {
+                    break;
+                }
+                let n = (*n).min(want.len() - got.len());
+                if k % 3 == 2 {
+                    got.extend((0..n).map(|_| mt.next_u32()));
+                } else {
+                    let mut buf = vec![0u32; n];
+                    mt.fill_u32(&mut buf);
+                    got.extend(buf);
+                }
+            }
+            assert_eq!(got, want, "{:?}", start.torch_parts());
+            assert_eq!(mt.torch_parts(), one.torch_parts());
+            assert_eq!(mt, one);
+        }
+    }
 }
