@@ -5,7 +5,10 @@
 //! Usage: `conv_bench [RUNS] [issue|cnn] [FILTER]` (FILTER: time only the rows whose name
 //! contains it, at 1 thread). `issue` (the default): 3×3, 64→64 channels, 56×56,
 //! batch 8, padding 1. `cnn`: the two convolutions of `lockstep train --model cnn` (batch 64 of
-//! 8×8 digits: 1→16 channels at 8×8, then 16→32 at 4×4, both 3×3 with padding 1).
+//! 8×8 digits: 1→16 channels at 8×8, then 16→32 at 4×4, both 3×3 with padding 1). `sizes`:
+//! 3×3 convolutions from 4×4 to 56×56 and 16 to 128 channels, to place the heuristic's
+//! Winograd thresholds. With `FAST_CONV` set in the environment, fast convolution is allowed
+//! (`set_allow_fast_conv(true)`), so the heuristic's Winograd choices run.
 
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::Conv2dParams;
@@ -38,6 +41,19 @@ fn main() {
             ("conv1 1→16 8×8 b64", [64, 1, 8, 8], [16, 1, 3, 3]),
             ("conv2 16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3]),
         ],
+        "sizes" => &[
+            ("16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3]),
+            ("16→32 8×8 b64", [64, 16, 8, 8], [32, 16, 3, 3]),
+            ("32→32 8×8 b64", [64, 32, 8, 8], [32, 32, 3, 3]),
+            ("16→16 16×16 b16", [16, 16, 16, 16], [16, 16, 3, 3]),
+            ("64→64 8×8 b16", [16, 64, 8, 8], [64, 64, 3, 3]),
+            ("64→64 16×16 b8", [8, 64, 16, 16], [64, 64, 3, 3]),
+            ("64→64 24×24 b8", [8, 64, 24, 24], [64, 64, 3, 3]),
+            ("64→64 32×32 b8", [8, 64, 32, 32], [64, 64, 3, 3]),
+            ("64→64 56×56 b8", [8, 64, 56, 56], [64, 64, 3, 3]),
+            ("32→32 32×32 b8", [8, 32, 32, 32], [32, 32, 3, 3]),
+            ("128→128 16×16 b8", [8, 128, 16, 16], [128, 128, 3, 3]),
+        ],
         _ => &[("", [8, 64, 56, 56], [64, 64, 3, 3])],
     };
     let p = Conv2dParams {
@@ -56,6 +72,7 @@ fn main() {
         })
         .collect();
     let filter = args.get(3).cloned();
+    lockstep_tensor::autotune::set_allow_fast_conv(std::env::var_os("FAST_CONV").is_some());
     let thread_counts: &[usize] = if filter.is_some() { &[1] } else { &[1, 2] };
     for &threads in thread_counts {
         for det in [false, true] {

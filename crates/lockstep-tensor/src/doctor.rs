@@ -186,22 +186,22 @@ pub fn cases() -> Vec<Case> {
     case(&mut v, "conv2d_weight_grad[4x8x19x17]", move || {
         Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp)
     });
-    // ≥ 16 channels: the Winograd kernels (an explicit opt-in, as for users).
-    use crate::autotune::with_allow_fast_conv as fast;
+    // The Winograd kernels, pinned (an explicit opt-in, as for users).
+    use crate::autotune::with_algorithm as pin;
     let (x, w) = (randn(&[9, 20, 13, 11], 27), randn(&[18, 20, 3, 3], 28));
     let gy = randn(&[9, 18, 13, 11], 29);
     let (xx, ww) = (x.clone(), w.clone());
     case(
         &mut v,
         "conv2d(winograd)[9x20x13x11, 18x20x3x3]",
-        move || fast(true, || xx.conv2d(&ww, None, cp)),
+        move || pin("conv2d.winograd_f4x3", || xx.conv2d(&ww, None, cp)),
     );
     let (g2, ww) = (gy.clone(), w.clone());
     case(
         &mut v,
         "conv2d_input_grad(winograd)[9x20x13x11]",
         move || {
-            fast(true, || {
+            pin("conv2d_input_grad.winograd_f4x3", || {
                 Tensor::conv2d_backward_input(&g2, &[9, 20, 13, 11], &ww, cp)
             })
         },
@@ -210,7 +210,7 @@ pub fn cases() -> Vec<Case> {
         &mut v,
         "conv2d_weight_grad(winograd)[9x20x13x11]",
         move || {
-            fast(true, || {
+            pin("conv2d_weight_grad.winograd_f4x3", || {
                 Tensor::conv2d_backward_weight(&gy, &x, w.shape(), cp)
             })
         },

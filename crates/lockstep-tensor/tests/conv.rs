@@ -1,7 +1,7 @@
 //! conv2d and its backward primitives: against PyTorch (`tools/golden_conv.py`), every
 //! candidate against the others, thread invariance, deterministic-mode policy, bad input.
 
-use lockstep_tensor::autotune::with_allow_fast_conv;
+use lockstep_tensor::autotune::{with_algorithm, with_allow_fast_conv};
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::{CONV2D, CONV2D_WEIGHT_GRAD, Conv2dParams};
 use lockstep_tensor::threads::with_num_threads;
@@ -232,13 +232,15 @@ fn winograd_close(got: &[f32], want: &[f64], terms: usize, what: &str) {
 
 #[test]
 fn winograd_shapes_match_the_reference_and_are_thread_invariant() {
-    // Opted in, Winograd is the heuristic's choice here.
-    with_allow_fast_conv(true, winograd_shapes_body);
+    // Pinned for all three ops: partial tiles (11×9 outputs), 20 → 18 channels.
+    with_algorithm("conv2d.winograd_f4x3", || {
+        with_algorithm("conv2d_input_grad.winograd_f4x3", || {
+            with_algorithm("conv2d_weight_grad.winograd_f4x3", winograd_shapes_body)
+        })
+    });
 }
 
 fn winograd_shapes_body() {
-    // 3×3, stride 1, ≥ 16 channels: with fast convolution allowed, the heuristic picks
-    // `*.winograd_f4x3` for all three ops.
     let p = Conv2dParams {
         padding: (1, 1),
         ..Conv2dParams::default()
@@ -332,15 +334,14 @@ fn winograd_shapes_body() {
 
 #[test]
 fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
-    use lockstep_tensor::autotune::with_algorithm;
     let p = Conv2dParams {
         padding: (1, 1),
         ..Conv2dParams::default()
     };
-    let x = sample(&[2, 16, 8, 8], 31);
-    let w = sample(&[16, 16, 3, 3], 32);
-    // Opted in, the heuristic picks Winograd here; pinned, im2col's GEMM-order sums run
-    // instead.
+    let x = sample(&[1, 64, 24, 24], 31);
+    let w = sample(&[64, 64, 3, 3], 32);
+    // Opted in, the heuristic picks Winograd here (64 channels, 24×24); pinned, im2col's
+    // GEMM-order sums run instead.
     let winograd = with_allow_fast_conv(true, || x.conv2d(&w, None, p).unwrap());
     let gemm = with_allow_fast_conv(true, || {
         with_algorithm("conv2d.im2col_gemm", || x.conv2d(&w, None, p).unwrap())
@@ -355,7 +356,7 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     close(
         &gemm,
         &want.iter().map(|&v| v as f32).collect::<Vec<_>>(),
-        16 * 9,
+        64 * 9,
         "im2col",
     );
     // A pin that does not apply to these shapes (1×1 only) leaves the usual choice.
@@ -514,8 +515,8 @@ fn fast_conv_is_opt_in_and_scoped_per_thread() {
         padding: (1, 1),
         ..Conv2dParams::default()
     };
-    let x = sample(&[2, 16, 8, 8], 41);
-    let w = sample(&[16, 16, 3, 3], 42);
+    let x = sample(&[1, 64, 24, 24], 41);
+    let w = sample(&[64, 64, 3, 3], 42);
     let default = bits(&x.conv2d(&w, None, p).unwrap());
     let fast = with_allow_fast_conv(true, || {
         assert!(lockstep_tensor::autotune::allow_fast_conv());
@@ -525,6 +526,22 @@ fn fast_conv_is_opt_in_and_scoped_per_thread() {
         bits(&x.conv2d(&w, None, p).unwrap())
     });
     assert_ne!(fast, default, "Winograd rounds differently");
+    // Allowed is not forced: where Winograd measured slower (the cnn model's 16 → 32 channels
+    // at 4×4; the weight gradient below 32×32 outputs) the heuristic keeps im2col.
+    let (xs, ws) = (sample(&[4, 16, 4, 4], 43), sample(&[32, 16, 3, 3], 44));
+    assert_eq!(
+        bits(&with_allow_fast_conv(true, || xs
+            .conv2d(&ws, None, p)
+            .unwrap())),
+        bits(&xs.conv2d(&ws, None, p).unwrap())
+    );
+    let gy = sample(&[1, 64, 24, 24], 45);
+    let gw = |on| {
+        with_allow_fast_conv(on, || {
+            bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap())
+        })
+    };
+    assert_eq!(gw(true), gw(false));
     assert!(!lockstep_tensor::autotune::allow_fast_conv());
     // Another thread does not see this thread's opt-in.
     with_allow_fast_conv(true, || {
@@ -540,7 +557,7 @@ fn fast_conv_is_opt_in_and_scoped_per_thread() {
             .iter()
             .map(|&v| v as f32)
             .collect::<Vec<_>>(),
-        16 * 9,
+        64 * 9,
         "default conv",
     );
 }

@@ -12,7 +12,9 @@
 //! with [`autotune::set_allow_fast_conv`] / [`autotune::with_allow_fast_conv`] (PyTorch's
 //! `allow_tf32`; off by default) or pinned it with [`autotune::with_algorithm`]: then the
 //! heuristic picks it for 3×3 convolutions with stride 1, dilation 1, one group, padding at
-//! most 2, outputs of at least 4×4 and at least 16 input and 16 output channels.
+//! most 2, at least 64 input and 64 output channels and outputs of at least 24×24 (32×32 for
+//! the weight gradient), where it measured faster; below, it lost to im2col + GEMM. A pin
+//! runs it wherever it applies (outputs of at least 4×4); benchmark mode times it.
 //!
 //! im2col + GEMM gathers the patches of several samples into one product when planes are
 //! small (about 512 output columns per product, a number fixed by the shape): every output is
@@ -988,10 +990,15 @@ fn fast_ok(g: &Geometry, algo: &str) -> bool {
 
 /// The heuristic of the backward ops: Winograd where it is preferred (and allowed), else the
 /// first allowed candidate.
-fn winograd_or_first<F>(c: &[&'static Impl<F>], g: &Geometry, algo: &str) -> &'static Impl<F> {
+fn winograd_or_first<F>(
+    c: &[&'static Impl<F>],
+    g: &Geometry,
+    algo: &str,
+    preferred: fn(&Geometry) -> bool,
+) -> &'static Impl<F> {
     c.iter()
         .copied()
-        .find(|i| i.algo == algo && winograd::preferred(g))
+        .find(|i| i.algo == algo && preferred(g))
         .unwrap_or(c[0])
 }
 
@@ -1139,7 +1146,14 @@ impl Tensor {
             &g,
             g.n * g.cin * g.h * g.w,
             |i| i.algo != "conv2d_input_grad.winograd_f4x3" || fast_ok(&g, i.algo),
-            |c| winograd_or_first(c, &g, "conv2d_input_grad.winograd_f4x3"),
+            |c| {
+                winograd_or_first(
+                    c,
+                    &g,
+                    "conv2d_input_grad.winograd_f4x3",
+                    winograd::preferred,
+                )
+            },
             |f, out, par| f(&g, gs, ws, out, par),
         )?;
         Tensor::from_vec(out, input_shape)
@@ -1170,7 +1184,14 @@ impl Tensor {
             &g,
             g.cout * g.k(),
             |i| i.algo != "conv2d_weight_grad.winograd_f4x3" || fast_ok(&g, i.algo),
-            |c| winograd_or_first(c, &g, "conv2d_weight_grad.winograd_f4x3"),
+            |c| {
+                winograd_or_first(
+                    c,
+                    &g,
+                    "conv2d_weight_grad.winograd_f4x3",
+                    winograd::preferred_weight_grad,
+                )
+            },
             |f, out, par| f(&g, xs, gs, out, par),
         )?;
         Tensor::from_vec(out, weight_shape)

@@ -73,10 +73,19 @@ pub(super) fn applicable(g: &Geometry) -> bool {
         && g.ow >= 4
 }
 
-/// Whether the heuristic prefers Winograd: enough channels for the products to dominate the
-/// transforms.
+/// Whether the heuristic prefers Winograd for the forward pass and the input gradient: enough
+/// channels and tiles for the products to dominate the transforms. Measured against im2col +
+/// GEMM (`conv_bench`, 1 thread, 2026-12-01): Winograd won from 64 channels and 24×24 outputs
+/// (1.5–1.7×), lost below (up to 3× slower at 16→32 channels, 4×4 — the cnn model's second
+/// convolution — and 1.2× at 64 channels, 16×16).
 pub(super) fn preferred(g: &Geometry) -> bool {
-    applicable(g) && g.cin >= 16 && g.cout >= 16
+    applicable(g) && g.cin >= 64 && g.cout >= 64 && g.oh * g.ow >= 24 * 24
+}
+
+/// [`preferred`] for the weight gradient, whose products sum over tiles: from 32×32 outputs
+/// (at 24×24 and 64 channels it still lost, 1.2×).
+pub(super) fn preferred_weight_grad(g: &Geometry) -> bool {
+    preferred(g) && g.oh * g.ow >= 32 * 32
 }
 
 // ---------------------------------------------------------------------------------------------
