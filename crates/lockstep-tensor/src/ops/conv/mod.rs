@@ -763,44 +763,31 @@ pub static CONV2D_INPUT_GRAD: Op<InputGradFn> = Op {
     ],
 };
 
-/// im2row of samples `ns`, group `grp`: `rows` (`(|ns|·OHW) × K`, row-major — one patch per
-/// output position, so the GEMM reads it contiguously along its N dimension) and their output
-/// gradients `go` (`og × |ns|·OHW`).
-fn im2row_operands(
+/// The weight gradient's GEMM operands for samples `ns` of group `grp`: the patches, im2col's
+/// `K × |ns|·OH·OW` (read by the GEMM as its transposed B operand, so no transpose is made),
+/// and the output gradient's rows for that group, `og × |ns|·OH·OW`.
+fn weight_grad_operands(
     g: &Geometry,
     x: &[f32],
     gout: &[f32],
     grp: usize,
     ns: std::ops::Range<usize>,
-) -> (Vec<f32>, Vec<f32>) {
+) -> Result<(Scratch, Scratch)> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
     let wide = ns.len() * ohw;
-    let mut rows = vec![0f32; wide * k];
-    let mut go = vec![0f32; og * wide];
     let chw = g.cin * g.h * g.w;
-    // im2col (contiguous copies), then transposed in blocks into one patch per row.
-    let mut col = vec![0f32; k * wide];
+    let mut col = scratch(g.op, k * wide)?;
     for (slot, n) in ns.clone().enumerate() {
         g.im2col_at(&x[n * chw..][..chw], grp, &mut col, wide, slot * ohw);
     }
-    const B: usize = 16;
-    for r0 in (0..k).step_by(B) {
-        for q0 in (0..wide).step_by(B) {
-            for r in r0..(r0 + B).min(k) {
-                let src = &col[r * wide..][..wide];
-                for q in q0..(q0 + B).min(wide) {
-                    rows[q * k + r] = src[q];
-                }
-            }
-        }
-    }
+    let mut go = scratch(g.op, og * wide)?;
     for (slot, n) in ns.enumerate() {
         for r in 0..og {
             go[r * wide + slot * ohw..][..ohw]
                 .copy_from_slice(&gout[(n * g.cout + grp * og + r) * ohw..][..ohw]);
         }
     }
-    (rows, go)
+    Ok((col, go))
 }
 
 /// `dW` of one group over samples `ns`: `og × K`, one GEMM with K = |ns|·OH·OW (the
@@ -832,16 +819,18 @@ fn weight_grad_part_gemm(
 ) -> Result<Scratch> {
     let (k, og) = (g.k(), g.og());
     let wide = ns.len() * g.ohw();
-    let (rows, go) = im2row_operands(g, x, gout, grp, ns);
+    let (col, go) = weight_grad_operands(g, x, gout, grp, ns)?;
     let mut part = scratch(g.op, og * k)?;
+    // B[p][j] = col[j][p]: the GEMM's packing reads the patches in place (same bits: each
+    // element is one fma chain over p whatever the operands' strides).
     gemm(
         og,
         k,
         wide,
         &go,
         (wide, 1),
-        &rows,
-        (k, 1),
+        &col,
+        (1, wide),
         &mut part,
         (k, 1),
         par,
