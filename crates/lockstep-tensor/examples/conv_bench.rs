@@ -6,9 +6,10 @@
 //! contains it, at 1 thread). `issue` (the default): 3×3, 64→64 channels, 56×56,
 //! batch 8, padding 1. `cnn`: the two convolutions of `lockstep train --model cnn` (batch 64 of
 //! 8×8 digits: 1→16 channels at 8×8, then 16→32 at 4×4, both 3×3 with padding 1). `sizes`:
-//! 3×3 convolutions from 4×4 to 56×56 and 16 to 128 channels, to place the heuristic's
-//! Winograd thresholds. With `FAST_CONV` set in the environment, fast convolution is allowed
-//! (`set_allow_fast_conv(true)`), so the heuristic's Winograd choices run.
+//! 3×3 convolutions from 4×4 to 64×64 and 16 to 128 channels, to place the heuristic's
+//! thresholds (Winograd; the implicit GEMM's size limit). With `FAST_CONV` set in the
+//! environment, fast convolution is allowed (`set_allow_fast_conv(true)`), so the heuristic's
+//! Winograd choices run.
 
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::conv::Conv2dParams;
@@ -50,7 +51,10 @@ fn main() {
             ("64→64 16×16 b8", [8, 64, 16, 16], [64, 64, 3, 3]),
             ("64→64 24×24 b8", [8, 64, 24, 24], [64, 64, 3, 3]),
             ("64→64 32×32 b8", [8, 64, 32, 32], [64, 64, 3, 3]),
+            ("64→64 31×31 b8", [8, 64, 31, 31], [64, 64, 3, 3]),
             ("64→64 56×56 b8", [8, 64, 56, 56], [64, 64, 3, 3]),
+            ("64→64 64×64 b4", [4, 64, 64, 64], [64, 64, 3, 3]),
+            ("96→96 32×32 b8", [8, 96, 32, 32], [96, 96, 3, 3]),
             ("32→32 32×32 b8", [8, 32, 32, 32], [32, 32, 3, 3]),
             ("128→128 16×16 b8", [8, 128, 16, 16], [128, 128, 3, 3]),
         ],

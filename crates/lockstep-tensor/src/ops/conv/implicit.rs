@@ -44,8 +44,10 @@ pub(super) fn applicable(g: &Geometry) -> bool {
 const MAX_K: usize = 1152;
 /// Most output positions per plane.
 const MAX_OHW: usize = 1024;
-/// Most padded input values of one sample's group.
-const MAX_PLANES: usize = 1 << 16;
+/// Most padded input values of one sample's group (512 KiB: within a core's L2 on current
+/// x86 servers). Raised from 2^16 on 2026-12-01: 3×3, 64 → 64 channels at 32×32 (batch 8, one
+/// thread) forward 7.7 → 5.8 ms, input grad 9.8 → 7.1, weight grad 15.9 → 5.9.
+const MAX_PLANES: usize = 1 << 17;
 
 /// Output columns per chunk of whole samples in the forward pass and the input gradient (a
 /// function of the shape only; chunks change which thread computes an output, not its bits).
@@ -816,6 +818,8 @@ mod tests {
             ([4, 2, 3, 3], [3, 2, 3, 3], p((1, 1), (2, 2), (1, 1), 1)),
             ([2, 40, 6, 6], [9, 40, 3, 3], p((1, 1), (1, 1), (1, 1), 1)),
             ([2, 3, 0, 4], [4, 3, 3, 3], p((1, 1), (2, 1), (1, 1), 1)),
+            // 256 output positions: the im2col paths' `col` rows get padded spacing.
+            ([2, 4, 16, 16], [8, 4, 3, 3], p((1, 1), (1, 1), (1, 1), 1)),
         ]
     }
 

@@ -531,7 +531,10 @@ fn fwd_gemm(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> R
     let work = g.n * g.cout * ohw * k;
     for_each_chunk(g, per, out, work, par, |ns, o, par| {
         let cols = ns.len() * ohw;
-        let mut col = vec![0f32; k * cols];
+        // Rows of `col` a multiple of 512 bytes apart share a few cache sets when the GEMM
+        // packs across them: such rows get 64 bytes more (see `weight_grad_operands`).
+        let ld = if cols % 128 == 0 { cols + 16 } else { cols };
+        let mut col = scratch(g.op, k * ld)?;
         // One sample: the product writes straight into the output.
         let mut tmp = if ns.len() > 1 {
             vec![0f32; og * cols]
@@ -540,23 +543,12 @@ fn fwd_gemm(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> R
         };
         for grp in 0..g.p.groups {
             for (slot, n) in ns.clone().enumerate() {
-                g.im2col_at(&x[n * chw..][..chw], grp, &mut col, cols, slot * ohw);
+                g.im2col_at(&x[n * chw..][..chw], grp, &mut col, ld, slot * ohw);
             }
             let wg = &w[grp * og * k..][..og * k];
             if ns.len() == 1 {
                 let og_out = &mut o[grp * og * ohw..][..og * ohw];
-                gemm(
-                    og,
-                    ohw,
-                    k,
-                    wg,
-                    (k, 1),
-                    &col,
-                    (ohw, 1),
-                    og_out,
-                    (ohw, 1),
-                    par,
-                )?;
+                gemm(og, ohw, k, wg, (k, 1), &col, (ld, 1), og_out, (ohw, 1), par)?;
                 continue;
             }
             gemm(
@@ -566,7 +558,7 @@ fn fwd_gemm(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> R
                 wg,
                 (k, 1),
                 &col,
-                (cols, 1),
+                (ld, 1),
                 &mut tmp,
                 (cols, 1),
                 par,
@@ -694,7 +686,9 @@ fn input_grad_col2im(
     let chw = g.cin * g.h * g.w;
     for_each_chunk(g, per, dx, work, par, |ns, dxs, par| {
         let cols = ns.len() * ohw;
-        let mut col = vec![0f32; k * cols];
+        // `col` is the product's output here; its rows get the same spacing as the forward's.
+        let ld = if cols % 128 == 0 { cols + 16 } else { cols };
+        let mut col = scratch(g.op, k * ld)?;
         let mut go = if ns.len() > 1 {
             vec![0f32; og * cols]
         } else {
@@ -706,18 +700,7 @@ fn input_grad_col2im(
             // output gradients side by side.
             if ns.len() == 1 {
                 let go = &gout[(ns.start * g.cout + grp * og) * ohw..][..og * ohw];
-                gemm(
-                    k,
-                    ohw,
-                    og,
-                    wg,
-                    (1, k),
-                    go,
-                    (ohw, 1),
-                    &mut col,
-                    (ohw, 1),
-                    par,
-                )?;
+                gemm(k, ohw, og, wg, (1, k), go, (ohw, 1), &mut col, (ld, 1), par)?;
             } else {
                 for (slot, n) in ns.clone().enumerate() {
                     for r in 0..og {
@@ -734,12 +717,12 @@ fn input_grad_col2im(
                     &go,
                     (cols, 1),
                     &mut col,
-                    (cols, 1),
+                    (ld, 1),
                     par,
                 )?;
             }
             for slot in 0..ns.len() {
-                g.col2im_at(&col, cols, slot * ohw, grp, &mut dxs[slot * chw..][..chw]);
+                g.col2im_at(&col, ld, slot * ohw, grp, &mut dxs[slot * chw..][..chw]);
             }
         }
         Ok(())
@@ -764,21 +747,24 @@ pub static CONV2D_INPUT_GRAD: Op<InputGradFn> = Op {
 };
 
 /// The weight gradient's GEMM operands for samples `ns` of group `grp`: the patches, im2col's
-/// `K × |ns|·OH·OW` (read by the GEMM as its transposed B operand, so no transpose is made),
-/// and the output gradient's rows for that group, `og × |ns|·OH·OW`.
+/// `K × |ns|·OH·OW` with rows `ld` apart (read by the GEMM as its transposed B operand, so no
+/// transpose is made), the output gradient's rows for that group, `og × |ns|·OH·OW`, and `ld`.
 fn weight_grad_operands(
     g: &Geometry,
     x: &[f32],
     gout: &[f32],
     grp: usize,
     ns: std::ops::Range<usize>,
-) -> Result<(Scratch, Scratch)> {
+) -> Result<(Scratch, Scratch, usize)> {
     let (k, ohw, og) = (g.k(), g.ohw(), g.og());
     let wide = ns.len() * ohw;
+    // The GEMM packs B across rows of `col`: rows a multiple of 512 bytes apart fall into the
+    // same few cache sets (64×64 planes: 1.5× slower), so such rows get 64 bytes more.
+    let ld = if wide % 128 == 0 { wide + 16 } else { wide };
     let chw = g.cin * g.h * g.w;
-    let mut col = scratch(g.op, k * wide)?;
+    let mut col = scratch(g.op, k * ld)?;
     for (slot, n) in ns.clone().enumerate() {
-        g.im2col_at(&x[n * chw..][..chw], grp, &mut col, wide, slot * ohw);
+        g.im2col_at(&x[n * chw..][..chw], grp, &mut col, ld, slot * ohw);
     }
     let mut go = scratch(g.op, og * wide)?;
     for (slot, n) in ns.enumerate() {
@@ -787,7 +773,7 @@ fn weight_grad_operands(
                 .copy_from_slice(&gout[(n * g.cout + grp * og + r) * ohw..][..ohw]);
         }
     }
-    Ok((col, go))
+    Ok((col, go, ld))
 }
 
 /// `dW` of one group over samples `ns`: `og × K`, one GEMM with K = |ns|·OH·OW (the
@@ -819,7 +805,7 @@ fn weight_grad_part_gemm(
 ) -> Result<Scratch> {
     let (k, og) = (g.k(), g.og());
     let wide = ns.len() * g.ohw();
-    let (col, go) = weight_grad_operands(g, x, gout, grp, ns)?;
+    let (col, go, ld) = weight_grad_operands(g, x, gout, grp, ns)?;
     let mut part = scratch(g.op, og * k)?;
     // B[p][j] = col[j][p]: the GEMM's packing reads the patches in place (same bits: each
     // element is one fma chain over p whatever the operands' strides).
@@ -830,7 +816,7 @@ fn weight_grad_part_gemm(
         &go,
         (wide, 1),
         &col,
-        (1, wide),
+        (1, ld),
         &mut part,
         (k, 1),
         par,
