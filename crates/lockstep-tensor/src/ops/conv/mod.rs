@@ -533,7 +533,11 @@ fn fwd_gemm(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> R
         let cols = ns.len() * ohw;
         // Rows of `col` a multiple of 512 bytes apart share a few cache sets when the GEMM
         // packs across them: such rows get 64 bytes more (see `weight_grad_operands`).
-        let ld = if cols % 128 == 0 { cols + 16 } else { cols };
+        let ld = if cols.is_multiple_of(128) {
+            cols + 16
+        } else {
+            cols
+        };
         let mut col = scratch(g.op, k * ld)?;
         // One sample: the product writes straight into the output.
         let mut tmp = if ns.len() > 1 {
@@ -687,7 +691,11 @@ fn input_grad_col2im(
     for_each_chunk(g, per, dx, work, par, |ns, dxs, par| {
         let cols = ns.len() * ohw;
         // `col` is the product's output here; its rows get the same spacing as the forward's.
-        let ld = if cols % 128 == 0 { cols + 16 } else { cols };
+        let ld = if cols.is_multiple_of(128) {
+            cols + 16
+        } else {
+            cols
+        };
         let mut col = scratch(g.op, k * ld)?;
         let mut go = if ns.len() > 1 {
             vec![0f32; og * cols]
@@ -760,7 +768,11 @@ fn weight_grad_operands(
     let wide = ns.len() * ohw;
     // The GEMM packs B across rows of `col`: rows a multiple of 512 bytes apart fall into the
     // same few cache sets (64×64 planes: 1.5× slower), so such rows get 64 bytes more.
-    let ld = if wide % 128 == 0 { wide + 16 } else { wide };
+    let ld = if wide.is_multiple_of(128) {
+        wide + 16
+    } else {
+        wide
+    };
     let chw = g.cin * g.h * g.w;
     let mut col = scratch(g.op, k * ld)?;
     for (slot, n) in ns.clone().enumerate() {
