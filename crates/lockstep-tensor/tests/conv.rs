@@ -116,6 +116,41 @@ fn deterministic_conv_is_thread_invariant() {
     }
 }
 
+/// Planes of more than 1,024 positions take the implicit GEMM only with a sample per thread
+/// (here at 1 and 2 threads) and im2col + GEMM otherwise (3 and 8): the bits stay the same.
+#[test]
+fn large_planes_give_the_same_bits_on_either_path() {
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    let x = sample(&[2, 16, 41, 37], 4);
+    let w = sample(&[24, 16, 3, 3], 5);
+    let gy = sample(&[2, 24, 41, 37], 6);
+    let run = || {
+        scope(true, false, || {
+            (
+                bits(&x.conv2d(&w, None, p).unwrap()),
+                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
+                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
+            )
+        })
+    };
+    let one = with_num_threads(1, run);
+    for t in [2, 3, 8] {
+        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
+    }
+    close(
+        &x.conv2d(&w, None, p).unwrap(),
+        &naive_conv(&x, &w, p)
+            .iter()
+            .map(|&v| v as f32)
+            .collect::<Vec<_>>(),
+        16 * 9,
+        "large plane",
+    );
+}
+
 #[test]
 fn special_kernels_match_the_reference() {
     // The 1×1 and depthwise kernels (registered beside im2col) on the shapes they serve.

@@ -27,8 +27,9 @@ pub(super) fn input_grad_applicable(g: &Geometry) -> bool {
     applicable(g) && g.cg() >= 8
 }
 
-/// Whether the shapes suit this path (a function of the shapes only): small planes and a
-/// short reduction, where im2col + GEMM spends most of its time copying.
+/// Whether the shapes suit this path (a function of the shapes only): planes and reductions
+/// short enough for a sample's padded input to stay in L2, where im2col + GEMM spends much of
+/// its time copying. (The weight gradient's parts take it wherever this holds.)
 pub(super) fn applicable(g: &Geometry) -> bool {
     let (hp, wp) = g.padded();
     g.n > 0
@@ -40,14 +41,33 @@ pub(super) fn applicable(g: &Geometry) -> bool {
         && g.cg().saturating_mul(hp).saturating_mul(wp) <= MAX_PLANES
 }
 
+/// Whether the forward pass and the input gradient take this path with `threads` threads:
+/// [`applicable`] (`input_grad` adds [`input_grad_applicable`]'s condition), and planes of
+/// more than [`WHOLE_SAMPLE_OHW`] positions only with a sample for every thread (their chunks
+/// are whole samples, while im2col's GEMM splits one sample's product over the threads). The
+/// two paths give the same bits, so the thread count may choose.
+pub(super) fn chosen(g: &Geometry, input_grad: bool, threads: usize) -> bool {
+    let ok = if input_grad {
+        input_grad_applicable(g)
+    } else {
+        applicable(g)
+    };
+    ok && (g.ohw() <= WHOLE_SAMPLE_OHW || g.n >= threads)
+}
+
 /// Longest reduction of the forward pass (`C_in/groups · kH · kW`).
 const MAX_K: usize = 1152;
-/// Most output positions per plane.
-const MAX_OHW: usize = 1024;
-/// Most padded input values of one sample's group (512 KiB: within a core's L2 on current
-/// x86 servers). Raised from 2^16 on 2026-12-01: 3×3, 64 → 64 channels at 32×32 (batch 8, one
-/// thread) forward 7.7 → 5.8 ms, input grad 9.8 → 7.1, weight grad 15.9 → 5.9.
-const MAX_PLANES: usize = 1 << 17;
+/// Most output positions per plane. Measured 2026-12-01 (`conv_bench sizes`, one thread,
+/// 3×3 with 64 → 64 channels): at 56×56, batch 8, forward 25.7 → 18.2 ms, input grad 29.6 →
+/// 22.1, weight grad 28.0 → 17.5 against im2col + GEMM; at 64×64, batch 4, 17.3 → 11.7, 20.0 →
+/// 14.1, 20.1 → 11.5.
+const MAX_OHW: usize = 4096;
+/// Planes up to this many positions have chunks of several samples (see [`chosen`]).
+const WHOLE_SAMPLE_OHW: usize = 1024;
+/// Most padded input values of one sample's group (2 MiB). Raised from 2^16 on 2026-12-01:
+/// 3×3, 64 → 64 channels at 32×32 (batch 8, one thread) forward 7.7 → 5.8 ms, input grad
+/// 9.8 → 7.1, weight grad 15.9 → 5.9; and with [`MAX_OHW`] for the planes above.
+const MAX_PLANES: usize = 1 << 19;
 
 /// Output columns per chunk of whole samples in the forward pass and the input gradient (a
 /// function of the shape only; chunks change which thread computes an output, not its bits).
@@ -820,6 +840,12 @@ mod tests {
             ([2, 3, 0, 4], [4, 3, 3, 3], p((1, 1), (2, 1), (1, 1), 1)),
             // 256 output positions: the im2col paths' `col` rows get padded spacing.
             ([2, 4, 16, 16], [8, 4, 3, 3], p((1, 1), (1, 1), (1, 1), 1)),
+            // More than 1,024 positions (whole-sample chunks), odd sizes, 16 channels.
+            (
+                [2, 16, 41, 37],
+                [24, 16, 3, 3],
+                p((1, 1), (1, 1), (1, 1), 1),
+            ),
         ]
     }
 

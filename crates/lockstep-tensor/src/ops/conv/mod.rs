@@ -504,7 +504,7 @@ fn for_each_chunk(
 /// `conv2d.im2col_gemm`: the implicit GEMM for small shapes, im2col + GEMM otherwise (the
 /// same bits either way).
 fn fwd_im2col(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) -> Result<()> {
-    if implicit::applicable(g) {
+    if implicit::chosen(g, false, par.threads()) {
         fwd_implicit(g, x, w, out, par)
     } else {
         fwd_gemm(g, x, w, out, par)
@@ -651,7 +651,7 @@ pub static CONV2D: Op<FwdFn> = Op {
 /// `conv2d_input_grad.gemm_col2im`: the implicit GEMM for small shapes, GEMM + col2im
 /// otherwise (the same bits either way).
 fn input_grad_gemm(g: &Geometry, gout: &[f32], w: &[f32], dx: &mut [f32], par: &Par) -> Result<()> {
-    if implicit::input_grad_applicable(g) {
+    if implicit::chosen(g, true, par.threads()) {
         input_grad_implicit(g, gout, w, dx, par)
     } else {
         input_grad_col2im(g, gout, w, dx, par)
