@@ -89,6 +89,35 @@ fn bits(t: &Tensor) -> Vec<u32> {
         .collect()
 }
 
+/// The bits of the forward pass and both gradients in deterministic mode, equal at 1, 2, 3
+/// and 8 threads (asserted); returned for further checks.
+fn same_bits_at_any_thread_count(
+    x: &Tensor,
+    w: &Tensor,
+    gy: &Tensor,
+    p: Conv2dParams,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let run = || {
+        scope(true, false, || {
+            (
+                bits(&x.conv2d(w, None, p).unwrap()),
+                bits(&Tensor::conv2d_backward_input(gy, x.shape(), w, p).unwrap()),
+                bits(&Tensor::conv2d_backward_weight(gy, x, w.shape(), p).unwrap()),
+            )
+        })
+    };
+    let one = with_num_threads(1, run);
+    for t in [2, 3, 8] {
+        assert_eq!(
+            with_num_threads(t, run),
+            one,
+            "{:?}: threads = {t}",
+            x.shape()
+        );
+    }
+    one
+}
+
 #[test]
 fn deterministic_conv_is_thread_invariant() {
     let p = Conv2dParams {
@@ -101,19 +130,7 @@ fn deterministic_conv_is_thread_invariant() {
     let w = sample(&[6, 2, 3, 3], 2);
     let y = x.conv2d(&w, None, p).unwrap();
     let gy = sample(y.shape(), 3);
-    let run = || {
-        scope(true, false, || {
-            (
-                bits(&x.conv2d(&w, None, p).unwrap()),
-                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
-                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
-            )
-        })
-    };
-    let one = with_num_threads(1, run);
-    for t in [2, 3, 8] {
-        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
-    }
+    same_bits_at_any_thread_count(&x, &w, &gy, p);
 }
 
 /// Planes of more than 1,024 positions take the implicit GEMM only with a sample per thread
@@ -127,19 +144,7 @@ fn large_planes_give_the_same_bits_on_either_path() {
     let x = sample(&[2, 16, 41, 37], 4);
     let w = sample(&[24, 16, 3, 3], 5);
     let gy = sample(&[2, 24, 41, 37], 6);
-    let run = || {
-        scope(true, false, || {
-            (
-                bits(&x.conv2d(&w, None, p).unwrap()),
-                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
-                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
-            )
-        })
-    };
-    let one = with_num_threads(1, run);
-    for t in [2, 3, 8] {
-        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
-    }
+    same_bits_at_any_thread_count(&x, &w, &gy, p);
     close(
         &x.conv2d(&w, None, p).unwrap(),
         &naive_conv(&x, &w, p)
@@ -318,19 +323,7 @@ fn winograd_shapes_body() {
         18 * 9,
         "input grad",
     );
-    let run = || {
-        scope(true, false, || {
-            (
-                bits(&x.conv2d(&w, None, p).unwrap()),
-                bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
-                bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
-            )
-        })
-    };
-    let one = with_num_threads(1, run);
-    for t in [2, 3, 8] {
-        assert_eq!(with_num_threads(t, run), one, "threads = {t}");
-    }
+    same_bits_at_any_thread_count(&x, &w, &gy, p);
     // The weight gradient against the im2col path's (same sums, other order).
     let gw = Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap();
     let gw64 = {
@@ -631,24 +624,10 @@ fn batched_small_convolutions_equal_per_sample_ones_at_any_thread_count() {
     ] {
         let x = sample(&xs, 51);
         let w = sample(&ws, 52);
-        let run = || {
-            scope(true, false, || {
-                let y = x.conv2d(&w, None, p).unwrap();
-                let gy = sample(y.shape(), 53);
-                (
-                    bits(&y),
-                    bits(&Tensor::conv2d_backward_input(&gy, x.shape(), &w, p).unwrap()),
-                    bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap()),
-                )
-            })
-        };
-        let one = with_num_threads(1, run);
-        for t in [2, 3, 8] {
-            assert_eq!(with_num_threads(t, run), one, "{xs:?}: threads = {t}");
-        }
-        // Sample by sample (a batch of one: no batching), the same bits.
         let y = x.conv2d(&w, None, p).unwrap();
         let gy = sample(y.shape(), 53);
+        same_bits_at_any_thread_count(&x, &w, &gy, p);
+        // Sample by sample (a batch of one: no batching), the same bits.
         let per = y.numel() / xs[0];
         let gper = x.numel() / xs[0];
         let (yb, gb) = (

@@ -37,6 +37,24 @@ fn values(n: usize, seed: u64, smooth: bool) -> Vec<f32> {
         .collect()
 }
 
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// `f(isa)` with each instruction set this CPU runs forced in turn (every path gives the same
+/// bits, so tests running beside this one cannot notice), then the default again.
+fn on_every_isa(mut f: impl FnMut(Isa)) {
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        f(isa);
+    }
+    set_isa(None).unwrap();
+}
+
 /// The general scan: each window row by row, a later value wins if greater, or if NaN over a
 /// non-NaN.
 fn scan(v: &[f32], (planes, h, w): (usize, usize, usize)) -> (Vec<u32>, Vec<i64>) {
@@ -91,10 +109,7 @@ fn max_pool_2x2_kernels_match_the_scan() {
         [16, 32, 32, 32],
         [8, 20, 16, 8],
     ];
-    let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
-    for isa in isas {
-        // Every path gives the same bits, so tests beside this one cannot notice.
-        set_isa(Some(isa)).unwrap();
+    on_every_isa(|isa| {
         for (k, &[n, c, h, w]) in shapes.iter().enumerate() {
             for smooth in [false, true] {
                 let v = values(n * c * h * w, 40 + k as u64, smooth);
@@ -104,12 +119,7 @@ fn max_pool_2x2_kernels_match_the_scan() {
                     let (m, i) =
                         with_num_threads(threads, || x.max_pool2d(Pool2d::new(2))).unwrap();
                     assert_eq!(m.shape(), [n, c, h / 2, w / 2]);
-                    let got: Vec<u32> = m
-                        .to_vec::<f32>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .collect();
+                    let got = bits(&m);
                     let what = format!(
                         "{:?} {isa:?} threads {threads} smooth {smooth}",
                         [n, c, h, w]
@@ -119,8 +129,7 @@ fn max_pool_2x2_kernels_match_the_scan() {
                 }
             }
         }
-    }
-    set_isa(None).unwrap();
+    });
 }
 
 /// The scatter the backward pass defines: zeros, then each gradient added at its index in
@@ -149,9 +158,7 @@ fn max_pool_2x2_backward_matches_the_scatter() {
         [3, 5, 9, 11],
         [16, 32, 32, 32],
     ];
-    let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
-    for isa in isas {
-        set_isa(Some(isa)).unwrap();
+    on_every_isa(|isa| {
         for (k, &[n, c, h, w]) in shapes.iter().enumerate() {
             let x = Tensor::from_vec(values(n * c * h * w, 70 + k as u64, true), &[n, c, h, w])
                 .unwrap();
@@ -175,18 +182,16 @@ fn max_pool_2x2_backward_matches_the_scatter() {
                         Tensor::max_pool2d_backward(&gt, &it, x.shape())
                     })
                     .unwrap();
-                    let got: Vec<u32> = got
-                        .to_vec::<f32>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .collect();
-                    assert_eq!(got, want, "{:?} {isa:?} threads {threads}", [n, c, h, w]);
+                    assert_eq!(
+                        bits(&got),
+                        want,
+                        "{:?} {isa:?} threads {threads}",
+                        [n, c, h, w]
+                    );
                 }
             }
         }
-    }
-    set_isa(None).unwrap();
+    });
 }
 
 /// Indices outside the plane are errors on the 2×2 path too.

@@ -341,10 +341,16 @@ pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
     if let Ok(lanes) = <&[T; LANES]>::try_from(&*v) {
         return tree_lanes(lanes);
     }
-    let mut n = v.len();
-    if n == 0 {
+    if v.is_empty() {
         return T::default();
     }
+    tree_loop(v)
+}
+
+/// [`tree_sum`]'s tree as a loop over a non-empty slice (the one-lane-group case unrolled in
+/// [`tree_lanes`] is this loop's order).
+fn tree_loop<T: Float>(v: &mut [T]) -> T {
+    let mut n = v.len();
     while n > 1 {
         let half = n / 2;
         for i in 0..half {
@@ -1849,28 +1855,18 @@ mod tests {
     /// The unrolled tree of one lane group is [`tree_sum`]'s loop.
     #[test]
     fn the_lane_group_tree_is_the_loop() {
-        fn looped<T: Float>(v: &mut [T]) -> T {
-            let mut n = v.len();
-            while n > 1 {
-                let half = n / 2;
-                for i in 0..half {
-                    v[i] = v[2 * i] + v[2 * i + 1];
-                }
-                if n % 2 == 1 {
-                    v[half] = v[n - 1];
-                    n = half + 1;
-                } else {
-                    n = half;
-                }
-            }
-            v[0]
-        }
         let v = data(LANES * 200);
         for g in v.chunks(LANES) {
             let mut a: [f32; LANES] = g.try_into().unwrap();
             let mut b: [f64; LANES] = core::array::from_fn(|i| g[i] as f64 * 1e-3 + 1.0);
-            assert_eq!(tree_sum(&mut a.clone()).to_bits(), looped(&mut a).to_bits());
-            assert_eq!(tree_sum(&mut b.clone()).to_bits(), looped(&mut b).to_bits());
+            assert_eq!(
+                tree_sum(&mut a.clone()).to_bits(),
+                tree_loop(&mut a).to_bits()
+            );
+            assert_eq!(
+                tree_sum(&mut b.clone()).to_bits(),
+                tree_loop(&mut b).to_bits()
+            );
         }
     }
 
