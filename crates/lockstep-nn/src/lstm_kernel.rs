@@ -110,18 +110,7 @@ pub(crate) mod fast {
     /// [`sigmoid`] element by element.
     #[inline(always)]
     pub fn sigmoid_runs<const L: usize>(v: &mut [f32]) {
-        let mut runs = v.chunks_exact_mut(L);
-        for run in &mut runs {
-            let small = run.iter().fold(true, |s, x| s & (x.abs() < SIGMOID_SMALL));
-            if small {
-                run.iter_mut().for_each(|x| *x = sigmoid_small(*x));
-            } else {
-                run.iter_mut().for_each(|x| *x = sigmoid(*x));
-            }
-        }
-        runs.into_remainder()
-            .iter_mut()
-            .for_each(|x| *x = sigmoid(*x));
+        runs::<L>(v, SIGMOID_SMALL, sigmoid_small, sigmoid);
     }
 
     /// Where [`tanh`] switches from the polynomial to the exponential form.
@@ -152,17 +141,28 @@ pub(crate) mod fast {
     /// all its lanes. The same bits as [`tanh`] element by element.
     #[inline(always)]
     pub fn tanh_runs<const L: usize>(v: &mut [f32]) {
+        runs::<L>(v, TANH_SMALL, tanh_small, tanh);
+    }
+
+    /// `full` of every element, `L` at a time, taking `small` alone for a run whose every
+    /// `|x| < bound` (where `full(x) == small(x)`); the remainder through `full`.
+    #[inline(always)]
+    fn runs<const L: usize>(
+        v: &mut [f32],
+        bound: f32,
+        small: impl Fn(f32) -> f32,
+        full: impl Fn(f32) -> f32,
+    ) {
         let mut runs = v.chunks_exact_mut(L);
         for run in &mut runs {
-            // NaN compares false: its run takes the general path, as `tanh` does.
-            let small = run.iter().fold(true, |s, x| s & (x.abs() < TANH_SMALL));
-            if small {
-                run.iter_mut().for_each(|x| *x = tanh_small(*x));
+            // NaN compares false: its run takes the general path, as `full` does.
+            if run.iter().fold(true, |s, x| s & (x.abs() < bound)) {
+                run.iter_mut().for_each(|x| *x = small(*x));
             } else {
-                run.iter_mut().for_each(|x| *x = tanh(*x));
+                run.iter_mut().for_each(|x| *x = full(*x));
             }
         }
-        runs.into_remainder().iter_mut().for_each(|x| *x = tanh(*x));
+        runs.into_remainder().iter_mut().for_each(|x| *x = full(*x));
     }
 
     /// `v[i] = f(v[i])`, with AVX2 registers where the CPU has them.
