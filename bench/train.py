@@ -50,6 +50,29 @@ def theirs(spec, kind, threads, steps):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def lstm_macs(h, b, steps=8, inputs=8, classes=10):
+    """Multiply-adds of one training step of `torch_train.py`'s lstm (2 layers, batch-first 8×8
+    sequences, a linear head on the last output): (forward, backward). The products on the zero
+    initial state (step 0's `h·W_hhᵀ`, its `W_hh` gradient and `h0`'s gradient) are left out:
+    they are exact zeros, and lockstep skips them."""
+    g = 4 * h
+    proj0, proj1 = steps * b * g * inputs, steps * b * g * h
+    rec = (steps - 1) * b * g * h
+    head = b * classes * h
+    fwd = proj0 + rec + proj1 + rec + head
+    # Layer 1: hidden-state and W_hh gradients through the steps, W_ih's and the input's
+    # gradients; layer 0 the same without the input's; the head's weight and input gradients.
+    bwd = (2 * rec + 2 * proj1) + (2 * rec + proj0) + 2 * head
+    return fwd, bwd
+
+
+def fma_peak():
+    """One core's f32 multiply-adds per second, from `gemm_bench peak` (its best instruction set)."""
+    exe = os.path.join(ROOT, "target", "release", "examples", "gemm_bench")
+    out = subprocess.run([exe, "peak"], check=True, capture_output=True, text=True).stdout
+    return max(json.loads(l)["gflops"] for l in out.splitlines() if l.startswith("{")) * 1e9 / 2
+
+
 def wall(cmd, env=None):
     t = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
@@ -66,6 +89,8 @@ def main():
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--example", "train_bench",
                     "--bin", "lockstep"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-tensor", "--example", "gemm_bench"],
+                   cwd=ROOT, check=True)
     import torch
     print(f"One training step (forward + backward + SGD momentum), best and mean over {a.steps} steps after 10 "
           f"warm-up steps (on a loaded machine compare the best-of figures); peak RSS of the process. "
@@ -76,6 +101,7 @@ def main():
     ms = lambda r: f"{r['best']*1e3:.3f} / {r['mean']*1e3:.3f} ms"
     # Best of the rounds' bests, and the mean of the round with that best.
     best = lambda runs: min(runs, key=lambda r: r["best"])
+    torch_best = {}
     for kind, fast in (("mlp", False), ("cnn", False), ("cnn", True), ("lstm", False)):
         for threads in (1, 2):
             ds, ns, ts = [], [], []
@@ -84,11 +110,19 @@ def main():
                 ns.append(ours(kind, threads, "nondet", a.steps, fast))
                 ts.append(theirs(a.spec, kind, threads, a.steps))
             d, n, t = best(ds), best(ns), best(ts)
+            torch_best[kind, threads] = t["best"]
             rounds = " ".join(f"{tr['best']/dr['best']:.2f}" for dr, tr in zip(ds, ts))
             name = kind + (" fast" if fast else "")
             print(f"| {name} | {threads} | {ms(d)} | {ms(n)} | {d['best']/n['best']:.2f}× | "
                   f"{ms(t)} | **{t['best']/d['best']:.2f}×** | {rounds} | {d['peak_rss_kb']/1024:.0f} MiB | "
                   f"{t['peak_rss_kb']/1024:.0f} MiB |", flush=True)
+    h, b = SIZES["lstm"]
+    fwd, bwd = lstm_macs(h, b)
+    peak = fma_peak()
+    print(f"\nlstm floor: its step's products are {(fwd + bwd) / 1e6:.1f} M multiply-adds (forward {fwd / 1e6:.1f} M, "
+          f"backward {bwd / 1e6:.1f} M; step 0's zero-state products left out); at this machine's FMA peak of "
+          f"{peak / 1e9:.1f} G multiply-adds/s on one core (`gemm_bench peak`) they alone take "
+          f"{(fwd + bwd) / peak * 1e3:.2f} ms; 2× PyTorch's best at 1 thread is {torch_best['lstm', 1] / 2 * 1e3:.2f} ms.")
     data = os.path.join(ROOT, "crates", "lockstep-data", "data", "digits.csv.gz")
     print("\nA whole run, `torch_train.py` vs `lockstep train`, same flags (`--epochs 2 --workers 0`), wall time "
           "including start-up.\n")
