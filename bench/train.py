@@ -5,7 +5,9 @@
    mlp (H=256, batch 64), cnn (batch 64), lstm (H=128, batch 32), at 1 and 2 threads; lockstep in
    deterministic and nondeterministic mode. Each configuration runs in its own process, so the
    peak resident memory (VmHWM / ru_maxrss) is that configuration's.
-2. A whole run: `torch_train.py` vs `lockstep train` with the same flags (2 epochs, 0 workers).
+2. The lstm step's floor: its multiply-adds at this machine's measured FMA peak (`gemm_bench
+   peak`), beside 2x PyTorch's best at one thread (the issue-10 goal).
+3. A whole run: `torch_train.py` vs `lockstep train` with the same flags (2 epochs, 0 workers).
 
 Usage (from the repository root; needs `pip install torch numpy` and a release build):
     python3 bench/train.py [--steps 200] [--rounds 3] [--spec ../shared/spec/train/torch_train.py]
