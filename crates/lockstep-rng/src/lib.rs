@@ -3,8 +3,9 @@
 //! Reproducible random engines and streams that match PyTorch (CPU), CPython's `random` and
 //! NumPy bit for bit. No tensor types: this crate is usable as a plain Rust RNG crate.
 //!
-//! * [`engines`]: [`Mt19937`] and [`Philox4x32`] (counter-based, parallel fills identical at
-//!   any thread count). Both implement `rand_core`'s `TryRng`/`Rng` and `SeedableRng`.
+//! * [`engines`]: [`Mt19937`], [`Philox4x32`] (counter-based, parallel fills identical at
+//!   any thread count) and [`engines::Pcg64`]. All three implement `rand_core`'s
+//!   `TryRng`/`Rng` and `SeedableRng`.
 //! * [`Generator`]: PyTorch's CPU generator — `manual_seed`, `initial_seed`, `seed`,
 //!   `get_state`/`set_state` in PyTorch's 5056-byte layout — and [`default_generator`].
 //! * [`compat`]: the samplers of [`compat::torch`], [`compat::python`] and [`compat::numpy`].

@@ -6,7 +6,7 @@
 //! its data loader is seeded per sample and resumable mid-epoch.
 //!
 //! This crate is the facade most programs depend on: the global seeding functions under
-//! PyTorch's names, the layers re-exported ([`rng`], [`tensor`], [`data`]) and one error type
+//! PyTorch's names, the layers re-exported ([`rng`], [`tensor`], [`data`], [`nn`]), [`checkpoint`]s and one error type
 //! for all of them ([`Error`]).
 //!
 //! # A short tour
