@@ -1,13 +1,15 @@
-//! Times one training step (forward, backward, optimizer) of the `lockstep train` models, for
-//! `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS] [fast]` (`fast`:
+//! Times one training step (forward, backward, optimizer) of the `lockstep train` models (and
+//! `gru`: the lstm model with `nn.GRU` in place of `nn.LSTM`), for `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS] [fast]` (`fast`:
 //! allow the fast, less accurate convolutions, `set_allow_fast_conv(true)`); prints one JSON
 //! line with the best and mean seconds per step over the timed steps and the process's peak
 //! resident memory (VmHWM, kB), so run each configuration in its own process.
 
 use lockstep::Tensor;
 use lockstep_cli::train::build_model;
+use lockstep_nn::layers::Linear;
 use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions};
-use lockstep_nn::{Var, functional as F};
+use lockstep_nn::rnn::{Rnn, RnnConfig};
+use lockstep_nn::{Module, Named, Var, functional as F};
 use std::time::Instant;
 
 fn peak_rss_kb() -> u64 {
@@ -19,6 +21,32 @@ fn peak_rss_kb() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// `torch_train.py`'s `LstmNet` with a GRU: each 8×8 image a sequence of 8 rows, a linear head
+/// on the last output.
+struct GruNet {
+    gru: Rnn,
+    head: Linear,
+}
+
+impl Module for GruNet {
+    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+        let out = self.gru.forward(&x.reshape(&[-1, 8, 8])?)?;
+        let last = out.shape()[1] - 1;
+        self.head.forward(&out.select(1, last)?)
+    }
+    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+        self.gru.named_tensors(&format!("{prefix}gru."), out);
+        self.head.named_tensors(&format!("{prefix}head."), out);
+    }
+    fn train(&mut self, on: bool) {
+        self.gru.train(on);
+        self.head.train(on);
+    }
+    fn is_training(&self) -> bool {
+        self.gru.is_training()
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -41,7 +69,22 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     lockstep::set_num_threads(threads);
     lockstep::use_deterministic_algorithms(det);
     lockstep::manual_seed(0);
-    let model = build_model(model_kind, hidden, 0.1)?;
+    let model: Box<dyn Module> = if model_kind == "gru" {
+        let gru = Rnn::gru(RnnConfig {
+            num_layers: 2,
+            batch_first: true,
+            dropout: 0.1,
+            ..RnnConfig::new(8, hidden)
+        })?;
+        let mut m = GruNet {
+            gru,
+            head: Linear::new(hidden, 10, true)?,
+        };
+        m.train(true);
+        Box::new(m)
+    } else {
+        build_model(model_kind, hidden, 0.1)?
+    };
     let x = Var::constant(Tensor::rand(&[batch, 64], lockstep::DType::F32, None)?);
     let y = Tensor::randint(0, 10, &[batch], lockstep::DType::I64, None)?;
     let mut opt = Sgd::new(

@@ -7,9 +7,11 @@
 //! | `nn.GRU(…)`, `nn.RNN(…, nonlinearity='relu')` | [`Rnn::gru`], [`Rnn::rnn`] with [`RnnConfig::nonlinearity`] |
 //! | `out, (h_n, c_n) = lstm(x, (h0, c0))` | [`Rnn::forward_with_state`] |
 //!
-//! The cells are written with the differentiable ops (the input projection of a whole layer
-//! in one product, then one step at a time), so their gradients and determinism are those of
-//! the ops. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
+//! The input projection of a whole layer is one product; then, one step at a time, the RNN
+//! cell is written with the differentiable ops, the GRU cell with the hidden state's product
+//! and one fused op for its elementwise part (`gru_cell`: f64 values bit for bit the op-by-op
+//! graph's, f32 within a few ulp), and the LSTM runs each layer direction as one fused op
+//! (`lstm_layer`). All of them give the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
 //! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
@@ -405,15 +407,8 @@ impl Rnn {
                     c = f.mul(&c)?.add(&i.mul(&g)?)?;
                     h = o.mul(&c.tanh()?)?;
                 }
-                Mode::Gru => {
-                    let xg = xs.chunk(3, 1)?;
-                    let hg = hw.chunk(3, 1)?;
-                    let r = xg[0].add(&hg[0])?.sigmoid()?;
-                    let z = xg[1].add(&hg[1])?.sigmoid()?;
-                    let n = xg[2].add(&r.mul(&hg[2])?)?.tanh()?;
-                    // h' = (1 − z)·n + z·h = n + z·(h − n)
-                    h = n.add(&z.mul(&h.sub(&n)?)?)?;
-                }
+                // h' = (1 − z)·n + z·h = n + z·(h − n), its elementwise part one op.
+                Mode::Gru => h = crate::gru_cell::gru_cell(&xs, &hw, &h)?,
             }
             outs.push(h.clone());
         }
@@ -449,8 +444,8 @@ impl Module for Rnn {
     }
 }
 
-/// The float types the fused LSTM layer runs in.
-trait Real:
+/// The float types the fused LSTM layer and GRU cell run in.
+pub(crate) trait Real:
     GemmFloat
     + core::ops::Sub<Output = Self>
     + core::ops::Div<Output = Self>
@@ -608,14 +603,16 @@ fn register_ops() {
     crate::lstm_input::register();
 }
 
-/// The fused LSTM layer's registrations (for `lockstep verify`'s advice and tools that explain
+/// The fused LSTM layer's and GRU cell's registrations (for `lockstep verify`'s advice and tools that explain
 /// a trace).
 pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
-    vec![
+    let mut v = vec![
         LSTM_LAYER.info(),
         LSTM_LAYER_BACKWARD.info(),
         crate::lstm_input::info(),
-    ]
+    ];
+    v.extend(crate::gru_cell::infos());
+    v
 }
 
 /// Whether an implementation runs for this dtype on this CPU.
