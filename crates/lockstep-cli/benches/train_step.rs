@@ -1,13 +1,15 @@
 //! Criterion benchmark of one training step (forward, backward, SGD with momentum) of the
 //! `lockstep train` models at 1 and 2 threads, deterministic mode: mlp (H=256, batch 64), cnn
-//! (batch 64), lstm (H=128, batch 32). PyTorch's side of the comparison, with memory peaks, is
+//! (batch 64), lstm (H=128, batch 32); and a 2-layer GRU's forward and backward (H=128, batch
+//! 32, 8 steps: the fused `gru_cell` and the per-step products). PyTorch's side of the comparison, with memory peaks, is
 //! `bench/train.py` (same models and sizes), which writes BENCHMARKS.md.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lockstep::Tensor;
 use lockstep_cli::train::build_model;
 use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions};
-use lockstep_nn::{Var, functional as F};
+use lockstep_nn::rnn::{Rnn, RnnConfig};
+use lockstep_nn::{Module, Var, functional as F};
 
 fn train_step(c: &mut Criterion) {
     lockstep_cli::keep_freed_memory();
@@ -37,6 +39,24 @@ fn train_step(c: &mut Criterion) {
                 })
             });
         }
+    }
+    lockstep::manual_seed(0);
+    let gru = Rnn::gru(RnnConfig {
+        num_layers: 2,
+        batch_first: true,
+        ..RnnConfig::new(8, 128)
+    })
+    .expect("gru");
+    let x = Var::constant(Tensor::rand(&[32, 8, 8], lockstep::DType::F32, None).expect("x"));
+    for threads in [1, 2] {
+        lockstep::set_num_threads(threads);
+        group.bench_function(format!("gru_layers/{threads}t"), |b| {
+            b.iter(|| {
+                gru.zero_grad();
+                let out = gru.forward(&x).expect("forward");
+                out.sum().expect("sum").backward().expect("backward");
+            })
+        });
     }
     group.finish();
 }
