@@ -1,7 +1,7 @@
 //! Criterion benchmark of one training step (forward, backward, SGD with momentum) of the
 //! `lockstep train` models at 1 and 2 threads, deterministic mode: mlp (H=256, batch 64), cnn
 //! (batch 64), lstm (H=128, batch 32); and a 2-layer GRU's forward and backward (H=128, batch
-//! 32, 8 steps: the fused `gru_cell` and the per-step products). PyTorch's side of the comparison, with memory peaks, is
+//! 32, 8 steps: the fused `gru_layer`). PyTorch's side of the comparison, with memory peaks, is
 //! `bench/train.py` (same models and sizes), which writes BENCHMARKS.md.
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -40,7 +40,7 @@
 pub mod autograd;
 pub mod functional;
 pub mod gradcheck;
-mod gru_cell;
+mod gru;
 pub mod layers;
 mod lstm_input;
 mod lstm_kernel;

@@ -7,11 +7,10 @@
 //! | `nn.GRU(…)`, `nn.RNN(…, nonlinearity='relu')` | [`Rnn::gru`], [`Rnn::rnn`] with [`RnnConfig::nonlinearity`] |
 //! | `out, (h_n, c_n) = lstm(x, (h0, c0))` | [`Rnn::forward_with_state`] |
 //!
-//! The input projection of a whole layer is one product; then, one step at a time, the RNN
-//! cell is written with the differentiable ops, the GRU cell with the hidden state's product
-//! and one fused op for its elementwise part (`gru_cell`: f64 values bit for bit the op-by-op
-//! graph's, f32 within a few ulp), and the LSTM runs each layer direction as one fused op
-//! (`lstm_layer`). All of them give the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
+//! The input projection of a whole layer is one product; then the RNN cell is written with the
+//! differentiable ops one step at a time, while the GRU and the LSTM run each layer direction
+//! as one fused op (`gru_layer`, `lstm_layer`: f64 values bit for bit the op-by-op graph's, f32
+//! within a few ulp). All of them give the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
 //! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
@@ -373,7 +372,7 @@ impl Rnn {
         cell: &Cell,
         seq: &Var,
         mut h: Var,
-        mut c: Var,
+        c: Var,
         reverse: bool,
         steps: usize,
     ) -> Result<(Var, Var, Var)> {
@@ -389,27 +388,23 @@ impl Rnn {
         } else {
             (0..steps).collect()
         };
-        if self.mode == Mode::Lstm {
-            return lstm_fused(cell, &xw, &h, &c, &order);
+        match self.mode {
+            Mode::Lstm => return lstm_fused(cell, &xw, &h, &c, &order),
+            Mode::Gru => {
+                let (y, h) =
+                    crate::gru::gru_layer(&xw, &cell.w_hh, cell.b_hh.as_ref(), &h, &order)?;
+                return Ok((y, h, c));
+            }
+            Mode::RnnTanh | Mode::RnnRelu => {}
         }
         for &s in &order {
             let xs = xw.select(0, s)?;
             let hw = h.linear(&cell.w_hh, cell.b_hh.as_ref())?;
-            match self.mode {
-                Mode::RnnTanh => h = xs.add(&hw)?.tanh()?,
-                Mode::RnnRelu => h = xs.add(&hw)?.relu()?,
-                Mode::Lstm => {
-                    let gates = xs.add(&hw)?.chunk(4, 1)?;
-                    let i = gates[0].sigmoid()?;
-                    let f = gates[1].sigmoid()?;
-                    let g = gates[2].tanh()?;
-                    let o = gates[3].sigmoid()?;
-                    c = f.mul(&c)?.add(&i.mul(&g)?)?;
-                    h = o.mul(&c.tanh()?)?;
-                }
-                // h' = (1 − z)·n + z·h = n + z·(h − n), its elementwise part one op.
-                Mode::Gru => h = crate::gru_cell::gru_cell(&xs, &hw, &h)?,
-            }
+            h = if self.mode == Mode::RnnRelu {
+                xs.add(&hw)?.relu()?
+            } else {
+                xs.add(&hw)?.tanh()?
+            };
             outs.push(h.clone());
         }
         if reverse {
@@ -611,7 +606,7 @@ pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
         LSTM_LAYER_BACKWARD.info(),
         crate::lstm_input::info(),
     ];
-    v.extend(crate::gru_cell::infos());
+    v.extend(crate::gru::infos());
     v
 }
 

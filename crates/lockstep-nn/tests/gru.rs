@@ -1,6 +1,6 @@
-//! `nn.GRU` with its elementwise step fused (`gru_cell`): a whole layer stack's outputs and
-//! every gradient have the same bits at 1, 2, 3 and 8 threads (f32 and f64), and the cell is
-//! traced, forward and backward, once per step.
+//! `nn.GRU`, each layer direction one fused op (`gru_layer`): a whole layer stack's outputs and
+//! every gradient have the same bits at 1, 2, 3 and 8 threads (f32 and f64), and the layer is
+//! traced, forward and backward.
 
 use lockstep_nn::rnn::{Rnn, RnnConfig, RnnOutput};
 use lockstep_nn::{Module, Var};
@@ -68,26 +68,32 @@ fn same_bits_at_any_thread_count() {
 }
 
 #[test]
-fn the_cell_is_traced_once_per_step_forward_and_backward() {
+fn the_layer_is_traced_forward_and_backward() {
     let gru = Rnn::gru(RnnConfig::new(3, 4)).unwrap();
     let x = Var::new(Tensor::ones(&[6, 2, 3], DType::F32).unwrap(), true);
     let (_, recs) = lockstep_tensor::trace::capture(|| {
         let out = gru.forward_with_state(&x, None, None).unwrap().output;
         out.sum().unwrap().backward().unwrap();
     });
-    let fwd: Vec<_> = recs.iter().filter(|r| r.op == "gru_cell").collect();
-    assert_eq!(fwd.len(), 6, "one record per step");
-    assert!(
-        fwd.iter()
-            .all(|r| r.algo == "gru_cell.fused" && r.output == [2, 4])
+    let fwd: Vec<_> = recs.iter().filter(|r| r.op == "gru_layer").collect();
+    assert_eq!(fwd.len(), 1, "one record per layer direction");
+    assert_eq!(fwd[0].algo, "gru_layer.gemm");
+    // xw [T, B, 3H], W_hh, b_hh, h0 -> the outputs [T, B, H].
+    assert_eq!(
+        fwd[0].inputs,
+        vec![vec![6, 2, 12], vec![12, 4], vec![12], vec![2, 4]]
     );
-    assert_eq!(fwd[0].inputs, vec![vec![2, 12], vec![2, 12], vec![2, 4]]);
-    // x's, w's and h's gradients per step.
-    let bwd = recs.iter().filter(|r| r.op == "gru_cell_backward").count();
-    assert_eq!(bwd, 18);
+    assert_eq!(fwd[0].output, [6, 2, 4]);
+    // xw's, W_hh's and b_hh's gradients (h0 is a constant zero state).
+    let bwd: Vec<_> = recs
+        .iter()
+        .filter(|r| r.op == "gru_layer_backward")
+        .map(|r| r.output.clone())
+        .collect();
+    assert_eq!(bwd, vec![vec![6, 2, 12], vec![12, 4], vec![12]]);
     assert!(
         lockstep_nn::builtin_ops()
             .iter()
-            .any(|o| o.name == "gru_cell_backward")
+            .any(|o| o.name == "gru_layer_backward")
     );
 }

@@ -1,0 +1,590 @@
+//! One direction of a GRU layer as one differentiable op, `gru_layer`: `xw` `[T, B, 3H]` (the
+//! input projection with `b_ih`, gates in PyTorch's `r, z, n` order), then per step
+//!
+//! `w = h·W_hhᵀ + b_hh`, `r = σ(x_r + w_r)`, `z = σ(x_z + w_z)`, `n = tanh(x_n + r·w_n)`,
+//! `h' = n + z·(h − n)`
+//!
+//! each operation rounded as the op-by-op graph (`linear`, `add`, `sigmoid`, `mul`, `tanh`,
+//! `sub`) rounds it, instead of ~12 nodes per step whose backward allocated a `[T, B, 3H]`
+//! gradient per step for the projection. `W_hhᵀ` is packed once per call for the blocked GEMM
+//! (`gemm_packed_b`, `gemm`'s bits). `sigmoid` and `tanh` are those of the fused LSTM layer:
+//! f64 the portable `lockstep_tensor::math` functions of the elementwise ops (so f64 values
+//! are bit for bit the op-by-op graph's), f32 the vectorised polynomials (within 4 ulp). The
+//! backward walks the steps in reverse with the saved activations: the three gates' gradients
+//! in one pass, one `[B, 3H]·[3H, H]` product per step for the hidden state's, then `W_hh`'s
+//! gradient as one product over all steps (`dWᵀ·H_prev`, K = T·B) and `b_hh`'s as column sums
+//! in step order. Products split output tiles among threads and elementwise work is per
+//! element, so the bits do not depend on the number of threads. Traced as `gru_layer` and
+//! `gru_layer_backward` (one record per gradient).
+
+use crate::autograd::Var;
+use crate::ops::invalid;
+use crate::rnn::Real;
+use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
+use lockstep_tensor::ops::matmul::{PackedB, gemm, gemm_packed_b};
+use lockstep_tensor::threads::Par;
+use lockstep_tensor::{DType, Result, Tensor, trace};
+
+/// The layer's inputs, contiguous: `xw` `[T, B, 3H]`, `w` = `W_hh` `[3H, H]`, `b` = `b_hh`
+/// `[3H]`, `h0` `[B, H]`; step `k` handles time `order[k]`.
+struct LayerIn {
+    xw: Tensor,
+    w: Tensor,
+    b: Option<Tensor>,
+    h0: Tensor,
+    order: Vec<usize>,
+}
+
+impl LayerIn {
+    /// `(T, B, H)`.
+    fn dims(&self) -> (usize, usize, usize) {
+        let s = self.xw.shape();
+        (s[0], s[1], s[2] / 3)
+    }
+}
+
+/// What the backward needs, in processing order.
+struct Saved<T> {
+    /// `[T, B, 3H]`: r, z, n after their nonlinearities.
+    acts: Vec<T>,
+    /// `[T, B, 3H]`: `h·W_hhᵀ + b_hh`.
+    hw: Vec<T>,
+    /// `[T, B, H]`: the hidden state before each step.
+    hprev: Vec<T>,
+}
+
+enum SavedAny {
+    F32(Saved<f32>),
+    F64(Saved<f64>),
+}
+
+/// The gradients of `xw`, `W_hh`, `b_hh` (with a bias) and `h0`.
+struct Grads {
+    dxw: Tensor,
+    dw: Tensor,
+    db: Option<Tensor>,
+    dh0: Tensor,
+}
+
+type ForwardFn = fn(&LayerIn, &Par) -> Result<(Tensor, SavedAny)>;
+/// `(input, saved, gradient of the outputs [T, B, H], whether h0's gradient is needed)`.
+type BackwardFn = fn(&LayerIn, &SavedAny, &Tensor, bool, &Par) -> Result<Grads>;
+
+static GRU_LAYER: Op<ForwardFn> = Op {
+    name: "gru_layer",
+    impls: &[Impl {
+        algo: "gru_layer.gemm",
+        guarantee: Guarantee::ThreadInvariant,
+        f: forward,
+    }],
+};
+
+static GRU_LAYER_BACKWARD: Op<BackwardFn> = Op {
+    name: "gru_layer_backward",
+    impls: &[Impl {
+        algo: "gru_layer_backward.gemm",
+        guarantee: Guarantee::ThreadInvariant,
+        f: backward,
+    }],
+};
+
+/// Makes the op's algorithm ids known to `autotune` before its first call.
+pub(crate) fn register() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        lockstep_tensor::autotune::register(&GRU_LAYER);
+        lockstep_tensor::autotune::register(&GRU_LAYER_BACKWARD);
+    });
+}
+
+/// The op's registrations.
+pub(crate) fn infos() -> [lockstep_tensor::dispatch::OpInfo; 2] {
+    [GRU_LAYER.info(), GRU_LAYER_BACKWARD.info()]
+}
+
+/// One direction of a GRU layer: `(outputs [T, B, H] in time order, the last step's hidden
+/// state [B, H])`.
+///
+/// # Errors
+/// Shapes that do not fit (`InvalidArgument` naming them), an empty or out-of-range `order`,
+/// dtypes other than one float type for all inputs.
+pub(crate) fn gru_layer(
+    xw: &Var,
+    w_hh: &Var,
+    b_hh: Option<&Var>,
+    h0: &Var,
+    order: &[usize],
+) -> Result<(Var, Var)> {
+    let (xs, ws, hs) = (xw.shape(), w_hh.shape(), h0.shape());
+    let fits = xs.len() == 3
+        && hs.len() == 2
+        && xs[1] == hs[0]
+        && xs[2] == 3 * hs[1]
+        && ws == [xs[2], hs[1]]
+        && b_hh.is_none_or(|b| b.shape() == [xs[2]])
+        && order.len() == xs[0]
+        && !order.is_empty()
+        && order.iter().all(|&s| s < xs[0]);
+    if !fits {
+        return Err(invalid(
+            "gru_layer",
+            "shapes",
+            format!(
+                "expected xw [T, B, 3H], W_hh [3H, H], b_hh [3H], h0 [B, H] and T steps, got \
+                 {xs:?}, {ws:?}, {:?}, {hs:?} and {} steps",
+                b_hh.map(|b| b.shape().to_vec()),
+                order.len()
+            ),
+        ));
+    }
+    let dtype = xw.dtype();
+    let inputs: Vec<&Var> = [Some(xw), Some(w_hh), b_hh, Some(h0)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if let Some(bad) = inputs
+        .iter()
+        .find(|v| v.dtype() != dtype || !matches!(dtype, DType::F32 | DType::F64))
+    {
+        return Err(lockstep_tensor::Error::DType {
+            op: "gru_layer",
+            expected: if matches!(dtype, DType::F32 | DType::F64) {
+                dtype
+            } else {
+                DType::F32
+            },
+            got: bad.dtype(),
+        });
+    }
+    register();
+    let input = LayerIn {
+        xw: xw.data().contiguous(),
+        w: w_hh.data().contiguous(),
+        b: b_hh.map(|v| v.data().contiguous()),
+        h0: h0.data().contiguous(),
+        order: order.to_vec(),
+    };
+    let choice = GRU_LAYER.select()?;
+    let (value, saved) = (choice.imp.f)(&input, &choice.par)?;
+    let mut traced = vec![&input.xw, &input.w];
+    traced.extend(input.b.as_ref());
+    traced.push(&input.h0);
+    trace::record(GRU_LAYER.name, choice.imp.algo, &traced, &value);
+    let need_h0 = h0.requires_grad();
+    let has_bias = b_hh.is_some();
+    let last = *order.last().expect("checked non-empty");
+    let y = Var::from_op("gru_layer", value, &inputs, move |gy| {
+        let gy = gy.contiguous();
+        let choice = GRU_LAYER_BACKWARD.select()?;
+        let g = (choice.imp.f)(&input, &saved, &gy, need_h0, &choice.par)?;
+        let mut out = vec![Some(g.dxw), Some(g.dw)];
+        if has_bias {
+            out.push(g.db);
+        }
+        out.push(need_h0.then_some(g.dh0));
+        for t in out.iter().flatten() {
+            trace::record(GRU_LAYER_BACKWARD.name, choice.imp.algo, &[&gy], t);
+        }
+        Ok(out)
+    });
+    let h_last = y.select(0, last)?;
+    Ok((y, h_last))
+}
+
+/// `gru_layer.gemm`.
+fn forward(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
+    Ok(match x.xw.dtype() {
+        DType::F32 => {
+            let (v, s) = forward_t::<f32>(x, par)?;
+            (v, SavedAny::F32(s))
+        }
+        _ => {
+            let (v, s) = forward_t::<f64>(x, par)?;
+            (v, SavedAny::F64(s))
+        }
+    })
+}
+
+/// `gru_layer_backward.gemm`.
+fn backward(x: &LayerIn, saved: &SavedAny, gy: &Tensor, need_h0: bool, par: &Par) -> Result<Grads> {
+    match saved {
+        SavedAny::F32(s) => backward_t::<f32>(x, s, gy, need_h0, par),
+        SavedAny::F64(s) => backward_t::<f64>(x, s, gy, need_h0, par),
+    }
+}
+
+fn zeros<T: Real>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    lockstep_tensor::try_filled_vec(op, n, T::ZERO)
+}
+
+fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
+    let (steps, b, hd) = x.dims();
+    let (g3, bh) = (3 * hd, b * hd);
+    let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
+    let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
+    // W_hhᵀ dense [H, 3H] in 16×16 tiles, then packed once for every step.
+    let mut wt = zeros::<T>("gru_layer", g3 * hd)?;
+    for j0 in (0..g3).step_by(16) {
+        for p0 in (0..hd).step_by(16) {
+            for j in j0..(j0 + 16).min(g3) {
+                for p in p0..(p0 + 16).min(hd) {
+                    wt[p * g3 + j] = w[j * hd + p];
+                }
+            }
+        }
+    }
+    let wt = PackedB::new(hd, g3, &wt, (g3, 1))?;
+    let mut sv = Saved {
+        acts: zeros("gru_layer", steps * b * g3)?,
+        hw: zeros("gru_layer", steps * b * g3)?,
+        hprev: zeros("gru_layer", steps * bh)?,
+    };
+    let mut y = zeros::<T>("gru_layer", steps * bh)?;
+    let mut h = x.h0.data::<T>()?.to_vec();
+    let mut hn = zeros::<T>("gru_layer", bh)?;
+    for (k, &s) in x.order.iter().enumerate() {
+        sv.hprev[k * bh..(k + 1) * bh].copy_from_slice(&h);
+        let hw = &mut sv.hw[k * b * g3..(k + 1) * b * g3];
+        gemm_packed_b(b, &h, (hd, 1), &wt, hw, (g3, 1), par)?;
+        if let Some(bb) = bias {
+            for row in hw.chunks_exact_mut(g3) {
+                for (v, &c) in row.iter_mut().zip(bb) {
+                    *v = *v + c;
+                }
+            }
+        }
+        cell_rows(
+            &xs_all[s * b * g3..(s + 1) * b * g3],
+            hw,
+            &h,
+            &mut sv.acts[k * b * g3..(k + 1) * b * g3],
+            &mut hn,
+            hd,
+        );
+        y[s * bh..(s + 1) * bh].copy_from_slice(&hn);
+        core::mem::swap(&mut h, &mut hn);
+    }
+    Ok((Tensor::from_vec(y, &[steps, b, hd])?, sv))
+}
+
+/// One step's elementwise part, row by row: `acts` gets `r, z, n`, `out` the new hidden state.
+fn cell_rows<T: Real>(xs: &[T], ws: &[T], hs: &[T], acts: &mut [T], out: &mut [T], hd: usize) {
+    if hd == 0 {
+        return;
+    }
+    for (((a, x), w), (hp, o)) in acts
+        .chunks_exact_mut(3 * hd)
+        .zip(xs.chunks_exact(3 * hd))
+        .zip(ws.chunks_exact(3 * hd))
+        .zip(hs.chunks_exact(hd).zip(out.chunks_exact_mut(hd)))
+    {
+        let (rz, nn) = a.split_at_mut(2 * hd);
+        for ((a, &x), &w) in rz.iter_mut().zip(&x[..2 * hd]).zip(&w[..2 * hd]) {
+            *a = x + w;
+        }
+        T::sigmoid_all(rz);
+        let (r, z) = rz.split_at(hd);
+        for (((n, &x), &w), &r) in nn.iter_mut().zip(&x[2 * hd..]).zip(&w[2 * hd..]).zip(r) {
+            *n = x + r * w;
+        }
+        T::tanh_all(nn);
+        for (((o, &n), &z), &hp) in o.iter_mut().zip(&*nn).zip(z).zip(hp) {
+            *o = n + z * (hp - n);
+        }
+    }
+}
+
+/// One step's gradients, row by row, from `g = dh'`: `dz = g·(h − n)·z(1 − z)`,
+/// `dn = g·(1 − z)·(1 − n²)`, `dr = dn·w_n·r(1 − r)`; `dx = [dr, dz, dn]`,
+/// `dw = [dr, dz, dn·r]`, `dh = g·z`.
+#[allow(clippy::too_many_arguments)]
+fn cell_grad_rows<T: Real>(
+    g: &[T],
+    acts: &[T],
+    ws: &[T],
+    hs: &[T],
+    dx: &mut [T],
+    dw: &mut [T],
+    dh: &mut [T],
+    hd: usize,
+) {
+    if hd == 0 {
+        return;
+    }
+    let one = T::ONE;
+    let rows = acts
+        .chunks_exact(3 * hd)
+        .zip(ws.chunks_exact(3 * hd))
+        .zip(g.chunks_exact(hd).zip(hs.chunks_exact(hd)))
+        .zip(
+            dx.chunks_exact_mut(3 * hd)
+                .zip(dw.chunks_exact_mut(3 * hd))
+                .zip(dh.chunks_exact_mut(hd)),
+        );
+    for (((a, w), (g, hp)), ((dx, dw), dh)) in rows {
+        let (r, rest) = a.split_at(hd);
+        let (z, n) = rest.split_at(hd);
+        let wn = &w[2 * hd..];
+        let (dxr, rest) = dx.split_at_mut(hd);
+        let (dxz, dxn) = rest.split_at_mut(hd);
+        let (dwr, rest) = dw.split_at_mut(hd);
+        let (dwz, dwn) = rest.split_at_mut(hd);
+        for j in 0..hd {
+            let (r, z, n, gj) = (r[j], z[j], n[j], g[j]);
+            let dz = gj * (hp[j] - n) * (z * (one - z));
+            let dn = gj * (one - z) * (one - n * n);
+            let dr = dn * wn[j] * (r * (one - r));
+            dxr[j] = dr;
+            dxz[j] = dz;
+            dxn[j] = dn;
+            dwr[j] = dr;
+            dwz[j] = dz;
+            dwn[j] = dn * r;
+            dh[j] = gj * z;
+        }
+    }
+}
+
+fn backward_t<T: Real>(
+    x: &LayerIn,
+    sv: &Saved<T>,
+    gy: &Tensor,
+    need_h0: bool,
+    par: &Par,
+) -> Result<Grads> {
+    let (steps, b, hd) = x.dims();
+    let (g3, bh) = (3 * hd, b * hd);
+    let gy = gy.data::<T>()?;
+    // W_hh [3H, H] packed once for every step's dW·W_hh.
+    let w = PackedB::new(g3, hd, x.w.data::<T>()?, (hd, 1))?;
+    let op = "gru_layer_backward";
+    let mut dxw = zeros::<T>(op, steps * b * g3)?;
+    let mut dws = zeros::<T>(op, steps * b * g3)?;
+    let (mut dh, mut g, mut prod) = (zeros::<T>(op, bh)?, zeros::<T>(op, bh)?, zeros(op, bh)?);
+    for k in (0..steps).rev() {
+        let s = x.order[k];
+        for ((g, &y), &d) in g.iter_mut().zip(&gy[s * bh..(s + 1) * bh]).zip(&dh) {
+            *g = y + d;
+        }
+        let dwk = &mut dws[k * b * g3..(k + 1) * b * g3];
+        cell_grad_rows(
+            &g,
+            &sv.acts[k * b * g3..(k + 1) * b * g3],
+            &sv.hw[k * b * g3..(k + 1) * b * g3],
+            &sv.hprev[k * bh..(k + 1) * bh],
+            &mut dxw[s * b * g3..(s + 1) * b * g3],
+            dwk,
+            &mut dh,
+            hd,
+        );
+        if k > 0 || need_h0 {
+            gemm_packed_b(b, dwk, (g3, 1), &w, &mut prod, (hd, 1), par)?;
+            for (d, &p) in dh.iter_mut().zip(&prod) {
+                *d = *d + p;
+            }
+        }
+    }
+    let mut dw = zeros::<T>(op, g3 * hd)?;
+    gemm(
+        g3,
+        hd,
+        steps * b,
+        &dws,
+        (1, g3),
+        &sv.hprev,
+        (hd, 1),
+        &mut dw,
+        (hd, 1),
+        par,
+    )?;
+    let db = match x.b {
+        Some(_) => {
+            let mut db = zeros::<T>(op, g3)?;
+            for row in dws.chunks_exact(g3.max(1)) {
+                for (d, &v) in db.iter_mut().zip(row) {
+                    *d = *d + v;
+                }
+            }
+            Some(Tensor::from_vec(db, &[g3])?)
+        }
+        None => None,
+    };
+    Ok(Grads {
+        dxw: Tensor::from_vec(dxw, &[steps, b, g3])?,
+        dw: Tensor::from_vec(dw, &[g3, hd])?,
+        db,
+        dh0: Tensor::from_vec(dh, &[b, hd])?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gru_layer;
+    use crate::autograd::Var;
+    use lockstep_rng::Generator;
+    use lockstep_tensor::{DType, Tensor};
+
+    /// The layer written with the differentiable ops, as `Rnn` wrote it before this op.
+    fn op_by_op(v: &[Var; 4], order: &[usize]) -> (Var, Var) {
+        let (xw, w, b, mut h) = (&v[0], &v[1], &v[2], v[3].clone());
+        let mut outs = vec![None; order.len()];
+        for &s in order {
+            let xg = xw.select(0, s).unwrap().chunk(3, 1).unwrap();
+            let hg = h.linear(w, Some(b)).unwrap().chunk(3, 1).unwrap();
+            let r = xg[0].add(&hg[0]).unwrap().sigmoid().unwrap();
+            let z = xg[1].add(&hg[1]).unwrap().sigmoid().unwrap();
+            let n = xg[2].add(&r.mul(&hg[2]).unwrap()).unwrap().tanh().unwrap();
+            h = n.add(&z.mul(&h.sub(&n).unwrap()).unwrap()).unwrap();
+            outs[s] = Some(h.clone());
+        }
+        let outs: Vec<Var> = outs.into_iter().map(Option::unwrap).collect();
+        (Var::stack(&outs, 0).unwrap(), h)
+    }
+
+    /// xw, W_hh, b_hh, h0 and the loss weightings of y and h_last; gates from unsaturated to
+    /// saturated.
+    fn inputs(dtype: DType, seed: u64) -> Vec<Tensor> {
+        let mut g = Generator::with_seed(seed);
+        let (t, b, hd) = (4, 3, 5);
+        let mut r = |shape: &[usize], scale: f64| {
+            Tensor::randn(shape, DType::F64, Some(&mut g))
+                .unwrap()
+                .mul_scalar(scale)
+                .unwrap()
+                .to_dtype(dtype)
+        };
+        vec![
+            r(&[t, b, 3 * hd], 2.0),
+            r(&[3 * hd, hd], 0.6),
+            r(&[3 * hd], 0.5),
+            r(&[b, hd], 1.0),
+            r(&[t, b, hd], 1.0),
+            r(&[b, hd], 1.0),
+        ]
+    }
+
+    /// Values and gradients (xw, W_hh, b_hh, h0), as f64.
+    fn run(fused: bool, t: &[Tensor], order: &[usize]) -> Vec<Vec<f64>> {
+        let v = [0, 1, 2, 3].map(|i| Var::new(t[i].clone(), true));
+        let (y, h) = if fused {
+            gru_layer(&v[0], &v[1], Some(&v[2]), &v[3], order).unwrap()
+        } else {
+            op_by_op(&v, order)
+        };
+        let weigh = |x: &Var, w: &Tensor| x.mul(&Var::constant(w.clone())).unwrap().sum().unwrap();
+        weigh(&y, &t[4])
+            .add(&weigh(&h, &t[5]))
+            .unwrap()
+            .backward()
+            .unwrap();
+        let f = |t: Tensor| t.to_dtype(DType::F64).to_vec::<f64>().unwrap();
+        let mut out = vec![f(y.data()), f(h.data())];
+        out.extend(v.iter().map(|v| f(v.grad().unwrap())));
+        out
+    }
+
+    fn close(got: &[Vec<f64>], want: &[Vec<f64>], rel: f64) {
+        for (k, (g, w)) in got.iter().zip(want).enumerate() {
+            let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                assert!((a - b).abs() <= rel * scale, "output {k}[{i}]: {a} vs {b}");
+            }
+        }
+    }
+
+    const ORDERS: [&[usize]; 2] = [&[0, 1, 2, 3], &[3, 2, 1, 0]];
+
+    #[test]
+    fn f64_values_are_the_op_by_op_graphs_bit_for_bit_and_gradients_agree() {
+        for seed in 0..3 {
+            for order in ORDERS {
+                let t = inputs(DType::F64, seed);
+                let (fused, ops) = (run(true, &t, order), run(false, &t, order));
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&fused[0]), bits(&ops[0]), "seed {seed} {order:?}");
+                assert_eq!(bits(&fused[1]), bits(&ops[1]), "seed {seed} {order:?}");
+                close(&fused[2..], &ops[2..], 1e-13);
+            }
+        }
+    }
+
+    #[test]
+    fn f32_within_rounding_of_the_op_by_op_graph() {
+        for seed in 0..3 {
+            for order in ORDERS {
+                let t = inputs(DType::F32, seed);
+                close(&run(true, &t, order), &run(false, &t, order), 3e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_shapes_order_and_dtypes_are_errors() {
+        let v = |shape: &[usize], dtype| Var::new(Tensor::zeros(shape, dtype).unwrap(), true);
+        let f = DType::F32;
+        let e = gru_layer(
+            &v(&[2, 3, 6], f),
+            &v(&[6, 2], f),
+            None,
+            &v(&[3, 3], f),
+            &[0, 1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("gru_layer") && e.contains("[2, 3, 6]") && e.contains("[3, 3]"),
+            "{e}"
+        );
+        for order in [&[0][..], &[0, 2], &[]] {
+            let r = gru_layer(
+                &v(&[2, 3, 6], f),
+                &v(&[6, 2], f),
+                None,
+                &v(&[3, 2], f),
+                order,
+            );
+            assert!(r.is_err(), "{order:?}");
+        }
+        let bias = v(&[5], f);
+        let r = gru_layer(
+            &v(&[2, 3, 6], f),
+            &v(&[6, 2], f),
+            Some(&bias),
+            &v(&[3, 2], f),
+            &[0, 1],
+        );
+        assert!(r.is_err());
+        let e = gru_layer(
+            &v(&[2, 3, 6], f),
+            &v(&[6, 2], DType::F64),
+            None,
+            &v(&[3, 2], f),
+            &[0, 1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gru_layer"), "{e}");
+        let i = DType::I64;
+        assert!(
+            gru_layer(
+                &v(&[2, 3, 6], i),
+                &v(&[6, 2], i),
+                None,
+                &v(&[3, 2], i),
+                &[0, 1]
+            )
+            .is_err()
+        );
+        // An empty batch: empty results, no panic.
+        let (y, h) = gru_layer(
+            &v(&[2, 0, 6], f),
+            &v(&[6, 2], f),
+            None,
+            &v(&[0, 2], f),
+            &[0, 1],
+        )
+        .unwrap();
+        assert_eq!((y.shape(), h.shape()), (&[2, 0, 2][..], &[0, 2][..]));
+        y.sum().unwrap().backward().unwrap();
+    }
+}
