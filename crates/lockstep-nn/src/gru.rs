@@ -13,8 +13,10 @@
 //! backward walks the steps in reverse with the saved activations: the three gates' gradients
 //! in one pass, one `[B, 3H]·[3H, H]` product per step for the hidden state's, then `W_hh`'s
 //! gradient as one product over all steps (`dWᵀ·H_prev`, K = T·B) and `b_hh`'s as column sums
-//! in step order. Products split output tiles among threads and elementwise work is per
-//! element, so the bits do not depend on the number of threads. Traced as `gru_layer` and
+//! in step order. The batch is cut into row ranges that run through every step on their own
+//! threads (a row's recurrence needs no other row; each element of a product is the blocked
+//! GEMM's chain whatever the rows beside it), and `W_hh`'s gradient splits output tiles, so the
+//! bits do not depend on the number of threads. Traced as `gru_layer` and
 //! `gru_layer_backward` (one record per gradient).
 
 use crate::autograd::Var;
@@ -24,6 +26,7 @@ use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Result, Tensor, trace};
+use std::sync::Mutex;
 
 /// The layer's inputs, contiguous: `xw` `[T, B, 3H]`, `w` = `W_hh` `[3H, H]`, `b` = `b_hh`
 /// `[3H]`, `h0` `[B, H]`; step `k` handles time `order[k]`.
@@ -213,6 +216,25 @@ fn backward(x: &LayerIn, saved: &SavedAny, gy: &Tensor, need_h0: bool, par: &Par
     }
 }
 
+/// A buffer the row ranges share, each writing only its own rows.
+#[derive(Clone, Copy)]
+struct Rows<T>(*mut T);
+// SAFETY: the ranges write disjoint rows, and nothing reads them before the ranges are joined.
+unsafe impl<T: Send> Send for Rows<T> {}
+unsafe impl<T: Send> Sync for Rows<T> {}
+
+impl<T> Rows<T> {
+    /// `len` elements from `at`.
+    ///
+    /// # Safety
+    /// They lie inside the buffer and no other thread touches them while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn rows(&self, at: usize, len: usize) -> &mut [T] {
+        // SAFETY: as documented.
+        unsafe { core::slice::from_raw_parts_mut(self.0.add(at), len) }
+    }
+}
+
 fn zeros<T: Real>(op: &'static str, n: usize) -> Result<Vec<T>> {
     lockstep_tensor::try_filled_vec(op, n, T::ZERO)
 }
@@ -240,29 +262,58 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
         hprev: zeros("gru_layer", steps * bh)?,
     };
     let mut y = zeros::<T>("gru_layer", steps * bh)?;
-    let mut h = x.h0.data::<T>()?.to_vec();
-    let mut hn = zeros::<T>("gru_layer", bh)?;
-    for (k, &s) in x.order.iter().enumerate() {
-        sv.hprev[k * bh..(k + 1) * bh].copy_from_slice(&h);
-        let hw = &mut sv.hw[k * b * g3..(k + 1) * b * g3];
-        gemm_packed_b(b, &h, (hd, 1), &wt, hw, (g3, 1), par)?;
-        if let Some(bb) = bias {
-            for row in hw.chunks_exact_mut(g3) {
-                for (v, &c) in row.iter_mut().zip(bb) {
-                    *v = *v + c;
+    let h0 = x.h0.data::<T>()?;
+    let (acts, hws, hprev, yo) = (
+        Rows(sv.acts.as_mut_ptr()),
+        Rows(sv.hw.as_mut_ptr()),
+        Rows(sv.hprev.as_mut_ptr()),
+        Rows(y.as_mut_ptr()),
+    );
+    let failed = Mutex::new(None);
+    // The batch cut into row ranges, each through every step on its own thread (a row's
+    // recurrence needs no other row), the products serial inside: the same bits as one range.
+    let serial = Par::new(1);
+    crate::rnn::for_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+        let n = r1 - r0;
+        let run = || -> Result<()> {
+            let mut h = h0[r0 * hd..r1 * hd].to_vec();
+            let mut hn = zeros::<T>("gru_layer", n * hd)?;
+            for (k, &s) in x.order.iter().enumerate() {
+                // SAFETY: rows r0..r1 of step k (and of time s in `y`) are this range's alone;
+                // the buffers hold `steps·b` rows.
+                let (hp, hw, a, yk) = unsafe {
+                    (
+                        hprev.rows((k * b + r0) * hd, n * hd),
+                        hws.rows((k * b + r0) * g3, n * g3),
+                        acts.rows((k * b + r0) * g3, n * g3),
+                        yo.rows((s * b + r0) * hd, n * hd),
+                    )
+                };
+                hp.copy_from_slice(&h);
+                gemm_packed_b(n, &h, (hd, 1), &wt, hw, (g3, 1), &serial)?;
+                if let Some(bb) = bias {
+                    for row in hw.chunks_exact_mut(g3) {
+                        for (v, &c) in row.iter_mut().zip(bb) {
+                            *v = *v + c;
+                        }
+                    }
                 }
+                let xs = &xs_all[(s * b + r0) * g3..(s * b + r1) * g3];
+                cell_rows(xs, hw, &h, a, &mut hn, hd);
+                yk.copy_from_slice(&hn);
+                core::mem::swap(&mut h, &mut hn);
             }
+            Ok(())
+        };
+        if let Err(e) = run() {
+            failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(e);
         }
-        cell_rows(
-            &xs_all[s * b * g3..(s + 1) * b * g3],
-            hw,
-            &h,
-            &mut sv.acts[k * b * g3..(k + 1) * b * g3],
-            &mut hn,
-            hd,
-        );
-        y[s * bh..(s + 1) * bh].copy_from_slice(&hn);
-        core::mem::swap(&mut h, &mut hn);
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
     }
     Ok((Tensor::from_vec(y, &[steps, b, hd])?, sv))
 }
@@ -360,29 +411,69 @@ fn backward_t<T: Real>(
     let op = "gru_layer_backward";
     let mut dxw = zeros::<T>(op, steps * b * g3)?;
     let mut dws = zeros::<T>(op, steps * b * g3)?;
-    let (mut dh, mut g, mut prod) = (zeros::<T>(op, bh)?, zeros::<T>(op, bh)?, zeros(op, bh)?);
-    for k in (0..steps).rev() {
-        let s = x.order[k];
-        for ((g, &y), &d) in g.iter_mut().zip(&gy[s * bh..(s + 1) * bh]).zip(&dh) {
-            *g = y + d;
-        }
-        let dwk = &mut dws[k * b * g3..(k + 1) * b * g3];
-        cell_grad_rows(
-            &g,
-            &sv.acts[k * b * g3..(k + 1) * b * g3],
-            &sv.hw[k * b * g3..(k + 1) * b * g3],
-            &sv.hprev[k * bh..(k + 1) * bh],
-            &mut dxw[s * b * g3..(s + 1) * b * g3],
-            dwk,
-            &mut dh,
-            hd,
-        );
-        if k > 0 || need_h0 {
-            gemm_packed_b(b, dwk, (g3, 1), &w, &mut prod, (hd, 1), par)?;
-            for (d, &p) in dh.iter_mut().zip(&prod) {
-                *d = *d + p;
+    let mut dh0 = zeros::<T>(op, bh)?;
+    let (dxo, dwo, dho) = (
+        Rows(dxw.as_mut_ptr()),
+        Rows(dws.as_mut_ptr()),
+        Rows(dh0.as_mut_ptr()),
+    );
+    let failed = Mutex::new(None);
+    let serial = Par::new(1);
+    // Row ranges through every step, as the forward.
+    crate::rnn::for_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+        let n = r1 - r0;
+        let run = || -> Result<()> {
+            let (mut dh, mut g, mut prod) = (
+                zeros::<T>(op, n * hd)?,
+                zeros::<T>(op, n * hd)?,
+                zeros::<T>(op, n * hd)?,
+            );
+            for k in (0..steps).rev() {
+                let s = x.order[k];
+                for ((g, &y), &d) in g
+                    .iter_mut()
+                    .zip(&gy[(s * b + r0) * hd..(s * b + r1) * hd])
+                    .zip(&dh)
+                {
+                    *g = y + d;
+                }
+                // SAFETY: rows r0..r1 of step k (time s in `dxw`) are this range's alone.
+                let (dx, dw) = unsafe {
+                    (
+                        dxo.rows((s * b + r0) * g3, n * g3),
+                        dwo.rows((k * b + r0) * g3, n * g3),
+                    )
+                };
+                cell_grad_rows(
+                    &g,
+                    &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3],
+                    &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
+                    &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
+                    dx,
+                    dw,
+                    &mut dh,
+                    hd,
+                );
+                if k > 0 || need_h0 {
+                    gemm_packed_b(n, dw, (g3, 1), &w, &mut prod, (hd, 1), &serial)?;
+                    for (d, &p) in dh.iter_mut().zip(&prod) {
+                        *d = *d + p;
+                    }
+                }
             }
+            // SAFETY: rows r0..r1 of h0's gradient are this range's alone.
+            unsafe { dho.rows(r0 * hd, n * hd) }.copy_from_slice(&dh);
+            Ok(())
+        };
+        if let Err(e) = run() {
+            failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(e);
         }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
     }
     let mut dw = zeros::<T>(op, g3 * hd)?;
     gemm(
@@ -413,7 +504,7 @@ fn backward_t<T: Real>(
         dxw: Tensor::from_vec(dxw, &[steps, b, g3])?,
         dw: Tensor::from_vec(dw, &[g3, hd])?,
         db,
-        dh0: Tensor::from_vec(dh, &[b, hd])?,
+        dh0: Tensor::from_vec(dh0, &[b, hd])?,
     })
 }
 
