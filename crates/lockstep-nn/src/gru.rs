@@ -26,7 +26,6 @@ use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Result, Tensor, trace};
-use std::sync::Mutex;
 
 /// The layer's inputs, contiguous: `xw` `[T, B, 3H]`, `w` = `W_hh` `[3H, H]`, `b` = `b_hh`
 /// `[3H]`, `h0` `[B, H]`; step `k` handles time `order[k]`.
@@ -244,18 +243,7 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
     let (g3, bh) = (3 * hd, b * hd);
     let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
     let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
-    // W_hhᵀ dense [H, 3H] in 16×16 tiles, then packed once for every step.
-    let mut wt = zeros::<T>("gru_layer", g3 * hd)?;
-    for j0 in (0..g3).step_by(16) {
-        for p0 in (0..hd).step_by(16) {
-            for j in j0..(j0 + 16).min(g3) {
-                for p in p0..(p0 + 16).min(hd) {
-                    wt[p * g3 + j] = w[j * hd + p];
-                }
-            }
-        }
-    }
-    let wt = PackedB::new(hd, g3, &wt, (g3, 1))?;
+    let wt = crate::rnn::packed_transpose(w, g3, hd)?;
     let mut sv = Saved {
         acts: zeros("gru_layer", steps * b * g3)?,
         hw: zeros("gru_layer", steps * b * g3)?,
@@ -269,52 +257,40 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
         Rows(sv.hprev.as_mut_ptr()),
         Rows(y.as_mut_ptr()),
     );
-    let failed = Mutex::new(None);
     // The batch cut into row ranges, each through every step on its own thread (a row's
     // recurrence needs no other row), the products serial inside: the same bits as one range.
     let serial = Par::new(1);
-    crate::rnn::for_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+    crate::rnn::try_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
         let n = r1 - r0;
-        let run = || -> Result<()> {
-            let mut h = h0[r0 * hd..r1 * hd].to_vec();
-            let mut hn = zeros::<T>("gru_layer", n * hd)?;
-            for (k, &s) in x.order.iter().enumerate() {
-                // SAFETY: rows r0..r1 of step k (and of time s in `y`) are this range's alone;
-                // the buffers hold `steps·b` rows.
-                let (hp, hw, a, yk) = unsafe {
-                    (
-                        hprev.rows((k * b + r0) * hd, n * hd),
-                        hws.rows((k * b + r0) * g3, n * g3),
-                        acts.rows((k * b + r0) * g3, n * g3),
-                        yo.rows((s * b + r0) * hd, n * hd),
-                    )
-                };
-                hp.copy_from_slice(&h);
-                gemm_packed_b(n, &h, (hd, 1), &wt, hw, (g3, 1), &serial)?;
-                if let Some(bb) = bias {
-                    for row in hw.chunks_exact_mut(g3) {
-                        for (v, &c) in row.iter_mut().zip(bb) {
-                            *v = *v + c;
-                        }
+        let mut h = h0[r0 * hd..r1 * hd].to_vec();
+        let mut hn = zeros::<T>("gru_layer", n * hd)?;
+        for (k, &s) in x.order.iter().enumerate() {
+            // SAFETY: rows r0..r1 of step k (and of time s in `y`) are this range's alone;
+            // the buffers hold `steps·b` rows.
+            let (hp, hw, a, yk) = unsafe {
+                (
+                    hprev.rows((k * b + r0) * hd, n * hd),
+                    hws.rows((k * b + r0) * g3, n * g3),
+                    acts.rows((k * b + r0) * g3, n * g3),
+                    yo.rows((s * b + r0) * hd, n * hd),
+                )
+            };
+            hp.copy_from_slice(&h);
+            gemm_packed_b(n, &h, (hd, 1), &wt, hw, (g3, 1), &serial)?;
+            if let Some(bb) = bias {
+                for row in hw.chunks_exact_mut(g3) {
+                    for (v, &c) in row.iter_mut().zip(bb) {
+                        *v = *v + c;
                     }
                 }
-                let xs = &xs_all[(s * b + r0) * g3..(s * b + r1) * g3];
-                cell_rows(xs, hw, &h, a, &mut hn, hd);
-                yk.copy_from_slice(&hn);
-                core::mem::swap(&mut h, &mut hn);
             }
-            Ok(())
-        };
-        if let Err(e) = run() {
-            failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(e);
+            let xs = &xs_all[(s * b + r0) * g3..(s * b + r1) * g3];
+            cell_rows(xs, hw, &h, a, &mut hn, hd);
+            yk.copy_from_slice(&hn);
+            core::mem::swap(&mut h, &mut hn);
         }
-    });
-    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
+        Ok(())
+    })?;
     Ok((Tensor::from_vec(y, &[steps, b, hd])?, sv))
 }
 
@@ -417,64 +393,52 @@ fn backward_t<T: Real>(
         Rows(dws.as_mut_ptr()),
         Rows(dh0.as_mut_ptr()),
     );
-    let failed = Mutex::new(None);
     let serial = Par::new(1);
     // Row ranges through every step, as the forward.
-    crate::rnn::for_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+    crate::rnn::try_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
         let n = r1 - r0;
-        let run = || -> Result<()> {
-            let (mut dh, mut g, mut prod) = (
-                zeros::<T>(op, n * hd)?,
-                zeros::<T>(op, n * hd)?,
-                zeros::<T>(op, n * hd)?,
+        let (mut dh, mut g, mut prod) = (
+            zeros::<T>(op, n * hd)?,
+            zeros::<T>(op, n * hd)?,
+            zeros::<T>(op, n * hd)?,
+        );
+        for k in (0..steps).rev() {
+            let s = x.order[k];
+            for ((g, &y), &d) in g
+                .iter_mut()
+                .zip(&gy[(s * b + r0) * hd..(s * b + r1) * hd])
+                .zip(&dh)
+            {
+                *g = y + d;
+            }
+            // SAFETY: rows r0..r1 of step k (time s in `dxw`) are this range's alone.
+            let (dx, dw) = unsafe {
+                (
+                    dxo.rows((s * b + r0) * g3, n * g3),
+                    dwo.rows((k * b + r0) * g3, n * g3),
+                )
+            };
+            cell_grad_rows(
+                &g,
+                &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3],
+                &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
+                &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
+                dx,
+                dw,
+                &mut dh,
+                hd,
             );
-            for k in (0..steps).rev() {
-                let s = x.order[k];
-                for ((g, &y), &d) in g
-                    .iter_mut()
-                    .zip(&gy[(s * b + r0) * hd..(s * b + r1) * hd])
-                    .zip(&dh)
-                {
-                    *g = y + d;
-                }
-                // SAFETY: rows r0..r1 of step k (time s in `dxw`) are this range's alone.
-                let (dx, dw) = unsafe {
-                    (
-                        dxo.rows((s * b + r0) * g3, n * g3),
-                        dwo.rows((k * b + r0) * g3, n * g3),
-                    )
-                };
-                cell_grad_rows(
-                    &g,
-                    &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3],
-                    &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
-                    &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
-                    dx,
-                    dw,
-                    &mut dh,
-                    hd,
-                );
-                if k > 0 || need_h0 {
-                    gemm_packed_b(n, dw, (g3, 1), &w, &mut prod, (hd, 1), &serial)?;
-                    for (d, &p) in dh.iter_mut().zip(&prod) {
-                        *d = *d + p;
-                    }
+            if k > 0 || need_h0 {
+                gemm_packed_b(n, dw, (g3, 1), &w, &mut prod, (hd, 1), &serial)?;
+                for (d, &p) in dh.iter_mut().zip(&prod) {
+                    *d = *d + p;
                 }
             }
-            // SAFETY: rows r0..r1 of h0's gradient are this range's alone.
-            unsafe { dho.rows(r0 * hd, n * hd) }.copy_from_slice(&dh);
-            Ok(())
-        };
-        if let Err(e) = run() {
-            failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(e);
         }
-    });
-    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
+        // SAFETY: rows r0..r1 of h0's gradient are this range's alone.
+        unsafe { dho.rows(r0 * hd, n * hd) }.copy_from_slice(&dh);
+        Ok(())
+    })?;
     let mut dw = zeros::<T>(op, g3 * hd)?;
     gemm(
         g3,

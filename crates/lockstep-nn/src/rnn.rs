@@ -991,6 +991,54 @@ fn backward_gemm(a: &BackwardIn, par: &Par) -> Result<Grads> {
     }
 }
 
+/// `Wᵀ` (`W` `[g, h]`, row-major) packed as the B operand of `h·Wᵀ` products: dense `[h, g]`
+/// first, in 16×16 tiles (the product packs rows of it with plain copies; packing the
+/// transposed view gathers one element at a time, as slow as the product itself, and element
+/// by element the strided side cost as much as a step's math), then packed once for all steps
+/// in the product's own layout, so the bits are `gemm`'s.
+///
+/// # Errors
+/// `OutOfMemory` if the buffers cannot be allocated.
+pub(crate) fn packed_transpose<T: Real>(w: &[T], g: usize, h: usize) -> Result<PackedB<T>> {
+    let mut wt = lockstep_tensor::try_filled_vec("rnn", g * h, T::ZERO)?;
+    for j0 in (0..g).step_by(16) {
+        for p0 in (0..h).step_by(16) {
+            for j in j0..(j0 + 16).min(g) {
+                for p in p0..(p0 + 16).min(h) {
+                    wt[p * g + j] = w[j * h + p];
+                }
+            }
+        }
+    }
+    PackedB::new(h, g, &wt, (g, 1))
+}
+
+/// [`for_row_ranges`] for work that can fail: the first error any range returns (the others
+/// still run to their end).
+///
+/// # Errors
+/// The first error of a range.
+pub(crate) fn try_row_ranges(
+    par: &Par,
+    rows: usize,
+    work: usize,
+    f: impl Fn(usize, usize) -> Result<()> + Sync,
+) -> Result<()> {
+    let failed = std::sync::Mutex::new(None);
+    for_row_ranges(par, rows, work, |r0, r1| {
+        if let Err(e) = f(r0, r1) {
+            failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(e);
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// The GEMM path's forward: per step one `[B, H]·[H, 4H]` product (W_hhᵀ packed once), then
 /// the gates row by row.
 fn forward_gemm_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
@@ -998,21 +1046,7 @@ fn forward_gemm_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)>
     let (g4, bh) = (4 * hd, b * hd);
     let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
     let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
-    // W_hhᵀ dense [H, 4H]: the product packs rows of it with plain copies (packing the
-    // transposed view gathers one element at a time, as slow as the product itself).
-    // In 16×16 tiles: element by element, the strided side cost as much as the step's math.
-    let mut wt = vec![T::ZERO; g4 * hd];
-    for j0 in (0..g4).step_by(16) {
-        for p0 in (0..hd).step_by(16) {
-            for j in j0..(j0 + 16).min(g4) {
-                for p in p0..(p0 + 16).min(hd) {
-                    wt[p * g4 + j] = w[j * hd + p];
-                }
-            }
-        }
-    }
-    // Packed once for all steps (the product's own layout, so the bits are gemm's).
-    let wt = PackedB::new(hd, g4, &wt, (g4, 1))?;
+    let wt = packed_transpose(w, g4, hd)?;
     let mut sv = Saved {
         acts: vec![T::ZERO; steps * b * g4],
         cs: vec![T::ZERO; steps * bh],
