@@ -2,8 +2,8 @@
 """Training speed, lockstep vs PyTorch, same machine, same run.
 
 1. One training step (forward, backward, SGD with momentum) of the `lockstep train` models:
-   mlp (H=256, batch 64), cnn (batch 64), lstm (H=128, batch 32), and gru (the lstm model with
-   nn.GRU in its place; not one of torch_train.py's), at 1 and 2 threads; lockstep in
+   mlp (H=256, batch 64), cnn (batch 64), lstm (H=128, batch 32), and gru and rnn (the lstm
+   model with nn.GRU / nn.RNN in its place; not torch_train.py's), at 1 and 2 threads; lockstep in
    deterministic and nondeterministic mode. Each configuration runs in its own process, so the
    peak resident memory (VmHWM / ru_maxrss) is that configuration's.
 2. The lstm step's floor: its multiply-adds at this machine's measured FMA peak (`gemm_bench
@@ -16,7 +16,7 @@ Usage (from the repository root; needs `pip install torch numpy` and a release b
 import argparse, json, os, resource, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIZES = {"mlp": (256, 64), "cnn": (64, 64), "lstm": (128, 32), "gru": (128, 32)}
+SIZES = {"mlp": (256, 64), "cnn": (64, 64), "lstm": (128, 32), "gru": (128, 32), "rnn": (128, 32)}
 
 TORCH_STEP = r'''
 import json, resource, sys, time, importlib.util
@@ -25,16 +25,17 @@ spec = importlib.util.spec_from_file_location("tt", sys.argv[1]); tt = importlib
 spec.loader.exec_module(tt)
 kind, threads, steps, hidden, batch = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads); torch.manual_seed(0)
-class GruNet(torch.nn.Module):
-    """torch_train.py's LstmNet with nn.GRU in place of nn.LSTM."""
-    def __init__(self, hidden, p):
+class RecNet(torch.nn.Module):
+    """torch_train.py's LstmNet with nn.GRU or nn.RNN in place of nn.LSTM."""
+    def __init__(self, cls, hidden, p):
         super().__init__()
-        self.gru = torch.nn.GRU(8, hidden, num_layers=2, batch_first=True, dropout=p)
+        self.rec = cls(8, hidden, num_layers=2, batch_first=True, dropout=p)
         self.head = torch.nn.Linear(hidden, 10)
     def forward(self, x):
-        out, _ = self.gru(x.view(-1, 8, 8))
+        out, _ = self.rec(x.view(-1, 8, 8))
         return self.head(out[:, -1])
-model = GruNet(hidden, 0.1) if kind == "gru" else tt.build_model(kind, hidden, 0.1); model.train()
+rec = {"gru": torch.nn.GRU, "rnn": torch.nn.RNN}
+model = RecNet(rec[kind], hidden, 0.1) if kind in rec else tt.build_model(kind, hidden, 0.1); model.train()
 x = torch.rand(batch, 64); y = torch.randint(0, 10, (batch,))
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 def step():
@@ -114,7 +115,8 @@ def main():
     # Best of the rounds' bests, and the mean of the round with that best.
     best = lambda runs: min(runs, key=lambda r: r["best"])
     torch_best = {}
-    for kind, fast in (("mlp", False), ("cnn", False), ("cnn", True), ("lstm", False), ("gru", False)):
+    for kind, fast in (("mlp", False), ("cnn", False), ("cnn", True), ("lstm", False), ("gru", False),
+                        ("rnn", False)):
         for threads in (1, 2):
             ds, ns, ts = [], [], []
             for _ in range(a.rounds):

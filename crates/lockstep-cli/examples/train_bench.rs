@@ -1,5 +1,6 @@
 //! Times one training step (forward, backward, optimizer) of the `lockstep train` models (and
-//! `gru`: the lstm model with `nn.GRU` in place of `nn.LSTM`), for `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS] [fast]` (`fast`:
+//! `gru`, `rnn`: the lstm model with `nn.GRU` / `nn.RNN` in place of `nn.LSTM`), for
+//! `bench/train.py`. Usage: `train_bench MODEL THREADS det|nondet [STEPS] [fast]` (`fast`:
 //! allow the fast, less accurate convolutions, `set_allow_fast_conv(true)`); prints one JSON
 //! line with the best and mean seconds per step over the timed steps and the process's peak
 //! resident memory (VmHWM, kB), so run each configuration in its own process.
@@ -23,29 +24,29 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// `torch_train.py`'s `LstmNet` with a GRU: each 8×8 image a sequence of 8 rows, a linear head
-/// on the last output.
-struct GruNet {
-    gru: Rnn,
+/// `torch_train.py`'s `LstmNet` with a GRU or an RNN: each 8×8 image a sequence of 8 rows, a
+/// linear head on the last output.
+struct RecurrentNet {
+    rec: Rnn,
     head: Linear,
 }
 
-impl Module for GruNet {
+impl Module for RecurrentNet {
     fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
-        let out = self.gru.forward(&x.reshape(&[-1, 8, 8])?)?;
+        let out = self.rec.forward(&x.reshape(&[-1, 8, 8])?)?;
         let last = out.shape()[1] - 1;
         self.head.forward(&out.select(1, last)?)
     }
     fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        self.gru.named_tensors(&format!("{prefix}gru."), out);
+        self.rec.named_tensors(&format!("{prefix}rec."), out);
         self.head.named_tensors(&format!("{prefix}head."), out);
     }
     fn train(&mut self, on: bool) {
-        self.gru.train(on);
+        self.rec.train(on);
         self.head.train(on);
     }
     fn is_training(&self) -> bool {
-        self.gru.is_training()
+        self.rec.is_training()
     }
 }
 
@@ -69,15 +70,20 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     lockstep::set_num_threads(threads);
     lockstep::use_deterministic_algorithms(det);
     lockstep::manual_seed(0);
-    let model: Box<dyn Module> = if model_kind == "gru" {
-        let gru = Rnn::gru(RnnConfig {
+    let model: Box<dyn Module> = if model_kind == "gru" || model_kind == "rnn" {
+        let make = if model_kind == "gru" {
+            Rnn::gru
+        } else {
+            Rnn::rnn
+        };
+        let rec = make(RnnConfig {
             num_layers: 2,
             batch_first: true,
             dropout: 0.1,
             ..RnnConfig::new(8, hidden)
         })?;
-        let mut m = GruNet {
-            gru,
+        let mut m = RecurrentNet {
+            rec,
             head: Linear::new(hidden, 10, true)?,
         };
         m.train(true);

@@ -40,13 +40,13 @@
 pub mod autograd;
 pub mod functional;
 pub mod gradcheck;
-mod gru;
 pub mod layers;
 mod lstm_input;
 mod lstm_kernel;
 pub mod module;
 mod ops;
 pub mod optim;
+mod recurrent;
 pub mod rng;
 pub mod rnn;
 pub mod sync_batch_norm;

@@ -7,16 +7,16 @@
 //! | `nn.GRU(…)`, `nn.RNN(…, nonlinearity='relu')` | [`Rnn::gru`], [`Rnn::rnn`] with [`RnnConfig::nonlinearity`] |
 //! | `out, (h_n, c_n) = lstm(x, (h0, c0))` | [`Rnn::forward_with_state`] |
 //!
-//! The input projection of a whole layer is one product; then the RNN cell is written with the
-//! differentiable ops one step at a time, while the GRU and the LSTM run each layer direction
-//! as one fused op (`gru_layer`, `lstm_layer`: f64 values bit for bit the op-by-op graph's, f32
-//! within a few ulp). All of them give the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
+//! The input projection of a whole layer is one product; then each layer direction runs as one
+//! fused op (`rnn_layer`, `gru_layer`, `lstm_layer`: f64 values bit for bit the op-by-op
+//! graph's, f32 within a few ulp), with the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
 //! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
 use crate::lstm_kernel::{self, Out, Simd, fast};
 use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
 use crate::ops::invalid;
+use crate::recurrent::{CellKind, layer};
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{GemmFloat, PackedB, gemm, gemm_packed_b};
@@ -371,7 +371,7 @@ impl Rnn {
         &self,
         cell: &Cell,
         seq: &Var,
-        mut h: Var,
+        h: Var,
         c: Var,
         reverse: bool,
         steps: usize,
@@ -382,35 +382,19 @@ impl Rnn {
         } else {
             seq.linear(&cell.w_ih, cell.b_ih.as_ref())?
         };
-        let mut outs: Vec<Var> = Vec::with_capacity(steps);
         let order: Vec<usize> = if reverse {
             (0..steps).rev().collect()
         } else {
             (0..steps).collect()
         };
-        match self.mode {
+        let kind = match self.mode {
             Mode::Lstm => return lstm_fused(cell, &xw, &h, &c, &order),
-            Mode::Gru => {
-                let (y, h) =
-                    crate::gru::gru_layer(&xw, &cell.w_hh, cell.b_hh.as_ref(), &h, &order)?;
-                return Ok((y, h, c));
-            }
-            Mode::RnnTanh | Mode::RnnRelu => {}
-        }
-        for &s in &order {
-            let xs = xw.select(0, s)?;
-            let hw = h.linear(&cell.w_hh, cell.b_hh.as_ref())?;
-            h = if self.mode == Mode::RnnRelu {
-                xs.add(&hw)?.relu()?
-            } else {
-                xs.add(&hw)?.tanh()?
-            };
-            outs.push(h.clone());
-        }
-        if reverse {
-            outs.reverse();
-        }
-        Ok((Var::stack(&outs, 0)?, h, c))
+            Mode::Gru => CellKind::Gru,
+            Mode::RnnTanh => CellKind::Tanh,
+            Mode::RnnRelu => CellKind::Relu,
+        };
+        let (y, h) = layer(kind, &xw, &cell.w_hh, cell.b_hh.as_ref(), &h, &order)?;
+        Ok((y, h, c))
     }
 }
 
@@ -598,7 +582,7 @@ fn register_ops() {
     crate::lstm_input::register();
 }
 
-/// The fused LSTM layer's and GRU cell's registrations (for `lockstep verify`'s advice and tools that explain
+/// The fused LSTM, GRU and RNN layers' registrations (for `lockstep verify`'s advice and tools that explain
 /// a trace).
 pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
     let mut v = vec![
@@ -606,7 +590,7 @@ pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
         LSTM_LAYER_BACKWARD.info(),
         crate::lstm_input::info(),
     ];
-    v.extend(crate::gru::infos());
+    v.extend(crate::recurrent::infos());
     v
 }
 

@@ -1,23 +1,24 @@
-//! One direction of a GRU layer as one differentiable op, `gru_layer`: `xw` `[T, B, 3H]` (the
-//! input projection with `b_ih`, gates in PyTorch's `r, z, n` order), then per step
+//! One direction of a GRU or Elman RNN layer as one differentiable op (`gru_layer`,
+//! `rnn_layer`): `xw` `[T, B, G·H]` (the input projection with `b_ih`; GRU gates in PyTorch's
+//! `r, z, n` order, G = 3; RNN G = 1), then per step `w = h·W_hhᵀ + b_hh` and
 //!
-//! `w = h·W_hhᵀ + b_hh`, `r = σ(x_r + w_r)`, `z = σ(x_z + w_z)`, `n = tanh(x_n + r·w_n)`,
-//! `h' = n + z·(h − n)`
+//! GRU: `r = σ(x_r + w_r)`, `z = σ(x_z + w_z)`, `n = tanh(x_n + r·w_n)`, `h' = n + z·(h − n)`;
+//! RNN: `h' = tanh(x + w)` or `relu(x + w)`,
 //!
 //! each operation rounded as the op-by-op graph (`linear`, `add`, `sigmoid`, `mul`, `tanh`,
-//! `sub`) rounds it, instead of ~12 nodes per step whose backward allocated a `[T, B, 3H]`
-//! gradient per step for the projection. `W_hhᵀ` is packed once per call for the blocked GEMM
-//! (`gemm_packed_b`, `gemm`'s bits). `sigmoid` and `tanh` are those of the fused LSTM layer:
-//! f64 the portable `lockstep_tensor::math` functions of the elementwise ops (so f64 values
-//! are bit for bit the op-by-op graph's), f32 the vectorised polynomials (within 4 ulp). The
-//! backward walks the steps in reverse with the saved activations: the three gates' gradients
-//! in one pass, one `[B, 3H]·[3H, H]` product per step for the hidden state's, then `W_hh`'s
-//! gradient as one product over all steps (`dWᵀ·H_prev`, K = T·B) and `b_hh`'s as column sums
-//! in step order. The batch is cut into row ranges that run through every step on their own
-//! threads (a row's recurrence needs no other row; each element of a product is the blocked
-//! GEMM's chain whatever the rows beside it), and `W_hh`'s gradient splits output tiles, so the
-//! bits do not depend on the number of threads. Traced as `gru_layer` and
-//! `gru_layer_backward` (one record per gradient).
+//! `relu`, `sub`) rounds it, instead of 4 to 12 nodes per step whose backward allocated a
+//! `[T, B, G·H]` gradient per step for the projection. `W_hhᵀ` is packed once per call for the
+//! blocked GEMM (`gemm_packed_b`, `gemm`'s bits). `sigmoid` and `tanh` are those of the fused
+//! LSTM layer: f64 the portable `lockstep_tensor::math` functions of the elementwise ops (so
+//! f64 values are bit for bit the op-by-op graph's), f32 the vectorised polynomials (within 4
+//! ulp). The backward walks the steps in reverse with the saved activations: the gates'
+//! gradients in one pass, one `[B, G·H]·[G·H, H]` product per step for the hidden state's,
+//! then `W_hh`'s gradient as one product over all steps (`dWᵀ·H_prev`, K = T·B) and `b_hh`'s as
+//! column sums in step order. The batch is cut into row ranges that run through every step on
+//! their own threads (a row's recurrence needs no other row; each element of a product is the
+//! blocked GEMM's chain whatever the rows beside it), and `W_hh`'s gradient splits output
+//! tiles, so the bits do not depend on the number of threads. Traced as `gru_layer` /
+//! `rnn_layer` and their `_backward` (one record per gradient).
 
 use crate::autograd::Var;
 use crate::ops::invalid;
@@ -27,9 +28,39 @@ use lockstep_tensor::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Result, Tensor, trace};
 
-/// The layer's inputs, contiguous: `xw` `[T, B, 3H]`, `w` = `W_hh` `[3H, H]`, `b` = `b_hh`
-/// `[3H]`, `h0` `[B, H]`; step `k` handles time `order[k]`.
+/// The cell of a fused layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CellKind {
+    /// `nn.GRU`.
+    Gru,
+    /// `nn.RNN(nonlinearity='tanh')`.
+    Tanh,
+    /// `nn.RNN(nonlinearity='relu')`.
+    Relu,
+}
+
+impl CellKind {
+    /// Gate blocks of `H` in `xw` and `W_hh`.
+    fn gates(self) -> usize {
+        match self {
+            CellKind::Gru => 3,
+            CellKind::Tanh | CellKind::Relu => 1,
+        }
+    }
+
+    /// The op and its backward.
+    fn ops(self) -> (&'static Op<ForwardFn>, &'static Op<BackwardFn>) {
+        match self {
+            CellKind::Gru => (&GRU_LAYER, &GRU_LAYER_BACKWARD),
+            CellKind::Tanh | CellKind::Relu => (&RNN_LAYER, &RNN_LAYER_BACKWARD),
+        }
+    }
+}
+
+/// The layer's inputs, contiguous: `xw` `[T, B, G·H]`, `w` = `W_hh` `[G·H, H]`, `b` = `b_hh`
+/// `[G·H]`, `h0` `[B, H]`; step `k` handles time `order[k]`.
 struct LayerIn {
+    cell: CellKind,
     xw: Tensor,
     w: Tensor,
     b: Option<Tensor>,
@@ -41,15 +72,15 @@ impl LayerIn {
     /// `(T, B, H)`.
     fn dims(&self) -> (usize, usize, usize) {
         let s = self.xw.shape();
-        (s[0], s[1], s[2] / 3)
+        (s[0], s[1], s[2] / self.cell.gates())
     }
 }
 
 /// What the backward needs, in processing order.
 struct Saved<T> {
-    /// `[T, B, 3H]`: r, z, n after their nonlinearities.
+    /// `[T, B, G·H]`: the GRU's r, z, n after their nonlinearities; the RNN's new hidden state.
     acts: Vec<T>,
-    /// `[T, B, 3H]`: `h·W_hhᵀ + b_hh`.
+    /// `[T, B, G·H]`: `h·W_hhᵀ + b_hh`.
     hw: Vec<T>,
     /// `[T, B, H]`: the hidden state before each step.
     hprev: Vec<T>,
@@ -90,49 +121,77 @@ static GRU_LAYER_BACKWARD: Op<BackwardFn> = Op {
     }],
 };
 
+static RNN_LAYER: Op<ForwardFn> = Op {
+    name: "rnn_layer",
+    impls: &[Impl {
+        algo: "rnn_layer.gemm",
+        guarantee: Guarantee::ThreadInvariant,
+        f: forward,
+    }],
+};
+
+static RNN_LAYER_BACKWARD: Op<BackwardFn> = Op {
+    name: "rnn_layer_backward",
+    impls: &[Impl {
+        algo: "rnn_layer_backward.gemm",
+        guarantee: Guarantee::ThreadInvariant,
+        f: backward,
+    }],
+};
+
 /// Makes the op's algorithm ids known to `autotune` before its first call.
 pub(crate) fn register() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         lockstep_tensor::autotune::register(&GRU_LAYER);
         lockstep_tensor::autotune::register(&GRU_LAYER_BACKWARD);
+        lockstep_tensor::autotune::register(&RNN_LAYER);
+        lockstep_tensor::autotune::register(&RNN_LAYER_BACKWARD);
     });
 }
 
-/// The op's registrations.
-pub(crate) fn infos() -> [lockstep_tensor::dispatch::OpInfo; 2] {
-    [GRU_LAYER.info(), GRU_LAYER_BACKWARD.info()]
+/// The ops' registrations.
+pub(crate) fn infos() -> [lockstep_tensor::dispatch::OpInfo; 4] {
+    [
+        GRU_LAYER.info(),
+        GRU_LAYER_BACKWARD.info(),
+        RNN_LAYER.info(),
+        RNN_LAYER_BACKWARD.info(),
+    ]
 }
 
-/// One direction of a GRU layer: `(outputs [T, B, H] in time order, the last step's hidden
-/// state [B, H])`.
+/// One direction of a GRU or RNN layer: `(outputs [T, B, H] in time order, the last step's
+/// hidden state [B, H])`.
 ///
 /// # Errors
 /// Shapes that do not fit (`InvalidArgument` naming them), an empty or out-of-range `order`,
 /// dtypes other than one float type for all inputs.
-pub(crate) fn gru_layer(
+pub(crate) fn layer(
+    cell: CellKind,
     xw: &Var,
     w_hh: &Var,
     b_hh: Option<&Var>,
     h0: &Var,
     order: &[usize],
 ) -> Result<(Var, Var)> {
+    let (op, op_backward) = cell.ops();
     let (xs, ws, hs) = (xw.shape(), w_hh.shape(), h0.shape());
     let fits = xs.len() == 3
         && hs.len() == 2
         && xs[1] == hs[0]
-        && xs[2] == 3 * hs[1]
+        && xs[2] == cell.gates() * hs[1]
         && ws == [xs[2], hs[1]]
         && b_hh.is_none_or(|b| b.shape() == [xs[2]])
         && order.len() == xs[0]
         && !order.is_empty()
         && order.iter().all(|&s| s < xs[0]);
     if !fits {
+        let g = if cell == CellKind::Gru { "3H" } else { "H" };
         return Err(invalid(
-            "gru_layer",
+            op.name,
             "shapes",
             format!(
-                "expected xw [T, B, 3H], W_hh [3H, H], b_hh [3H], h0 [B, H] and T steps, got \
+                "expected xw [T, B, {g}], W_hh [{g}, H], b_hh [{g}], h0 [B, H] and T steps, got \
                  {xs:?}, {ws:?}, {:?}, {hs:?} and {} steps",
                 b_hh.map(|b| b.shape().to_vec()),
                 order.len()
@@ -149,7 +208,7 @@ pub(crate) fn gru_layer(
         .find(|v| v.dtype() != dtype || !matches!(dtype, DType::F32 | DType::F64))
     {
         return Err(lockstep_tensor::Error::DType {
-            op: "gru_layer",
+            op: op.name,
             expected: if matches!(dtype, DType::F32 | DType::F64) {
                 dtype
             } else {
@@ -160,24 +219,25 @@ pub(crate) fn gru_layer(
     }
     register();
     let input = LayerIn {
+        cell,
         xw: xw.data().contiguous(),
         w: w_hh.data().contiguous(),
         b: b_hh.map(|v| v.data().contiguous()),
         h0: h0.data().contiguous(),
         order: order.to_vec(),
     };
-    let choice = GRU_LAYER.select()?;
+    let choice = op.select()?;
     let (value, saved) = (choice.imp.f)(&input, &choice.par)?;
     let mut traced = vec![&input.xw, &input.w];
     traced.extend(input.b.as_ref());
     traced.push(&input.h0);
-    trace::record(GRU_LAYER.name, choice.imp.algo, &traced, &value);
+    trace::record(op.name, choice.imp.algo, &traced, &value);
     let need_h0 = h0.requires_grad();
     let has_bias = b_hh.is_some();
     let last = *order.last().expect("checked non-empty");
-    let y = Var::from_op("gru_layer", value, &inputs, move |gy| {
+    let y = Var::from_op(op.name, value, &inputs, move |gy| {
         let gy = gy.contiguous();
-        let choice = GRU_LAYER_BACKWARD.select()?;
+        let choice = op_backward.select()?;
         let g = (choice.imp.f)(&input, &saved, &gy, need_h0, &choice.par)?;
         let mut out = vec![Some(g.dxw), Some(g.dw)];
         if has_bias {
@@ -185,7 +245,7 @@ pub(crate) fn gru_layer(
         }
         out.push(need_h0.then_some(g.dh0));
         for t in out.iter().flatten() {
-            trace::record(GRU_LAYER_BACKWARD.name, choice.imp.algo, &[&gy], t);
+            trace::record(op_backward.name, choice.imp.algo, &[&gy], t);
         }
         Ok(out)
     });
@@ -193,7 +253,7 @@ pub(crate) fn gru_layer(
     Ok((y, h_last))
 }
 
-/// `gru_layer.gemm`.
+/// `gru_layer.gemm` and `rnn_layer.gemm`.
 fn forward(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
     Ok(match x.xw.dtype() {
         DType::F32 => {
@@ -207,7 +267,7 @@ fn forward(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
     })
 }
 
-/// `gru_layer_backward.gemm`.
+/// `gru_layer_backward.gemm` and `rnn_layer_backward.gemm`.
 fn backward(x: &LayerIn, saved: &SavedAny, gy: &Tensor, need_h0: bool, par: &Par) -> Result<Grads> {
     match saved {
         SavedAny::F32(s) => backward_t::<f32>(x, s, gy, need_h0, par),
@@ -240,7 +300,7 @@ fn zeros<T: Real>(op: &'static str, n: usize) -> Result<Vec<T>> {
 
 fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
     let (steps, b, hd) = x.dims();
-    let (g3, bh) = (3 * hd, b * hd);
+    let (g3, bh) = (x.cell.gates() * hd, b * hd);
     let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
     let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
     let wt = crate::rnn::packed_transpose(w, g3, hd)?;
@@ -285,7 +345,22 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
                 }
             }
             let xs = &xs_all[(s * b + r0) * g3..(s * b + r1) * g3];
-            cell_rows(xs, hw, &h, a, &mut hn, hd);
+            match x.cell {
+                CellKind::Gru => cell_rows(xs, hw, &h, a, &mut hn, hd),
+                // The op-by-op `xs.add(&hw)?.tanh()` / `.relu()`; the output saved in `a`.
+                CellKind::Tanh | CellKind::Relu => {
+                    for ((o, &x), &w) in hn.iter_mut().zip(xs).zip(&*hw) {
+                        *o = x + w;
+                    }
+                    if x.cell == CellKind::Tanh {
+                        T::tanh_all(&mut hn);
+                    } else {
+                        hn.iter_mut()
+                            .for_each(|v| *v = if *v < T::ZERO { T::ZERO } else { *v });
+                    }
+                    a.copy_from_slice(&hn);
+                }
+            }
             yk.copy_from_slice(&hn);
             core::mem::swap(&mut h, &mut hn);
         }
@@ -380,7 +455,7 @@ fn backward_t<T: Real>(
     par: &Par,
 ) -> Result<Grads> {
     let (steps, b, hd) = x.dims();
-    let (g3, bh) = (3 * hd, b * hd);
+    let (g3, bh) = (x.cell.gates() * hd, b * hd);
     let gy = gy.data::<T>()?;
     // W_hh [3H, H] packed once for every step's dW·W_hh.
     let w = PackedB::new(g3, hd, x.w.data::<T>()?, (hd, 1))?;
@@ -418,16 +493,35 @@ fn backward_t<T: Real>(
                     dwo.rows((k * b + r0) * g3, n * g3),
                 )
             };
-            cell_grad_rows(
-                &g,
-                &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3],
-                &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
-                &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
-                dx,
-                dw,
-                &mut dh,
-                hd,
-            );
+            let acts = &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3];
+            match x.cell {
+                CellKind::Gru => cell_grad_rows(
+                    &g,
+                    acts,
+                    &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
+                    &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
+                    dx,
+                    dw,
+                    &mut dh,
+                    hd,
+                ),
+                // `tanh_backward` / `relu_backward` given the output; no direct term.
+                CellKind::Tanh | CellKind::Relu => {
+                    let tanh = x.cell == CellKind::Tanh;
+                    for (((dx, dw), &g), &y) in dx.iter_mut().zip(&mut *dw).zip(&g).zip(acts) {
+                        let d = if tanh {
+                            g * (T::ONE - y * y)
+                        } else if y > T::ZERO {
+                            g
+                        } else {
+                            T::ZERO
+                        };
+                        *dx = d;
+                        *dw = d;
+                    }
+                    dh.fill(T::ZERO);
+                }
+            }
             if k > 0 || need_h0 {
                 gemm_packed_b(n, dw, (g3, 1), &w, &mut prod, (hd, 1), &serial)?;
                 for (d, &p) in dh.iter_mut().zip(&prod) {
@@ -474,22 +568,31 @@ fn backward_t<T: Real>(
 
 #[cfg(test)]
 mod tests {
-    use super::gru_layer;
+    use super::{CellKind, layer};
     use crate::autograd::Var;
     use lockstep_rng::Generator;
     use lockstep_tensor::{DType, Tensor};
 
+    const KINDS: [CellKind; 3] = [CellKind::Gru, CellKind::Tanh, CellKind::Relu];
+
     /// The layer written with the differentiable ops, as `Rnn` wrote it before this op.
-    fn op_by_op(v: &[Var; 4], order: &[usize]) -> (Var, Var) {
+    fn op_by_op(kind: CellKind, v: &[Var], order: &[usize]) -> (Var, Var) {
         let (xw, w, b, mut h) = (&v[0], &v[1], &v[2], v[3].clone());
         let mut outs = vec![None; order.len()];
         for &s in order {
-            let xg = xw.select(0, s).unwrap().chunk(3, 1).unwrap();
-            let hg = h.linear(w, Some(b)).unwrap().chunk(3, 1).unwrap();
-            let r = xg[0].add(&hg[0]).unwrap().sigmoid().unwrap();
-            let z = xg[1].add(&hg[1]).unwrap().sigmoid().unwrap();
-            let n = xg[2].add(&r.mul(&hg[2]).unwrap()).unwrap().tanh().unwrap();
-            h = n.add(&z.mul(&h.sub(&n).unwrap()).unwrap()).unwrap();
+            let xs = xw.select(0, s).unwrap();
+            let hw = h.linear(w, Some(b)).unwrap();
+            h = match kind {
+                CellKind::Tanh => xs.add(&hw).unwrap().tanh().unwrap(),
+                CellKind::Relu => xs.add(&hw).unwrap().relu().unwrap(),
+                CellKind::Gru => {
+                    let (xg, hg) = (xs.chunk(3, 1).unwrap(), hw.chunk(3, 1).unwrap());
+                    let r = xg[0].add(&hg[0]).unwrap().sigmoid().unwrap();
+                    let z = xg[1].add(&hg[1]).unwrap().sigmoid().unwrap();
+                    let n = xg[2].add(&r.mul(&hg[2]).unwrap()).unwrap().tanh().unwrap();
+                    n.add(&z.mul(&h.sub(&n).unwrap()).unwrap()).unwrap()
+                }
+            };
             outs[s] = Some(h.clone());
         }
         let outs: Vec<Var> = outs.into_iter().map(Option::unwrap).collect();
@@ -497,10 +600,10 @@ mod tests {
     }
 
     /// xw, W_hh, b_hh, h0 and the loss weightings of y and h_last; gates from unsaturated to
-    /// saturated.
-    fn inputs(dtype: DType, seed: u64) -> Vec<Tensor> {
+    /// saturated, pre-activations of both signs (relu).
+    fn inputs(kind: CellKind, dtype: DType, seed: u64) -> Vec<Tensor> {
         let mut g = Generator::with_seed(seed);
-        let (t, b, hd) = (4, 3, 5);
+        let (t, b, hd, gh) = (4, 3, 5, kind.gates() * 5);
         let mut r = |shape: &[usize], scale: f64| {
             Tensor::randn(shape, DType::F64, Some(&mut g))
                 .unwrap()
@@ -509,9 +612,9 @@ mod tests {
                 .to_dtype(dtype)
         };
         vec![
-            r(&[t, b, 3 * hd], 2.0),
-            r(&[3 * hd, hd], 0.6),
-            r(&[3 * hd], 0.5),
+            r(&[t, b, gh], 2.0),
+            r(&[gh, hd], 0.6),
+            r(&[gh], 0.5),
             r(&[b, hd], 1.0),
             r(&[t, b, hd], 1.0),
             r(&[b, hd], 1.0),
@@ -519,12 +622,12 @@ mod tests {
     }
 
     /// Values and gradients (xw, W_hh, b_hh, h0), as f64.
-    fn run(fused: bool, t: &[Tensor], order: &[usize]) -> Vec<Vec<f64>> {
-        let v = [0, 1, 2, 3].map(|i| Var::new(t[i].clone(), true));
+    fn run(kind: CellKind, fused: bool, t: &[Tensor], order: &[usize]) -> Vec<Vec<f64>> {
+        let v: Vec<Var> = t[..4].iter().map(|t| Var::new(t.clone(), true)).collect();
         let (y, h) = if fused {
-            gru_layer(&v[0], &v[1], Some(&v[2]), &v[3], order).unwrap()
+            layer(kind, &v[0], &v[1], Some(&v[2]), &v[3], order).unwrap()
         } else {
-            op_by_op(&v, order)
+            op_by_op(kind, &v, order)
         };
         let weigh = |x: &Var, w: &Tensor| x.mul(&Var::constant(w.clone())).unwrap().sum().unwrap();
         weigh(&y, &t[4])
@@ -551,24 +654,33 @@ mod tests {
 
     #[test]
     fn f64_values_are_the_op_by_op_graphs_bit_for_bit_and_gradients_agree() {
-        for seed in 0..3 {
-            for order in ORDERS {
-                let t = inputs(DType::F64, seed);
-                let (fused, ops) = (run(true, &t, order), run(false, &t, order));
-                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&fused[0]), bits(&ops[0]), "seed {seed} {order:?}");
-                assert_eq!(bits(&fused[1]), bits(&ops[1]), "seed {seed} {order:?}");
-                close(&fused[2..], &ops[2..], 1e-13);
+        for kind in KINDS {
+            for seed in 0..3 {
+                for order in ORDERS {
+                    let t = inputs(kind, DType::F64, seed);
+                    let (fused, ops) = (run(kind, true, &t, order), run(kind, false, &t, order));
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    let at = format!("{kind:?} seed {seed} {order:?}");
+                    assert_eq!(bits(&fused[0]), bits(&ops[0]), "{at}");
+                    assert_eq!(bits(&fused[1]), bits(&ops[1]), "{at}");
+                    close(&fused[2..], &ops[2..], 1e-13);
+                }
             }
         }
     }
 
     #[test]
     fn f32_within_rounding_of_the_op_by_op_graph() {
-        for seed in 0..3 {
-            for order in ORDERS {
-                let t = inputs(DType::F32, seed);
-                close(&run(true, &t, order), &run(false, &t, order), 3e-6);
+        for kind in KINDS {
+            for seed in 0..3 {
+                for order in ORDERS {
+                    let t = inputs(kind, DType::F32, seed);
+                    close(
+                        &run(kind, true, &t, order),
+                        &run(kind, false, &t, order),
+                        3e-6,
+                    );
+                }
             }
         }
     }
@@ -576,8 +688,9 @@ mod tests {
     #[test]
     fn bad_shapes_order_and_dtypes_are_errors() {
         let v = |shape: &[usize], dtype| Var::new(Tensor::zeros(shape, dtype).unwrap(), true);
-        let f = DType::F32;
-        let e = gru_layer(
+        let (f, gru) = (DType::F32, CellKind::Gru);
+        let e = layer(
+            gru,
             &v(&[2, 3, 6], f),
             &v(&[6, 2], f),
             None,
@@ -590,8 +703,21 @@ mod tests {
             e.contains("gru_layer") && e.contains("[2, 3, 6]") && e.contains("[3, 3]"),
             "{e}"
         );
+        // An RNN's xw is [T, B, H].
+        let e = layer(
+            CellKind::Tanh,
+            &v(&[2, 3, 6], f),
+            &v(&[6, 2], f),
+            None,
+            &v(&[3, 2], f),
+            &[0, 1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("rnn_layer"), "{e}");
         for order in [&[0][..], &[0, 2], &[]] {
-            let r = gru_layer(
+            let r = layer(
+                gru,
                 &v(&[2, 3, 6], f),
                 &v(&[6, 2], f),
                 None,
@@ -601,7 +727,8 @@ mod tests {
             assert!(r.is_err(), "{order:?}");
         }
         let bias = v(&[5], f);
-        let r = gru_layer(
+        let r = layer(
+            gru,
             &v(&[2, 3, 6], f),
             &v(&[6, 2], f),
             Some(&bias),
@@ -609,9 +736,11 @@ mod tests {
             &[0, 1],
         );
         assert!(r.is_err());
-        let e = gru_layer(
+        let d = DType::F64;
+        let e = layer(
+            gru,
             &v(&[2, 3, 6], f),
-            &v(&[6, 2], DType::F64),
+            &v(&[6, 2], d),
             None,
             &v(&[3, 2], f),
             &[0, 1],
@@ -620,26 +749,29 @@ mod tests {
         .to_string();
         assert!(e.contains("gru_layer"), "{e}");
         let i = DType::I64;
-        assert!(
-            gru_layer(
-                &v(&[2, 3, 6], i),
-                &v(&[6, 2], i),
-                None,
-                &v(&[3, 2], i),
-                &[0, 1]
-            )
-            .is_err()
-        );
-        // An empty batch: empty results, no panic.
-        let (y, h) = gru_layer(
-            &v(&[2, 0, 6], f),
-            &v(&[6, 2], f),
+        let r = layer(
+            gru,
+            &v(&[2, 3, 6], i),
+            &v(&[6, 2], i),
             None,
-            &v(&[0, 2], f),
+            &v(&[3, 2], i),
             &[0, 1],
-        )
-        .unwrap();
-        assert_eq!((y.shape(), h.shape()), (&[2, 0, 2][..], &[0, 2][..]));
-        y.sum().unwrap().backward().unwrap();
+        );
+        assert!(r.is_err());
+        // An empty batch: empty results, no panic.
+        for kind in KINDS {
+            let g = kind.gates() * 2;
+            let (y, h) = layer(
+                kind,
+                &v(&[2, 0, g], f),
+                &v(&[g, 2], f),
+                None,
+                &v(&[0, 2], f),
+                &[0, 1],
+            )
+            .unwrap();
+            assert_eq!((y.shape(), h.shape()), (&[2, 0, 2][..], &[0, 2][..]));
+            y.sum().unwrap().backward().unwrap();
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! `nn.GRU`, each layer direction one fused op (`gru_layer`): a whole layer stack's outputs and
-//! every gradient have the same bits at 1, 2, 3 and 8 threads (f32 and f64), and the layer is
-//! traced, forward and backward.
+//! `nn.GRU` and `nn.RNN`, each layer direction one fused op (`gru_layer`, `rnn_layer`): a whole
+//! layer stack's outputs and every gradient have the same bits at 1, 2, 3 and 8 threads (f32
+//! and f64, tanh and relu), and the layers are traced, forward and backward.
 
 use lockstep_nn::rnn::{Rnn, RnnConfig, RnnOutput};
 use lockstep_nn::{Module, Var};
@@ -17,14 +17,23 @@ fn randn(shape: &[usize], scale: f64, dtype: DType, g: &mut Generator) -> Tensor
 }
 
 /// Bits of the output, `h_n` and every gradient (parameters, input, `h0`) of one
-/// forward/backward of a 2-layer bidirectional batch-first GRU with a random loss weighting.
-fn run(dtype: DType) -> Vec<Vec<u64>> {
-    let gru = Rnn::gru(RnnConfig {
+/// forward/backward of a 2-layer bidirectional batch-first GRU (or RNN with `nonlinearity`)
+/// with a random loss weighting.
+fn run(kind: &str, dtype: DType) -> Vec<Vec<u64>> {
+    let cfg = RnnConfig {
         num_layers: 2,
         bidirectional: true,
         batch_first: true,
         ..RnnConfig::new(5, 24)
-    })
+    };
+    let gru = if kind == "gru" {
+        Rnn::gru(cfg)
+    } else {
+        Rnn::rnn(RnnConfig {
+            nonlinearity: kind.into(),
+            ..cfg
+        })
+    }
     .unwrap();
     gru.to_dtype(dtype).unwrap();
     let mut g = Generator::with_seed(11);
@@ -55,14 +64,16 @@ fn run(dtype: DType) -> Vec<Vec<u64>> {
 
 #[test]
 fn same_bits_at_any_thread_count() {
-    for dtype in [DType::F32, DType::F64] {
-        let want = with_num_threads(1, || run(dtype));
-        for threads in [2, 3, 8] {
-            let got = with_num_threads(threads, || run(dtype));
-            assert!(
-                got == want,
-                "{dtype:?} at {threads} threads differs from 1 thread"
-            );
+    for kind in ["gru", "tanh", "relu"] {
+        for dtype in [DType::F32, DType::F64] {
+            let want = with_num_threads(1, || run(kind, dtype));
+            for threads in [2, 3, 8] {
+                let got = with_num_threads(threads, || run(kind, dtype));
+                assert!(
+                    got == want,
+                    "{kind} {dtype:?}: {threads} threads differ from 1"
+                );
+            }
         }
     }
 }
@@ -96,4 +107,18 @@ fn the_layer_is_traced_forward_and_backward() {
             .iter()
             .any(|o| o.name == "gru_layer_backward")
     );
+    // An RNN: rnn_layer, xw [T, B, H].
+    let rnn = Rnn::rnn(RnnConfig::new(3, 4)).unwrap();
+    let (_, recs) = lockstep_tensor::trace::capture(|| {
+        let out = rnn.forward_with_state(&x, None, None).unwrap().output;
+        out.sum().unwrap().backward().unwrap();
+    });
+    let fwd: Vec<_> = recs.iter().filter(|r| r.op == "rnn_layer").collect();
+    assert_eq!(fwd.len(), 1);
+    assert_eq!(
+        (fwd[0].algo.as_str(), fwd[0].inputs[0].clone()),
+        ("rnn_layer.gemm", vec![6, 2, 4])
+    );
+    let bwd = recs.iter().filter(|r| r.op == "rnn_layer_backward").count();
+    assert_eq!(bwd, 3);
 }
