@@ -6,11 +6,10 @@
 //! resident memory (VmHWM, kB), so run each configuration in its own process.
 
 use lockstep::Tensor;
-use lockstep_cli::train::build_model;
-use lockstep_nn::layers::Linear;
+use lockstep_cli::train::{build_model, sequence_model};
 use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
-use lockstep_nn::{Module, Named, Var, functional as F};
+use lockstep_nn::{Var, functional as F};
 use std::time::Instant;
 
 fn peak_rss_kb() -> u64 {
@@ -22,32 +21,6 @@ fn peak_rss_kb() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// `torch_train.py`'s `LstmNet` with a GRU or an RNN: each 8×8 image a sequence of 8 rows, a
-/// linear head on the last output.
-struct RecurrentNet {
-    rec: Rnn,
-    head: Linear,
-}
-
-impl Module for RecurrentNet {
-    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
-        let out = self.rec.forward(&x.reshape(&[-1, 8, 8])?)?;
-        let last = out.shape()[1] - 1;
-        self.head.forward(&out.select(1, last)?)
-    }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        self.rec.named_tensors(&format!("{prefix}rec."), out);
-        self.head.named_tensors(&format!("{prefix}head."), out);
-    }
-    fn train(&mut self, on: bool) {
-        self.rec.train(on);
-        self.head.train(on);
-    }
-    fn is_training(&self) -> bool {
-        self.rec.is_training()
-    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -70,24 +43,19 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     lockstep::set_num_threads(threads);
     lockstep::use_deterministic_algorithms(det);
     lockstep::manual_seed(0);
-    let model: Box<dyn Module> = if model_kind == "gru" || model_kind == "rnn" {
+    let model = if model_kind == "gru" || model_kind == "rnn" {
         let make = if model_kind == "gru" {
             Rnn::gru
         } else {
             Rnn::rnn
         };
-        let rec = make(RnnConfig {
+        let cfg = RnnConfig {
             num_layers: 2,
             batch_first: true,
             dropout: 0.1,
             ..RnnConfig::new(8, hidden)
-        })?;
-        let mut m = RecurrentNet {
-            rec,
-            head: Linear::new(hidden, 10, true)?,
         };
-        m.train(true);
-        Box::new(m)
+        sequence_model(make(cfg)?, if model_kind == "gru" { "gru" } else { "rnn" })?
     } else {
         build_model(model_kind, hidden, 0.1)?
     };

@@ -328,31 +328,51 @@ impl Dataset for NoisyDigits {
     }
 }
 
-/// `LstmNet`: each image is 8 rows of 8 features; the last step's output feeds a linear head.
-struct LstmNet {
-    lstm: Rnn,
+/// `torch_train.py`'s `LstmNet`, with any recurrent module: each image is 8 rows of 8
+/// features; the last step's output feeds a linear head. `name` prefixes the module's
+/// parameters (`lstm.weight_ih_l0`).
+struct SequenceNet {
+    rnn: Rnn,
+    name: &'static str,
     head: Linear,
     training: bool,
 }
 
-impl Module for LstmNet {
+impl Module for SequenceNet {
     fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
-        let out = self.lstm.forward(&x.reshape(&[-1, 8, 8])?)?;
+        let out = self.rnn.forward(&x.reshape(&[-1, 8, 8])?)?;
         let last = out.shape()[1] - 1;
         self.head.forward(&out.select(1, last)?)
     }
     fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        self.lstm.named_tensors(&format!("{prefix}lstm."), out);
+        self.rnn
+            .named_tensors(&format!("{prefix}{}.", self.name), out);
         self.head.named_tensors(&format!("{prefix}head."), out);
     }
     fn train(&mut self, on: bool) {
         self.training = on;
-        self.lstm.train(on);
+        self.rnn.train(on);
         self.head.train(on);
     }
     fn is_training(&self) -> bool {
         self.training
     }
+}
+
+/// The lstm model's shape around another recurrent module (`rnn` taking 8 features, its
+/// parameters named `name.…`): a linear head from the last step to 10 classes, drawn from the
+/// default generator after `rnn` as PyTorch's `__init__` order draws it. In training mode.
+///
+/// # Errors
+/// A head that cannot be built (a zero hidden size).
+pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Module>, BoxError> {
+    let head = Linear::new(rnn.config().hidden_size, 10, true)?;
+    Ok(Box::new(SequenceNet {
+        rnn,
+        name,
+        head,
+        training: true,
+    }))
 }
 
 /// `build_model(kind, hidden, p)`: draws from the default generator in PyTorch's order.
@@ -389,12 +409,7 @@ pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Module>,
                 dropout: p,
                 ..RnnConfig::new(8, hidden)
             })?;
-            let head = Linear::new(hidden, 10, true)?;
-            Box::new(LstmNet {
-                lstm,
-                head,
-                training: true,
-            })
+            return sequence_model(lstm, "lstm");
         }
         other => return Err(format!("unknown model {other:?} (mlp, cnn, lstm)").into()),
     })
