@@ -80,7 +80,7 @@ impl LayerIn {
 struct Saved<T> {
     /// `[T, B, G·H]`: the GRU's r, z, n after their nonlinearities; the RNN's new hidden state.
     acts: Vec<T>,
-    /// `[T, B, G·H]`: `h·W_hhᵀ + b_hh`.
+    /// `[T, B, G·H]`: `h·W_hhᵀ + b_hh` (the GRU's backward reads its n block).
     hw: Vec<T>,
     /// `[T, B, H]`: the hidden state before each step.
     hprev: Vec<T>,
@@ -299,17 +299,18 @@ fn zeros<T: Real>(op: &'static str, n: usize) -> Result<Vec<T>> {
 }
 
 fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
+    let op = x.cell.ops().0.name;
     let (steps, b, hd) = x.dims();
-    let (g3, bh) = (x.cell.gates() * hd, b * hd);
+    let (gh, bh) = (x.cell.gates() * hd, b * hd);
     let (xs_all, w) = (x.xw.data::<T>()?, x.w.data::<T>()?);
     let bias = x.b.as_ref().map(|t| t.data::<T>()).transpose()?;
-    let wt = crate::rnn::packed_transpose(w, g3, hd)?;
+    let wt = crate::rnn::packed_transpose(w, gh, hd)?;
     let mut sv = Saved {
-        acts: zeros("gru_layer", steps * b * g3)?,
-        hw: zeros("gru_layer", steps * b * g3)?,
-        hprev: zeros("gru_layer", steps * bh)?,
+        acts: zeros(op, steps * b * gh)?,
+        hw: zeros(op, steps * b * gh)?,
+        hprev: zeros(op, steps * bh)?,
     };
-    let mut y = zeros::<T>("gru_layer", steps * bh)?;
+    let mut y = zeros::<T>(op, steps * bh)?;
     let h0 = x.h0.data::<T>()?;
     let (acts, hws, hprev, yo) = (
         Rows(sv.acts.as_mut_ptr()),
@@ -320,31 +321,31 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
     // The batch cut into row ranges, each through every step on its own thread (a row's
     // recurrence needs no other row), the products serial inside: the same bits as one range.
     let serial = Par::new(1);
-    crate::rnn::try_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+    crate::rnn::try_row_ranges(par, b, steps * b * gh * hd, |r0, r1| {
         let n = r1 - r0;
         let mut h = h0[r0 * hd..r1 * hd].to_vec();
-        let mut hn = zeros::<T>("gru_layer", n * hd)?;
+        let mut hn = zeros::<T>(op, n * hd)?;
         for (k, &s) in x.order.iter().enumerate() {
             // SAFETY: rows r0..r1 of step k (and of time s in `y`) are this range's alone;
             // the buffers hold `steps·b` rows.
             let (hp, hw, a, yk) = unsafe {
                 (
                     hprev.rows((k * b + r0) * hd, n * hd),
-                    hws.rows((k * b + r0) * g3, n * g3),
-                    acts.rows((k * b + r0) * g3, n * g3),
+                    hws.rows((k * b + r0) * gh, n * gh),
+                    acts.rows((k * b + r0) * gh, n * gh),
                     yo.rows((s * b + r0) * hd, n * hd),
                 )
             };
             hp.copy_from_slice(&h);
-            gemm_packed_b(n, &h, (hd, 1), &wt, hw, (g3, 1), &serial)?;
+            gemm_packed_b(n, &h, (hd, 1), &wt, hw, (gh, 1), &serial)?;
             if let Some(bb) = bias {
-                for row in hw.chunks_exact_mut(g3) {
+                for row in hw.chunks_exact_mut(gh) {
                     for (v, &c) in row.iter_mut().zip(bb) {
                         *v = *v + c;
                     }
                 }
             }
-            let xs = &xs_all[(s * b + r0) * g3..(s * b + r1) * g3];
+            let xs = &xs_all[(s * b + r0) * gh..(s * b + r1) * gh];
             match x.cell {
                 CellKind::Gru => cell_rows(xs, hw, &h, a, &mut hn, hd),
                 // The op-by-op `xs.add(&hw)?.tanh()` / `.relu()`; the output saved in `a`.
@@ -455,13 +456,13 @@ fn backward_t<T: Real>(
     par: &Par,
 ) -> Result<Grads> {
     let (steps, b, hd) = x.dims();
-    let (g3, bh) = (x.cell.gates() * hd, b * hd);
+    let (gh, bh) = (x.cell.gates() * hd, b * hd);
     let gy = gy.data::<T>()?;
-    // W_hh [3H, H] packed once for every step's dW·W_hh.
-    let w = PackedB::new(g3, hd, x.w.data::<T>()?, (hd, 1))?;
-    let op = "gru_layer_backward";
-    let mut dxw = zeros::<T>(op, steps * b * g3)?;
-    let mut dws = zeros::<T>(op, steps * b * g3)?;
+    // W_hh [G·H, H] packed once for every step's dW·W_hh.
+    let w = PackedB::new(gh, hd, x.w.data::<T>()?, (hd, 1))?;
+    let op = x.cell.ops().1.name;
+    let mut dxw = zeros::<T>(op, steps * b * gh)?;
+    let mut dws = zeros::<T>(op, steps * b * gh)?;
     let mut dh0 = zeros::<T>(op, bh)?;
     let (dxo, dwo, dho) = (
         Rows(dxw.as_mut_ptr()),
@@ -470,7 +471,7 @@ fn backward_t<T: Real>(
     );
     let serial = Par::new(1);
     // Row ranges through every step, as the forward.
-    crate::rnn::try_row_ranges(par, b, steps * b * g3 * hd, |r0, r1| {
+    crate::rnn::try_row_ranges(par, b, steps * b * gh * hd, |r0, r1| {
         let n = r1 - r0;
         let (mut dh, mut g, mut prod) = (
             zeros::<T>(op, n * hd)?,
@@ -489,16 +490,16 @@ fn backward_t<T: Real>(
             // SAFETY: rows r0..r1 of step k (time s in `dxw`) are this range's alone.
             let (dx, dw) = unsafe {
                 (
-                    dxo.rows((s * b + r0) * g3, n * g3),
-                    dwo.rows((k * b + r0) * g3, n * g3),
+                    dxo.rows((s * b + r0) * gh, n * gh),
+                    dwo.rows((k * b + r0) * gh, n * gh),
                 )
             };
-            let acts = &sv.acts[(k * b + r0) * g3..(k * b + r1) * g3];
+            let acts = &sv.acts[(k * b + r0) * gh..(k * b + r1) * gh];
             match x.cell {
                 CellKind::Gru => cell_grad_rows(
                     &g,
                     acts,
-                    &sv.hw[(k * b + r0) * g3..(k * b + r1) * g3],
+                    &sv.hw[(k * b + r0) * gh..(k * b + r1) * gh],
                     &sv.hprev[(k * b + r0) * hd..(k * b + r1) * hd],
                     dx,
                     dw,
@@ -523,7 +524,7 @@ fn backward_t<T: Real>(
                 }
             }
             if k > 0 || need_h0 {
-                gemm_packed_b(n, dw, (g3, 1), &w, &mut prod, (hd, 1), &serial)?;
+                gemm_packed_b(n, dw, (gh, 1), &w, &mut prod, (hd, 1), &serial)?;
                 for (d, &p) in dh.iter_mut().zip(&prod) {
                     *d = *d + p;
                 }
@@ -533,13 +534,13 @@ fn backward_t<T: Real>(
         unsafe { dho.rows(r0 * hd, n * hd) }.copy_from_slice(&dh);
         Ok(())
     })?;
-    let mut dw = zeros::<T>(op, g3 * hd)?;
+    let mut dw = zeros::<T>(op, gh * hd)?;
     gemm(
-        g3,
+        gh,
         hd,
         steps * b,
         &dws,
-        (1, g3),
+        (1, gh),
         &sv.hprev,
         (hd, 1),
         &mut dw,
@@ -548,19 +549,19 @@ fn backward_t<T: Real>(
     )?;
     let db = match x.b {
         Some(_) => {
-            let mut db = zeros::<T>(op, g3)?;
-            for row in dws.chunks_exact(g3.max(1)) {
+            let mut db = zeros::<T>(op, gh)?;
+            for row in dws.chunks_exact(gh.max(1)) {
                 for (d, &v) in db.iter_mut().zip(row) {
                     *d = *d + v;
                 }
             }
-            Some(Tensor::from_vec(db, &[g3])?)
+            Some(Tensor::from_vec(db, &[gh])?)
         }
         None => None,
     };
     Ok(Grads {
-        dxw: Tensor::from_vec(dxw, &[steps, b, g3])?,
-        dw: Tensor::from_vec(dw, &[g3, hd])?,
+        dxw: Tensor::from_vec(dxw, &[steps, b, gh])?,
+        dw: Tensor::from_vec(dw, &[gh, hd])?,
         db,
         dh0: Tensor::from_vec(dh0, &[b, hd])?,
     })
@@ -675,11 +676,15 @@ mod tests {
             for seed in 0..3 {
                 for order in ORDERS {
                     let t = inputs(kind, DType::F32, seed);
-                    close(
-                        &run(kind, true, &t, order),
-                        &run(kind, false, &t, order),
-                        3e-6,
-                    );
+                    let (fused, ops) = (run(kind, true, &t, order), run(kind, false, &t, order));
+                    close(&fused, &ops, 3e-6);
+                    if kind == CellKind::Relu {
+                        // No transcendental function: the values are the graph's bits.
+                        let bits = |v: &[Vec<f64>]| -> Vec<u64> {
+                            v.iter().flatten().map(|x| x.to_bits()).collect()
+                        };
+                        assert_eq!(bits(&fused[..2]), bits(&ops[..2]), "relu {seed} {order:?}");
+                    }
                 }
             }
         }
@@ -687,86 +692,54 @@ mod tests {
 
     #[test]
     fn bad_shapes_order_and_dtypes_are_errors() {
-        let v = |shape: &[usize], dtype| Var::new(Tensor::zeros(shape, dtype).unwrap(), true);
-        let (f, gru) = (DType::F32, CellKind::Gru);
-        let e = layer(
-            gru,
-            &v(&[2, 3, 6], f),
-            &v(&[6, 2], f),
-            None,
-            &v(&[3, 3], f),
-            &[0, 1],
-        )
-        .unwrap_err()
-        .to_string();
+        let (f, d, i) = (DType::F32, DType::F64, DType::I64);
+        // xw [2, 3, 6], W_hh [6, 2], h0 [3, 2] fit a GRU with H = 2 over 2 steps.
+        let call =
+            |kind, dtypes: [DType; 3], h0: &[usize], bias: Option<&[usize]>, order: &[usize]| {
+                let v =
+                    |shape: &[usize], dtype| Var::new(Tensor::zeros(shape, dtype).unwrap(), true);
+                let b = bias.map(|s| v(s, dtypes[1]));
+                layer(
+                    kind,
+                    &v(&[2, 3, 6], dtypes[0]),
+                    &v(&[6, 2], dtypes[1]),
+                    b.as_ref(),
+                    &v(h0, dtypes[2]),
+                    order,
+                )
+                .map(drop)
+                .map_err(|e| e.to_string())
+            };
+        let gru = CellKind::Gru;
+        assert_eq!(call(gru, [f; 3], &[3, 2], Some(&[6]), &[0, 1]), Ok(()));
+        let e = call(gru, [f; 3], &[3, 3], None, &[0, 1]).unwrap_err();
         assert!(
             e.contains("gru_layer") && e.contains("[2, 3, 6]") && e.contains("[3, 3]"),
             "{e}"
         );
         // An RNN's xw is [T, B, H].
-        let e = layer(
-            CellKind::Tanh,
-            &v(&[2, 3, 6], f),
-            &v(&[6, 2], f),
-            None,
-            &v(&[3, 2], f),
-            &[0, 1],
-        )
-        .unwrap_err()
-        .to_string();
+        let e = call(CellKind::Tanh, [f; 3], &[3, 2], None, &[0, 1]).unwrap_err();
         assert!(e.contains("rnn_layer"), "{e}");
         for order in [&[0][..], &[0, 2], &[]] {
-            let r = layer(
-                gru,
-                &v(&[2, 3, 6], f),
-                &v(&[6, 2], f),
-                None,
-                &v(&[3, 2], f),
-                order,
+            assert!(
+                call(gru, [f; 3], &[3, 2], None, order).is_err(),
+                "{order:?}"
             );
-            assert!(r.is_err(), "{order:?}");
         }
-        let bias = v(&[5], f);
-        let r = layer(
-            gru,
-            &v(&[2, 3, 6], f),
-            &v(&[6, 2], f),
-            Some(&bias),
-            &v(&[3, 2], f),
-            &[0, 1],
-        );
-        assert!(r.is_err());
-        let d = DType::F64;
-        let e = layer(
-            gru,
-            &v(&[2, 3, 6], f),
-            &v(&[6, 2], d),
-            None,
-            &v(&[3, 2], f),
-            &[0, 1],
-        )
-        .unwrap_err()
-        .to_string();
+        assert!(call(gru, [f; 3], &[3, 2], Some(&[5]), &[0, 1]).is_err());
+        let e = call(gru, [f, d, f], &[3, 2], None, &[0, 1]).unwrap_err();
         assert!(e.contains("gru_layer"), "{e}");
-        let i = DType::I64;
-        let r = layer(
-            gru,
-            &v(&[2, 3, 6], i),
-            &v(&[6, 2], i),
-            None,
-            &v(&[3, 2], i),
-            &[0, 1],
-        );
-        assert!(r.is_err());
+        assert!(call(gru, [i; 3], &[3, 2], None, &[0, 1]).is_err());
         // An empty batch: empty results, no panic.
+        let v = |shape: &[usize]| Var::new(Tensor::zeros(shape, f).unwrap(), true);
         for kind in KINDS {
             let g = kind.gates() * 2;
             let (y, h) = layer(
                 kind,
-                &v(&[2, 0, g], f),
-                &v(&[g, 2], f),
+                &v(&[2, 0, g]),
+                &v(&[g, 2]),
                 None,
-                &v(&[0, 2], f),
+                &v(&[0, 2]),
                 &[0, 1],
             )
             .unwrap();

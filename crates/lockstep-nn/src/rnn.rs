@@ -9,8 +9,9 @@
 //!
 //! The input projection of a whole layer is one product; then each layer direction runs as one
 //! fused op (`rnn_layer`, `gru_layer`, `lstm_layer`: f64 values bit for bit the op-by-op
-//! graph's, f32 within a few ulp), with the same bits at any number of threads. Between layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]`
-//! (time-major, whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
+//! graph's, f32 within a few ulp), with the same bits at any number of threads. Between
+//! layers, in training with `dropout > 0`, the layer's output `[T, B, H·D]` (time-major,
+//! whatever `batch_first`) gets a dropout mask drawn as PyTorch draws it.
 
 use crate::autograd::Var;
 use crate::lstm_kernel::{self, Out, Simd, fast};
@@ -423,7 +424,7 @@ impl Module for Rnn {
     }
 }
 
-/// The float types the fused LSTM layer and GRU cell run in.
+/// The float types the fused recurrent layers run in.
 pub(crate) trait Real:
     GemmFloat
     + core::ops::Sub<Output = Self>
@@ -582,8 +583,8 @@ fn register_ops() {
     crate::lstm_input::register();
 }
 
-/// The fused LSTM, GRU and RNN layers' registrations (for `lockstep verify`'s advice and tools that explain
-/// a trace).
+/// The fused LSTM, GRU and RNN layers' registrations (for `lockstep verify`'s advice and tools
+/// that explain a trace).
 pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
     let mut v = vec![
         LSTM_LAYER.info(),
@@ -705,8 +706,8 @@ fn lstm_fused(
 /// range per thread when `work` (multiply-adds) is large enough to pay for the hop: from 2^19,
 /// ~10 µs of one core, which takes in the first layer's projections (2^20 at H = 128; the
 /// two-thread LSTM step 1.5 % faster than from 2^21). [`Par::run_parts`]: the caller works
-/// beside standing helpers, no sleep and wake per region. The ranges are the same whoever runs them and never change the bits: each row is
-/// computed alone.
+/// beside standing helpers, no sleep and wake per region. The ranges are the same whoever runs
+/// them and never change the bits: each row is computed alone.
 pub(crate) fn for_row_ranges(par: &Par, rows: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let parts = par.threads().min(rows);
     if parts <= 1 || work < 1 << 19 {
