@@ -8,7 +8,7 @@ use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
 mod common;
 
-use common::{dims, f32s, golden, pair};
+use common::{dims, f32_bits, f32s, golden, pair};
 
 /// Sums of up to a few hundred terms of magnitude ≤ 1 in a different order: within 1e-6·terms
 /// (the golden cases with ≥ 16 channels run Winograd, well inside this too).
@@ -81,14 +81,6 @@ fn sample(shape: &[usize], seed: u64) -> Tensor {
     .unwrap()
 }
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
-
 /// The bits of the forward pass and both gradients in deterministic mode, equal at 1, 2, 3
 /// and 8 threads (asserted); returned for further checks.
 fn same_bits_at_any_thread_count(
@@ -100,9 +92,9 @@ fn same_bits_at_any_thread_count(
     let run = || {
         scope(true, false, || {
             (
-                bits(&x.conv2d(w, None, p).unwrap()),
-                bits(&Tensor::conv2d_backward_input(gy, x.shape(), w, p).unwrap()),
-                bits(&Tensor::conv2d_backward_weight(gy, x, w.shape(), p).unwrap()),
+                f32_bits(&x.conv2d(w, None, p).unwrap()),
+                f32_bits(&Tensor::conv2d_backward_input(gy, x.shape(), w, p).unwrap()),
+                f32_bits(&Tensor::conv2d_backward_weight(gy, x, w.shape(), p).unwrap()),
             )
         })
     };
@@ -374,12 +366,12 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     let gemm = with_allow_fast_conv(true, || {
         with_algorithm("conv2d.im2col_gemm", || x.conv2d(&w, None, p).unwrap())
     });
-    assert_ne!(bits(&winograd), bits(&gemm));
+    assert_ne!(f32_bits(&winograd), f32_bits(&gemm));
     // By default (not opted in) the accurate algorithm runs; a pin of Winograd is an explicit
     // opt-in of its own.
-    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&gemm));
+    assert_eq!(f32_bits(&x.conv2d(&w, None, p).unwrap()), f32_bits(&gemm));
     let pinned = with_algorithm("conv2d.winograd_f4x3", || x.conv2d(&w, None, p).unwrap());
-    assert_eq!(bits(&pinned), bits(&winograd));
+    assert_eq!(f32_bits(&pinned), f32_bits(&winograd));
     let want = naive_conv(&x, &w, p);
     close(
         &gemm,
@@ -391,7 +383,7 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     let other = with_allow_fast_conv(true, || {
         with_algorithm("conv2d.direct_1x1", || x.conv2d(&w, None, p).unwrap())
     });
-    assert_eq!(bits(&other), bits(&winograd));
+    assert_eq!(f32_bits(&other), f32_bits(&winograd));
     // Unknown names and nondeterministic pins in deterministic mode are errors, not silence.
     assert!(with_algorithm("conv2d.no_such", || x.conv2d(&w, None, p)).is_err());
     let y = x.conv2d(&w, None, p).unwrap();
@@ -403,12 +395,12 @@ fn a_pinned_algorithm_replaces_the_heuristic_choice_where_it_applies() {
     assert!(pinned_nondet.is_err());
     // Outside the closure the pin is gone.
     assert_eq!(
-        bits(&with_allow_fast_conv(true, || x
+        f32_bits(&with_allow_fast_conv(true, || x
             .conv2d(&w, None, p)
             .unwrap())),
-        bits(&winograd)
+        f32_bits(&winograd)
     );
-    assert_eq!(bits(&x.conv2d(&w, None, p).unwrap()), bits(&gemm));
+    assert_eq!(f32_bits(&x.conv2d(&w, None, p).unwrap()), f32_bits(&gemm));
 }
 
 #[test]
@@ -436,8 +428,8 @@ fn conv_deterministic_switch_restricts_only_convolution() {
         ]
     );
     assert_eq!(
-        bits(&a),
-        bits(&scope(true, false, || Tensor::conv2d_backward_weight(
+        f32_bits(&a),
+        f32_bits(&scope(true, false, || Tensor::conv2d_backward_weight(
             &gy,
             &x,
             w.shape(),
@@ -545,28 +537,28 @@ fn fast_conv_is_opt_in_and_scoped_per_thread() {
     };
     let x = sample(&[1, 64, 24, 24], 41);
     let w = sample(&[64, 64, 3, 3], 42);
-    let default = bits(&x.conv2d(&w, None, p).unwrap());
+    let default = f32_bits(&x.conv2d(&w, None, p).unwrap());
     let fast = with_allow_fast_conv(true, || {
         assert!(lockstep_tensor::autotune::allow_fast_conv());
         // Nested scopes: the innermost wins, and the outer setting comes back.
-        let inner = with_allow_fast_conv(false, || bits(&x.conv2d(&w, None, p).unwrap()));
+        let inner = with_allow_fast_conv(false, || f32_bits(&x.conv2d(&w, None, p).unwrap()));
         assert_eq!(inner, default);
-        bits(&x.conv2d(&w, None, p).unwrap())
+        f32_bits(&x.conv2d(&w, None, p).unwrap())
     });
     assert_ne!(fast, default, "Winograd rounds differently");
     // Allowed is not forced: where Winograd measured slower (the cnn model's 16 → 32 channels
     // at 4×4; the weight gradient below 32×32 outputs) the heuristic keeps im2col.
     let (xs, ws) = (sample(&[4, 16, 4, 4], 43), sample(&[32, 16, 3, 3], 44));
     assert_eq!(
-        bits(&with_allow_fast_conv(true, || xs
+        f32_bits(&with_allow_fast_conv(true, || xs
             .conv2d(&ws, None, p)
             .unwrap())),
-        bits(&xs.conv2d(&ws, None, p).unwrap())
+        f32_bits(&xs.conv2d(&ws, None, p).unwrap())
     );
     let gy = sample(&[1, 64, 24, 24], 45);
     let gw = |on| {
         with_allow_fast_conv(on, || {
-            bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap())
+            f32_bits(&Tensor::conv2d_backward_weight(&gy, &x, w.shape(), p).unwrap())
         })
     };
     assert_eq!(gw(true), gw(false));
@@ -574,7 +566,7 @@ fn fast_conv_is_opt_in_and_scoped_per_thread() {
     // Another thread does not see this thread's opt-in.
     with_allow_fast_conv(true, || {
         let (x, w) = (x.clone(), w.clone());
-        let there = std::thread::spawn(move || bits(&x.conv2d(&w, None, p).unwrap()));
+        let there = std::thread::spawn(move || f32_bits(&x.conv2d(&w, None, p).unwrap()));
         assert_eq!(there.join().unwrap(), default);
     });
     // The default is as accurate as a direct sum: within 1e-6 of the f64 reference per term.
@@ -644,12 +636,12 @@ fn batched_small_convolutions_equal_per_sample_ones_at_any_thread_count() {
             let gxn = Tensor::conv2d_backward_input(&gyn, xn.shape(), &w, p).unwrap();
             let bits_of = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(
-                bits(&yn),
+                f32_bits(&yn),
                 bits_of(&yb[n * per..(n + 1) * per]),
                 "{xs:?} y[{n}]"
             );
             assert_eq!(
-                bits(&gxn),
+                f32_bits(&gxn),
                 bits_of(&gb[n * gper..(n + 1) * gper]),
                 "{xs:?} dx[{n}]"
             );

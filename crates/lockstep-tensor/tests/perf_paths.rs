@@ -9,19 +9,11 @@ use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::ops::reduce::{CHUNK, LANES};
 use lockstep_tensor::threads::with_num_threads;
 mod common;
-use common::Mix;
+use common::{Mix, f32_bits};
 
 fn rand_f32(seed: u64, n: usize) -> Vec<f32> {
     let mut m = Mix(seed);
     (0..n).map(|_| m.f() as f32).collect()
-}
-
-fn bits32(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|x| x.to_bits())
-        .collect()
 }
 
 /// `f` in deterministic mode at 1, 2, 3 and 8 threads: the same bits; returns the first.
@@ -31,7 +23,7 @@ fn invariant(what: &str, f: impl Fn() -> Tensor) -> Tensor {
         let o = scope(true, false, || with_num_threads(t, &f));
         assert_eq!(r.shape(), o.shape(), "{what}: shape at {t} threads");
         assert!(
-            bits32(&r) == bits32(&o),
+            f32_bits(&r) == f32_bits(&o),
             "{what}: bits differ at {t} threads"
         );
     }

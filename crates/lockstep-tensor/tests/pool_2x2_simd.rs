@@ -7,6 +7,8 @@ use lockstep_tensor::isa::{Isa, set_isa};
 use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
+mod common;
+use common::f32_bits;
 
 /// Few distinct values (many ties), NaNs, ±0 and −∞, or (`smooth`) distinct random values.
 fn values(n: usize, seed: u64, smooth: bool) -> Vec<f32> {
@@ -34,14 +36,6 @@ fn values(n: usize, seed: u64, smooth: bool) -> Vec<f32> {
                 k => (k % 3) as f32,
             }
         })
-        .collect()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
         .collect()
 }
 
@@ -119,7 +113,7 @@ fn max_pool_2x2_kernels_match_the_scan() {
                     let (m, i) =
                         with_num_threads(threads, || x.max_pool2d(Pool2d::new(2))).unwrap();
                     assert_eq!(m.shape(), [n, c, h / 2, w / 2]);
-                    let got = bits(&m);
+                    let got = f32_bits(&m);
                     let what = format!(
                         "{:?} {isa:?} threads {threads} smooth {smooth}",
                         [n, c, h, w]
@@ -183,7 +177,7 @@ fn max_pool_2x2_backward_matches_the_scatter() {
                     })
                     .unwrap();
                     assert_eq!(
-                        bits(&got),
+                        f32_bits(&got),
                         want,
                         "{:?} {isa:?} threads {threads}",
                         [n, c, h, w]

@@ -2,6 +2,7 @@
 //! and seeded test data.
 #![allow(dead_code)]
 
+use lockstep_tensor::Tensor;
 use serde_json::Value;
 
 /// Parses `tests/golden/tensor/<name>` at the workspace root.
@@ -56,4 +57,13 @@ impl Mix {
     pub fn below(&mut self, n: usize) -> i64 {
         (self.next() % n as u64) as i64
     }
+}
+
+/// The bits of an f32 tensor's elements in row-major order (for bit-for-bit comparisons).
+pub fn f32_bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
 }
