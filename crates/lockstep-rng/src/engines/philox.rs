@@ -19,9 +19,17 @@ const CHUNK_WORDS: usize = 1 << 16;
 /// The Philox4x32-10 block function: 10 rounds over a 128-bit counter with a 64-bit key.
 #[inline(always)]
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    philox4x32(counter, key, 10)
+}
+
+/// Random123's Philox4x32-R block function for any round count (`rounds = 7` is Random123's
+/// other listed variant, `philox4x32_7`; 10 is [`philox4x32_10`]): `rounds` rounds over a
+/// 128-bit counter with a 64-bit key, the key bumped by the Weyl constants between rounds.
+#[inline(always)]
+pub fn philox4x32(counter: [u32; 4], key: [u32; 2], rounds: u32) -> [u32; 4] {
     let [mut c0, mut c1, mut c2, mut c3] = counter;
     let [mut k0, mut k1] = key;
-    for round in 0..10 {
+    for round in 0..rounds {
         if round > 0 {
             k0 = k0.wrapping_add(W0);
             k1 = k1.wrapping_add(W1);

@@ -74,6 +74,20 @@ pub trait BitGenerator: Bits + Clone + std::fmt::Debug + sealed::Sealed {
     /// Sets the buffered high half (only called when `BLOCKS`).
     #[doc(hidden)]
     fn set_pending(&mut self, _v: u32) {}
+    /// Whether `RandomState`'s block source may read this generator's 32-bit words ahead
+    /// with [`legacy_words`](Self::legacy_words) (MT19937, whose doubles take two words).
+    #[doc(hidden)]
+    const LEGACY_WORDS: bool = false;
+    /// Fills the front of `buf` with the rest of the current block of 32-bit words (a whole
+    /// new block when it is used up) and returns how many (only called when `LEGACY_WORDS`).
+    #[doc(hidden)]
+    fn legacy_words(&mut self, _buf: &mut [u32; N]) -> usize {
+        0
+    }
+    /// Steps back over the last `n` words read by [`legacy_words`](Self::legacy_words)
+    /// (only called when `LEGACY_WORDS`).
+    #[doc(hidden)]
+    fn legacy_unread(&mut self, _n: usize) {}
 }
 
 pub(crate) mod sealed {
@@ -121,6 +135,32 @@ impl BitGenerator for Mt19937 {
     }
     fn random_raw(&mut self) -> u64 {
         self.next_u32() as u64
+    }
+    fn fill_f64(&mut self, out: &mut [f64]) {
+        // Whole blocks of words at once: far faster than one `next_u32` per word.
+        let mut words = [0u32; 512];
+        for chunk in out.chunks_mut(256) {
+            let w = &mut words[..2 * chunk.len()];
+            self.fill_u32(w);
+            for (o, p) in chunk.iter_mut().zip(w.chunks_exact(2)) {
+                let (a, b) = (p[0] >> 5, p[1] >> 6);
+                *o = (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0);
+            }
+        }
+    }
+    const LEGACY_WORDS: bool = true;
+    fn legacy_words(&mut self, buf: &mut [u32; N]) -> usize {
+        let used = self.pos();
+        let take = if used >= N { N } else { N - used };
+        self.fill_u32(&mut buf[..take]);
+        take
+    }
+    fn legacy_unread(&mut self, n: usize) {
+        if n > 0 {
+            // The words all come from the current block: step back over them.
+            *self = Mt19937::from_state(*self.state(), self.pos() - n)
+                .expect("a position inside the current block");
+        }
     }
 }
 
@@ -283,6 +323,9 @@ impl BitGenerator for Sfc64 {
 
 /// `np.random.Philox`: Philox 4×64 with 10 rounds (Random123), a 256-bit counter and a
 /// 128-bit key; each block of four outputs is the cipher of the incremented counter.
+/// [`with_rounds`](Philox::with_rounds) gives Random123's Philox4x64-R for another round
+/// count (NumPy itself fixes 10 rounds; there is no NumPy stream to compare those with, only
+/// Random123's known answers).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Philox {
     ctr: [u64; 4],
@@ -290,7 +333,14 @@ pub struct Philox {
     buffer: [u64; 4],
     buffer_pos: usize,
     pending: Option<u32>,
+    rounds: u32,
 }
+
+/// The rounds of NumPy's `Philox` (Random123's default for Philox4x64).
+pub const PHILOX_ROUNDS: u32 = 10;
+
+/// The most rounds [`philox4x64`] and [`Philox::with_rounds`] take (Random123's limit).
+pub const PHILOX_MAX_ROUNDS: u32 = 16;
 
 const PHILOX_M0: u64 = 0xD2E7_470E_E14C_6C93;
 const PHILOX_M1: u64 = 0xCA5A_8263_9512_1157;
@@ -303,8 +353,15 @@ fn mulhilo(a: u64, b: u64) -> (u64, u64) {
     (p as u64, (p >> 64) as u64)
 }
 
-fn philox_block(mut ctr: [u64; 4], mut key: [u64; 2]) -> [u64; 4] {
-    for round in 0..10 {
+/// Random123's Philox4x64-R block function: `rounds` rounds over `counter` with `key` (the
+/// key bumped by the Weyl constants between rounds). NumPy's `Philox` is `rounds = 10`.
+pub fn philox4x64(counter: [u64; 4], key: [u64; 2], rounds: u32) -> [u64; 4] {
+    philox_block(counter, key, rounds)
+}
+
+#[inline(always)]
+fn philox_block(mut ctr: [u64; 4], mut key: [u64; 2], rounds: u32) -> [u64; 4] {
+    for round in 0..rounds {
         if round > 0 {
             key[0] = key[0].wrapping_add(PHILOX_W0);
             key[1] = key[1].wrapping_add(PHILOX_W1);
@@ -326,7 +383,30 @@ impl Philox {
             buffer: [0; 4],
             buffer_pos: 4,
             pending: None,
+            rounds: PHILOX_ROUNDS,
         }
+    }
+
+    /// This generator with `rounds` rounds per block instead of NumPy's 10 (Random123's
+    /// Philox4x64-R, e.g. 7); the state is unchanged, buffered outputs included.
+    ///
+    /// # Errors
+    /// If `rounds` is 0 or above [`PHILOX_MAX_ROUNDS`].
+    pub fn with_rounds(mut self, rounds: u32) -> crate::Result<Self> {
+        if !(1..=PHILOX_MAX_ROUNDS).contains(&rounds) {
+            return Err(crate::invalid(
+                "Philox",
+                "rounds",
+                format!("must be in 1..={PHILOX_MAX_ROUNDS}, got {rounds}"),
+            ));
+        }
+        self.rounds = rounds;
+        Ok(self)
+    }
+
+    /// Rounds per block (10 unless set by [`with_rounds`](Self::with_rounds)).
+    pub fn rounds(&self) -> u32 {
+        self.rounds
     }
 
     /// `state['state']['counter']`.
@@ -360,6 +440,7 @@ impl Philox {
             buffer,
             buffer_pos,
             pending,
+            rounds: PHILOX_ROUNDS,
         })
     }
 
@@ -377,7 +458,7 @@ impl Philox {
                 break;
             }
         }
-        self.buffer = philox_block(self.ctr, self.key);
+        self.buffer = philox_block(self.ctr, self.key, self.rounds);
         self.buffer_pos = 1;
         self.buffer[0]
     }

@@ -26,7 +26,7 @@ use crate::{Result, invalid};
 
 /// The C library's math functions NumPy calls (glibc on NumPy's Linux wheels), where
 /// lockstep has no bit-exact port of glibc's.
-mod libm {
+pub(super) mod libm {
     unsafe extern "C" {
         pub safe fn log1p(x: f64) -> f64;
         pub safe fn expm1(x: f64) -> f64;

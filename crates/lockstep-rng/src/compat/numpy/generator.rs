@@ -1,5 +1,7 @@
 //! NumPy's `np.random.Generator` over `PCG64` (`np.random.default_rng`).
 
+use super::distributions::libm::log1p;
+use super::integers::{IntDtype, bounded_fill, broadcast_fill};
 use super::ziggurat::{exponential_f32, exponential_f64, next_f32, normal_f32, normal_f64};
 use super::{
     BitGenerator, Bits, SeedSequence, bounded32, bounded64, checked_cdf, choice_no_replace_p,
@@ -216,6 +218,58 @@ impl<B: BitGenerator> Generator<B> {
             *o = low.wrapping_add(bounded32(&mut self.bits, rng, false) as i32);
         }
         Ok(())
+    }
+
+    /// `integers(low, high, size, dtype=T, endpoint)` for every NumPy integer dtype `T`
+    /// (`i8` … `u64`, `bool`): Lemire's method in the dtype's width, 8-bit, 16-bit and `bool`
+    /// values cut from shared 32-bit draws as NumPy does (see
+    /// [`RandomState::randint`](super::RandomState::randint)). Bounds are `i128` so that
+    /// `high = 2^64` (uint64) can be written.
+    ///
+    /// # Errors
+    /// If `low` or the largest value asked for is outside `T`'s range, or the range is
+    /// empty; nothing is drawn.
+    pub fn integers<T: IntDtype>(
+        &mut self,
+        low: i128,
+        high: i128,
+        endpoint: bool,
+        out: &mut [T],
+    ) -> Result<()> {
+        bounded_fill(&mut self.bits, "integers", low, high, endpoint, false, out)
+    }
+
+    /// `integers(low, high, size, dtype=T, endpoint)` with array bounds (broadcast together
+    /// and with `size`), as [`RandomState::randint_array`](super::RandomState::randint_array)
+    /// but with Lemire's method. Returns the values (C order) and their shape.
+    ///
+    /// # Errors
+    /// As [`RandomState::randint_array`](super::RandomState::randint_array).
+    pub fn integers_array<T: IntDtype>(
+        &mut self,
+        low: (&[i128], &[usize]),
+        high: (&[i128], &[usize]),
+        size: Option<&[usize]>,
+        endpoint: bool,
+    ) -> Result<(Vec<T>, Vec<usize>)> {
+        broadcast_fill(&mut self.bits, "integers", low, high, size, endpoint, false)
+    }
+
+    /// `standard_exponential(size, method='inv')`: `−log1p(−U)` per value, `U` the bit
+    /// generator's `next_double` (the C library's `log1p`, as NumPy calls it).
+    pub fn standard_exponential_inv(&mut self, out: &mut [f64]) {
+        for o in out {
+            *o = -log1p(-self.bits.f64());
+        }
+    }
+
+    /// `standard_exponential(size, dtype=np.float32, method='inv')`: `−log1p(−U)` in double
+    /// precision on a 24-bit float uniform (32-bit draws), rounded to float32, as NumPy
+    /// computes it.
+    pub fn standard_exponential_inv_f32(&mut self, out: &mut [f32]) {
+        for o in out {
+            *o = -log1p(-(next_f32(&mut self.bits) as f64)) as f32;
+        }
     }
 
     /// `shuffle(x)` along the first axis (masked rejection, not Lemire, as NumPy does).

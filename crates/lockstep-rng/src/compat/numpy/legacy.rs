@@ -1,17 +1,28 @@
-//! NumPy's legacy `np.random.RandomState` (MT19937, frozen stream).
+//! NumPy's legacy `np.random.RandomState`, on MT19937 (frozen stream) or any other bit
+//! generator (`RandomState(PCG64(...))`, `RandomState(Philox(...))`, ...).
 
-use super::{Bits, bounded32, bounded64, checked_cdf, choice_no_replace_p, range_i32, range_i64};
+use super::integers::{IntDtype, bounded_fill, broadcast_fill};
+use super::{
+    BitGenerator, bounded32, bounded64, checked_cdf, choice_no_replace_p, range_i32, range_i64,
+};
 use crate::compat::glibc_math::log;
 use crate::engines::Mt19937;
 use crate::engines::mt19937::N;
 use crate::{Error, Result, invalid};
 
 /// NumPy's legacy `RandomState`, bit for bit with NumPy 2.x (whose legacy stream NumPy keeps
-/// frozen): seeding, `get_state`/`set_state`, and the samplers below draw exactly the MT19937
-/// words NumPy draws, in the same order, so mixed sequences of calls stay in lockstep.
+/// frozen): seeding, `get_state`/`set_state`, and the samplers below draw exactly the words
+/// NumPy draws, in the same order, so mixed sequences of calls stay in lockstep.
+///
+/// The bit generator is MT19937 (`RandomState(seed)`) unless another is named:
+/// `RandomState::from_bit_generator(Pcg64::...)` is NumPy's `RandomState(PCG64(...))`. The
+/// legacy algorithms then run on that generator's draws as NumPy runs them: doubles are its
+/// `next_double` (53 bits of one 64-bit output for the 64-bit generators), 32-bit draws take
+/// the buffered half of a 64-bit output first, and the polar Gaussian's cached second value
+/// lives in the `RandomState`, not in the bit generator.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RandomState {
-    mt: Mt19937,
+pub struct RandomState<B: BitGenerator = Mt19937> {
+    bits: B,
     /// The second value of the last polar-method pair (`has_gauss`, `gauss`).
     gauss: Option<f64>,
 }
@@ -33,7 +44,7 @@ impl RandomState {
     /// `RandomState(seed)` for an integer seed: `init_genrand(seed)`.
     pub fn new(seed: u32) -> Self {
         Self {
-            mt: Mt19937::from_seed_u32(seed),
+            bits: Mt19937::from_seed_u32(seed),
             gauss: None,
         }
     }
@@ -60,7 +71,7 @@ impl RandomState {
             ));
         }
         Ok(Self {
-            mt: Mt19937::from_key(key),
+            bits: Mt19937::from_key(key),
             gauss: None,
         })
     }
@@ -72,14 +83,14 @@ impl RandomState {
 
     /// The engine, for raw draws.
     pub fn engine(&mut self) -> &mut Mt19937 {
-        &mut self.mt
+        &mut self.bits
     }
 
     /// `get_state()` (legacy tuple form).
     pub fn get_state(&self) -> LegacyState {
         LegacyState {
-            key: self.mt.state().to_vec(),
-            pos: self.mt.pos(),
+            key: self.bits.state().to_vec(),
+            pos: self.bits.pos(),
             has_gauss: self.gauss.is_some(),
             cached_gaussian: self.gauss.unwrap_or(0.0),
         }
@@ -98,29 +109,45 @@ impl RandomState {
             .map_err(|_| bad(format!("key must have {N} words, got {}", state.key.len())))?;
         let mt = Mt19937::from_state(key, state.pos)
             .ok_or_else(|| bad(format!("pos must be in 0..=624, got {}", state.pos)))?;
-        self.mt = mt;
+        self.bits = mt;
         self.gauss = state.has_gauss.then_some(state.cached_gaussian);
         Ok(())
     }
+}
 
-    /// `random_sample(size)` / `rand(*shape)`: `((w1 >> 5)·2^26 + (w2 >> 6))·2^-53` per value,
-    /// two words each.
+impl<B: BitGenerator> RandomState<B> {
+    /// `RandomState(bit_generator)`: the legacy samplers on `bits` (e.g. NumPy's
+    /// `RandomState(PCG64(seed))` is `RandomState::from_bit_generator(Pcg64::from_seed_seq(
+    /// &SeedSequence::from_int(seed)))`), no Gaussian cached.
+    pub fn from_bit_generator(bits: B) -> Self {
+        Self { bits, gauss: None }
+    }
+
+    /// The bit generator (`rs._bit_generator`), e.g. for its state or raw draws.
+    pub fn bit_generator(&mut self) -> &mut B {
+        &mut self.bits
+    }
+
+    /// The cached second Gaussian of the last polar pair (`state['has_gauss']`,
+    /// `state['gauss']`), if one is pending.
+    pub fn cached_gaussian(&self) -> Option<f64> {
+        self.gauss
+    }
+
+    /// Sets or clears the cached Gaussian (the `has_gauss`/`gauss` of NumPy's `set_state`).
+    pub fn set_cached_gaussian(&mut self, gauss: Option<f64>) {
+        self.gauss = gauss;
+    }
+
+    /// `random_sample(size)` / `rand(*shape)`: the bit generator's `next_double` per value
+    /// (MT19937: `((w1 >> 5)·2^26 + (w2 >> 6))·2^-53`, two words each).
     pub fn random_sample(&mut self, out: &mut [f64]) {
-        // Draw whole blocks of words at once; far faster than one `next_u32` per word.
-        let mut words = [0u32; 512];
-        for chunk in out.chunks_mut(256) {
-            let w = &mut words[..2 * chunk.len()];
-            self.mt.fill_u32(w);
-            for (o, p) in chunk.iter_mut().zip(w.chunks_exact(2)) {
-                let (a, b) = (p[0] >> 5, p[1] >> 6);
-                *o = (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0);
-            }
-        }
+        self.bits.fill_f64(out);
     }
 
     /// One `random_sample()`.
     pub fn random_sample_one(&mut self) -> f64 {
-        self.mt.f64()
+        self.bits.f64()
     }
 
     /// One legacy Gaussian: the polar (Marsaglia) method, returning `f·x2` and caching `f·x1`.
@@ -129,8 +156,8 @@ impl RandomState {
             return g;
         }
         loop {
-            let x1 = 2.0 * self.mt.f64() - 1.0;
-            let x2 = 2.0 * self.mt.f64() - 1.0;
+            let x1 = 2.0 * self.bits.f64() - 1.0;
+            let x2 = 2.0 * self.bits.f64() - 1.0;
             let r2 = x1 * x1 + x2 * x2;
             if r2 < 1.0 && r2 != 0.0 {
                 let f = (-2.0 * log(r2) / r2).sqrt();
@@ -175,7 +202,7 @@ impl RandomState {
             ));
         }
         for o in out {
-            *o = low + range * self.mt.f64();
+            *o = low + range * self.bits.f64();
         }
         Ok(())
     }
@@ -183,7 +210,7 @@ impl RandomState {
     /// `standard_exponential(size)` (legacy): `−log(1 − U)`.
     pub fn standard_exponential(&mut self, out: &mut [f64]) {
         for o in out {
-            *o = -log(1.0 - self.mt.f64());
+            *o = -log(1.0 - self.bits.f64());
         }
     }
 
@@ -192,7 +219,7 @@ impl RandomState {
     pub fn randint_i64(&mut self, low: i64, high: i64, out: &mut [i64]) -> Result<()> {
         let rng = range_i64("randint", low, high, false)?;
         for o in out {
-            *o = low.wrapping_add(bounded64(&mut self.mt, rng, true) as i64);
+            *o = low.wrapping_add(bounded64(&mut self.bits, rng, true) as i64);
         }
         Ok(())
     }
@@ -202,24 +229,81 @@ impl RandomState {
     pub fn randint_i32(&mut self, low: i64, high: i64, out: &mut [i32]) -> Result<()> {
         let (low, rng) = range_i32("randint", low, high, false)?;
         for o in out {
-            *o = low.wrapping_add(bounded32(&mut self.mt, rng, true) as i32);
+            *o = low.wrapping_add(bounded32(&mut self.bits, rng, true) as i32);
         }
         Ok(())
     }
 
-    /// `bytes(length)`: `ceil(length / 4)` 32-bit MT19937 words (`randint(0, 2^32,
-    /// dtype=uint32)` takes each as is), little-endian, cut to `length` bytes; `length = 0`
-    /// still draws one word, as NumPy's C division `(length − 1) / 4 + 1` does.
+    /// `randint(low, high, size, dtype=T)` for every NumPy integer dtype `T` (`i8` … `u64`,
+    /// `bool`): values in `[low, high)` by masked rejection, on 64-bit draws for 64-bit
+    /// ranges, 32-bit draws otherwise, and for 8-bit, 16-bit and `bool` dtypes on one
+    /// 32-bit draw cut into 4, 2 or 32 pieces (low bits first), as NumPy's buffered
+    /// samplers do. Bounds are `i128` so that `high = 2^64` (uint64) can be written.
+    ///
+    /// # Errors
+    /// If `low` or `high − 1` is outside `T`'s range, or `low >= high`; nothing is drawn.
+    pub fn randint<T: IntDtype>(&mut self, low: i128, high: i128, out: &mut [T]) -> Result<()> {
+        bounded_fill(&mut self.bits, "randint", low, high, false, true, out)
+    }
+
+    /// `randint(low, high, size, dtype=T)` with array bounds: `low` and `high` are C-order
+    /// arrays of shapes `low_shape` and `high_shape` (`&[]` for a scalar), broadcast
+    /// together (and with `size` when given, which is then the output's shape); one value
+    /// per element of the broadcast shape, in C order, each in its own `[low, high)`, the
+    /// 8/16-bit buffer shared across elements as in NumPy. Returns the values and their shape.
+    ///
+    /// # Errors
+    /// If the shapes do not broadcast (to `size`), a data length does not match its shape,
+    /// any bound is out of range for `T` or any `low >= high`; nothing is drawn then.
+    /// [`Error::OutOfMemory`] if the output cannot be allocated.
+    pub fn randint_array<T: IntDtype>(
+        &mut self,
+        low: (&[i128], &[usize]),
+        high: (&[i128], &[usize]),
+        size: Option<&[usize]>,
+    ) -> Result<(Vec<T>, Vec<usize>)> {
+        broadcast_fill(&mut self.bits, "randint", low, high, size, false, true)
+    }
+
+    /// `random_integers(low, high, size)` (deprecated in NumPy): `randint(low, high + 1,
+    /// dtype='l')`, the closed interval `[low, high]`; `high` may be `i64::MAX` (then
+    /// `high + 1 = 2^63`, as NumPy's Python integers allow).
+    ///
+    /// # Errors
+    /// If `low > high`.
+    pub fn random_integers(&mut self, low: i64, high: i64, out: &mut [i64]) -> Result<()> {
+        bounded_fill(
+            &mut self.bits,
+            "random_integers",
+            low as i128,
+            high as i128 + 1,
+            false,
+            true,
+            out,
+        )
+    }
+
+    /// `tomaxint(size)`: integers in `[0, 2^63 − 1]` (C `long` on 64-bit Linux), each one
+    /// 64-bit draw shifted right by one.
+    pub fn tomaxint(&mut self, out: &mut [i64]) {
+        for o in out {
+            *o = (self.bits.u64() >> 1) as i64;
+        }
+    }
+
+    /// `bytes(length)`: `ceil(length / 4)` 32-bit words (`randint(0, 2^32, dtype=uint32)`
+    /// takes each as is), little-endian, cut to `length` bytes; `length = 0` still draws one
+    /// word, as NumPy's C division `(length − 1) / 4 + 1` does.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] if `length` bytes cannot be allocated (nothing drawn).
     pub fn bytes(&mut self, length: usize) -> Result<Vec<u8>> {
-        super::multivariate::random_bytes(&mut self.mt, length)
+        super::multivariate::random_bytes(&mut self.bits, length)
     }
 
     /// `shuffle(x)` along the first axis.
     pub fn shuffle<T>(&mut self, x: &mut [T]) {
-        super::shuffle_slice(&mut self.mt, x);
+        super::shuffle_slice(&mut self.bits, x);
     }
 
     /// `permutation(n)`: a shuffled `arange(n)`.
@@ -261,7 +345,7 @@ impl RandomState {
                 None => {
                     let rng = pop_size as u64 - 1;
                     (0..size)
-                        .map(|_| bounded64(&mut self.mt, rng, true) as usize)
+                        .map(|_| bounded64(&mut self.bits, rng, true) as usize)
                         .collect()
                 }
             });
@@ -276,7 +360,7 @@ impl RandomState {
             ));
         }
         match p {
-            Some(p) => choice_no_replace_p(OP, || self.mt.f64(), p, size),
+            Some(p) => choice_no_replace_p(OP, || self.bits.f64(), p, size),
             None => {
                 let mut idx: Vec<usize> = (0..pop_size).collect();
                 self.shuffle(&mut idx);
@@ -287,22 +371,22 @@ impl RandomState {
     }
 }
 
-impl super::distributions::sealed::Source for RandomState {
+impl<B: BitGenerator> super::distributions::sealed::Source for RandomState<B> {
     const LEGACY: bool = true;
     fn uniform(&mut self) -> f64 {
-        self.mt.f64()
+        self.bits.f64()
     }
     fn word32(&mut self) -> u32 {
-        self.mt.next_u32()
+        self.bits.u32()
     }
     fn word64(&mut self) -> u64 {
-        self.mt.next_u64_hi_lo()
+        self.bits.u64()
     }
     fn gauss(&mut self) -> f64 {
         RandomState::gauss(self)
     }
     fn exp1(&mut self) -> f64 {
-        -log(1.0 - self.mt.f64())
+        -log(1.0 - self.bits.f64())
     }
     fn take_gauss(&mut self) -> Option<f64> {
         self.gauss.take()
@@ -312,9 +396,12 @@ impl super::distributions::sealed::Source for RandomState {
     }
 }
 
-impl super::distributions::sealed::Blocked for RandomState {
-    type Block<'a> = LegacyBlock<'a>;
-    fn block(&mut self) -> LegacyBlock<'_> {
+impl<B: BitGenerator> super::distributions::sealed::Blocked for RandomState<B> {
+    type Block<'a>
+        = LegacyBlock<'a, B>
+    where
+        B: 'a;
+    fn block(&mut self) -> LegacyBlock<'_, B> {
         LegacyBlock {
             rs: self,
             buf: [0; N],
@@ -327,17 +414,20 @@ impl super::distributions::sealed::Blocked for RandomState {
 /// MT19937 words read from a buffer holding the rest of the engine's current 624-word block
 /// (made by one `fill_u32`, never across a twist), instead of one `next_u32` call per word.
 /// On drop the engine is put back at the first unused word, so it ends exactly where the
-/// same draws one word at a time leave it.
-pub struct LegacyBlock<'a> {
-    rs: &'a mut RandomState,
+/// same draws one word at a time leave it. Other bit generators draw one output at a time.
+pub struct LegacyBlock<'a, B: BitGenerator = Mt19937> {
+    rs: &'a mut RandomState<B>,
     buf: [u32; N],
     pos: usize,
     len: usize,
 }
 
-impl LegacyBlock<'_> {
+impl<B: BitGenerator> LegacyBlock<'_, B> {
     #[inline(always)]
     fn word(&mut self) -> u32 {
+        if !B::LEGACY_WORDS {
+            return self.rs.bits.u32();
+        }
         if self.pos >= self.len {
             self.refill();
         }
@@ -348,35 +438,30 @@ impl LegacyBlock<'_> {
 
     #[inline(never)]
     fn refill(&mut self) {
-        // The rest of the current block, or a whole new one when it is used up.
-        let used = self.rs.mt.pos();
-        let take = if used >= N { N } else { N - used };
-        self.rs.mt.fill_u32(&mut self.buf[..take]);
+        self.len = self.rs.bits.legacy_words(&mut self.buf);
         self.pos = 0;
-        self.len = take;
     }
 
     #[inline(always)]
     fn f64(&mut self) -> f64 {
+        if !B::LEGACY_WORDS {
+            return self.rs.bits.f64();
+        }
         let a = self.word() >> 5;
         let b = self.word() >> 6;
         (a as f64 * 67_108_864.0 + b as f64) * (1.0 / 9_007_199_254_740_992.0)
     }
 }
 
-impl Drop for LegacyBlock<'_> {
+impl<B: BitGenerator> Drop for LegacyBlock<'_, B> {
     fn drop(&mut self) {
-        let unused = self.len - self.pos;
-        if unused > 0 {
-            // The buffered words all come from the current block: step back over the unused.
-            let mt = &mut self.rs.mt;
-            *mt = Mt19937::from_state(*mt.state(), mt.pos() - unused)
-                .expect("a position inside the current block");
+        if B::LEGACY_WORDS {
+            self.rs.bits.legacy_unread(self.len - self.pos);
         }
     }
 }
 
-impl super::distributions::sealed::Source for LegacyBlock<'_> {
+impl<B: BitGenerator> super::distributions::sealed::Source for LegacyBlock<'_, B> {
     const LEGACY: bool = true;
     #[inline(always)]
     fn uniform(&mut self) -> f64 {
@@ -388,6 +473,9 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
     }
     #[inline(always)]
     fn word64(&mut self) -> u64 {
+        if !B::LEGACY_WORDS {
+            return self.rs.bits.u64();
+        }
         let hi = self.word() as u64;
         (hi << 32) | self.word() as u64
     }
@@ -420,6 +508,10 @@ impl super::distributions::sealed::Source for LegacyBlock<'_> {
     }
     #[inline(always)]
     fn words(&mut self) -> &[u32] {
+        if !B::LEGACY_WORDS {
+            // No buffer: the samplers that read ahead draw one value at a time instead.
+            return &[];
+        }
         if self.pos >= self.len {
             self.refill();
         }

@@ -28,6 +28,7 @@
 mod bit_generators;
 mod distributions;
 mod generator;
+mod integers;
 mod lapack;
 mod legacy;
 #[allow(clippy::unreadable_literal)]
@@ -39,8 +40,10 @@ mod ziggurat;
 mod ziggurat_tables;
 
 pub use bit_generators::{BitGenerator, DXSM_MULTIPLIER, Pcg64Dxsm, Philox, Sfc64, mt19937_jumped};
+pub use bit_generators::{PHILOX_MAX_ROUNDS, PHILOX_ROUNDS, philox4x64};
 pub use distributions::Distributions;
 pub use generator::{Generator, default_rng, default_rng_from};
+pub use integers::IntDtype;
 pub use legacy::{LegacyState, RandomState};
 pub use multivariate::{CheckValid, MvnDraw, MvnMethod};
 pub use multivariate::{MemoryOrder, MvhgMethod};

@@ -370,7 +370,7 @@ impl<B: BitGenerator> Generator<B> {
     }
 }
 
-impl super::RandomState {
+impl<B: BitGenerator> super::RandomState<B> {
     /// `RandomState.multivariate_normal(mean, cov, size=rows, check_valid=check_valid,
     /// tol=tol)`: `rows × d` normals (the legacy `gauss`, its cached value carried over), then
     /// `x·(diag(√s)·Vᵀ) + mean` with `(U, s, Vᵀ) = svd(cov)` (RandomState has no `method`;
