@@ -2,6 +2,12 @@
 //!
 //! `numpy-legacy`: `rs = np.random.RandomState(seed)`; `--seed` is an integer in
 //! `[0, 2^32)` (default 0) or a comma list of them (`--seed=1,2,3` = `RandomState([1, 2, 3])`).
+//! With `--bit-generator=BG` it is `rs = np.random.RandomState(np.random.BG(seed))` instead
+//! (seeded through `SeedSequence`, as `numpy`'s `--seed`).
+//!
+//! Integer samplers (`randint`, `integers`) take every NumPy integer dtype (`--dtype=uint8`,
+//! …, `bool`) and array bounds: `--low`/`--high` with commas are 1-d arrays, reshaped (C
+//! order) by `--low-shape`/`--high-shape`, broadcast together (and with `--shape` when given).
 //! `--shape=D0,D1,..` is NumPy's `size` (default: one value); `--repeat` calls FN again on
 //! the same `rs`.
 //!
@@ -22,15 +28,46 @@ use super::{
 const SIZE: OptDoc = opt(&["shape"], "one value; D0,D1,..");
 const LOW: OptDoc = opt(&["low"], "0");
 const HIGH: OptDoc = opt(&["high"], "required");
-const INT: OptDoc = opt(&["dtype"], "int64; or int32 (printed as int64)");
+const INT: OptDoc = opt(
+    &["dtype"],
+    "int64; or int32, int16, int8, uint64, uint32, uint16, uint8, bool (printed as int64, \
+     uint64 as uint64, bool as 0/1)",
+);
+/// Integer bounds: a scalar, or a comma list (a 1-d array) reshaped by `--low-shape`.
+const ILOW: OptDoc = opt(&["low"], "0; or L1,L2,.. (an array)");
+const IHIGH: OptDoc = opt(&["high"], "required; or H1,H2,.. (an array)");
+const LOW_SHAPE: OptDoc = opt(
+    &["low-shape"],
+    "none; D0,D1,.. (the shape of the low array)",
+);
+const HIGH_SHAPE: OptDoc = opt(
+    &["high-shape"],
+    "none; D0,D1,.. (the shape of the high array)",
+);
+const ISIZE: OptDoc = opt(
+    &["shape"],
+    "one value; D0,D1,.. (with array bounds: the broadcast shape)",
+);
+/// The dtypes `--dtype` takes for integers.
+const INT_DTYPES: [&str; 9] = [
+    "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "bool",
+];
 const FLOAT: OptDoc = opt(&["dtype"], "float64; or float32");
 
 /// `lockstep sample numpy-legacy FN`: what `rs = np.random.RandomState(S)` then one call draws.
 pub(super) const LEGACY: LibDoc = LibDoc {
     name: "numpy-legacy",
-    seeding: "rs = np.random.RandomState(S)",
+    seeding: "rs = np.random.RandomState(S), or np.random.RandomState(np.random.BG(S)) with \
+              --bit-generator=BG",
     common: &[
-        opt(&["seed"], "0; an integer in [0, 2^32), or a list S1,S2,.."),
+        opt(
+            &["seed"],
+            "0; an integer in [0, 2^32), or a list S1,S2,.. (with --bit-generator: as numpy's)",
+        ),
+        opt(
+            &["bit-generator"],
+            "none (MT19937 seeded the legacy way); or PCG64, PCG64DXSM, MT19937, Philox, SFC64",
+        ),
         opt(&["repeat"], "1"),
     ],
     functions: &LEGACY_FNS,
@@ -53,7 +90,7 @@ pub(super) const GENERATOR: LibDoc = LibDoc {
 };
 
 /// `numpy-legacy`'s functions: its own, then the distributions.
-const LEGACY_FNS: [FnDoc; 10 + DISTS.len()] = concat(
+const LEGACY_FNS: [FnDoc; 12 + DISTS.len()] = concat(
     [
         BYTES,
         FnDoc {
@@ -70,9 +107,22 @@ const LEGACY_FNS: [FnDoc; 10 + DISTS.len()] = concat(
         },
         FnDoc {
             name: "randint",
-            call: "rs.randint(low, high, size=shape, dtype=dtype)",
-            options: &[LOW, HIGH, INT, SIZE],
-            example: "--low=-3 --high=3 --dtype=int32 --shape=5",
+            call: "rs.randint(low, high, size=shape, dtype=dtype) (masked rejection)",
+            options: &[ILOW, IHIGH, LOW_SHAPE, HIGH_SHAPE, INT, ISIZE],
+            example: "--low=-3,0 --high=3 --low-shape=2,1 --dtype=int8 --shape=2,5",
+        },
+        FnDoc {
+            name: "tomaxint",
+            call: "rs.tomaxint(size=shape) (int64: next_uint64 >> 1)",
+            options: &[SIZE],
+            example: "--shape=3",
+        },
+        FnDoc {
+            name: "random_integers",
+            call: "rs.random_integers(low, high, size=shape) (int64; randint(low, high + 1), \
+                   high up to 2^63 - 1)",
+            options: &[opt(&["low"], "1"), HIGH, SIZE],
+            example: "--low=-5 --high=5 --shape=4",
         },
         FnDoc {
             name: "permutation",
@@ -215,9 +265,17 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
         },
         FnDoc {
             name: "integers",
-            call: "g.integers(low, high, size=shape, dtype=dtype, endpoint=endpoint)",
-            options: &[LOW, HIGH, opt(&["endpoint"], "false"), INT, SIZE],
-            example: "--low=0 --high=6 --endpoint=true --dtype=int64 --shape=4",
+            call: "g.integers(low, high, size=shape, dtype=dtype, endpoint=endpoint) (Lemire)",
+            options: &[
+                ILOW,
+                IHIGH,
+                LOW_SHAPE,
+                HIGH_SHAPE,
+                opt(&["endpoint"], "false"),
+                INT,
+                ISIZE,
+            ],
+            example: "--low=0 --high=6,7,8 --endpoint=true --dtype=uint16 --shape=2,3",
         },
         FnDoc {
             name: "permutation",
@@ -239,9 +297,9 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
         },
         FnDoc {
             name: "standard_exponential",
-            call: "g.standard_exponential(size=shape, dtype=dtype)",
-            options: &[SIZE, FLOAT],
-            example: "--shape=3 --dtype=float32",
+            call: "g.standard_exponential(size=shape, dtype=dtype, method=method)",
+            options: &[SIZE, FLOAT, opt(&["method"], "zig; or inv (-log1p(-U))")],
+            example: "--shape=3 --dtype=float32 --method=inv",
         },
         FnDoc {
             name: "random_raw",
@@ -295,7 +353,7 @@ fn f64_calls(
     })
 }
 use lockstep_rng::compat::numpy::{
-    BitGenerator, CheckValid, Distributions, Generator, MemoryOrder, MvhgMethod, MvnDraw,
+    BitGenerator, CheckValid, Distributions, Generator, IntDtype, MemoryOrder, MvhgMethod, MvnDraw,
     MvnMethod, Pcg64Dxsm, Philox, RandomState, SeedSequence, Sfc64,
 };
 use lockstep_rng::engines::{Mt19937, Pcg64};
@@ -361,7 +419,20 @@ fn mvn_values(draw: MvnDraw) -> Result<Values, SampleError> {
 
 pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, SampleError> {
     let seed = opts.raw("seed").unwrap_or("0");
-    let mut rs = if seed.contains(',') || seed.trim().starts_with('[') {
+    if let Some(bg) = opts.raw("bit-generator") {
+        let ss = SeedSequence::parse(seed)?;
+        return match bg {
+            "PCG64" => run_rs(rs_on::<Pcg64>(&ss), func, opts, repeat),
+            "PCG64DXSM" => run_rs(rs_on::<Pcg64Dxsm>(&ss), func, opts, repeat),
+            "MT19937" => run_rs(rs_on::<Mt19937>(&ss), func, opts, repeat),
+            "Philox" => run_rs(rs_on::<Philox>(&ss), func, opts, repeat),
+            "SFC64" => run_rs(rs_on::<Sfc64>(&ss), func, opts, repeat),
+            other => fail(format!(
+                "option --bit-generator={other}: expected PCG64, PCG64DXSM, MT19937, Philox or SFC64"
+            )),
+        };
+    }
+    let rs = if seed.contains(',') || seed.trim().starts_with('[') {
         let key: Vec<u32> = seed
             .trim()
             .trim_start_matches('[')
@@ -381,6 +452,20 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             .map_err(|e| SampleError(format!("--seed={seed}: {e}")))?;
         RandomState::from_u64(s)?
     };
+    run_rs(rs, func, opts, repeat)
+}
+
+/// `np.random.RandomState(BG(seed_seq))`.
+fn rs_on<B: BitGenerator>(ss: &SeedSequence) -> RandomState<B> {
+    RandomState::from_bit_generator(B::from_seed_seq(ss))
+}
+
+fn run_rs<B: BitGenerator>(
+    mut rs: RandomState<B>,
+    func: &str,
+    opts: &Opts,
+    repeat: usize,
+) -> Result<Values, SampleError> {
     match func {
         "rand" => {
             let n = size(opts, repeat)?;
@@ -397,20 +482,25 @@ pub fn run_legacy(func: &str, opts: &Opts, repeat: usize) -> Result<Values, Samp
             })
         }
         "randint" => {
+            let dt = dtype(opts, &INT_DTYPES)?;
+            int_calls(&mut LegacyInts(&mut rs), dt, opts, repeat)
+        }
+        "tomaxint" => {
             let n = size(opts, repeat)?;
-            let low: i64 = opts.get_or("low", 0)?;
-            let high: i64 = opts.require("high")?;
-            let dt = dtype(opts, &["int64", "int32"])?;
             repeat_calls(repeat, || {
-                if dt == "int32" {
-                    let mut v = vec![0i32; n];
-                    rs.randint_i32(low, high, &mut v)?;
-                    Ok(Values::I64(v.into_iter().map(i64::from).collect()))
-                } else {
-                    let mut v = vec![0i64; n];
-                    rs.randint_i64(low, high, &mut v)?;
-                    Ok(Values::I64(v))
-                }
+                let mut v = vec![0i64; n];
+                rs.tomaxint(&mut v);
+                Ok(Values::I64(v))
+            })
+        }
+        "random_integers" => {
+            let n = size(opts, repeat)?;
+            let low: i64 = opts.get_or("low", 1)?;
+            let high: i64 = opts.require("high")?;
+            repeat_calls(repeat, || {
+                let mut v = vec![0i64; n];
+                rs.random_integers(low, high, &mut v)?;
+                Ok(Values::I64(v))
             })
         }
         "permutation" => {
@@ -607,12 +697,23 @@ fn run_gen<B: BitGenOps>(
         "random" | "standard_normal" | "standard_exponential" => {
             let n = size(opts, repeat)?;
             let dt = dtype(opts, &["float64", "float32"])?;
+            let inv = func == "standard_exponential"
+                && match opts.raw("method").unwrap_or("zig") {
+                    "zig" => false,
+                    "inv" => true,
+                    m => {
+                        return fail(format!(
+                            "option --method={m}: method must be either 'inv' or 'zig'"
+                        ));
+                    }
+                };
             repeat_calls(repeat, || {
                 Ok(if dt == "float32" {
                     let mut v = vec![0f32; n];
                     match func {
                         "random" => g.random_f32(&mut v),
                         "standard_normal" => g.standard_normal_f32(&mut v),
+                        _ if inv => g.standard_exponential_inv_f32(&mut v),
                         _ => g.standard_exponential_f32(&mut v),
                     }
                     Values::F32(v)
@@ -621,6 +722,7 @@ fn run_gen<B: BitGenOps>(
                     match func {
                         "random" => g.random(&mut v),
                         "standard_normal" => g.standard_normal(&mut v),
+                        _ if inv => g.standard_exponential_inv(&mut v),
                         _ => g.standard_exponential(&mut v),
                     }
                     Values::F64(v)
@@ -628,22 +730,9 @@ fn run_gen<B: BitGenOps>(
             })
         }
         "integers" => {
-            let n = size(opts, repeat)?;
-            let low: i64 = opts.get_or("low", 0)?;
-            let high: i64 = opts.require("high")?;
             let endpoint = opts.flag("endpoint", false)?;
-            let dt = dtype(opts, &["int64", "int32"])?;
-            repeat_calls(repeat, || {
-                if dt == "int32" {
-                    let mut v = vec![0i32; n];
-                    g.integers_i32(low, high, endpoint, &mut v)?;
-                    Ok(Values::I64(v.into_iter().map(i64::from).collect()))
-                } else {
-                    let mut v = vec![0i64; n];
-                    g.integers_i64(low, high, endpoint, &mut v)?;
-                    Ok(Values::I64(v))
-                }
-            })
+            let dt = dtype(opts, &INT_DTYPES)?;
+            int_calls(&mut GenInts(&mut g, endpoint), dt, opts, repeat)
         }
         "permutation" => {
             let n = need_n(opts, repeat)?;
@@ -1000,6 +1089,174 @@ fn dist_size(opts: &Opts, gamma: bool, per: usize, repeat: usize) -> Result<usiz
         .unwrap_or(usize::MAX);
     check_count(n.saturating_mul(per).saturating_mul(repeat))?;
     Ok(n)
+}
+
+/// `--low`/`--high` as NumPy takes them: a scalar, or a 1-d array (a comma list) that
+/// `--NAME-shape` may reshape.
+struct Bound {
+    data: Vec<i128>,
+    shape: Vec<usize>,
+}
+
+fn bound(opts: &Opts, name: &str, default: Option<i128>) -> Result<Bound, SampleError> {
+    let shape_opt = format!("{name}-shape");
+    let data: Vec<i128> = match opts.raw(name) {
+        None => match default {
+            Some(d) => vec![d],
+            None => return fail(format!("option --{name} is required here")),
+        },
+        Some(_) => opts.list(name)?.unwrap_or_default(),
+    };
+    let listed = opts.raw(name).is_some_and(|r| r.contains(','));
+    let shape = match opts.list::<usize>(&shape_opt)? {
+        Some(s) => s,
+        None if listed => vec![data.len()],
+        None => Vec::new(),
+    };
+    if shape.is_empty() && data.len() != 1 {
+        return fail(format!("option --{name}: expected one integer"));
+    }
+    Ok(Bound { data, shape })
+}
+
+/// The output's size at most, for broadcast bounds (a bound on the broadcast shape's size
+/// that holds whether or not the shapes broadcast).
+fn broadcast_bound(shapes: &[&[usize]]) -> usize {
+    let nd = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    (0..nd)
+        .map(|k| {
+            shapes
+                .iter()
+                .filter_map(|s| (k + s.len()).checked_sub(nd).map(|i| s[i]))
+                .max()
+                .unwrap_or(1)
+        })
+        .try_fold(1usize, |a, d| a.checked_mul(d))
+        .unwrap_or(usize::MAX)
+}
+
+/// The integer samplers of both classes, for every dtype.
+trait IntDraw {
+    fn scalar<T: IntDtype>(
+        &mut self,
+        low: i128,
+        high: i128,
+        out: &mut [T],
+    ) -> lockstep_rng::Result<()>;
+    fn array<T: IntDtype>(
+        &mut self,
+        low: &Bound,
+        high: &Bound,
+        size: Option<&[usize]>,
+    ) -> lockstep_rng::Result<Vec<T>>;
+}
+
+/// `RandomState.randint` (open interval, masked rejection).
+struct LegacyInts<'a, B: BitGenerator>(&'a mut RandomState<B>);
+
+impl<B: BitGenerator> IntDraw for LegacyInts<'_, B> {
+    fn scalar<T: IntDtype>(
+        &mut self,
+        low: i128,
+        high: i128,
+        out: &mut [T],
+    ) -> lockstep_rng::Result<()> {
+        self.0.randint(low, high, out)
+    }
+    fn array<T: IntDtype>(
+        &mut self,
+        low: &Bound,
+        high: &Bound,
+        size: Option<&[usize]>,
+    ) -> lockstep_rng::Result<Vec<T>> {
+        let (v, _) =
+            self.0
+                .randint_array((&low.data, &low.shape), (&high.data, &high.shape), size)?;
+        Ok(v)
+    }
+}
+
+/// `Generator.integers` (Lemire; closed interval with `endpoint`).
+struct GenInts<'a, B: BitGenerator>(&'a mut Generator<B>, bool);
+
+impl<B: BitGenerator> IntDraw for GenInts<'_, B> {
+    fn scalar<T: IntDtype>(
+        &mut self,
+        low: i128,
+        high: i128,
+        out: &mut [T],
+    ) -> lockstep_rng::Result<()> {
+        self.0.integers(low, high, self.1, out)
+    }
+    fn array<T: IntDtype>(
+        &mut self,
+        low: &Bound,
+        high: &Bound,
+        size: Option<&[usize]>,
+    ) -> lockstep_rng::Result<Vec<T>> {
+        let (v, _) = self.0.integers_array(
+            (&low.data, &low.shape),
+            (&high.data, &high.shape),
+            size,
+            self.1,
+        )?;
+        Ok(v)
+    }
+}
+
+/// Integers as printed: uint64 as uint64, every other dtype (bool as 0/1) as int64.
+fn int_values<T: IntDtype>(v: Vec<T>) -> Values {
+    if T::NAME == "uint64" {
+        Values::U64(v.into_iter().map(|x| x.to_i128() as u64).collect())
+    } else {
+        Values::I64(v.into_iter().map(|x| x.to_i128() as i64).collect())
+    }
+}
+
+/// `randint`/`integers` for `--dtype=dt`.
+fn int_calls<D: IntDraw>(
+    d: &mut D,
+    dt: &str,
+    opts: &Opts,
+    repeat: usize,
+) -> Result<Values, SampleError> {
+    match dt {
+        "int64" => int_calls_of::<i64, D>(d, opts, repeat),
+        "int32" => int_calls_of::<i32, D>(d, opts, repeat),
+        "int16" => int_calls_of::<i16, D>(d, opts, repeat),
+        "int8" => int_calls_of::<i8, D>(d, opts, repeat),
+        "uint64" => int_calls_of::<u64, D>(d, opts, repeat),
+        "uint32" => int_calls_of::<u32, D>(d, opts, repeat),
+        "uint16" => int_calls_of::<u16, D>(d, opts, repeat),
+        "uint8" => int_calls_of::<u8, D>(d, opts, repeat),
+        _ => int_calls_of::<bool, D>(d, opts, repeat),
+    }
+}
+
+fn int_calls_of<T: IntDtype, D: IntDraw>(
+    d: &mut D,
+    opts: &Opts,
+    repeat: usize,
+) -> Result<Values, SampleError> {
+    let low = bound(opts, "low", Some(0))?;
+    let high = bound(opts, "high", None)?;
+    if low.shape.is_empty() && high.shape.is_empty() {
+        let n = size(opts, repeat)?;
+        return repeat_calls(repeat, || {
+            let mut v = vec![T::default(); n];
+            d.scalar(low.data[0], high.data[0], &mut v)?;
+            Ok(int_values(v))
+        });
+    }
+    let size = match opts.raw("shape") {
+        Some(_) => Some(opts.shape(&[])?),
+        None => None,
+    };
+    let most = broadcast_bound(&[&low.shape, &high.shape, size.as_deref().unwrap_or(&[])]);
+    check_count(most.saturating_mul(repeat))?;
+    repeat_calls(repeat, || {
+        Ok(int_values(d.array::<T>(&low, &high, size.as_deref())?))
+    })
 }
 
 /// Runs distribution `func` on `d` (a `RandomState` or a `Generator`); `None` if `func` is not
