@@ -1,9 +1,20 @@
 //! NumPy 2.x random streams, bit for bit (verified against NumPy 2.4.6 on Linux x86-64).
 //!
 //! * [`RandomState`]: the legacy `np.random.RandomState` (MT19937; its stream is frozen by
-//!   NumPy across versions).
+//!   NumPy across versions), or `RandomState(BG(seed))` on any other [`BitGenerator`]
+//!   ([`RandomState::from_bit_generator`]).
 //! * [`SeedSequence`], [`Pcg64`] and [`Generator`]:
-//!   `np.random.default_rng(seed)` = `Generator(PCG64(SeedSequence(seed)))`.
+//!   `np.random.default_rng(seed)` = `Generator(PCG64(SeedSequence(seed)))`, or
+//!   `Generator(BG(seed))` for `BG` = [`Mt19937`], [`Pcg64Dxsm`], [`Philox`], [`Sfc64`].
+//! * Bounded integers for every NumPy integer dtype ([`IntDtype`]: `i8` … `u64`, `bool`):
+//!   [`RandomState::randint`] (masked rejection) and [`Generator::integers`] (Lemire), with
+//!   scalar or broadcast array bounds ([`RandomState::randint_array`],
+//!   [`Generator::integers_array`]). NumPy draws these in the dtype's width: 8-bit, 16-bit
+//!   and `bool` values are cut from 32-bit draws shared by one call, 64-bit dtypes take
+//!   32-bit draws for ranges that fit in 32 bits, so the same range gives different streams
+//!   for different dtypes, as it does in NumPy.
+//! * [`Philox`] at another round count ([`Philox::with_rounds`], Random123's Philox4x64-R;
+//!   NumPy itself only has 10 rounds) and the block function [`philox4x64`].
 //!
 //! Samplers fill a caller's slice: the slice length plays the role of NumPy's `size`, and
 //! values come in C order. Float math that NumPy leaves to the C library goes through
