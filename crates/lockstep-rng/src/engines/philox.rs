@@ -203,7 +203,12 @@ pub struct Philox4x32 {
     counter: u128,
     /// Index of the next word inside that block (0..4).
     word: u8,
+    /// Rounds per block: 10 (Philox4x32-10) unless set by `with_rounds`.
+    rounds: u32,
 }
+
+/// The most rounds [`philox4x32`] streams take ([`Philox4x32::with_rounds`]): Random123's limit.
+pub const MAX_ROUNDS: u32 = 16;
 
 impl Philox4x32 {
     /// A generator at the start of the stream for `key`.
@@ -217,7 +222,31 @@ impl Philox4x32 {
             key,
             counter,
             word: 0,
+            rounds: 10,
         }
+    }
+
+    /// This stream with `rounds` rounds per block (Random123's Philox4x32-R, e.g. 7) instead
+    /// of 10; the position is unchanged. Fills at other round counts run the scalar block
+    /// function (the same words, serial or parallel, at any thread count).
+    ///
+    /// # Errors
+    /// If `rounds` is 0 or above [`MAX_ROUNDS`].
+    pub fn with_rounds(mut self, rounds: u32) -> crate::Result<Self> {
+        if !(1..=MAX_ROUNDS).contains(&rounds) {
+            return Err(crate::invalid(
+                "Philox4x32",
+                "rounds",
+                format!("must be in 1..={MAX_ROUNDS}, got {rounds}"),
+            ));
+        }
+        self.rounds = rounds;
+        Ok(self)
+    }
+
+    /// Rounds per block (10 unless set by [`with_rounds`](Self::with_rounds)).
+    pub fn rounds(&self) -> u32 {
+        self.rounds
     }
 
     /// The key.
@@ -240,7 +269,7 @@ impl Philox4x32 {
     /// The next 32-bit word.
     #[inline]
     pub fn next_u32(&mut self) -> u32 {
-        let w = philox4x32_10(words_of(self.counter), self.key)[self.word as usize];
+        let w = philox4x32(words_of(self.counter), self.key, self.rounds)[self.word as usize];
         self.advance(1);
         w
     }
@@ -267,16 +296,15 @@ impl Philox4x32 {
         for o in first {
             *o = self.next_u32();
         }
-        let (key, start) = (self.key, self.counter);
+        let (key, start, rounds) = (self.key, self.counter, self.rounds);
+        let fill = |c: &mut [u32], ctr: u128| blocks_rounds(c, ctr, key, rounds);
         let chunk_blocks = (CHUNK_WORDS / 4) as u128;
         if parallel && rest.len() > CHUNK_WORDS {
             rest.par_chunks_mut(CHUNK_WORDS)
                 .enumerate()
-                .for_each(|(i, c)| {
-                    blocks_dispatch(c, start.wrapping_add(i as u128 * chunk_blocks), key)
-                });
+                .for_each(|(i, c)| fill(c, start.wrapping_add(i as u128 * chunk_blocks)));
         } else {
-            blocks_dispatch(rest, start, key);
+            fill(rest, start);
         }
         self.advance(rest.len() as u128);
     }
@@ -294,12 +322,17 @@ impl Philox4x32 {
         for o in first {
             *o = (self.next_u32() >> 8) as f32 * SCALE;
         }
-        let (key, start) = (self.key, self.counter);
+        let (key, start, rounds) = (self.key, self.counter, self.rounds);
         let chunk_blocks = (CHUNK_WORDS / 4) as u128;
         // Generate and convert one cache-sized chunk at a time, in place.
         let work = |(i, c): (usize, &mut [f32])| {
             let words = as_words(c);
-            blocks_dispatch(words, start.wrapping_add(i as u128 * chunk_blocks), key);
+            blocks_rounds(
+                words,
+                start.wrapping_add(i as u128 * chunk_blocks),
+                key,
+                rounds,
+            );
             for x in c {
                 *x = (x.to_bits() >> 8) as f32 * SCALE;
             }
@@ -310,6 +343,19 @@ impl Philox4x32 {
             rest.chunks_mut(CHUNK_WORDS).enumerate().for_each(work);
         }
         self.advance(rest.len() as u128);
+    }
+}
+
+/// Whole blocks from block `counter` at `rounds` rounds: the vector kernels at 10, the scalar
+/// block function otherwise.
+fn blocks_rounds(out: &mut [u32], counter: u128, key: [u32; 2], rounds: u32) {
+    if rounds == 10 {
+        blocks_dispatch(out, counter, key);
+    } else {
+        for (j, block) in out.chunks_mut(4).enumerate() {
+            let w = philox4x32(words_of(counter.wrapping_add(j as u128)), key, rounds);
+            block.copy_from_slice(&w[..block.len()]);
+        }
     }
 }
 
@@ -415,6 +461,55 @@ mod tests {
                 assert_eq!(a, b);
                 assert_eq!(c, b);
             }
+        }
+    }
+
+    #[test]
+    fn seven_round_stream_matches_random123_and_any_thread_count() {
+        // Random123 kat_vectors, "philox4x32 7" with the pi-digits counter and key.
+        let ctr = [0x243f6a88u32, 0x85a308d3, 0x13198a2e, 0x03707344];
+        let key = [0xa4093822, 0x299f31d0];
+        let counter = ctr
+            .iter()
+            .rev()
+            .fold(0u128, |a, &w| a << 32 | u128::from(w));
+        let mut g = Philox4x32::with_counter(key, counter)
+            .with_rounds(7)
+            .unwrap();
+        let words: Vec<u32> = (0..4).map(|_| g.next_u32()).collect();
+        assert_eq!(words, [0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a]);
+        assert!(Philox4x32::new(key).with_rounds(0).is_err());
+        assert!(Philox4x32::new(key).with_rounds(17).is_err());
+        // Fills (serial and parallel, from an odd position) equal one word at a time.
+        let n = CHUNK_WORDS * 3 + 7;
+        let mut one = Philox4x32::new([5, 6]).with_rounds(7).unwrap();
+        one.advance(3);
+        let start = one.clone();
+        let want: Vec<u32> = (0..n).map(|_| one.next_u32()).collect();
+        let mut serial = start.clone();
+        let mut got = vec![0u32; n];
+        serial.fill_u32(&mut got);
+        assert_eq!(got, want);
+        assert_eq!(serial, one);
+        for threads in [1, 2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut g = start.clone();
+            let mut got = vec![0u32; n];
+            pool.install(|| g.par_fill_u32(&mut got));
+            assert_eq!(got, want, "threads = {threads}");
+            assert_eq!(g, one);
+            let mut g = start.clone();
+            let mut f = vec![0f32; n];
+            pool.install(|| g.par_fill_uniform_f32(&mut f));
+            let scale = 1.0 / (1u32 << 24) as f32;
+            assert!(
+                f.iter()
+                    .zip(&want)
+                    .all(|(x, w)| *x == (w >> 8) as f32 * scale)
+            );
         }
     }
 
