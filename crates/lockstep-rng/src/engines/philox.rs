@@ -269,7 +269,13 @@ impl Philox4x32 {
     /// The next 32-bit word.
     #[inline]
     pub fn next_u32(&mut self) -> u32 {
-        let w = philox4x32(words_of(self.counter), self.key, self.rounds)[self.word as usize];
+        // 10 rounds as a constant, so that the common case stays unrolled.
+        let block = if self.rounds == 10 {
+            philox4x32_10(words_of(self.counter), self.key)
+        } else {
+            philox4x32(words_of(self.counter), self.key, self.rounds)
+        };
+        let w = block[self.word as usize];
         self.advance(1);
         w
     }

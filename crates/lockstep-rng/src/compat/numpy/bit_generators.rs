@@ -458,7 +458,12 @@ impl Philox {
                 break;
             }
         }
-        self.buffer = philox_block(self.ctr, self.key, self.rounds);
+        // NumPy's 10 rounds as a constant, so that the common case stays unrolled.
+        self.buffer = if self.rounds == PHILOX_ROUNDS {
+            philox_block(self.ctr, self.key, PHILOX_ROUNDS)
+        } else {
+            philox_block(self.ctr, self.key, self.rounds)
+        };
         self.buffer_pos = 1;
         self.buffer[0]
     }
