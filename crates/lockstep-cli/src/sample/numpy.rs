@@ -109,7 +109,7 @@ const LEGACY_FNS: [FnDoc; 12 + DISTS.len()] = concat(
             name: "randint",
             call: "rs.randint(low, high, size=shape, dtype=dtype) (masked rejection)",
             options: &[ILOW, IHIGH, LOW_SHAPE, HIGH_SHAPE, INT, ISIZE],
-            example: "--low=-3,0 --high=3 --low-shape=2,1 --dtype=int8 --shape=2,5",
+            example: "--low=-3,0 --high=3 --low-shape=2,1 --high-shape=1 --dtype=int8 --shape=2,5",
         },
         FnDoc {
             name: "tomaxint",
@@ -275,7 +275,8 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
                 INT,
                 ISIZE,
             ],
-            example: "--low=0 --high=6,7,8 --endpoint=true --dtype=uint16 --shape=2,3",
+            example: "--low=0 --high=6,7,8 --low-shape=1 --high-shape=3 --endpoint=true --dtype=uint16 \
+                      --shape=2,3",
         },
         FnDoc {
             name: "permutation",
