@@ -1421,3 +1421,85 @@ fn run_dist<D: Distributions>(
     };
     (func == "standard_gamma" || DISTS.iter().any(|f| f.name == func)).then(run)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::run;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn bad_integer_options_are_errors() {
+        for (lib, func, a) in [
+            (
+                "numpy-legacy",
+                "randint",
+                "--high=257 --dtype=uint8 --shape=2",
+            ),
+            (
+                "numpy-legacy",
+                "randint",
+                "--low=-1 --high=3 --dtype=uint16",
+            ),
+            ("numpy-legacy", "randint", "--high=3 --dtype=float32"),
+            (
+                "numpy-legacy",
+                "randint",
+                "--low=1,2 --low-shape=3 --high=9",
+            ),
+            ("numpy-legacy", "randint", "--low=1,2 --high=1,2,3"),
+            ("numpy-legacy", "randint", "--low=1,2 --high=2,2"),
+            ("numpy-legacy", "randint", "--low=0,1 --high=5 --shape=3"),
+            ("numpy-legacy", "randint", "--low= --high=5"),
+            ("numpy-legacy", "randint", "--high=5 --bit-generator=Nope"),
+            ("numpy-legacy", "random_integers", "--low=3 --high=2"),
+            ("numpy-legacy", "tomaxint", "--shape=100000,100000"),
+            (
+                "numpy-legacy",
+                "randint",
+                "--low=0,1 --low-shape=2,1 --high=5,6 --high-shape=1,2 --shape=65536,65536",
+            ),
+            (
+                "numpy",
+                "integers",
+                "--low=0 --high=2 --endpoint=true --dtype=bool",
+            ),
+            (
+                "numpy",
+                "integers",
+                "--high=18446744073709551617 --dtype=uint64",
+            ),
+            (
+                "numpy",
+                "integers",
+                "--high=99999999999999999999999999999999999999999",
+            ),
+            ("numpy", "standard_exponential", "--method=ziggurat"),
+        ] {
+            let r = std::panic::catch_unwind(|| run(lib, func, &args(a)));
+            match r {
+                Ok(Err(_)) => {}
+                Ok(Ok(v)) => panic!("{lib} {func} {a}: accepted, gave {v}"),
+                Err(_) => panic!("{lib} {func} {a}: panicked"),
+            }
+        }
+        // The largest bounds are fine: uint64 values beyond int64, random_integers at 2^63 - 1.
+        let v = run(
+            "numpy",
+            "integers",
+            &args("--low=18446744073709551615 --high=18446744073709551615 --endpoint=true --dtype=uint64"),
+        )
+        .unwrap();
+        assert_eq!(v["values"][0].to_string(), "18446744073709551615");
+        let m = i64::MAX;
+        let v = run(
+            "numpy-legacy",
+            "random_integers",
+            &args(&format!("--low={m} --high={m}")),
+        )
+        .unwrap();
+        assert_eq!(v["values"][0].to_string(), m.to_string());
+    }
+}
