@@ -9,7 +9,7 @@ use lockstep::Tensor;
 use lockstep_cli::train::build_model;
 use lockstep_nn::optim::{Optimizer, Sgd, SgdOptions};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
-use lockstep_nn::{Module, Var, functional as F};
+use lockstep_nn::{Forward, Module, Var, functional as F};
 
 fn train_step(c: &mut Criterion) {
     lockstep_cli::keep_freed_memory();

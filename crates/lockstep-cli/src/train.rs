@@ -23,7 +23,7 @@ use lockstep_nn::optim::{self, LrScheduler, Optimizer};
 use lockstep_nn::rng::{SampleKeys, with_sample_keys};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
 use lockstep_nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
-use lockstep_nn::{Module, Named, Var, functional as F, no_grad};
+use lockstep_nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
@@ -335,27 +335,24 @@ struct SequenceNet {
     rnn: Rnn,
     name: &'static str,
     head: Linear,
-    training: bool,
+    training: Training,
 }
 
-impl Module for SequenceNet {
+impl Forward for SequenceNet {
     fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
         let out = self.rnn.forward(&x.reshape(&[-1, 8, 8])?)?;
         let last = out.shape()[1] - 1;
         self.head.forward(&out.select(1, last)?)
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        self.rnn
-            .named_tensors(&format!("{prefix}{}.", self.name), out);
-        self.head.named_tensors(&format!("{prefix}head."), out);
+}
+
+impl Module for SequenceNet {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child(self.name, &self.rnn);
+        v.child("head", &self.head);
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-        self.rnn.train(on);
-        self.head.train(on);
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -365,13 +362,13 @@ impl Module for SequenceNet {
 ///
 /// # Errors
 /// A head that cannot be built (a zero hidden size).
-pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Module>, BoxError> {
+pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Forward>, BoxError> {
     let head = Linear::new(rnn.config().hidden_size, 10, true)?;
     Ok(Box::new(SequenceNet {
         rnn,
         name,
         head,
-        training: true,
+        training: Training::default(),
     }))
 }
 
@@ -379,7 +376,7 @@ pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Module>, B
 ///
 /// # Errors
 /// An unknown kind or invalid sizes.
-pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Module>, BoxError> {
+pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>, BoxError> {
     Ok(match kind {
         "mlp" => Box::new(
             Sequential::new()
@@ -1166,7 +1163,7 @@ impl StatsExchange for StatsOver<'_> {
 /// as a shadow (for BatchNorm's exchanges and running statistics) and contributes nothing.
 /// Sets every parameter's gradient; returns the batch loss.
 fn micro_batch_grads(
-    model: &dyn Module,
+    model: &dyn Forward,
     params: &[Var],
     shards: &mut dyn Shards,
     m: usize,

@@ -4,7 +4,7 @@
 
 use crate::autograd::Var;
 use crate::functional as F;
-use crate::module::{Module, Named, check_input_dtype, module_error, push_buffer, push_param};
+use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
 use crate::ops::invalid;
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch::{self as t, init};
@@ -34,7 +34,7 @@ pub struct Linear {
     pub weight: Var,
     /// `[out]`.
     pub bias: Option<Var>,
-    training: bool,
+    training: Training,
 }
 
 impl Linear {
@@ -78,7 +78,7 @@ impl Linear {
                 Some(b) => Some(param(b, &[out_features])?),
                 None => None,
             },
-            training: true,
+            training: Training::default(),
         })
     }
 
@@ -93,7 +93,7 @@ impl Linear {
     }
 }
 
-impl Module for Linear {
+impl Forward for Linear {
     fn forward(&self, x: &Var) -> Result<Var> {
         let i = self.weight.shape()[1];
         if x.ndim() == 0 || x.shape()[x.ndim() - 1] != i {
@@ -108,17 +108,17 @@ impl Module for Linear {
         check_input_dtype(|| self.describe(), x, &self.weight)?;
         x.linear(&self.weight, self.bias.as_ref())
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        push_param(out, prefix, "weight", &self.weight);
+}
+
+impl Module for Linear {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
         if let Some(b) = &self.bias {
-            push_param(out, prefix, "bias", b);
+            v.param("bias", b);
         }
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -130,7 +130,7 @@ pub struct Conv2d {
     pub bias: Option<Var>,
     /// Stride, padding, dilation, groups.
     pub params: Conv2dParams,
-    training: bool,
+    training: Training,
 }
 
 impl Conv2d {
@@ -210,12 +210,12 @@ impl Conv2d {
             weight: param(w, &shape)?,
             bias: b,
             params,
-            training: true,
+            training: Training::default(),
         })
     }
 }
 
-impl Module for Conv2d {
+impl Forward for Conv2d {
     fn forward(&self, x: &Var) -> Result<Var> {
         let s = self.weight.shape();
         let cin = s[1] * self.params.groups;
@@ -232,17 +232,17 @@ impl Module for Conv2d {
         check_input_dtype(describe, x, &self.weight)?;
         F::conv2d(x, &self.weight, self.bias.as_ref(), self.params)
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        push_param(out, prefix, "weight", &self.weight);
+}
+
+impl Module for Conv2d {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
         if let Some(b) = &self.bias {
-            push_param(out, prefix, "bias", b);
+            v.param("bias", b);
         }
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -267,7 +267,7 @@ pub struct BatchNorm {
     /// PyTorch's `momentum=None`, the cumulative average (weight `1/num_batches_tracked`).
     pub momentum: Option<f64>,
     dims: usize,
-    training: bool,
+    training: Training,
 }
 
 impl BatchNorm {
@@ -281,7 +281,7 @@ impl BatchNorm {
             eps: 1e-5,
             momentum: Some(0.1),
             dims,
-            training: true,
+            training: Training::default(),
         })
     }
 
@@ -302,7 +302,7 @@ impl BatchNorm {
     }
 }
 
-impl Module for BatchNorm {
+impl Forward for BatchNorm {
     fn forward(&self, x: &Var) -> Result<Var> {
         let c = self.weight.shape()[0];
         let ok = match self.dims {
@@ -325,7 +325,8 @@ impl Module for BatchNorm {
         }
         // Inside a micro-shard step (`sync_batch_norm::SyncStep`): statistics over all
         // micro-shards, running statistics updated once per step.
-        if self.training
+        let training = self.training.get();
+        if training
             && let Some(y) = crate::sync_batch_norm::batch_norm_hook(
                 x,
                 &crate::sync_batch_norm::BatchNormRefs {
@@ -343,7 +344,7 @@ impl Module for BatchNorm {
         }
         // As `_BatchNorm.forward`: count the batch, then pick the running average's weight.
         let mut factor = self.momentum.unwrap_or(0.0);
-        if self.training {
+        if training {
             let n = self.num_batches_tracked.data().item::<i64>()? + 1;
             self.num_batches_tracked.set_data(Tensor::scalar(n))?;
             if self.momentum.is_none() {
@@ -356,28 +357,23 @@ impl Module for BatchNorm {
             Some(&self.running_var),
             Some(&self.weight),
             Some(&self.bias),
-            self.training,
+            training,
             factor,
             self.eps,
         )
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        push_param(out, prefix, "weight", &self.weight);
-        push_param(out, prefix, "bias", &self.bias);
-        push_buffer(out, prefix, "running_mean", &self.running_mean);
-        push_buffer(out, prefix, "running_var", &self.running_var);
-        push_buffer(
-            out,
-            prefix,
-            "num_batches_tracked",
-            &self.num_batches_tracked,
-        );
+}
+
+impl Module for BatchNorm {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
+        v.param("bias", &self.bias);
+        v.buffer("running_mean", &self.running_mean);
+        v.buffer("running_var", &self.running_var);
+        v.buffer("num_batches_tracked", &self.num_batches_tracked);
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -391,7 +387,7 @@ pub struct LayerNorm {
     pub bias: Option<Var>,
     /// Added to the variance.
     pub eps: f64,
-    training: bool,
+    training: Training,
 }
 
 impl LayerNorm {
@@ -420,12 +416,12 @@ impl LayerNorm {
             weight: w,
             bias: b,
             eps: 1e-5,
-            training: true,
+            training: Training::default(),
         })
     }
 }
 
-impl Module for LayerNorm {
+impl Forward for LayerNorm {
     fn forward(&self, x: &Var) -> Result<Var> {
         F::layer_norm(
             x,
@@ -435,19 +431,19 @@ impl Module for LayerNorm {
             self.eps,
         )
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+}
+
+impl Module for LayerNorm {
+    fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {
-            push_param(out, prefix, "weight", w);
+            v.param("weight", w);
         }
         if let Some(b) = &self.bias {
-            push_param(out, prefix, "bias", b);
+            v.param("bias", b);
         }
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -458,7 +454,7 @@ pub struct Embedding {
     pub weight: Var,
     /// The row that gets no gradient.
     pub padding_idx: Option<usize>,
-    training: bool,
+    training: Training,
 }
 
 impl Embedding {
@@ -492,7 +488,7 @@ impl Embedding {
         Ok(Self {
             weight: param(w, &[num_embeddings, embedding_dim])?,
             padding_idx,
-            training: true,
+            training: Training::default(),
         })
     }
 
@@ -505,19 +501,19 @@ impl Embedding {
     }
 }
 
-impl Module for Embedding {
+impl Forward for Embedding {
     /// The input's value holds the indices (`i64`).
     fn forward(&self, x: &Var) -> Result<Var> {
         self.lookup(&x.data())
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        push_param(out, prefix, "weight", &self.weight);
+}
+
+impl Module for Embedding {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -526,7 +522,7 @@ impl Module for Embedding {
 pub struct Dropout {
     /// The probability of zeroing.
     pub p: f64,
-    training: bool,
+    training: Training,
 }
 
 impl Dropout {
@@ -542,40 +538,41 @@ impl Dropout {
                 format!("dropout probability has to be between 0 and 1, but got {p}"),
             ));
         }
-        Ok(Self { p, training: true })
+        Ok(Self {
+            p,
+            training: Training::default(),
+        })
+    }
+}
+
+impl Forward for Dropout {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        crate::rng::dropout(x, self.p, self.training.get())
     }
 }
 
 impl Module for Dropout {
-    fn forward(&self, x: &Var) -> Result<Var> {
-        crate::rng::dropout(x, self.p, self.training)
-    }
-    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
 macro_rules! stateless {
     ($($(#[$doc:meta])* $name:ident => |$x:ident, $s:ident| $e:expr;)*) => {$(
         $(#[$doc])*
-        #[derive(Clone, Debug)]
-        pub struct $name { training: bool }
-        impl Default for $name {
-            fn default() -> Self { Self { training: true } }
-        }
-        impl Module for $name {
+        #[derive(Clone, Debug, Default)]
+        pub struct $name { training: Training }
+        impl Forward for $name {
             fn forward(&self, $x: &Var) -> Result<Var> {
                 let $s = self;
                 let _ = $s;
                 $e
             }
-            fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-            fn train(&mut self, on: bool) { self.training = on; }
-            fn is_training(&self) -> bool { self.training }
+        }
+        impl Module for $name {
+            fn visit(&self, _: &mut dyn Visitor) {}
+            fn training(&self) -> &Training { &self.training }
         }
     )*};
 }
@@ -591,20 +588,11 @@ stateless! {
 
 /// `nn.GELU(approximate='none')` (the exact, erf form; the default) or
 /// `nn.GELU(approximate='tanh')`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct GELU {
     /// Whether the tanh approximation is used (`approximate='tanh'`).
     pub tanh_approximation: bool,
-    training: bool,
-}
-
-impl Default for GELU {
-    fn default() -> Self {
-        Self {
-            tanh_approximation: false,
-            training: true,
-        }
-    }
+    training: Training,
 }
 
 impl GELU {
@@ -626,12 +614,12 @@ impl GELU {
         };
         Ok(Self {
             tanh_approximation,
-            training: true,
+            training: Training::default(),
         })
     }
 }
 
-impl Module for GELU {
+impl Forward for GELU {
     fn forward(&self, x: &Var) -> Result<Var> {
         if self.tanh_approximation {
             x.gelu_tanh()
@@ -639,12 +627,12 @@ impl Module for GELU {
             x.gelu()
         }
     }
-    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+}
+
+impl Module for GELU {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -655,7 +643,7 @@ pub struct Flatten {
     pub start_dim: isize,
     /// Last dimension flattened.
     pub end_dim: isize,
-    training: bool,
+    training: Training,
 }
 
 impl Default for Flatten {
@@ -663,21 +651,21 @@ impl Default for Flatten {
         Self {
             start_dim: 1,
             end_dim: -1,
-            training: true,
+            training: Training::default(),
         }
     }
 }
 
-impl Module for Flatten {
+impl Forward for Flatten {
     fn forward(&self, x: &Var) -> Result<Var> {
         x.flatten(self.start_dim, self.end_dim)
     }
-    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+}
+
+impl Module for Flatten {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -688,7 +676,7 @@ pub struct Unflatten {
     pub dim: isize,
     /// What it becomes.
     pub sizes: Vec<usize>,
-    training: bool,
+    training: Training,
 }
 
 impl Unflatten {
@@ -697,12 +685,12 @@ impl Unflatten {
         Self {
             dim,
             sizes: sizes.to_vec(),
-            training: true,
+            training: Training::default(),
         }
     }
 }
 
-impl Module for Unflatten {
+impl Forward for Unflatten {
     fn forward(&self, x: &Var) -> Result<Var> {
         let d = lockstep_tensor::layout::resolve_dim("Unflatten", self.dim, x.ndim())?;
         let prod: usize = self.sizes.iter().product();
@@ -724,12 +712,12 @@ impl Module for Unflatten {
         shape.extend(x.shape()[d + 1..].iter().map(|&v| v as isize));
         x.reshape(&shape)
     }
-    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+}
+
+impl Module for Unflatten {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
@@ -749,7 +737,7 @@ pub enum PoolKind {
 pub struct Pool {
     /// The pooling.
     pub kind: PoolKind,
-    training: bool,
+    training: Training,
 }
 
 impl Pool {
@@ -769,7 +757,7 @@ impl Pool {
     pub fn new(kind: PoolKind) -> Self {
         Self {
             kind,
-            training: true,
+            training: Training::default(),
         }
     }
 }
@@ -799,7 +787,7 @@ impl Pool {
     }
 }
 
-impl Module for Pool {
+impl Forward for Pool {
     fn forward(&self, x: &Var) -> Result<Var> {
         if x.ndim() != 4 {
             return Err(module_error(
@@ -816,20 +804,20 @@ impl Module for Pool {
             PoolKind::AdaptiveAvg(h, w) => F::adaptive_avg_pool2d(x, (h, w)),
         }
     }
-    fn named_tensors(&self, _: &str, _: &mut Vec<Named>) {}
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+}
+
+impl Module for Pool {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
 /// `nn.Sequential(m0, m1, …)`: children named `0`, `1`, ….
 pub struct Sequential {
     /// The layers, in order.
-    pub layers: Vec<Box<dyn Module>>,
-    training: bool,
+    pub layers: Vec<Box<dyn Forward>>,
+    training: Training,
 }
 
 impl Sequential {
@@ -837,15 +825,20 @@ impl Sequential {
     pub fn new() -> Self {
         Self {
             layers: Vec::new(),
-            training: true,
+            training: Training::default(),
         }
     }
 
     /// Appends a layer (builder style).
     #[allow(clippy::should_implement_trait)]
-    pub fn add(mut self, m: impl Module + 'static) -> Self {
+    pub fn add(mut self, m: impl Forward + 'static) -> Self {
         self.layers.push(Box::new(m));
         self
+    }
+
+    /// Appends a layer (`append`).
+    pub fn push(&mut self, m: impl Forward + 'static) {
+        self.layers.push(Box::new(m));
     }
 }
 
@@ -855,7 +848,7 @@ impl Default for Sequential {
     }
 }
 
-impl Module for Sequential {
+impl Forward for Sequential {
     fn forward(&self, x: &Var) -> Result<Var> {
         let mut h = x.clone();
         for m in &self.layers {
@@ -863,19 +856,16 @@ impl Module for Sequential {
         }
         Ok(h)
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+}
+
+impl Module for Sequential {
+    fn visit(&self, v: &mut dyn Visitor) {
         for (i, m) in self.layers.iter().enumerate() {
-            m.named_tensors(&format!("{prefix}{i}."), out);
+            v.child(&i.to_string(), &**m);
         }
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-        for m in &mut self.layers {
-            m.train(on);
-        }
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 

@@ -13,14 +13,16 @@
 //! |---|---|
 //! | `torch.tensor(x, requires_grad=True)`, `loss.backward()`, `x.grad` | [`Var::new`], [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
-//! | `nn.Module`, `state_dict()`, `load_state_dict()`, `train()`/`eval()` | [`Module`] |
+//! | `nn.Module`, `state_dict()`, `load_state_dict()`, `train()`/`eval()` | [`Module`]: parameters, buffers and children listed once in [`Module::visit`]; see [`module`] |
+//! | `module(x)` | [`Forward::forward`]; a module with several inputs has its own `forward` |
+//! | `nn.Sequential`, `nn.ModuleList`, `nn.ModuleDict` | [`layers::Sequential`], [`ModuleList`], [`ModuleDict`] |
 //! | `nn.Linear`, `nn.Conv2d`, `nn.BatchNorm1d/2d`, `nn.LayerNorm`, `nn.Dropout`, `nn.Embedding` | [`layers`] |
 //! | `nn.RNN`, `nn.GRU`, `nn.LSTM` | [`rnn::Rnn`] |
 //! | `F.cross_entropy`, `F.nll_loss`, `F.mse_loss`, `F.binary_cross_entropy_with_logits` | [`functional`] |
 //! | `torch.optim.SGD/Adam/AdamW`, `lr_scheduler.*`, `clip_grad_norm_` | [`optim`] |
 //!
 //! ```
-//! use lockstep_nn::{Module, Var, functional as F, layers::{Linear, ReLU, Sequential}};
+//! use lockstep_nn::{Forward, Module, Var, functional as F, layers::{Linear, ReLU, Sequential}};
 //! use lockstep_tensor::Tensor;
 //!
 //! lockstep_rng::default_generator().manual_seed(0);          // torch.manual_seed(0)
@@ -53,5 +55,5 @@ pub mod sync_batch_norm;
 
 pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
-pub use module::{Kind, Module, Named};
+pub use module::{Forward, Kind, Module, ModuleDict, ModuleList, Named, Training, Visitor};
 pub use ops::{builtin_ops, sum_to};

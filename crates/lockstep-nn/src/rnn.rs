@@ -15,7 +15,7 @@
 
 use crate::autograd::Var;
 use crate::lstm_kernel::{self, Out, Simd, fast};
-use crate::module::{Module, Named, check_input_dtype, module_error, push_param};
+use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
 use crate::ops::invalid;
 use crate::recurrent::{CellKind, layer};
 use lockstep_rng::compat::torch as t;
@@ -106,7 +106,7 @@ pub struct Rnn {
     mode: Mode,
     cfg: RnnConfig,
     cells: Vec<Cell>,
-    training: bool,
+    training: Training,
 }
 
 /// What [`Rnn::forward_with_state`] returns: the output and the final states.
@@ -221,7 +221,7 @@ impl Rnn {
             mode,
             cfg,
             cells,
-            training: true,
+            training: Training::default(),
         })
     }
 
@@ -342,7 +342,7 @@ impl Rnn {
             } else {
                 Var::cat(&outs, 2)?
             };
-            if self.training && c.dropout > 0.0 && l + 1 < c.num_layers {
+            if self.training.get() && c.dropout > 0.0 && l + 1 < c.num_layers {
                 seq = crate::rng::dropout_batch_dim(&seq, c.dropout, true, 1)?;
             }
         }
@@ -399,28 +399,29 @@ impl Rnn {
     }
 }
 
-impl Module for Rnn {
-    /// The output only (`out, _ = lstm(x)`).
+impl Forward for Rnn {
+    /// The output only (`out, _ = lstm(x)`); [`Rnn::forward_with_state`] takes and returns
+    /// the states.
     fn forward(&self, x: &Var) -> Result<Var> {
         Ok(self.forward_with_state(x, None, None)?.output)
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
+}
+
+impl Module for Rnn {
+    fn visit(&self, v: &mut dyn Visitor) {
         for c in &self.cells {
-            push_param(out, prefix, &format!("weight_ih{}", c.suffix), &c.w_ih);
-            push_param(out, prefix, &format!("weight_hh{}", c.suffix), &c.w_hh);
+            v.param(&format!("weight_ih{}", c.suffix), &c.w_ih);
+            v.param(&format!("weight_hh{}", c.suffix), &c.w_hh);
             if let Some(b) = &c.b_ih {
-                push_param(out, prefix, &format!("bias_ih{}", c.suffix), b);
+                v.param(&format!("bias_ih{}", c.suffix), b);
             }
             if let Some(b) = &c.b_hh {
-                push_param(out, prefix, &format!("bias_hh{}", c.suffix), b);
+                v.param(&format!("bias_hh{}", c.suffix), b);
             }
         }
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 

@@ -634,8 +634,8 @@ fn update_running(bn: &BatchNormRefs<'_>, st: &Moments) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Module;
     use crate::layers::{BatchNorm, Linear, ReLU, Sequential};
+    use crate::{Forward, Module};
     use std::sync::{Barrier, Mutex};
 
     type GatherFn<'a> = dyn FnMut(&[Vec<f64>], usize, usize) -> Result<Vec<Vec<f64>>> + 'a;

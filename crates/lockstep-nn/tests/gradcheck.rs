@@ -18,7 +18,7 @@ use lockstep_nn::functional::{self as F, CrossEntropy, Reduction};
 use lockstep_nn::gradcheck::{gradcheck, gradcheck_vars};
 use lockstep_nn::layers::{Conv2d, Dropout, Linear, ReLU, Sequential};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
-use lockstep_nn::{Module, Result, Var, no_grad};
+use lockstep_nn::{Forward, Module, Result, Var, no_grad};
 use lockstep_rng::Generator;
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::pool::Pool2d;

@@ -8,7 +8,7 @@
 //! the GEMM path, and the comparisons hold trivially.
 
 use lockstep_nn::rnn::{Rnn, RnnConfig, RnnOutput};
-use lockstep_nn::{Module, Var};
+use lockstep_nn::{Forward, Module, Var};
 use lockstep_tensor::autotune::with_algorithm;
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};

@@ -27,7 +27,7 @@ use lockstep_nn::layers::{
 };
 use lockstep_nn::module::{Kind, Named};
 use lockstep_nn::rnn::{Rnn, RnnConfig};
-use lockstep_nn::{Module, Result, Var, no_grad};
+use lockstep_nn::{Forward, Module, Result, Training, Var, Visitor, no_grad};
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::{DType, Tensor};
 use serde_json::Value;
@@ -404,7 +404,7 @@ fn parse(ctor: &str) -> Call {
 struct LstmNet {
     lstm: Rnn,
     head: Linear,
-    training: bool,
+    training: Training,
 }
 
 impl LstmNet {
@@ -420,33 +420,31 @@ impl LstmNet {
         Self {
             lstm,
             head,
-            training: true,
+            training: Training::default(),
         }
     }
 }
 
-impl Module for LstmNet {
+impl Forward for LstmNet {
     fn forward(&self, x: &Var) -> Result<Var> {
         let out = self.lstm.forward(&x.reshape(&[-1, 8, 8])?)?;
         let last = out.select(1, out.shape()[1] - 1)?;
         self.head.forward(&last)
     }
-    fn named_tensors(&self, prefix: &str, out: &mut Vec<Named>) {
-        self.lstm.named_tensors(&format!("{prefix}lstm."), out);
-        self.head.named_tensors(&format!("{prefix}head."), out);
+}
+
+impl Module for LstmNet {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child("lstm", &self.lstm);
+        v.child("head", &self.head);
     }
-    fn train(&mut self, on: bool) {
-        self.training = on;
-        self.lstm.train(on);
-        self.head.train(on);
-    }
-    fn is_training(&self) -> bool {
-        self.training
+    fn training(&self) -> &Training {
+        &self.training
     }
 }
 
 /// `build_model(kind, hidden, p)` of `torch_train.py`.
-fn build_model(kind: &str, hidden: usize, p: f64) -> Box<dyn Module> {
+fn build_model(kind: &str, hidden: usize, p: f64) -> Box<dyn Forward> {
     match kind {
         "mlp" => Box::new(
             Sequential::new()
@@ -499,7 +497,7 @@ fn rnn_from(c: &Call) -> Option<Rnn> {
 }
 
 /// The module a constructor string describes, initialised from the default generator.
-fn build(ctor: &str) -> Box<dyn Module> {
+fn build(ctor: &str) -> Box<dyn Forward> {
     let c = parse(ctor);
     if let Some(r) = rnn_from(&c) {
         return Box::new(r);

@@ -3,7 +3,7 @@
 //! their gradients, and `clip_grad_norm_` (its total norm and the scaled gradients).
 
 use lockstep_nn::layers::{Conv2d, Flatten, Linear, Pool, ReLU, Sequential};
-use lockstep_nn::module::Module;
+use lockstep_nn::module::{Forward, Module};
 use lockstep_nn::optim::clip_grad_norm_;
 use lockstep_nn::{Var, functional as F};
 use lockstep_rng::Generator;

@@ -113,7 +113,7 @@
 //! at any number of threads:
 //!
 //! ```
-//! use lockstep::nn::{Module, Var, functional as F, layers::{Dropout, Linear, ReLU, Sequential}};
+//! use lockstep::nn::{Forward, Module, Var, functional as F, layers::{Dropout, Linear, ReLU, Sequential}};
 //! use lockstep::nn::optim::{Optimizer, Sgd, SgdOptions};
 //! use lockstep::{DType, Tensor};
 //!
