@@ -630,7 +630,9 @@ impl SweepReport {
             "{:<20} {:>10} {:>10} {:>10} {:>10}  {:>23}  {:>23}\n",
             "metric", "mean", "std", "min", "max", "t95", "bootstrap95"
         );
-        let rows: [(&str, &Stats, f64, fn(&Run) -> f64); 3] = [
+        /// A metric's row: name, statistics, scale, and the metric itself.
+        type Row<'a> = (&'a str, &'a Stats, f64, fn(&Run) -> f64);
+        let rows: [Row; 3] = [
             (
                 "final test acc (%)",
                 &self.final_test_accuracy,

@@ -135,6 +135,10 @@ fn a_second_run_on_a_live_directory_refuses_and_the_first_completes() {
     }
     let o = finish(first, Duration::from_secs(300));
     let r = report(&o);
+    println!(
+        "a live run with --checkpoint-every 1: {refused} starts on its directory refused, \
+         {second_done} completed after it ended; it ended with the uninterrupted run's bits"
+    );
     assert!(refused > 0, "no start while the first run was live");
     assert_eq!(r["final_sha256"], plain["final_sha256"], "{second_done}");
     assert_eq!(r["step_losses"], plain["step_losses"]);
