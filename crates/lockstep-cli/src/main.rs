@@ -62,7 +62,7 @@ enum Command {
         /// Loader worker counts to compare (train only).
         #[arg(long, value_delimiter = ',', default_value = "0")]
         workers: Vec<usize>,
-        /// Runs per setting (default 1; 2 when there is one setting).
+        /// Runs per setting (default 1; 2 when there is one setting; at most 1000).
         #[arg(long)]
         runs: Option<usize>,
         /// A program using lockstep and its arguments, instead of `train ARGS`.
@@ -388,14 +388,16 @@ fn verify_config(
     if cmd.is_none() && command.is_empty() {
         return Err("give `-- train ARGS…` or --cmd \"PROGRAM ARGS\"".into());
     }
-    Ok(lockstep_cli::verify::VerifyConfig {
+    let cfg = lockstep_cli::verify::VerifyConfig {
         threads,
         workers,
         runs,
         train_args: command,
         cmd,
         json,
-    })
+    };
+    cfg.check()?;
+    Ok(cfg)
 }
 
 /// `--collective-timeout` and `--reduction` of `train --distributed`.

@@ -296,20 +296,32 @@ pub struct Stats {
     pub mean: f64,
     /// Sample standard deviation (divides by n − 1; NaN for one seed).
     pub std: f64,
-    /// Smallest value.
+    /// Smallest value (NaN if any value is NaN).
     pub min: f64,
-    /// Largest value.
+    /// Largest value (NaN if any value is NaN).
     pub max: f64,
     /// mean ∓ t₀.₉₇₅,ₙ₋₁ · std / √n (NaN for one seed).
     pub t95: [f64; 2],
-    /// The 2.5 % and 97.5 % percentiles of the bootstrap means.
+    /// The 2.5 % and 97.5 % percentiles of the bootstrap means (NaN if any value is NaN).
     pub bootstrap95: [f64; 2],
+    /// How many values were NaN (runs that diverged): every statistic above is then NaN, as
+    /// NumPy's `mean`, `min` and `max` of such values are.
+    pub nan: usize,
 }
 
 impl Stats {
     /// Summarizes `xs` (at least one value).
     pub fn of(xs: &[f64]) -> Self {
         let n = xs.len();
+        let nan = xs.iter().filter(|x| x.is_nan()).count();
+        // f64::min and f64::max skip a NaN: an all-NaN fold would give inf and -inf.
+        let extreme = |f: fn(f64, f64) -> f64, start: f64| {
+            if nan > 0 {
+                f64::NAN
+            } else {
+                xs.iter().copied().fold(start, f)
+            }
+        };
         let nf = n as f64;
         let mean = xs.iter().sum::<f64>() / nf;
         let std = if n >= 2 {
@@ -326,15 +338,20 @@ impl Stats {
         Self {
             mean,
             std,
-            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
-            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            min: extreme(f64::min, f64::INFINITY),
+            max: extreme(f64::max, f64::NEG_INFINITY),
             t95,
-            bootstrap95: bootstrap95(xs, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
+            bootstrap95: if nan > 0 {
+                [f64::NAN; 2]
+            } else {
+                bootstrap95(xs, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+            },
+            nan,
         }
     }
 
-    /// `{"mean", "std", "min", "max", "t95": [lo, hi], "bootstrap95": [lo, hi]}` (non-finite
-    /// values as null).
+    /// `{"mean", "std", "min", "max", "t95": [lo, hi], "bootstrap95": [lo, hi], "nan_runs"}`
+    /// (non-finite values as null; `nan_runs`: how many values were NaN).
     pub fn to_json(&self) -> Value {
         json!({
             "mean": num(self.mean),
@@ -343,6 +360,7 @@ impl Stats {
             "max": num(self.max),
             "t95": [num(self.t95[0]), num(self.t95[1])],
             "bootstrap95": [num(self.bootstrap95[0]), num(self.bootstrap95[1])],
+            "nan_runs": self.nan,
         })
     }
 }
@@ -612,12 +630,39 @@ impl SweepReport {
             "{:<20} {:>10} {:>10} {:>10} {:>10}  {:>23}  {:>23}\n",
             "metric", "mean", "std", "min", "max", "t95", "bootstrap95"
         );
-        let rows: [(&str, &Stats, f64); 3] = [
-            ("final test acc (%)", &self.final_test_accuracy, 100.0),
-            ("final loss", &self.final_loss, 1.0),
-            ("best test acc (%)", &self.best_test_accuracy, 100.0),
+        /// A metric's row: name, statistics, scale, and the metric itself.
+        type Row<'a> = (&'a str, &'a Stats, f64, fn(&Run) -> f64);
+        let rows: [Row; 3] = [
+            (
+                "final test acc (%)",
+                &self.final_test_accuracy,
+                100.0,
+                Run::final_test_accuracy,
+            ),
+            ("final loss", &self.final_loss, 1.0, Run::final_loss),
+            (
+                "best test acc (%)",
+                &self.best_test_accuracy,
+                100.0,
+                Run::best_test_accuracy,
+            ),
         ];
-        for (name, st, k) in rows {
+        let mut nan_lines = String::new();
+        for (name, st, k, metric) in rows {
+            if st.nan > 0 {
+                let seeds: Vec<String> = self
+                    .runs
+                    .iter()
+                    .filter(|r| metric(r).is_nan())
+                    .map(|r| r.seed.to_string())
+                    .collect();
+                nan_lines += &format!(
+                    "{name}: NaN in {} of {} runs (seeds {}), so its statistics are NaN\n",
+                    st.nan,
+                    self.runs.len(),
+                    seeds.join(", ")
+                );
+            }
             let iv = |v: [f64; 2]| format!("[{:.4}, {:.4}]", v[0] * k, v[1] * k);
             s += &format!(
                 "{:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {:>23}  {:>23}\n",
@@ -630,7 +675,7 @@ impl SweepReport {
                 iv(st.bootstrap95)
             );
         }
-        s
+        s + &nan_lines
     }
 
     /// Writes `report.json`, `report.csv` and the plots into `dir` (created if missing);
@@ -1062,6 +1107,43 @@ mod tests {
         assert!(one.std.is_nan() && one.t95[0].is_nan());
         assert_eq!(one.bootstrap95, [0.5, 0.5]);
         assert_eq!(one.to_json()["std"], Value::Null);
+        assert_eq!(s.nan, 0);
+        assert_eq!(s.to_json()["nan_runs"], 0);
+    }
+
+    #[test]
+    fn stats_over_nan_runs_are_nan_and_counted() {
+        // Before: min inf and max -inf when every run was NaN, and a NaN run silently
+        // skipped by min and max otherwise.
+        for xs in [&[f64::NAN, f64::NAN][..], &[0.5, f64::NAN, 0.25]] {
+            let s = Stats::of(xs);
+            let nan = xs.iter().filter(|x| x.is_nan()).count();
+            assert_eq!(s.nan, nan);
+            assert!(s.mean.is_nan() && s.std.is_nan(), "{s:?}");
+            assert!(s.min.is_nan() && s.max.is_nan(), "{s:?}");
+            assert!(
+                s.t95.iter().chain(&s.bootstrap95).all(|v| v.is_nan()),
+                "{s:?}"
+            );
+            assert_eq!(s.to_json()["nan_runs"], nan);
+            assert_eq!(s.to_json()["min"], Value::Null);
+        }
+        let run = |seed: u64, loss: &str| {
+            let j = format!(
+                r#"{{"seed":{seed},"steps":2,"step_losses":[1.0,{loss}],"test_accuracy":[0.5]}}"#
+            );
+            Run::parse(seed, &j).unwrap()
+        };
+        let r = SweepReport::new(vec![run(0, "null"), run(1, "0.5"), run(2, "null")]);
+        let text = r.to_text();
+        let line = text.lines().find(|l| l.starts_with("final loss ")).unwrap();
+        assert!(!line.contains("inf"), "{line}");
+        assert_eq!(line.matches("NaN").count(), 8, "{line}");
+        assert!(
+            text.contains("final loss: NaN in 2 of 3 runs (seeds 0, 2)"),
+            "{text}"
+        );
+        assert!(!text.contains("final test acc (%): NaN"), "{text}");
     }
 
     #[test]

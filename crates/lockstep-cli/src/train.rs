@@ -632,6 +632,112 @@ fn identity(cfg: &TrainConfig) -> serde_json::Value {
     id
 }
 
+/// `torch_train.py`'s class of each model and its submodules' paths in PyTorch's traversal
+/// order (the root first): where `load_state_dict` looks for each key.
+fn module_tree(kind: &str) -> (&'static str, Vec<String>) {
+    let seq = |n: usize| (0..n).map(|i| i.to_string());
+    match kind {
+        "lstm" => ("LstmNet", vec![String::new(), "lstm".into(), "head".into()]),
+        "cnn" => (
+            "Sequential",
+            std::iter::once(String::new()).chain(seq(11)).collect(),
+        ),
+        _ => (
+            "Sequential",
+            std::iter::once(String::new()).chain(seq(4)).collect(),
+        ),
+    }
+}
+
+/// PyTorch's `model.load_state_dict(state, strict=True)` for the model `kind` built by
+/// [`build_model`], with its rules and its message: every key of the model must be given, no
+/// other key may be, shapes must match; a tensor of another dtype is cast to the model's
+/// (`param.copy_(input)`: an F64 file loads into F32 parameters, rounding to nearest). The
+/// error lists the missing keys (model order), the unexpected keys (by the module that would
+/// hold them, in traversal order, then file order) and every size mismatch, as PyTorch does.
+/// Nothing is changed unless everything fits.
+///
+/// # Errors
+/// `Error(s) in loading state_dict for CLASS:` and the lines above.
+fn load_state_dict_strict(
+    model: &dyn Module,
+    kind: &str,
+    state: Vec<(String, Tensor)>,
+) -> Result<(), BoxError> {
+    let (class, modules) = module_tree(kind);
+    let mine = model.named_all();
+    let mut errors = Vec::new();
+    let missing: Vec<String> = mine
+        .iter()
+        .filter(|n| !state.iter().any(|(k, _)| *k == n.name))
+        .map(|n| format!("\"{}\"", n.name))
+        .collect();
+    // The module that would hold a key: the deepest one whose path prefixes it.
+    let owner = |key: &str| {
+        modules
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, m)| m.is_empty() || key.starts_with(&format!("{m}.")))
+            .map_or(0, |(i, _)| i)
+    };
+    let mut unexpected: Vec<(usize, usize, &str)> = state
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _))| !mine.iter().any(|n| n.name == *k))
+        .map(|(i, (k, _))| (owner(k), i, k.as_str()))
+        .collect();
+    unexpected.sort();
+    if !missing.is_empty() {
+        errors.push(format!(
+            "Missing key(s) in state_dict: {}. ",
+            missing.join(", ")
+        ));
+    }
+    if !unexpected.is_empty() {
+        let keys: Vec<String> = unexpected
+            .iter()
+            .map(|(_, _, k)| format!("\"{k}\""))
+            .collect();
+        errors.push(format!(
+            "Unexpected key(s) in state_dict: {}. ",
+            keys.join(", ")
+        ));
+    }
+    let size = |s: &[usize]| {
+        let d: Vec<String> = s.iter().map(ToString::to_string).collect();
+        format!("torch.Size([{}])", d.join(", "))
+    };
+    let mut plan = Vec::new();
+    for n in &mine {
+        let Some((_, t)) = state.iter().find(|(k, _)| *k == n.name) else {
+            continue;
+        };
+        if t.shape() != n.var.shape() {
+            errors.push(format!(
+                "size mismatch for {}: copying a param with shape {} from checkpoint, the shape \
+                 in current model is {}.",
+                n.name,
+                size(t.shape()),
+                size(n.var.shape())
+            ));
+        } else if t.dtype() != n.var.dtype() {
+            plan.push((n.name.clone(), t.try_to_dtype(n.var.dtype())?));
+        } else {
+            plan.push((n.name.clone(), t.clone()));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(format!(
+            "Error(s) in loading state_dict for {class}:\n\t{}",
+            errors.join("\n\t")
+        )
+        .into());
+    }
+    model.load_state_dict(&plan)?;
+    Ok(())
+}
+
 fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
     dir.join(format!("ckpt-{step:08}.safetensors"))
 }
@@ -656,38 +762,197 @@ fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
     Ok(v.into_iter().rev().map(|(_, p)| p).collect())
 }
 
-/// Removes the temporary files a killed run left while writing a checkpoint
-/// (`.ckpt-STEP.safetensors.XXXXXX.tmp`, see `lockstep_tensor::io::write_atomic`): they are
-/// never read, but would take a checkpoint's space each.
+/// Removes the temporary files killed runs left while writing a checkpoint
+/// (`.ckpt-STEP.safetensors.XXXXXX.tmp`): they are never read, but would take a checkpoint's
+/// space each. A live writer's file is locked and kept
+/// (`lockstep_tensor::io::remove_stale_temporaries`).
 fn remove_stale_temporaries(dir: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        let stale = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-            n.starts_with(".ckpt-") && n.contains(".safetensors.") && n.ends_with(".tmp")
-        });
-        if stale {
-            let _ = std::fs::remove_file(p);
+    lockstep_tensor::io::remove_stale_temporaries(dir, |n| {
+        n.starts_with(".ckpt-") && n.contains(".safetensors.")
+    });
+}
+
+/// Takes `--checkpoint-dir`'s lock for the whole run (an advisory `flock` on the directory,
+/// released when the returned file is dropped or the process ends, however it ends): two runs
+/// writing `ckpt-STEP.safetensors` into one directory would overwrite and `--keep`-delete each
+/// other's checkpoints, so the second refuses at start. Where the file system has no locks,
+/// the run goes on with a warning (`None`).
+///
+/// # Errors
+/// Another live run holds the lock.
+fn lock_checkpoint_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, BoxError> {
+    if cfg!(not(unix)) {
+        return Ok(None);
+    }
+    let f = std::fs::File::open(dir)
+        .map_err(|e| format!("cannot open checkpoint directory {}: {e}", dir.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "checkpoint directory {} is in use by another running `lockstep train` (it holds \
+             the directory's lock); give each run its own --checkpoint-dir, or wait until \
+             that run ends",
+            dir.display()
+        )
+        .into()),
+        Err(std::fs::TryLockError::Error(e)) => {
+            eprintln!(
+                "warning: cannot lock checkpoint directory {} ({e}); make sure no other run \
+                 writes checkpoints there",
+                dir.display()
+            );
+            Ok(None)
         }
     }
 }
 
-/// `--resume`: a file, or the newest checkpoint in a directory that loads (`None` if the
-/// directory has none: the run starts from the beginning).
-fn resume_checkpoint(path: &std::path::Path) -> Result<Option<Checkpoint>, BoxError> {
+/// What a checkpoint's metadata says of the run, checked for consistency with itself.
+struct Resumed {
+    step: usize,
+    epoch: usize,
+    step_losses: Vec<f64>,
+    test_accuracy: Vec<f64>,
+    init_sha256: String,
+}
+
+/// Reads and checks a checkpoint's metadata: the step is the number of recorded step
+/// losses, one test accuracy per finished epoch (the checkpoint is written inside epoch
+/// `epoch`, before its evaluation), at most one epoch per step, accuracies in [0, 1], a
+/// SHA-256 in hex. A checksum only says the file is as written, not that what was written
+/// makes sense.
+fn resumed_of(meta: &serde_json::Value) -> Result<Resumed, String> {
+    let num = |k: &str| {
+        meta[k]
+            .as_u64()
+            .and_then(|v| usize::try_from(v).ok())
+            .ok_or_else(|| format!("checkpoint: no {k}, or not a count: {}", meta[k]))
+    };
+    let floats = |k: &str| -> Result<Vec<f64>, String> {
+        meta[k]
+            .as_array()
+            .ok_or_else(|| format!("checkpoint: no {k}"))?
+            .iter()
+            // A NaN (a diverged loss) is written as null.
+            .map(|v| match v {
+                serde_json::Value::Null => Ok(f64::NAN),
+                v => v.as_f64().ok_or_else(|| format!("checkpoint: bad {k}")),
+            })
+            .collect()
+    };
+    let r = Resumed {
+        step: num("step")?,
+        epoch: num("epoch")?,
+        step_losses: floats("step_losses")?,
+        test_accuracy: floats("test_accuracy")?,
+        init_sha256: meta["init_sha256"]
+            .as_str()
+            .ok_or("checkpoint: no init_sha256")?
+            .to_string(),
+    };
+    let bad = |what: String| Err(format!("checkpoint metadata contradicts itself: {what}"));
+    if r.step_losses.len() != r.step {
+        return bad(format!(
+            "step {} but {} step losses",
+            r.step,
+            r.step_losses.len()
+        ));
+    }
+    if r.test_accuracy.len() != r.epoch {
+        return bad(format!(
+            "epoch {} but {} test accuracies (one per finished epoch)",
+            r.epoch,
+            r.test_accuracy.len()
+        ));
+    }
+    if r.step <= r.epoch {
+        return bad(format!(
+            "step {} in epoch {} (every epoch before it takes at least one step, and so does \
+             this one)",
+            r.step, r.epoch
+        ));
+    }
+    if let Some(a) = r.test_accuracy.iter().find(|a| !(0.0..=1.0).contains(*a)) {
+        return bad(format!("a test accuracy of {a}"));
+    }
+    if !(r.init_sha256.len() == 64 && r.init_sha256.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return bad(format!("init_sha256 {:?} is not a SHA-256", r.init_sha256));
+    }
+    Ok(r)
+}
+
+/// The settings of a checkpoint's run that differ from this run's (`seed 1, lr 0.05`).
+fn differences(theirs: &serde_json::Value, ours: &serde_json::Value) -> String {
+    let Some(o) = ours.as_object() else {
+        return String::new();
+    };
+    let d: Vec<String> = o
+        .iter()
+        .filter(|(k, v)| theirs.get(k.as_str()) != Some(*v))
+        .map(|(k, _)| format!("{k} {}", theirs.get(k.as_str()).unwrap_or(&json!(null))))
+        .collect();
+    if d.is_empty() {
+        // Keys only the checkpoint has (a newer or older lockstep).
+        "other settings".into()
+    } else {
+        d.join(", ")
+    }
+}
+
+/// `--resume`: a file, or the newest checkpoint in a directory that loads, has consistent
+/// metadata and is this run's (`identity`): another run's newer checkpoints are skipped with a
+/// warning. `None` if the directory has no checkpoint: the run starts from the beginning.
+///
+/// # Errors
+/// A file that does not load; a directory with checkpoints of which none loads or none is this
+/// run's (the message lists each file and its run's settings that differ).
+fn resume_checkpoint(
+    path: &std::path::Path,
+    identity: &serde_json::Value,
+) -> Result<Option<(Checkpoint, Resumed)>, BoxError> {
     if !path.is_dir() {
-        return Ok(Some(Checkpoint::load(path)?));
+        let ck = Checkpoint::load(path)?;
+        let r = resumed_of(&ck.meta()).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(Some((ck, r)));
     }
     let mut last_err = None;
+    let mut others = Vec::new();
     for p in checkpoints_in(path)? {
-        match Checkpoint::load(&p) {
-            Ok(c) => return Ok(Some(c)),
+        let loaded = Checkpoint::load(&p)
+            .map_err(|e| e.to_string())
+            .and_then(|ck| {
+                let r = resumed_of(&ck.meta()).map_err(|e| format!("{}: {e}", p.display()))?;
+                Ok((ck, r))
+            });
+        match loaded {
+            Ok((ck, r)) if ck.meta()["config"] == *identity => return Ok(Some((ck, r))),
+            Ok((ck, _)) => {
+                let d = differences(&ck.meta()["config"], identity);
+                eprintln!(
+                    "warning: skipping {}: another run's checkpoint ({d})",
+                    p.display()
+                );
+                others.push(format!(
+                    "{} ({d})",
+                    p.file_name().unwrap_or_default().to_string_lossy()
+                ));
+            }
             Err(e) => {
                 eprintln!("warning: skipping {}: {e}", p.display());
                 last_err = Some(e);
             }
         }
+    }
+    if !others.is_empty() {
+        return Err(format!(
+            "no checkpoint of this run in {}: it holds {} checkpoint(s) of other runs: {}; \
+             this run has {}. Resume with the flags of that run, or use another \
+             --checkpoint-dir",
+            path.display(),
+            others.len(),
+            others.join("; "),
+            identity
+        )
+        .into());
     }
     match last_err {
         Some(e) => Err(format!("no valid checkpoint in {}: {e}", path.display()).into()),
@@ -716,13 +981,18 @@ pub fn run_distributed(
     shards: &mut dyn Shards,
 ) -> Result<Report, BoxError> {
     let Checked { aug, invariant } = check_flags(cfg, shards.size())?;
+    // Held until the run returns; only rank 0 writes checkpoints.
+    let mut _dir_lock = None;
     if let Some(d) = &cfg.checkpoint_dir {
         std::fs::create_dir_all(d)
             .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
-        remove_stale_temporaries(d);
+        if shards.rank() == 0 {
+            _dir_lock = lock_checkpoint_dir(d)?;
+            remove_stale_temporaries(d);
+        }
     }
     let resume = match &cfg.resume {
-        Some(p) => resume_checkpoint(p)?,
+        Some(p) => resume_checkpoint(p, &identity(cfg))?,
         None => None,
     };
     if cfg.threads > 0 {
@@ -761,13 +1031,7 @@ pub fn run_distributed(
     let mut model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
     if let Some(p) = &cfg.init_from {
         let state = lockstep::checkpoint::read_state_dict(p)?;
-        let names: Vec<String> = model.named_all().into_iter().map(|n| n.name).collect();
-        let state: Vec<(String, Tensor)> = state
-            .into_iter()
-            .filter(|(k, _)| names.contains(k))
-            .collect();
-        model
-            .load_state_dict(&state)
+        load_state_dict_strict(model.as_ref(), &cfg.model, state)
             .map_err(|e| format!("--init-from {}: {e}", p.display()))?;
     }
     let params = model.parameters();
@@ -812,7 +1076,7 @@ pub fn run_distributed(
     let mut test_accuracy: Vec<f64> = Vec::new();
     let mut step = 0usize;
     let mut first_epoch = 0usize;
-    if let Some(ck) = resume {
+    if let Some((ck, resumed)) = resume {
         let meta = ck.meta();
         if meta["config"] != identity(cfg) {
             return Err(format!(
@@ -856,30 +1120,29 @@ pub fn run_distributed(
         if !extra.is_empty() {
             return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
         }
-        let num = |k: &str| {
-            meta[k]
-                .as_u64()
-                .ok_or_else(|| format!("checkpoint: no {k}"))
-        };
-        step = num("step")? as usize;
-        first_epoch = num("epoch")? as usize;
-        let floats = |k: &str| -> Result<Vec<f64>, BoxError> {
-            meta[k]
-                .as_array()
-                .ok_or_else(|| format!("checkpoint: no {k}"))?
-                .iter()
-                .map(|v| {
-                    v.as_f64()
-                        .ok_or_else(|| format!("checkpoint: bad {k}").into())
-                })
-                .collect()
-        };
-        step_losses = floats("step_losses")?;
-        test_accuracy = floats("test_accuracy")?;
-        init_sha256 = meta["init_sha256"]
-            .as_str()
-            .ok_or("checkpoint: no init_sha256")?
-            .to_string();
+        // The step must fall inside its epoch: (epoch·P, (epoch + 1)·P] for P steps per epoch.
+        let per_epoch = loader.len();
+        let (lo, hi) = (
+            resumed.epoch.saturating_mul(per_epoch),
+            resumed.epoch.saturating_add(1).saturating_mul(per_epoch),
+        );
+        if !(lo < resumed.step && resumed.step <= hi) {
+            return Err(format!(
+                "checkpoint metadata contradicts itself: step {} is not in epoch {} ({per_epoch} \
+                 steps per epoch: steps {}..={hi})",
+                resumed.step,
+                resumed.epoch,
+                lo + 1
+            )
+            .into());
+        }
+        Resumed {
+            step,
+            epoch: first_epoch,
+            step_losses,
+            test_accuracy,
+            init_sha256,
+        } = resumed;
     }
 
     let per_epoch = loader.len();

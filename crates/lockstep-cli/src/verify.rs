@@ -10,6 +10,15 @@ use serde_json::json;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
+/// The most runs per setting (`--runs`).
+pub const MAX_RUNS: usize = 1000;
+/// The most runs in all (thread counts × worker counts × runs): each is a whole training.
+pub const MAX_TOTAL_RUNS: usize = 10_000;
+/// The largest thread count (`lockstep train --threads`'s own limit).
+pub const MAX_THREADS: usize = 1024;
+/// The largest worker count (`lockstep train --workers`'s own limit).
+pub const MAX_WORKERS: usize = 256;
+
 /// What to run and under which settings.
 #[derive(Clone, Debug)]
 pub struct VerifyConfig {
@@ -80,6 +89,50 @@ pub enum Outcome {
 }
 
 impl VerifyConfig {
+    /// Checks every count before anything runs or is built: `--runs` in 1..=[`MAX_RUNS`],
+    /// thread counts up to [`MAX_THREADS`], worker counts up to [`MAX_WORKERS`], and at most
+    /// [`MAX_TOTAL_RUNS`] runs in all.
+    ///
+    /// # Errors
+    /// The first count out of range, naming its flag.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(r) = self.runs
+            && !(1..=MAX_RUNS).contains(&r)
+        {
+            return Err(format!("--runs {r}: must be between 1 and {MAX_RUNS}"));
+        }
+        if let Some(t) = self.threads.iter().find(|&&t| t > MAX_THREADS) {
+            return Err(format!(
+                "--threads {t}: at most {MAX_THREADS} (0 = all cores)"
+            ));
+        }
+        if let Some(w) = self.workers.iter().find(|&&w| w > MAX_WORKERS) {
+            return Err(format!("--workers {w}: at most {MAX_WORKERS}"));
+        }
+        let total = self.total_runs();
+        if total > MAX_TOTAL_RUNS {
+            return Err(format!(
+                "{total} runs in all (threads × workers × runs): at most {MAX_TOTAL_RUNS}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Thread counts × worker counts × runs, saturating (nothing is built).
+    fn total_runs(&self) -> usize {
+        let threads = self.threads.len().max(1);
+        let workers = if self.cmd.is_some() {
+            1
+        } else {
+            self.workers.len().max(1)
+        };
+        let n = threads.saturating_mul(workers);
+        let runs = self.runs.unwrap_or(if n == 1 { 2 } else { 1 });
+        n.saturating_mul(runs)
+    }
+
+    /// Every setting in order (call after [`check`](Self::check): at most
+    /// [`MAX_TOTAL_RUNS`]).
     fn settings(&self) -> Vec<Setting> {
         let opt = |v: &[usize]| -> Vec<Option<usize>> {
             if v.is_empty() {
@@ -95,7 +148,7 @@ impl VerifyConfig {
         };
         let threads = opt(&self.threads);
         let n = threads.len() * workers.len();
-        let runs = self.runs.unwrap_or(if n == 1 { 2 } else { 1 }).max(1);
+        let runs = self.runs.unwrap_or(if n == 1 { 2 } else { 1 });
         let mut out = Vec::new();
         for &t in &threads {
             for &w in &workers {
@@ -288,29 +341,33 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs every setting and compares.
+/// Runs every setting and compares each trace with the first one as it comes (only the first
+/// is kept), stopping at the first run that differs.
 ///
 /// # Errors
-/// A run that fails or leaves no trace.
+/// Counts out of range ([`VerifyConfig::check`]), a run that fails or leaves no trace.
 pub fn run(cfg: &VerifyConfig, log: &mut dyn FnMut(&str)) -> Result<Outcome, String> {
+    cfg.check()?;
     let dir = TempDir::new()?;
     let settings = cfg.settings();
-    let mut traces: Vec<Vec<Record>> = Vec::new();
+    let mut reference: Vec<Record> = Vec::new();
     for (k, s) in settings.iter().enumerate() {
         log(&format!("run {}/{}: {s}", k + 1, settings.len()));
-        let t = run_traced(cfg, s, &dir.path().join(format!("trace-{k}.jsonl")), None)?;
+        let path = dir.path().join(format!("trace-{}.jsonl", k.min(1)));
+        let t = run_traced(cfg, s, &path, None)?;
         if t.is_empty() {
             return Err(format!(
                 "the run ({s}) traced no op; does the program use lockstep on its main thread?"
             ));
         }
-        traces.push(t);
-    }
-    for k in 1..traces.len() {
-        let Some(i) = first_difference(&traces[0], &traces[k]) else {
+        if k == 0 {
+            reference = t;
+            continue;
+        }
+        let Some(i) = first_difference(&reference, &t) else {
             continue;
         };
-        let (a, b) = (traces[0].get(i).cloned(), traces[k].get(i).cloned());
+        let (a, b) = (reference.get(i).cloned(), t.get(i).cloned());
         let mut max_abs_diff = None;
         if a.is_some() && b.is_some() {
             log(&format!(
@@ -352,7 +409,7 @@ pub fn run(cfg: &VerifyConfig, log: &mut dyn FnMut(&str)) -> Result<Outcome, Str
     }
     Ok(Outcome::Identical {
         settings,
-        records: traces[0].len(),
+        records: reference.len(),
     })
 }
 
