@@ -12,6 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 type Prep<'a> = &'a dyn Fn(Tensor) -> Tensor;
 type Run = fn(Prep) -> Result<Vec<Tensor>>;
+type View = (&'static str, fn(Tensor) -> Tensor);
 
 fn f(shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
@@ -110,7 +111,7 @@ fn bits(ts: &[Tensor]) -> Vec<(Vec<usize>, Vec<u64>)> {
 /// contiguous copy's bits.
 #[test]
 fn small_views_give_the_contiguous_bits() {
-    let views: [(&str, fn(Tensor) -> Tensor); 2] = [
+    let views: [View; 2] = [
         ("strided", |x| {
             let w = x.shape()[x.ndim() - 1];
             Tensor::cat(&[x.clone(), x], -1)
