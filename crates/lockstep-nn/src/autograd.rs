@@ -391,7 +391,7 @@ impl Var {
         for (leaf, g) in leaves {
             let mut slot = lock(&leaf.0.grad);
             *slot = Some(match slot.take() {
-                None => g.contiguous(),
+                None => g.try_contiguous()?,
                 Some(old) => old.add(&g)?,
             });
         }

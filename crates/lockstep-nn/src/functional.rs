@@ -201,7 +201,7 @@ pub fn batch_norm(
             ),
         ));
     }
-    let xt = x.data().contiguous();
+    let xt = x.data().try_contiguous()?;
     let dtype = x.dtype();
     let batch_stats = training || running_mean.is_none() || running_var.is_none();
     let (mean, var_sum) = if batch_stats {
@@ -316,7 +316,7 @@ impl BnNorm {
         let (n, c, s) = (self.n, self.c, self.s);
         let m = (n * s) as f64;
         let xs = xt.data::<T>()?;
-        let g = g.contiguous();
+        let g = g.try_contiguous()?;
         let gs = g.data::<T>()?;
         // Σ g and Σ g·x̂ in one pass (two chains per channel).
         let sums = bn_kernel::channel_sums::<T, { bn_kernel::SUM_GRAD }>(
@@ -611,7 +611,7 @@ fn class_rows(
             ),
         ));
     }
-    let t = target.contiguous().to_vec::<i64>()?;
+    let t = target.try_contiguous()?.to_vec::<i64>()?;
     let rows = match shape.len() {
         1 => input.unsqueeze(0)?,
         2 => input.clone(),

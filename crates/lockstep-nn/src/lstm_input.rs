@@ -72,8 +72,8 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
         return x.linear(w, b);
     }
     register();
-    let (xt, wt) = (x.data().contiguous(), w.data().contiguous());
-    let bt = b.map(|b| b.data().contiguous());
+    let (xt, wt) = (x.data().try_contiguous()?, w.data().try_contiguous()?);
+    let bt = b.map(|b| b.data().try_contiguous()).transpose()?;
     let key = format!("{xs:?}x{ws:?}");
     let choice = LSTM_INPUT.select_tuned(
         &key,
@@ -95,7 +95,7 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
     inputs.extend(b);
     let has_bias = b.is_some();
     Ok(Var::from_op("lstm_input", value, &inputs, move |gy| {
-        let gy = gy.contiguous();
+        let gy = gy.try_contiguous()?;
         let (gx, gw) = backward(&gy, &xt, &wt, rx, rw)?;
         let mut out = vec![gx, gw];
         if has_bias {

@@ -267,7 +267,7 @@ pub trait Module: Send + Sync {
             ));
         }
         for (v, t) in plan {
-            v.set_data(t.contiguous())?;
+            v.set_data(t.try_contiguous()?)?;
         }
         Ok(())
     }

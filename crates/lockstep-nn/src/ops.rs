@@ -637,7 +637,7 @@ impl Var {
     /// # Errors
     /// If the shape is not a broadcast of `x`'s.
     pub fn expand(&self, shape: &[isize]) -> Result<Var> {
-        let v = self.data().expand(shape)?.contiguous();
+        let v = self.data().expand(shape)?.try_contiguous()?;
         let s = self.shape().to_vec();
         Ok(Var::from_op("expand", v, &[self], move |g| {
             Ok(vec![Some(sum_to(g, &s)?)])

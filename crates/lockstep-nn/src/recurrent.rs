@@ -220,10 +220,10 @@ pub(crate) fn layer(
     register();
     let input = LayerIn {
         cell,
-        xw: xw.data().contiguous(),
-        w: w_hh.data().contiguous(),
-        b: b_hh.map(|v| v.data().contiguous()),
-        h0: h0.data().contiguous(),
+        xw: xw.data().try_contiguous()?,
+        w: w_hh.data().try_contiguous()?,
+        b: b_hh.map(|v| v.data().try_contiguous()).transpose()?,
+        h0: h0.data().try_contiguous()?,
         order: order.to_vec(),
     };
     let choice = op.select()?;
@@ -236,7 +236,7 @@ pub(crate) fn layer(
     let has_bias = b_hh.is_some();
     let last = *order.last().expect("checked non-empty");
     let y = Var::from_op(op.name, value, &inputs, move |gy| {
-        let gy = gy.contiguous();
+        let gy = gy.try_contiguous()?;
         let choice = op_backward.select()?;
         let g = (choice.imp.f)(&input, &saved, &gy, need_h0, &choice.par)?;
         let mut out = vec![Some(g.dxw), Some(g.dw)];

@@ -639,11 +639,15 @@ fn lstm_fused(
         });
     }
     let input = LayerIn {
-        xw: xw.data().contiguous(),
-        w: cell.w_hh.data().contiguous(),
-        b: cell.b_hh.as_ref().map(|v| v.data().contiguous()),
-        h0: h0.data().contiguous(),
-        c0: c0.data().contiguous(),
+        xw: xw.data().try_contiguous()?,
+        w: cell.w_hh.data().try_contiguous()?,
+        b: cell
+            .b_hh
+            .as_ref()
+            .map(|v| v.data().try_contiguous())
+            .transpose()?,
+        h0: h0.data().try_contiguous()?,
+        c0: c0.data().try_contiguous()?,
         order: order.to_vec(),
     };
     let key = format!("{:?}:{dtype:?}", input.xw.shape());
@@ -666,7 +670,7 @@ fn lstm_fused(
     let steps = order.len();
     let last = *order.last().expect("at least one step");
     let y = Var::from_op("lstm_layer", value, &inputs, move |gy| {
-        let gy = gy.contiguous();
+        let gy = gy.try_contiguous()?;
         let bin = BackwardIn {
             gy: &gy,
             input: &input,

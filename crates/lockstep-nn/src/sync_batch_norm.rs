@@ -472,7 +472,7 @@ pub(crate) struct BatchNormRefs<'a> {
 }
 
 fn f64_data(t: &Tensor) -> Result<Vec<f64>> {
-    t.contiguous().to_dtype(DType::F64).to_vec::<f64>()
+    t.try_to_dtype(DType::F64)?.to_vec::<f64>()
 }
 
 fn tensor_as(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {

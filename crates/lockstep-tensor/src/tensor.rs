@@ -251,16 +251,23 @@ impl Tensor {
     /// # Errors
     /// [`Error::OutOfMemory`] naming `contiguous` and the bytes.
     pub fn try_contiguous(&self) -> Result<Tensor> {
+        self.contiguous_for("contiguous")
+    }
+
+    /// [`try_contiguous`](Self::try_contiguous) for an op that needs a dense copy of its
+    /// input: a failed allocation is [`Error::OutOfMemory`] naming `op`, so an op given a huge
+    /// expanded view returns an error instead of panicking.
+    pub(crate) fn contiguous_for(&self, op: &'static str) -> Result<Tensor> {
         if self.is_contiguous() && self.layout.offset() == 0 && self.storage.len() == self.numel() {
             return Ok(self.clone());
         }
         if self.numel() == 0 {
             // The copy's row-major strides must exist: only an empty shape can make them
             // overflow (`[0, 2^40, 2^40]`, e.g. from `view`).
-            crate::layout::try_contiguous_strides("contiguous", self.shape())?;
+            crate::layout::try_contiguous_strides(op, self.shape())?;
         }
         Ok(crate::with_dtype!(self.dtype(), T => {
-            let v: Vec<T> = self.copy_out::<T>("contiguous")?;
+            let v: Vec<T> = self.copy_out::<T>(op)?;
             Self::from_storage(T::into_storage(v), self.shape())
         }))
     }

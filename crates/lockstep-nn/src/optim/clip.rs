@@ -164,7 +164,7 @@ pub fn get_total_norm(
     let total = with_real!(OP, dt, T => {
         let mut norms = Vec::with_capacity(tensors.len());
         for t in tensors {
-            let c = t.contiguous();
+            let c = t.try_contiguous()?;
             norms.push(vector_norm::<T>(c.data::<T>()?, norm_type));
         }
         let total = vector_norm::<T>(&norms, norm_type);
@@ -250,7 +250,7 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
         let coef = if coef.is_nan() || coef <= T::ONE { coef } else { T::ONE };
         let mut new = Vec::with_capacity(gts.len());
         for g in &gts {
-            let c = g.contiguous();
+            let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
             let mut out = vec![T::ZERO; gd.len()];
             scale_into(gd, coef, &mut out);
@@ -297,7 +297,7 @@ pub fn clip_grad_value_(params: &[Var], clip_value: f64) -> Result<()> {
     let mut new = Vec::with_capacity(grads.len());
     for (_, g) in &grads {
         let t = with_real!(OP, g.dtype(), T => {
-            let c = g.contiguous();
+            let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
             let mut out = vec![T::ZERO; gd.len()];
             clamp_into(gd, T::from_f64(-clip_value), T::from_f64(clip_value), &mut out);

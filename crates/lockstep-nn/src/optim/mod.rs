@@ -410,7 +410,7 @@ pub(crate) fn fit_buffer(op: &'static str, name: &str, t: &Tensor, p: &Var) -> R
             got: t.dtype(),
         });
     }
-    Ok(t.contiguous())
+    t.try_contiguous()
 }
 
 /// Checks a loaded `step` entry (a one-element float tensor) and returns its value as PyTorch

@@ -262,7 +262,7 @@ impl Tensor {
         const OP: &str = "max_pool2d";
         let (n, c, h, w) = nchw(OP, self)?;
         let (oh, ow) = p.out_hw(OP, h, w)?;
-        let x = self.contiguous();
+        let x = self.contiguous_for(OP)?;
         let src = float_data(OP, &x)?;
         let choice = MAX_POOL2D.select()?;
         let mut vals = out_buf::<f32>(OP, &[n, c, oh, ow])?;
@@ -404,9 +404,9 @@ impl Tensor {
                 rhs: indices.shape().to_vec(),
             });
         }
-        let g = grad_output.contiguous();
+        let g = grad_output.contiguous_for(OP)?;
         let gi = float_data(OP, &g)?;
-        let ix = indices.contiguous();
+        let ix = indices.contiguous_for(OP)?;
         let ixs = ix.data::<i64>()?;
         let plane_out = grad_output.shape()[2] * grad_output.shape()[3];
         let choice = MAX_POOL2D_BACKWARD.select()?;
@@ -1210,7 +1210,7 @@ fn window_mean(
     (oh, ow): (usize, usize),
     win: impl Fn(usize, usize) -> Window + Sync,
 ) -> Result<Tensor> {
-    let x = input.contiguous();
+    let x = input.contiguous_for(op.name)?;
     let src = float_data(op.name, &x)?;
     let choice = op.select()?;
     let mut out = out_buf::<f32>(op.name, &[planes, oh, ow])?;
@@ -1296,7 +1296,7 @@ fn window_scatter(
             rhs: vec![n, c, oh, ow],
         });
     }
-    let g = grad_output.contiguous();
+    let g = grad_output.contiguous_for(op.name)?;
     let gs = float_data(op.name, &g)?;
     let choice = op.select()?;
     let mut out = out_buf::<f32>(op.name, &[n, c, h, w])?;

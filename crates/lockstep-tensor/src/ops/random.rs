@@ -282,7 +282,7 @@ impl Tensor {
     /// # Errors
     /// Non-float dtype; a probability outside `[0, 1]`.
     pub fn bernoulli(probs: &Tensor, g: Option<&mut Generator>) -> Result<Tensor> {
-        let p = probs.contiguous();
+        let p = probs.contiguous_for("bernoulli")?;
         let out = with_generator(g, |g| match p.dtype() {
             DType::F32 => Tensor::from_vec(t::bernoulli_tensor(g, p.data::<f32>()?)?, p.shape()),
             DType::F64 => Tensor::from_vec(t::bernoulli_tensor(g, p.data::<f64>()?)?, p.shape()),
@@ -300,7 +300,7 @@ impl Tensor {
     /// # Errors
     /// Non-float dtype; `p` outside `[0, 1]`.
     pub fn dropout(&self, p: f64, training: bool, g: Option<&mut Generator>) -> Result<Tensor> {
-        let x = self.contiguous();
+        let x = self.contiguous_for("dropout")?;
         let out = with_generator(g, |g| match x.dtype() {
             DType::F32 => {
                 Tensor::from_vec(t::dropout(g, x.data::<f32>()?, p, training)?, x.shape())
@@ -371,7 +371,7 @@ impl Tensor {
                 ));
             }
         };
-        let p = probs.contiguous();
+        let p = probs.contiguous_for("multinomial")?;
         let out = with_generator(g, |g| -> Result<Vec<i64>> {
             Ok(match p.dtype() {
                 DType::F32 => {

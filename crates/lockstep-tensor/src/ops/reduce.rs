@@ -450,7 +450,7 @@ pub fn sum_nondet<T: Float>(x: &[T], par: &Par) -> T {
 type SumFn = fn(&Tensor, &Par) -> Result<Tensor>;
 
 fn full_sum(x: &Tensor, par: &Par, det: bool) -> Result<Tensor> {
-    let x = x.contiguous();
+    let x = x.contiguous_for("sum")?;
     match x.dtype() {
         DType::F32 => {
             let d = dense::<f32>(&x)?;
@@ -723,7 +723,7 @@ impl Tensor {
         } else {
             out_shape.remove(d);
         }
-        let x = self.contiguous();
+        let x = self.contiguous_for("sum_dim")?;
         let c = SUM_DIM.select()?;
         let par = c.par;
         let out = match x.dtype() {
@@ -1354,7 +1354,7 @@ fn red_geom(x: &Tensor, a: &RedArgs) -> (Geom, Vec<usize>) {
 
 fn mean_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     let (g, shape) = red_geom(x, a);
-    let xc = x.contiguous();
+    let xc = x.contiguous_for("mean")?;
     with_float!("mean", x, T => {
         let d = dense::<T>(&xc)?;
         let nn = T::from_f64(g.n as f64);
@@ -1369,7 +1369,7 @@ fn mean_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
 
 fn var_kernel(x: &Tensor, a: &RedArgs, par: &Par, sqrt: bool) -> Result<Vec<Tensor>> {
     let (g, shape) = red_geom(x, a);
-    let xc = x.contiguous();
+    let xc = x.contiguous_for(if sqrt { "std" } else { "var" })?;
     let c = a.correction;
     with_float!(if sqrt { "std" } else { "var" }, x, T => {
         let d = dense::<T>(&xc)?;
@@ -1393,7 +1393,7 @@ fn extreme_kernel(
             "cannot reduce over a zero-size dimension (the operation has no identity)",
         ));
     }
-    let xc = x.contiguous();
+    let xc = x.contiguous_for(op)?;
     with_float!(op, x, T => {
         let d = dense::<T>(&xc)?;
         let v: Vec<(T, usize)> = reduce_lines(d, g, par, |l| line_extreme(l, greater, par));
@@ -1405,7 +1405,7 @@ fn extreme_kernel(
 
 fn logsumexp_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
     let (g, shape) = red_geom(x, a);
-    let xc = x.contiguous();
+    let xc = x.contiguous_for("logsumexp")?;
     with_float!("logsumexp", x, T => {
         let d = dense::<T>(&xc)?;
         let v = reduce_lines(d, g, par, line_logsumexp);
@@ -1422,7 +1422,7 @@ fn softmax_kernel(x: &Tensor, a: &RedArgs, par: &Par, log: bool) -> Result<Vec<T
             inner: 1,
         },
     };
-    let xc = x.contiguous();
+    let xc = x.contiguous_for(if log { "log_softmax" } else { "softmax" })?;
     let isa = Isa::best();
     with_float!(if log { "log_softmax" } else { "softmax" }, x, T => {
         let data = dense::<T>(&xc)?;
@@ -1441,7 +1441,7 @@ fn cumsum_kernel(x: &Tensor, a: &RedArgs, par: &Par) -> Result<Vec<Tensor>> {
             inner: 1,
         },
     };
-    let xc = x.contiguous();
+    let xc = x.contiguous_for("cumsum")?;
     with_float!("cumsum", x, T => {
         let data = dense::<T>(&xc)?;
         let Geom { n, inner, .. } = g;

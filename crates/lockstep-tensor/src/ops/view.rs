@@ -78,7 +78,7 @@ impl Tensor {
         if self.is_contiguous() {
             self.view(shape)
         } else {
-            self.contiguous().view(shape)
+            self.contiguous_for("reshape")?.view(shape)
         }
     }
 

@@ -1044,7 +1044,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "conv2d";
         let g = Geometry::new(OP, self.shape(), weight.shape(), p)?;
-        let (x, w) = (self.contiguous(), weight.contiguous());
+        let (x, w) = (self.contiguous_for(OP)?, weight.contiguous_for(OP)?);
         let (xs, ws) = (f32_data(OP, "input", &x)?, f32_data(OP, "weight", &w)?);
         let b = match bias {
             Some(b) if b.shape() != [g.cout] => {
@@ -1054,7 +1054,7 @@ impl Tensor {
                     rhs: vec![g.cout],
                 });
             }
-            Some(b) => Some(b.contiguous()),
+            Some(b) => Some(b.contiguous_for(OP)?),
             None => None,
         };
         let bs = match &b {
@@ -1123,7 +1123,7 @@ impl Tensor {
         const OP: &str = "conv2d_input_grad";
         let g = Geometry::new(OP, input_shape, weight.shape(), p)?;
         check_grad_output(OP, &g, grad_output)?;
-        let (go, w) = (grad_output.contiguous(), weight.contiguous());
+        let (go, w) = (grad_output.contiguous_for(OP)?, weight.contiguous_for(OP)?);
         let (gs, ws) = (
             f32_data(OP, "grad_output", &go)?,
             f32_data(OP, "weight", &w)?,
@@ -1161,7 +1161,7 @@ impl Tensor {
         const OP: &str = "conv2d_weight_grad";
         let g = Geometry::new(OP, input.shape(), weight_shape, p)?;
         check_grad_output(OP, &g, grad_output)?;
-        let (go, x) = (grad_output.contiguous(), input.contiguous());
+        let (go, x) = (grad_output.contiguous_for(OP)?, input.contiguous_for(OP)?);
         let (gs, xs) = (
             f32_data(OP, "grad_output", &go)?,
             f32_data(OP, "input", &x)?,

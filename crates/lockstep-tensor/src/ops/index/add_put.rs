@@ -62,7 +62,7 @@ impl Tensor {
         }
         let (outer, n, inner) = geom(self.shape(), d);
         check_indices(OP, idx, n)?;
-        let mut out = fresh_copy(self)?;
+        let mut out = fresh_copy(OP, self)?;
         run_rows(
             &INDEX_ADD,
             &mut out,
@@ -141,10 +141,10 @@ impl Tensor {
         let rest = &shape[k..];
         let inner: usize = rest.iter().product();
         let vals = if values.numel() == m * inner {
-            values.contiguous()
+            values.contiguous_for("index_put")?
         } else if values.numel() == inner || values.numel() == 1 {
             // Broadcast one row (or one value) to m rows.
-            let vc = values.contiguous();
+            let vc = values.contiguous_for("index_put")?;
             crate::with_dtype!(values.dtype(), T => {
                 let v = dense::<T>(&vc)?;
                 let row: Vec<T> = if v.len() == inner { v.to_vec() } else { vec![v[0]; inner] };
@@ -169,7 +169,7 @@ impl Tensor {
             m,
             inner,
         };
-        let mut out = fresh_copy(self)?;
+        let mut out = fresh_copy(OP, self)?;
         if accumulate {
             run_rows(&INDEX_PUT_ACCUMULATE, &mut out, &vals, &lin, g)?;
         } else {

@@ -92,8 +92,8 @@ pub(super) use with_acc;
 // Argument checks.
 
 /// A private dense copy of `t` (written by the accumulating ops), in a fresh buffer.
-pub(super) fn fresh_copy(t: &Tensor) -> Result<Tensor> {
-    let c = t.contiguous();
+pub(super) fn fresh_copy(op: &'static str, t: &Tensor) -> Result<Tensor> {
+    let c = t.contiguous_for(op)?;
     crate::with_dtype!(t.dtype(), T => Tensor::from_vec(copied_vec(dense::<T>(&c)?), t.shape()))
 }
 
@@ -114,7 +114,7 @@ pub(super) fn index_tensor(op: &'static str, t: &Tensor) -> Result<Tensor> {
             got: t.dtype(),
         });
     }
-    Ok(t.contiguous())
+    t.contiguous_for(op)
 }
 
 /// Checks that every index is in `0..size` (a branch-free scan on lockstep's threads; the first

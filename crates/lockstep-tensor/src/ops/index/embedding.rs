@@ -52,7 +52,7 @@ fn embedding_bag_kernel(
 ) -> Result<Tensor> {
     let d = w.shape()[1];
     let nbags = starts.len();
-    let wc = w.contiguous();
+    let wc = w.contiguous_for("embedding_bag")?;
     with_acc!("embedding_bag", w.dtype(), T => {
         let wd = dense::<T>(&wc)?;
         let mut out = vec![T::default(); nbags * d];

@@ -488,7 +488,7 @@ impl Tensor {
                         rhs: w.shape().to_vec(),
                     });
                 }
-                let wc = w.contiguous();
+                let wc = w.contiguous_for(OP)?;
                 if w.dtype() == DType::F32 {
                     let wd = dense::<f32>(&wc)?;
                     let v = (c.imp.f.f32)(&inp, Some(wd), nbins, &c.par)?;
@@ -521,7 +521,7 @@ impl Tensor {
             ));
         }
         let c = HISTC.select()?;
-        let xc = self.contiguous();
+        let xc = self.contiguous_for(OP)?;
         macro_rules! go {
             ($T:ty, $V:ident) => {{
                 let x = dense::<$T>(&xc)?;

@@ -600,7 +600,7 @@ pub(super) fn run_rows(
     g: RowGeomPub,
 ) -> Result<()> {
     let c = op.select()?;
-    let src = src.contiguous();
+    let src = src.contiguous_for(op.name)?;
     match dst.dtype() {
         DType::F32 => (c.imp.f.f32)(dense_mut(dst)?, dense(&src)?, idx, g, &c.par),
         DType::F64 => (c.imp.f.f64)(dense_mut(dst)?, dense(&src)?, idx, g, &c.par),

@@ -263,7 +263,7 @@ impl Tensor {
         let idx = dense::<i64>(&ic)?;
         let (outer, n, inner) = geom(self.shape(), d);
         check_indices(OP, idx, n)?;
-        let mut out = fresh_copy(self)?;
+        let mut out = fresh_copy(OP, self)?;
         let fast = index.ndim() == 0
             || (index.shape() == src.shape()
                 && (0..index.ndim()).all(|a| a == d || index.shape()[a] == self.shape()[a]));
@@ -277,7 +277,7 @@ impl Tensor {
             run_rows(&SCATTER_ADD, &mut out, src, idx, g)?;
         } else {
             let c = SCATTER_ADD.select()?;
-            let sc = src.contiguous();
+            let sc = src.contiguous_for("scatter_add")?;
             let (ds, ss, is) = (
                 self.shape().to_vec(),
                 src.shape().to_vec(),

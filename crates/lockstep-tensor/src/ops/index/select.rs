@@ -24,7 +24,7 @@ pub(super) fn index_select_kernel(
         shape[dim] = m;
     }
     let _ = n;
-    let xc = x.contiguous();
+    let xc = x.contiguous_for("index_select")?;
     crate::with_dtype!(x.dtype(), T => {
         let s = dense::<T>(&xc)?;
         let mut out = zeroed_vec::<T>(outer * m * inner);
@@ -48,7 +48,7 @@ fn gather_kernel(x: &Tensor, dim: usize, index: &Tensor, idx: &[i64], par: &Par)
     let xs = contiguous_strides(x.shape());
     let nd = ishape.len();
     let last = ishape.last().copied().unwrap_or(1);
-    let xc = x.contiguous();
+    let xc = x.contiguous_for("gather")?;
     crate::with_dtype!(x.dtype(), T => {
         let s = dense::<T>(&xc)?;
         let mut out = zeroed_vec::<T>(idx.len());

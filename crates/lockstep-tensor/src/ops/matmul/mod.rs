@@ -461,7 +461,7 @@ impl Tensor {
         }
         // In place: the product's storage is fresh and unshared, so `data_mut` copies nothing.
         fn add_bias<T: GemmFloat>(mut out: Tensor, bias: &Tensor) -> Result<Tensor> {
-            let bc = bias.contiguous();
+            let bc = bias.contiguous_for("linear")?;
             let b = bc.data::<T>()?;
             if !b.is_empty() {
                 for row in out.data_mut::<T>()?.chunks_mut(b.len()) {
