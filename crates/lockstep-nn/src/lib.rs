@@ -51,7 +51,7 @@ pub mod rng;
 pub mod rnn;
 pub mod sync_batch_norm;
 
-pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
+pub use autograd::{BackwardOptions, Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
 pub use module::{Kind, Module, Named};
 pub use ops::{builtin_ops, sum_to};
