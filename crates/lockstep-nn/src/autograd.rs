@@ -214,10 +214,179 @@ impl Var {
         )
     }
 
-    /// The current value (a cheap handle; later [`set_data`](Self::set_data) calls do not
-    /// change a handle taken before).
+    /// The current value, as a cheap **read-only** handle (`x.data` / `x.detach()` for
+    /// reading): later writes to the parameter do not change a handle taken before, and an
+    /// in-place write to the handle ([`Tensor::uniform_`], [`Tensor::mul_`], …) is an error
+    /// naming the op, since it could not reach the parameter (PyTorch's `.data` shares storage;
+    /// a write that silently reaches nothing would be worse than an error). Write through the
+    /// parameter instead: [`Var::uniform_`], [`Var::add_`], [`Var::copy_`], …, under [`no_grad`] for a parameter that requires a gradient.
     pub fn data(&self) -> Tensor {
-        read(&self.0.value.tensor).clone()
+        read(&self.0.value.tensor).clone().into_read_only()
+    }
+
+    /// The value of a one-element tensor as an `f64` (`loss.item()`).
+    ///
+    /// # Errors
+    /// If the tensor does not have exactly one element.
+    pub fn item(&self) -> Result<f64> {
+        let t = read(&self.0.value.tensor).clone();
+        if t.numel() != 1 {
+            return Err(invalid(
+                "item",
+                "self",
+                format!(
+                    "a Tensor with {} elements cannot be converted to Scalar",
+                    t.numel()
+                ),
+            ));
+        }
+        Ok(t.to_f64_vec()[0])
+    }
+
+    /// Runs `f`, an in-place tensor op (it keeps the shape and dtype), on the value itself: a
+    /// write that reaches this tensor (and its [`detach`](Self::detach)ed aliases) and adds
+    /// one to its [`version`](Self::version), as any in-place op on a PyTorch tensor does.
+    ///
+    /// # Errors
+    /// As PyTorch: a tensor that requires a gradient while gradients are recorded ("a leaf
+    /// Variable that requires grad is being used in an in-place operation"; use [`no_grad`]);
+    /// `f`'s error.
+    pub(crate) fn with_data_mut<R>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&mut Tensor) -> Result<R>,
+    ) -> Result<R> {
+        if self.requires_grad() && is_grad_enabled() {
+            let why = if self.is_leaf() {
+                "a leaf Variable that requires grad is being used in an in-place operation (write to parameters under no_grad)"
+            } else {
+                "in-place operations on a tensor computed by a recorded op are not supported; use the out-of-place op, or no_grad"
+            };
+            return Err(invalid(op, "self", why));
+        }
+        let r = f(&mut write(&self.0.value.tensor))?;
+        self.0.value.version.fetch_add(1, Ordering::AcqRel);
+        Ok(r)
+    }
+
+    /// `p.add_(other, alpha=alpha)` in place (see [`Tensor::add_alpha_`]: PyTorch's fused
+    /// multiply-add), e.g. the SGD update `p.add_(&grad, -lr)` under [`no_grad`].
+    ///
+    /// # Errors
+    /// A tensor that requires a gradient while gradients are recorded ("a leaf Variable that
+    /// requires grad is being used in an in-place operation": use [`no_grad`]); as
+    /// [`Tensor::add_alpha_`].
+    pub fn add_(&self, other: &Tensor, alpha: f64) -> Result<()> {
+        self.with_data_mut("add_", |t| t.add_alpha_(other, alpha))
+    }
+
+    /// `p.sub_(other, alpha=alpha)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn sub_(&self, other: &Tensor, alpha: f64) -> Result<()> {
+        self.with_data_mut("sub_", |t| t.sub_(other, alpha))
+    }
+
+    /// `p.mul_(other)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_(&self, other: &Tensor) -> Result<()> {
+        self.with_data_mut("mul_", |t| t.mul_(other))
+    }
+
+    /// `p.mul_(s)` in place with a number.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_scalar_(&self, s: f64) -> Result<()> {
+        self.with_data_mut("mul_", |t| t.mul_scalar_(s))
+    }
+
+    /// `p.div_(other)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn div_(&self, other: &Tensor) -> Result<()> {
+        self.with_data_mut("div_", |t| t.div_(other))
+    }
+
+    /// `p.addcmul_(t1, t2, value=value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn addcmul_(&self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        self.with_data_mut("addcmul_", |t| t.addcmul_(t1, t2, value))
+    }
+
+    /// `p.addcdiv_(t1, t2, value=value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn addcdiv_(&self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        self.with_data_mut("addcdiv_", |t| t.addcdiv_(t1, t2, value))
+    }
+
+    /// `p.lerp_(end, weight)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn lerp_(&self, end: &Tensor, weight: f64) -> Result<()> {
+        self.with_data_mut("lerp_", |t| t.lerp_(end, weight))
+    }
+
+    /// `p.clamp_(min, max)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
+        self.with_data_mut("clamp_", |t| t.clamp_(min, max))
+    }
+
+    /// `p.copy_(src)` in place (broadcast, converted to `p`'s dtype).
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        self.with_data_mut("copy_", |t| t.copy_(src))
+    }
+
+    /// `p.fill_(value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn fill_(&self, value: f64) -> Result<()> {
+        self.with_data_mut("fill_", |t| t.fill_(value))
+    }
+
+    /// `p.zero_()` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn zero_(&self) -> Result<()> {
+        self.with_data_mut("zero_", |t| t.zero_())
+    }
+
+    /// `p.uniform_(a, b, generator=g)` in place, drawing as PyTorch does.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_) and [`Tensor::uniform_`].
+    pub fn uniform_(&self, a: f64, b: f64, g: Option<&mut lockstep_rng::Generator>) -> Result<()> {
+        self.with_data_mut("uniform_", |t| t.uniform_(a, b, g))
+    }
+
+    /// `p.normal_(mean, std, generator=g)` in place, drawing as PyTorch does.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_) and [`Tensor::normal_`].
+    pub fn normal_(
+        &self,
+        mean: f64,
+        std: f64,
+        g: Option<&mut lockstep_rng::Generator>,
+    ) -> Result<()> {
+        self.with_data_mut("normal_", |t| t.normal_(mean, std, g))
     }
 
     /// Replaces the value of a leaf (what an optimizer step or `load_state_dict` does;

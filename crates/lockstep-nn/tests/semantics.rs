@@ -100,3 +100,89 @@ fn freeing_releases_the_saved_tensors() {
     assert!(run(false), "backward frees what the op saved");
     assert!(!run(true), "retain_graph keeps it");
 }
+
+#[test]
+fn writes_through_data_are_errors_not_silent_no_ops() {
+    let p = Var::new(
+        Tensor::zeros(&[3], lockstep_tensor::DType::F32).unwrap(),
+        true,
+    );
+    let e = p.data().uniform_(-0.1, 0.1, None).unwrap_err().to_string();
+    assert!(e.contains("uniform_") && e.contains("read-only"), "{e}");
+    let mut sd = p.data();
+    assert!(
+        sd.add_alpha_(&Tensor::ones(&[3], sd.dtype()).unwrap(), 1.0)
+            .is_err()
+    );
+    assert_eq!(p.data().to_vec::<f32>().unwrap(), [0.0; 3]);
+    // The writable path reaches the parameter.
+    no_grad(|| p.uniform_(-0.1, 0.1, None)).unwrap();
+    assert!(p.data().to_vec::<f32>().unwrap().iter().all(|&x| x != 0.0));
+    assert_eq!(p.version(), 1);
+}
+
+#[test]
+fn in_place_write_to_a_parameter_outside_no_grad_is_an_error() {
+    let p = Var::new(t(&[1.0, 2.0]), true);
+    let e = p.add_(&t(&[1.0, 1.0]), -0.5).unwrap_err().to_string();
+    assert!(e.contains("a leaf Variable that requires grad"), "{e}");
+    no_grad(|| p.add_(&t(&[1.0, 1.0]), -0.5)).unwrap();
+    assert_eq!(p.data().to_vec::<f64>().unwrap(), [0.5, 1.5]);
+}
+
+#[test]
+fn a_write_to_a_value_saved_for_backward_is_an_error_at_backward() {
+    let w = Var::new(t(&[1.0, 2.0]), true);
+    let loss = w.mul(&w).unwrap().sum().unwrap();
+    no_grad(|| w.mul_scalar_(2.0)).unwrap();
+    let e = loss.backward().unwrap_err().to_string();
+    assert!(
+        e.contains("modified by an inplace operation") && e.contains("mul"),
+        "{e}"
+    );
+    // Through a detached alias, which shares the value and its version.
+    let x = Var::new(t(&[1.0, 2.0]), true);
+    let y = x.exp().unwrap();
+    let loss = y.sum().unwrap();
+    let alias = x.detach();
+    alias.fill_(0.0).unwrap();
+    assert_eq!(
+        x.data().to_vec::<f64>().unwrap(),
+        [0.0, 0.0],
+        "the write reaches x"
+    );
+    let e = loss.backward().unwrap_err().to_string();
+    assert!(e.contains("modified by an inplace operation"), "{e}");
+}
+
+#[test]
+fn item_of_a_loss() {
+    let x = Var::new(t(&[1.5, 2.0]), true);
+    assert_eq!(x.sum().unwrap().item().unwrap(), 3.5);
+    assert!(x.item().unwrap_err().to_string().contains("item"));
+}
+
+#[test]
+fn an_lstm_takes_both_states_or_neither_and_errors_name_hx() {
+    use lockstep_nn::rnn::{Rnn, RnnConfig};
+    use lockstep_tensor::DType;
+    let lstm = Rnn::lstm(RnnConfig::new(3, 4)).unwrap();
+    let x = Var::constant(Tensor::zeros(&[5, 2, 3], DType::F32).unwrap());
+    let s = Var::constant(Tensor::zeros(&[1, 2, 4], DType::F32).unwrap());
+    for (h0, c0) in [(Some(&s), None), (None, Some(&s))] {
+        let e = lstm.forward_with_state(&x, h0, c0).err().unwrap();
+        let m = e.to_string();
+        assert!(
+            m.contains("argument `hx`") && m.contains("both h0 and c0"),
+            "{m}"
+        );
+    }
+    assert!(lstm.forward_with_state(&x, Some(&s), Some(&s)).is_ok());
+    let bad = Var::constant(Tensor::zeros(&[1, 3, 4], DType::F32).unwrap());
+    let m = lstm
+        .forward_with_state(&x, Some(&bad), Some(&s))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(m.contains("argument `hx`"), "{m}");
+}
