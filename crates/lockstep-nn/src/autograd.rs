@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The backward of one op: given the gradient of its output, the gradients of its inputs (in
 /// the order they were passed to [`Var::from_op`]; `None` for an input without a gradient).
@@ -61,14 +61,28 @@ pub fn set_grad_enabled<R>(on: bool, f: impl FnOnce() -> R) -> R {
 
 struct GradFn {
     name: &'static str,
+    /// The inputs, their versions when the op ran, and the backward closure (with the tensors
+    /// it saved); `None` once a backward without `retain_graph` has run through this node.
+    saved: Mutex<Option<Arc<Saved>>>,
+}
+
+struct Saved {
     inputs: Vec<Var>,
+    versions: Vec<u64>,
     backward: Box<BackwardFn>,
+}
+
+/// A value and its version counter, shared by a tensor and its [`Var::detach`]ed aliases as
+/// PyTorch's `detach()` shares storage and version.
+struct Value {
+    tensor: RwLock<Tensor>,
+    version: AtomicU64,
 }
 
 struct Node {
     id: u64,
     shape: Vec<usize>,
-    data: RwLock<Tensor>,
+    value: Arc<Value>,
     requires_grad: bool,
     grad: Mutex<Option<Tensor>>,
     grad_fn: Option<GradFn>,
@@ -77,15 +91,24 @@ struct Node {
 impl Drop for Node {
     // Long chains (an RNN over many steps) would otherwise be freed recursively.
     fn drop(&mut self) {
+        fn take_inputs(f: &mut GradFn) -> Vec<Var> {
+            match f.saved.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(s) => match Arc::try_unwrap(s) {
+                    Ok(mut s) => std::mem::take(&mut s.inputs),
+                    Err(_) => Vec::new(),
+                },
+                None => Vec::new(),
+            }
+        }
         let Some(f) = self.grad_fn.as_mut() else {
             return;
         };
-        let mut stack = std::mem::take(&mut f.inputs);
+        let mut stack = take_inputs(f);
         while let Some(v) = stack.pop() {
             if let Ok(mut node) = Arc::try_unwrap(v.0)
                 && let Some(f) = node.grad_fn.as_mut()
             {
-                stack.append(&mut f.inputs);
+                stack.append(&mut take_inputs(f));
             }
         }
     }
@@ -112,16 +135,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Var {
     fn make(data: Tensor, requires_grad: bool, grad_fn: Option<GradFn>) -> Self {
+        let value = Arc::new(Value {
+            tensor: RwLock::new(data),
+            version: AtomicU64::new(0),
+        });
+        Self::with_value(value, requires_grad, grad_fn)
+    }
+
+    fn with_value(value: Arc<Value>, requires_grad: bool, grad_fn: Option<GradFn>) -> Self {
+        let shape = read(&value.tensor).shape().to_vec();
         Self(Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            shape: data.shape().to_vec(),
-            data: RwLock::new(data),
+            shape,
+            value,
             requires_grad,
             grad: Mutex::new(None),
             grad_fn,
         }))
+    }
+
+    /// How many times the value was changed in place (`x._version`): each in-place write
+    /// through a [`Var`] (or an alias made by [`detach`](Self::detach)) adds one. A backward
+    /// that needs a value whose version moved since the op ran is an error.
+    pub fn version(&self) -> u64 {
+        self.0.value.version.load(Ordering::Acquire)
     }
 
     /// A leaf: a tensor made by the user, with or without a gradient (`requires_grad`).
@@ -158,20 +205,188 @@ impl Var {
             true,
             Some(GradFn {
                 name,
-                inputs: inputs.iter().map(|&v| v.clone()).collect(),
-                backward: Box::new(backward),
+                saved: Mutex::new(Some(Arc::new(Saved {
+                    inputs: inputs.iter().map(|&v| v.clone()).collect(),
+                    versions: inputs.iter().map(|v| v.version()).collect(),
+                    backward: Box::new(backward),
+                }))),
             }),
         )
     }
 
-    /// The current value (a cheap handle; later [`set_data`](Self::set_data) calls do not
-    /// change a handle taken before).
+    /// The current value, as a cheap **read-only** handle (`x.data` / `x.detach()` for
+    /// reading): later writes to the parameter do not change a handle taken before, and an
+    /// in-place write to the handle ([`Tensor::uniform_`], [`Tensor::mul_`], …) is an error
+    /// naming the op, since it could not reach the parameter (PyTorch's `.data` shares storage;
+    /// a write that silently reaches nothing would be worse than an error). Write through the
+    /// parameter instead: [`Var::uniform_`], [`Var::add_`], [`Var::copy_`], …, under [`no_grad`] for a parameter that requires a gradient.
     pub fn data(&self) -> Tensor {
-        self.0
-            .data
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        read(&self.0.value.tensor).clone().into_read_only()
+    }
+
+    /// The value of a one-element tensor as an `f64` (`loss.item()`).
+    ///
+    /// # Errors
+    /// If the tensor does not have exactly one element.
+    pub fn item(&self) -> Result<f64> {
+        let t = read(&self.0.value.tensor).clone();
+        if t.numel() != 1 {
+            return Err(invalid(
+                "item",
+                "self",
+                format!(
+                    "a Tensor with {} elements cannot be converted to Scalar",
+                    t.numel()
+                ),
+            ));
+        }
+        Ok(t.to_f64_vec()[0])
+    }
+
+    /// Runs `f`, an in-place tensor op (it keeps the shape and dtype), on the value itself: a
+    /// write that reaches this tensor (and its [`detach`](Self::detach)ed aliases) and adds
+    /// one to its [`version`](Self::version), as any in-place op on a PyTorch tensor does.
+    ///
+    /// # Errors
+    /// As PyTorch: a tensor that requires a gradient while gradients are recorded ("a leaf
+    /// Variable that requires grad is being used in an in-place operation"; use [`no_grad`]);
+    /// `f`'s error.
+    pub(crate) fn with_data_mut<R>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&mut Tensor) -> Result<R>,
+    ) -> Result<R> {
+        if self.requires_grad() && is_grad_enabled() {
+            let why = if self.is_leaf() {
+                "a leaf Variable that requires grad is being used in an in-place operation (write to parameters under no_grad)"
+            } else {
+                "in-place operations on a tensor computed by a recorded op are not supported; use the out-of-place op, or no_grad"
+            };
+            return Err(invalid(op, "self", why));
+        }
+        let r = f(&mut write(&self.0.value.tensor))?;
+        self.0.value.version.fetch_add(1, Ordering::AcqRel);
+        Ok(r)
+    }
+
+    /// `p.add_(other, alpha=alpha)` in place (see [`Tensor::add_alpha_`]: PyTorch's fused
+    /// multiply-add), e.g. the SGD update `p.add_(&grad, -lr)` under [`no_grad`].
+    ///
+    /// # Errors
+    /// A tensor that requires a gradient while gradients are recorded ("a leaf Variable that
+    /// requires grad is being used in an in-place operation": use [`no_grad`]); as
+    /// [`Tensor::add_alpha_`].
+    pub fn add_(&self, other: &Tensor, alpha: f64) -> Result<()> {
+        self.with_data_mut("add_", |t| t.add_alpha_(other, alpha))
+    }
+
+    /// `p.sub_(other, alpha=alpha)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn sub_(&self, other: &Tensor, alpha: f64) -> Result<()> {
+        self.with_data_mut("sub_", |t| t.sub_(other, alpha))
+    }
+
+    /// `p.mul_(other)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_(&self, other: &Tensor) -> Result<()> {
+        self.with_data_mut("mul_", |t| t.mul_(other))
+    }
+
+    /// `p.mul_(s)` in place with a number.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_scalar_(&self, s: f64) -> Result<()> {
+        self.with_data_mut("mul_", |t| t.mul_scalar_(s))
+    }
+
+    /// `p.div_(other)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn div_(&self, other: &Tensor) -> Result<()> {
+        self.with_data_mut("div_", |t| t.div_(other))
+    }
+
+    /// `p.addcmul_(t1, t2, value=value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn addcmul_(&self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        self.with_data_mut("addcmul_", |t| t.addcmul_(t1, t2, value))
+    }
+
+    /// `p.addcdiv_(t1, t2, value=value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn addcdiv_(&self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        self.with_data_mut("addcdiv_", |t| t.addcdiv_(t1, t2, value))
+    }
+
+    /// `p.lerp_(end, weight)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn lerp_(&self, end: &Tensor, weight: f64) -> Result<()> {
+        self.with_data_mut("lerp_", |t| t.lerp_(end, weight))
+    }
+
+    /// `p.clamp_(min, max)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
+        self.with_data_mut("clamp_", |t| t.clamp_(min, max))
+    }
+
+    /// `p.copy_(src)` in place (broadcast, converted to `p`'s dtype).
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        self.with_data_mut("copy_", |t| t.copy_(src))
+    }
+
+    /// `p.fill_(value)` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn fill_(&self, value: f64) -> Result<()> {
+        self.with_data_mut("fill_", |t| t.fill_(value))
+    }
+
+    /// `p.zero_()` in place.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn zero_(&self) -> Result<()> {
+        self.with_data_mut("zero_", |t| t.zero_())
+    }
+
+    /// `p.uniform_(a, b, generator=g)` in place, drawing as PyTorch does.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_) and [`Tensor::uniform_`].
+    pub fn uniform_(&self, a: f64, b: f64, g: Option<&mut lockstep_rng::Generator>) -> Result<()> {
+        self.with_data_mut("uniform_", |t| t.uniform_(a, b, g))
+    }
+
+    /// `p.normal_(mean, std, generator=g)` in place, drawing as PyTorch does.
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_) and [`Tensor::normal_`].
+    pub fn normal_(
+        &self,
+        mean: f64,
+        std: f64,
+        g: Option<&mut lockstep_rng::Generator>,
+    ) -> Result<()> {
+        self.with_data_mut("normal_", |t| t.normal_(mean, std, g))
     }
 
     /// Replaces the value of a leaf (what an optimizer step or `load_state_dict` does;
@@ -201,7 +416,7 @@ impl Var {
                 got: t.dtype(),
             });
         }
-        *self.0.data.write().unwrap_or_else(|e| e.into_inner()) = t;
+        *write(&self.0.value.tensor) = t;
         Ok(())
     }
 
@@ -231,7 +446,7 @@ impl Var {
                 ),
             ));
         }
-        let mut data = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let mut data = write(&self.0.value.tensor);
         let mut grad = lock(&self.0.grad);
         *data = data.to_dtype(dtype);
         *grad = grad.as_ref().map(|g| g.to_dtype(dtype));
@@ -255,11 +470,7 @@ impl Var {
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        self.0
-            .data
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .dtype()
+        read(&self.0.value.tensor).dtype()
     }
 
     /// Whether gradients flow to this tensor.
@@ -310,38 +521,53 @@ impl Var {
         *lock(&self.0.grad) = None;
     }
 
-    /// The same value, cut from the graph (`x.detach()`).
+    /// The same value, cut from the graph (`x.detach()`). As in PyTorch, the result shares
+    /// the value and its version counter with `self`: an in-place write through either is
+    /// seen by both.
     pub fn detach(&self) -> Var {
-        Var::constant(self.data())
+        Var::with_value(self.0.value.clone(), false, None)
     }
 
     /// Back-propagates from a one-element tensor (`loss.backward()`): adds `d self / d x` to
-    /// the gradient of every leaf `x` that requires one.
+    /// the gradient of every leaf `x` that requires one, then frees the graph behind `self`
+    /// (the saved tensors), as PyTorch does: a second backward through any part of it is an
+    /// error. [`backward_options`](Self::backward_options) with `retain_graph` keeps it.
     ///
     /// # Errors
     /// If `self` has more than one element ("grad can be implicitly created only for scalar
-    /// outputs"), does not require a gradient, or a backward kernel fails.
+    /// outputs"), does not require a gradient, reaches a node an earlier backward freed, reaches
+    /// a value changed in place since it was used, or a backward kernel fails.
     pub fn backward(&self) -> Result<()> {
-        if self.numel() != 1 {
-            return Err(invalid(
-                "backward",
-                "self",
-                format!(
-                    "grad can be implicitly created only for scalar outputs (this tensor has shape {:?}); pass a gradient with backward_with",
-                    self.shape()
-                ),
-            ));
-        }
-        let one = Tensor::ones(self.shape(), self.dtype())?;
-        self.backward_with(&one)
+        self.backward_options(&BackwardOptions::default())
     }
 
-    /// Back-propagates with `grad` as the gradient of `self` (`y.backward(grad)`).
+    /// Back-propagates with `grad` as the gradient of `self` (`y.backward(grad)`), then frees
+    /// the graph as [`backward`](Self::backward) does.
     ///
     /// # Errors
-    /// If `grad`'s shape or dtype differs from `self`'s, `self` does not require a gradient,
-    /// or a backward kernel fails (the leaves' gradients are then unchanged).
+    /// If `grad`'s shape or dtype differs from `self`'s, or as [`backward`](Self::backward)
+    /// (the leaves' gradients are then unchanged).
     pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
+        self.backward_options(&BackwardOptions {
+            gradient: Some(grad.clone()),
+            retain_graph: false,
+        })
+    }
+
+    /// `y.backward(gradient=None, retain_graph=False)` with the options spelled out.
+    ///
+    /// Without `retain_graph`, every node the pass runs through drops its saved tensors and
+    /// its links to its inputs (so earlier batches' graphs are released); a later backward that
+    /// reaches such a node fails with PyTorch's "Trying to backward through the graph a second
+    /// time" naming the op. (PyTorch raises only at nodes that had saved tensors; lockstep
+    /// raises at any freed node.) Before a node's backward runs, each of its inputs must be at
+    /// the version it had when the op ran, else PyTorch's "modified by an inplace operation"
+    /// error names the op.
+    ///
+    /// # Errors
+    /// As [`backward`](Self::backward) and [`backward_with`](Self::backward_with); the
+    /// leaves' gradients are unchanged by a failed pass.
+    pub fn backward_options(&self, opts: &BackwardOptions) -> Result<()> {
         if !self.requires_grad() {
             return Err(invalid(
                 "backward",
@@ -349,28 +575,70 @@ impl Var {
                 "element 0 of tensors does not require grad and does not have a grad_fn",
             ));
         }
-        check_grad("backward", self, grad)?;
+        let grad = match &opts.gradient {
+            Some(g) => g.clone(),
+            None => {
+                if self.numel() != 1 {
+                    return Err(invalid(
+                        "backward",
+                        "self",
+                        format!(
+                            "grad can be implicitly created only for scalar outputs (this tensor has shape {:?}); pass a gradient with backward_with",
+                            self.shape()
+                        ),
+                    ));
+                }
+                Tensor::ones(self.shape(), self.dtype())?
+            }
+        };
+        check_grad("backward", self, &grad)?;
         let mut pending: BTreeMap<u64, (Var, Tensor)> = BTreeMap::new();
-        pending.insert(self.id(), (self.clone(), grad.clone()));
+        pending.insert(self.id(), (self.clone(), grad));
         let mut leaves: Vec<(Var, Tensor)> = Vec::new();
         while let Some((_, (var, g))) = pending.pop_last() {
             let Some(f) = &var.0.grad_fn else {
                 leaves.push((var, g));
                 continue;
             };
-            let grads = lockstep_tensor::trace::backward_scope(f.name, || (f.backward)(&g))?;
-            if grads.len() != f.inputs.len() {
+            let saved = {
+                let mut slot = lock(&f.saved);
+                if opts.retain_graph {
+                    slot.clone()
+                } else {
+                    slot.take()
+                }
+            };
+            let Some(saved) = saved else {
+                return Err(invalid(f.name, "backward", FREED));
+            };
+            for (i, (input, &v)) in saved.inputs.iter().zip(&saved.versions).enumerate() {
+                let now = input.version();
+                if now != v {
+                    return Err(invalid(
+                        f.name,
+                        "backward",
+                        format!(
+                            "one of the variables needed for gradient computation has been modified by an inplace operation: [{:?} {:?}] (input {i} of {}) is at version {now}; expected version {v} instead",
+                            input.dtype(),
+                            input.shape(),
+                            f.name
+                        ),
+                    ));
+                }
+            }
+            let grads = lockstep_tensor::trace::backward_scope(f.name, || (saved.backward)(&g))?;
+            if grads.len() != saved.inputs.len() {
                 return Err(invalid(
                     f.name,
                     "backward",
                     format!(
                         "returned {} gradients for {} inputs",
                         grads.len(),
-                        f.inputs.len()
+                        saved.inputs.len()
                     ),
                 ));
             }
-            for (input, gi) in f.inputs.iter().zip(grads) {
+            for (input, gi) in saved.inputs.iter().zip(grads) {
                 let Some(gi) = gi else { continue };
                 if !input.requires_grad() {
                     continue;
@@ -397,6 +665,19 @@ impl Var {
         }
         Ok(())
     }
+}
+
+/// PyTorch's message for a backward through a freed graph.
+const FREED: &str = "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True (BackwardOptions { retain_graph: true, .. }) if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.";
+
+/// The options of [`Var::backward_options`] (`tensor.backward(gradient, retain_graph)`).
+#[derive(Clone, Debug, Default)]
+pub struct BackwardOptions {
+    /// The gradient of the tensor backward starts from; `None` means ones, allowed for a
+    /// one-element tensor only.
+    pub gradient: Option<Tensor>,
+    /// Keep the graph (its saved tensors) for another backward through it.
+    pub retain_graph: bool,
 }
 
 fn check_grad(op: &'static str, v: &Var, g: &Tensor) -> Result<()> {

@@ -53,7 +53,7 @@ pub mod rng;
 pub mod rnn;
 pub mod sync_batch_norm;
 
-pub use autograd::{Var, is_grad_enabled, no_grad, set_grad_enabled};
+pub use autograd::{BackwardOptions, Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
 pub use module::{Forward, Kind, Module, ModuleDict, ModuleList, Named, Training, Visitor};
 pub use ops::{builtin_ops, sum_to};

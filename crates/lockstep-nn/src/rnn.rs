@@ -244,7 +244,9 @@ impl Rnn {
     /// unbatched `[T, F]`; `h0` (and `c0` for an LSTM) `[L·D, B, H]`, zeros when `None`.
     ///
     /// # Errors
-    /// Inputs or states of the wrong shape (the error names the module and the shapes).
+    /// Inputs or states of the wrong shape (the error names the module and the shapes; a
+    /// wrong state names the argument `hx`, as PyTorch's), an LSTM given `h0` without `c0`
+    /// or `c0` without `h0` (PyTorch takes both or neither).
     pub fn forward_with_state(
         &self,
         x: &Var,
@@ -271,7 +273,7 @@ impl Rnn {
         }
         check_input_dtype(|| self.describe(), x, &self.cells[0].w_ih)?;
         if c0.is_some() && self.mode != Mode::Lstm {
-            return Err(module_error(
+            return Err(hx_error(
                 self.describe(),
                 "only an LSTM has a cell state; pass c0 = None",
             ));
@@ -303,7 +305,7 @@ impl Rnn {
                 s.clone()
             };
             if s.shape() != state_shape || s.dtype() != x.dtype() {
-                return Err(module_error(
+                return Err(hx_error(
                     self.describe(),
                     format!(
                         "expected {what} of shape {state_shape:?} and dtype {:?}, got {:?} ({:?})",
@@ -316,6 +318,16 @@ impl Rnn {
             Ok(Some(s))
         };
         let (h0, c0) = (init(h0, "hidden state")?, init(c0, "cell state")?);
+        if self.mode == Mode::Lstm && h0.is_some() != c0.is_some() {
+            // PyTorch takes `(h0, c0)` or neither; one alone is an error, not a zero state.
+            return Err(hx_error(
+                self.describe(),
+                format!(
+                    "an LSTM takes both h0 and c0 or neither, got only {}",
+                    if h0.is_some() { "h0" } else { "c0" }
+                ),
+            ));
+        }
         let zeros = Var::constant(Tensor::zeros(&[batch, h], x.dtype())?);
         let mut h_n = Vec::new();
         let mut c_n = Vec::new();
@@ -1143,6 +1155,15 @@ fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<
         dh0: Tensor::from_vec(dh, &[b, hd])?,
         dc0: Tensor::from_vec(dc, &[b, hd])?,
     })
+}
+
+/// An error about the recurrent state argument (`hx` in PyTorch), naming the module.
+fn hx_error(module: String, reason: impl Into<String>) -> lockstep_tensor::Error {
+    lockstep_tensor::Error::InvalidArgument {
+        op: "forward",
+        arg: "hx",
+        reason: format!("{module}: {}", reason.into()),
+    }
 }
 
 #[cfg(test)]

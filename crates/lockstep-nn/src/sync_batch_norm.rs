@@ -435,7 +435,11 @@ impl<'e> SyncStep<'e> {
                     continue;
                 }
                 begin(Mode::Backward(target), pos);
-                let r = loss.backward();
+                // The graph is needed again by the later passes and by `each`.
+                let r = loss.backward_options(&crate::BackwardOptions {
+                    gradient: None,
+                    retain_graph: true,
+                });
                 match (r, take_partial()) {
                     (_, Some(p)) => own.push(p),
                     // The loss does not depend on this BatchNorm's output: no gradient.

@@ -240,6 +240,7 @@ pub fn builtin_ops() -> Vec<OpInfo> {
         single("cat", "cat.copy"),
     ];
     v.extend(elementwise::OPS.iter().map(|o| o.info()));
+    v.extend(crate::ops::inplace::OPS.iter().map(|o| o.info()));
     v
 }
 

@@ -23,6 +23,9 @@ pub enum Device {
 pub struct Tensor {
     storage: Arc<Storage>,
     layout: Layout,
+    /// In-place writes are refused (a copy of a parameter's value, see
+    /// [`Tensor::into_read_only`]); kept by clones and views.
+    read_only: bool,
 }
 
 impl core::fmt::Debug for Tensor {
@@ -67,7 +70,49 @@ pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>>
 impl Tensor {
     /// A tensor over `storage` with `layout` (crate-internal: the caller keeps it in bounds).
     pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Self {
-        Self { storage, layout }
+        Self {
+            storage,
+            layout,
+            read_only: false,
+        }
+    }
+
+    /// A view of this tensor's storage with `layout`, read-only if this tensor is.
+    pub(crate) fn view_with(&self, layout: Layout) -> Self {
+        Self {
+            storage: self.storage.clone(),
+            layout,
+            read_only: self.read_only,
+        }
+    }
+
+    /// The same tensor, with in-place writes (through it, its clones and its views) refused
+    /// with an error instead of being made on a private copy. What `lockstep_nn`'s
+    /// `Var::data()` and `state_dict()` hand out: a tensor is a value here, so a write to it
+    /// could never reach the parameter it came from, and a write that silently reaches nothing
+    /// is worse than an error. Ops that make new tensors from it work as usual; a writable copy
+    /// is [`try_deep_clone`](Self::try_deep_clone).
+    pub fn into_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether in-place writes to this tensor are refused (see
+    /// [`into_read_only`](Self::into_read_only)).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// An error naming `op` if this tensor is read-only.
+    pub(crate) fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(invalid(
+                op,
+                "self",
+                "this tensor is a read-only copy of a parameter's value (Var::data, state_dict): an in-place write to it would not reach the parameter. Write through the parameter instead (lockstep_nn::init, or Var::add_, copy_, mul_, … under no_grad), or write to a copy made with try_deep_clone",
+            ));
+        }
+        Ok(())
     }
 
     /// A contiguous tensor owning `storage`, shaped `shape`.
@@ -220,10 +265,6 @@ impl Tensor {
 
     /// The storage this tensor views.
     pub fn storage(&self) -> &Storage {
-        &self.storage
-    }
-
-    pub(crate) fn storage_arc(&self) -> &Arc<Storage> {
         &self.storage
     }
 
@@ -401,6 +442,7 @@ impl Tensor {
     /// Mutable access to the dense elements, copying the storage first if it is shared or if
     /// this tensor is a view (copy-on-write). Afterwards `self` is contiguous.
     pub(crate) fn data_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        self.check_writable("in-place write")?;
         if T::DTYPE != self.dtype() {
             return Err(Error::DType {
                 op: "data_mut",

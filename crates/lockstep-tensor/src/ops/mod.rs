@@ -5,6 +5,7 @@
 pub mod conv;
 pub mod elementwise;
 pub mod index;
+pub mod inplace;
 pub mod matmul;
 pub mod pool;
 pub mod random;

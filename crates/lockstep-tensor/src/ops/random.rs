@@ -137,6 +137,7 @@ impl Tensor {
     /// Non-float dtype; `a > b` or a non-finite range.
     pub fn uniform_(&mut self, a: f64, b: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("uniform_", self.dtype())?;
+        self.check_writable("uniform_")?;
         let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::uniform_(g, v, a, b)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::uniform_(g, v, a, b)?)),
@@ -150,6 +151,7 @@ impl Tensor {
     /// Non-float dtype; negative `std`.
     pub fn normal_(&mut self, mean: f64, std: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("normal_", self.dtype())?;
+        self.check_writable("normal_")?;
         fn fill<T: t::Float>(
             g: &mut Generator,
             v: &mut [T],
@@ -176,6 +178,7 @@ impl Tensor {
     /// Non-float dtype; `p` outside `[0, 1]`.
     pub fn bernoulli_(&mut self, p: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("bernoulli_", self.dtype())?;
+        self.check_writable("bernoulli_")?;
         let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::bernoulli_(g, v, p)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::bernoulli_(g, v, p)?)),
@@ -189,6 +192,7 @@ impl Tensor {
     /// Non-float dtype; `lambd <= 0`.
     pub fn exponential_(&mut self, lambd: f64, g: Option<&mut Generator>) -> Result<()> {
         float_dtype("exponential_", self.dtype())?;
+        self.check_writable("exponential_")?;
         let r = with_generator(g, |g| match self.dtype() {
             DType::F32 => self.fill_with::<f32>(|v, _| Ok(t::exponential_(g, v, lambd)?)),
             _ => self.fill_with::<f64>(|v, _| Ok(t::exponential_(g, v, lambd)?)),

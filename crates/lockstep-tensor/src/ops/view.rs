@@ -49,7 +49,7 @@ fn infer_shape(op: &'static str, shape: &[isize], numel: usize) -> Result<Vec<us
 
 impl Tensor {
     fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor::from_parts(self.storage_arc().clone(), layout)
+        self.view_with(layout)
     }
 
     /// `x.view(shape)`: the same storage seen with a new shape (one entry may be `-1`).

@@ -1,0 +1,429 @@
+//! In-place arithmetic with PyTorch's CPU rounding: `add_` with `alpha`, `sub_`, `mul_`,
+//! `div_`, `addcmul_`, `addcdiv_`, `lerp_`, `clamp_`, `copy_`, `fill_`, `zero_`.
+//!
+//! Each writes `self` element by element from its own value and the operands' elements at the
+//! same position (operands broadcast to `self`'s shape, which never changes), so every kernel
+//! is thread-invariant; work is split into fixed-size chunks. The formulas are the ones
+//! PyTorch's CPU kernels evaluate, checked bit for bit against PyTorch on random inputs
+//! (`tools/golden_inplace.py`): `add_(other, alpha)` is one fused multiply-add
+//! `fma(alpha, other, self)` (in the vector body and in the tail alike), `addcmul_` is
+//! `fma(value·t1, t2, self)`, `addcdiv_` is `self + (value·t1)/t2`, and `lerp_` is PyTorch's
+//! two-sided formula with fused multiply-adds. A scalar operand is first converted to the
+//! tensor's dtype, as PyTorch does for a Python number.
+//!
+//! Known gap: with `other` *broadcast* (a `[4, 1]` or 0-dimensional operand) or a number,
+//! PyTorch's `add_`/`sub_` with `alpha ≠ 1` round some elements as `fma` and others as a
+//! multiply then an add (its broadcast loops take other paths); lockstep computes `fma`
+//! throughout, so those forms are not yet bit-equal (same-shape operands, what an update loop
+//! uses, are).
+//!
+//! A write goes to the tensor's own storage when no other handle shares it, else to a private
+//! copy (copy-on-write, as everywhere in this crate); a read-only tensor
+//! ([`Tensor::into_read_only`]) refuses the write with an error naming the op.
+//!
+//! Each op is a `static` [`Op<Kernel>`] named after PyTorch's method (`add_`'s alpha form is
+//! `add_alpha_`; the plain `add_` is [`elementwise`](super::elementwise)'s), algorithm
+//! `NAME.chunked`.
+
+use super::elementwise::Kernel;
+use crate::Tensor;
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result, invalid};
+use crate::threads::Par;
+
+const CHUNK: usize = 1 << 14;
+/// Below this many elements the calling thread does the work (never changes bits).
+const SERIAL_MAX: usize = 1 << 16;
+
+macro_rules! inplace_ops {
+    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub static $id: Op<Kernel> = Op {
+                name: $name,
+                impls: &[Impl {
+                    algo: concat!($name, ".chunked"),
+                    guarantee: Guarantee::ThreadInvariant,
+                    f: Kernel::Chunked,
+                }],
+            };
+        )*
+        /// Every op of this file (for [`builtin_ops`](crate::dispatch::builtin_ops)).
+        pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
+    };
+}
+
+inplace_ops! {
+    /// `Tensor.add_(other, alpha=a)`: `fma(a, other, self)`.
+    ADD_ALPHA_ = "add_alpha_";
+    /// `Tensor.sub_(other, alpha=a)`: `fma(−a, other, self)`.
+    SUB_ = "sub_";
+    /// `Tensor.mul_`.
+    MUL_ = "mul_";
+    /// `Tensor.div_` (true division).
+    DIV_ = "div_";
+    /// `Tensor.addcmul_(t1, t2, value=v)`: `self + v·t1·t2`.
+    ADDCMUL_ = "addcmul_";
+    /// `Tensor.addcdiv_(t1, t2, value=v)`: `self + v·t1/t2`.
+    ADDCDIV_ = "addcdiv_";
+    /// `Tensor.lerp_(end, weight)`.
+    LERP_ = "lerp_";
+    /// `Tensor.clamp_(min, max)`.
+    CLAMP_ = "clamp_";
+    /// `Tensor.copy_(src)`.
+    COPY_ = "copy_";
+    /// `Tensor.fill_(value)` and `zero_()`.
+    FILL_ = "fill_";
+}
+
+/// A float element type the arithmetic here is written for.
+pub(crate) trait Real:
+    Element
+    + Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + core::ops::Mul<Output = Self>
+    + core::ops::Add<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+    fn cast(x: f64) -> Self;
+    fn one() -> Self;
+    fn abs(self) -> Self;
+}
+
+impl Real for f32 {
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+    fn cast(x: f64) -> f32 {
+        x as f32
+    }
+    fn one() -> f32 {
+        1.0
+    }
+    fn abs(self) -> f32 {
+        f32::abs(self)
+    }
+}
+
+impl Real for f64 {
+    fn fma(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+    fn cast(x: f64) -> f64 {
+        x
+    }
+    fn one() -> f64 {
+        1.0
+    }
+    fn abs(self) -> f64 {
+        f64::abs(self)
+    }
+}
+
+/// `self` must be a float tensor (the arithmetic ops here are defined for f32 and f64).
+fn float_self(op: &'static str, t: &Tensor) -> Result<()> {
+    if !t.dtype().is_float() {
+        return Err(Error::DType {
+            op,
+            expected: DType::F32,
+            got: t.dtype(),
+        });
+    }
+    Ok(())
+}
+
+/// `operand` broadcast to `shape` as a dense tensor (a cheap clone when it already is one).
+fn dense_as(op: &'static str, operand: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if operand.shape() == shape {
+        return operand.try_contiguous();
+    }
+    let b = super::elementwise::broadcast_shapes(op, shape, operand.shape())?;
+    if b != shape {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: shape.to_vec(),
+            rhs: operand.shape().to_vec(),
+        });
+    }
+    let s: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+    operand.expand(&s)?.try_contiguous()
+}
+
+/// `self[i] = f(self[i], [operands[k][i]])` for every element, operands broadcast to `self`'s
+/// shape and of `self`'s dtype, as the op `op`.
+fn apply<T: Real, const N: usize>(
+    op: &'static Op<Kernel>,
+    dst: &mut Tensor,
+    operands: [&Tensor; N],
+    f: impl Fn(T, [T; N]) -> T + Sync,
+) -> Result<()> {
+    for o in operands {
+        if o.dtype() != dst.dtype() {
+            return Err(Error::DType {
+                op: op.name,
+                expected: dst.dtype(),
+                got: o.dtype(),
+            });
+        }
+    }
+    apply_any(op, dst, operands, f)
+}
+
+/// Runs `apply` for `self`'s float dtype.
+macro_rules! float_apply {
+    ($op:expr, $dst:expr, $ops:expr, |$x:ident: $t:ident, $a:pat_param| $body:expr) => {{
+        float_self($op.name, $dst)?;
+        match $dst.dtype() {
+            DType::F32 => {
+                #[allow(dead_code)]
+                type $t = f32;
+                apply::<f32, _>(&$op, $dst, $ops, |$x: f32, $a| $body)
+            }
+            _ => {
+                #[allow(dead_code)]
+                type $t = f64;
+                apply::<f64, _>(&$op, $dst, $ops, |$x: f64, $a| $body)
+            }
+        }
+    }};
+}
+
+/// `(end − x)` and PyTorch's two-sided lerp: `x + w·(end − x)` for `|w| < 0.5`, else
+/// `end − (end − x)·(1 − w)`, each with one fused multiply-add.
+#[inline]
+fn lerp<T: Real>(x: T, end: T, w: T) -> T {
+    let diff = end - x;
+    let half = T::cast(0.5);
+    if w.abs() < half {
+        T::fma(w, diff, x)
+    } else {
+        T::fma(-diff, T::one() - w, end)
+    }
+}
+
+impl Tensor {
+    /// `Tensor.add_(other, alpha=alpha)`: `self += alpha·other` as one fused multiply-add per
+    /// element, `fma(alpha, other, self)`, which is what PyTorch's CPU kernel computes (a
+    /// multiply then an add would round twice and differ on about one element in eight).
+    /// `alpha` is converted to the dtype first. [`add_`](Self::add_) is `alpha = 1` (the
+    /// same bits).
+    ///
+    /// # Errors
+    /// A non-float `self`, dtypes that differ, `other` not broadcastable to `self`'s shape, a
+    /// read-only `self`.
+    pub fn add_alpha_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
+        float_apply!(ADD_ALPHA_, self, [other], |x: T, [b]| T::fma(
+            T::cast(alpha),
+            b,
+            x
+        ))
+    }
+
+    /// `Tensor.sub_(other, alpha=alpha)`: `fma(−alpha, other, self)`.
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_).
+    pub fn sub_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
+        float_apply!(SUB_, self, [other], |x: T, [b]| T::fma(
+            -T::cast(alpha),
+            b,
+            x
+        ))
+    }
+
+    /// `Tensor.mul_(other)`.
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_).
+    pub fn mul_(&mut self, other: &Tensor) -> Result<()> {
+        float_apply!(MUL_, self, [other], |x: T, [b]| x * b)
+    }
+
+    /// `Tensor.div_(other)` (true division).
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_).
+    pub fn div_(&mut self, other: &Tensor) -> Result<()> {
+        float_apply!(DIV_, self, [other], |x: T, [b]| x / b)
+    }
+
+    /// `Tensor.add_(s, alpha=alpha)` with a number `s`: `fma(alpha, s, self)`, both converted
+    /// to the dtype first.
+    ///
+    /// # Errors
+    /// A non-float or read-only `self`.
+    pub fn add_scalar_(&mut self, s: f64, alpha: f64) -> Result<()> {
+        float_apply!(ADD_ALPHA_, self, [], |x: T, []| T::fma(
+            T::cast(alpha),
+            T::cast(s),
+            x
+        ))
+    }
+
+    /// `Tensor.mul_(s)` with a number `s` (converted to the dtype).
+    ///
+    /// # Errors
+    /// A non-float or read-only `self`.
+    pub fn mul_scalar_(&mut self, s: f64) -> Result<()> {
+        float_apply!(MUL_, self, [], |x: T, []| x * T::cast(s))
+    }
+
+    /// `Tensor.div_(s)` with a number `s` (converted to the dtype).
+    ///
+    /// # Errors
+    /// A non-float or read-only `self`.
+    pub fn div_scalar_(&mut self, s: f64) -> Result<()> {
+        float_apply!(DIV_, self, [], |x: T, []| x / T::cast(s))
+    }
+
+    /// `Tensor.addcmul_(t1, t2, value=value)`: `self + value·t1·t2`, evaluated as PyTorch's CPU
+    /// kernel does: `fma(value·t1, t2, self)`.
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    pub fn addcmul_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        float_apply!(ADDCMUL_, self, [t1, t2], |x: T, [a, b]| T::fma(
+            T::cast(value) * a,
+            b,
+            x
+        ))
+    }
+
+    /// `Tensor.addcdiv_(t1, t2, value=value)`: `self + value·t1/t2`, evaluated as PyTorch's CPU
+    /// kernel does: `self + (value·t1)/t2`, three roundings.
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    pub fn addcdiv_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
+        float_apply!(ADDCDIV_, self, [t1, t2], |x: T, [a, b]| x
+            + (T::cast(value) * a) / b)
+    }
+
+    /// `Tensor.lerp_(end, weight)` with a number `weight` (converted to the dtype):
+    /// `self + weight·(end − self)` for `|weight| < 0.5`, else `end − (end − self)·(1 − weight)`,
+    /// PyTorch's formula, each a fused multiply-add.
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_).
+    pub fn lerp_(&mut self, end: &Tensor, weight: f64) -> Result<()> {
+        float_apply!(LERP_, self, [end], |x: T, [e]| lerp(x, e, T::cast(weight)))
+    }
+
+    /// `Tensor.lerp_(end, weight)` with a tensor `weight`, elementwise as
+    /// [`lerp_`](Self::lerp_).
+    ///
+    /// # Errors
+    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    pub fn lerp_tensor_(&mut self, end: &Tensor, weight: &Tensor) -> Result<()> {
+        float_apply!(LERP_, self, [end, weight], |x: T, [e, w]| lerp(x, e, w))
+    }
+
+    /// `Tensor.clamp_(min, max)`: each bound optional (at least one given), converted to the
+    /// dtype; NaN stays NaN, and with `min > max` every element becomes `max`, as in PyTorch.
+    ///
+    /// # Errors
+    /// Both bounds `None` (PyTorch: "At least one of 'min' or 'max' must not be None"), a NaN
+    /// bound, a non-float or read-only `self`.
+    pub fn clamp_(&mut self, min: Option<f64>, max: Option<f64>) -> Result<()> {
+        if min.is_none() && max.is_none() {
+            return Err(invalid(
+                CLAMP_.name,
+                "min",
+                "At least one of 'min' or 'max' must not be None",
+            ));
+        }
+        if min.is_some_and(f64::is_nan) || max.is_some_and(f64::is_nan) {
+            return Err(invalid(CLAMP_.name, "min", "a bound is NaN"));
+        }
+        let (lo, hi) = (
+            min.unwrap_or(f64::NEG_INFINITY),
+            max.unwrap_or(f64::INFINITY),
+        );
+        float_apply!(CLAMP_, self, [], |x: T, []| {
+            if x.is_nan() {
+                x
+            } else {
+                let (lo, hi) = (T::cast(lo), T::cast(hi));
+                let y = if x < lo { lo } else { x };
+                if y > hi { hi } else { y }
+            }
+        })
+    }
+
+    /// `Tensor.copy_(src)`: `src`'s values, broadcast to `self`'s shape and converted to
+    /// `self`'s dtype as [`to_dtype`](Self::to_dtype) converts (through f64). `self` keeps its
+    /// shape and dtype.
+    ///
+    /// # Errors
+    /// `src` not broadcastable to `self`'s shape, a read-only `self`.
+    pub fn copy_(&mut self, src: &Tensor) -> Result<()> {
+        self.check_writable(COPY_.name)?;
+        let src = if src.dtype() == self.dtype() {
+            src.clone()
+        } else {
+            src.try_to_dtype(self.dtype())?
+        };
+        crate::with_dtype!(self.dtype(), T => apply_any::<T, 1>(&COPY_, self, [&src], |_, [s]| s))
+    }
+
+    /// `Tensor.fill_(value)`: every element `value` converted to the dtype (as
+    /// [`full`](Self::full) converts).
+    ///
+    /// # Errors
+    /// A read-only `self`.
+    pub fn fill_(&mut self, value: f64) -> Result<()> {
+        crate::with_dtype!(self.dtype(), T => {
+            let v = T::from_f64(value);
+            apply_any::<T, 0>(&FILL_, self, [], move |_, []| v)
+        })
+    }
+
+    /// `Tensor.zero_()`: [`fill_`](Self::fill_)`(0)`.
+    ///
+    /// # Errors
+    /// A read-only `self`.
+    pub fn zero_(&mut self) -> Result<()> {
+        self.fill_(0.0)
+    }
+}
+
+/// [`apply`] for any element type (the ops that only move values).
+fn apply_any<T: Element + Send + Sync, const N: usize>(
+    op: &'static Op<Kernel>,
+    dst: &mut Tensor,
+    operands: [&Tensor; N],
+    f: impl Fn(T, [T; N]) -> T + Sync,
+) -> Result<()> {
+    dst.check_writable(op.name)?;
+    let shape = dst.shape().to_vec();
+    let mut dense = Vec::with_capacity(N);
+    for o in operands {
+        dense.push(dense_as(op.name, o, &shape)?);
+    }
+    let imp = op.select_impl()?;
+    let srcs: Vec<&[T]> = dense.iter().map(|t| t.data::<T>()).collect::<Result<_>>()?;
+    let d = dst.data_mut::<T>()?;
+    let run = |i: usize, out: &mut [T]| {
+        let lo = i * CHUNK;
+        for (k, x) in out.iter_mut().enumerate() {
+            *x = f(*x, core::array::from_fn(|n| srcs[n][lo + k]));
+        }
+    };
+    match imp.f {
+        Kernel::Chunked if d.len() <= SERIAL_MAX || crate::threads::get_num_threads() == 1 => {
+            for (i, c) in d.chunks_mut(CHUNK).enumerate() {
+                run(i, c);
+            }
+        }
+        Kernel::Chunked => Par::current().for_each_chunk_mut(d, CHUNK, run),
+    }
+    let inputs: Vec<&Tensor> = core::iter::once(&*dst).chain(operands).collect();
+    crate::trace::record(op.name, imp.algo, &inputs, dst);
+    Ok(())
+}
