@@ -660,9 +660,13 @@ mod tests {
     #[test]
     #[cfg(debug_assertions)]
     fn a_kernel_that_looks_the_team_up_trips_the_wire() {
-        for look in [(|| drop(Par::current())) as fn(), || {
-            drop(crate::threads::get_num_threads())
-        }] {
+        fn team() {
+            drop(Par::current());
+        }
+        fn count() {
+            let _ = crate::threads::get_num_threads();
+        }
+        for look in [team as fn(), count] {
             let r = std::panic::catch_unwind(|| {
                 LOOKS.run(&[], |_, _| {
                     look();
