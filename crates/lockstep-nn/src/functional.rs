@@ -7,6 +7,7 @@ use crate::ops::invalid;
 use bn_kernel::{BnElem, ChannelConst, Pass};
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::pool::Pool2d;
+use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
 
 mod bn_kernel;
@@ -204,71 +205,81 @@ pub fn batch_norm(
     let xt = x.data().try_contiguous()?;
     let dtype = x.dtype();
     let batch_stats = training || running_mean.is_none() || running_var.is_none();
-    let (mean, var_sum) = if batch_stats {
-        match dtype {
-            DType::F32 => bn_stats(xt.data::<f32>()?, n, c, s),
-            _ => bn_stats(xt.data::<f64>()?, n, c, s),
-        }
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    if training {
-        no_grad(|| update_running_stats(running_mean, running_var, &mean, &var_sum, m, momentum))?;
-    }
-    let (mean, var) = if batch_stats {
-        let var = var_sum.iter().map(|&v| v / m as f64).collect();
-        (mean, var)
-    } else {
-        (
-            f64s(&running_mean.expect("checked").data()),
-            f64s(&running_var.expect("checked").data()),
-        )
-    };
-    let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
-    let w = weight.map(|w| f64s(&w.data()));
-    let b = bias.map(|b| f64s(&b.data()));
-    let norm = BnNorm {
-        n,
-        c,
-        s,
-        mean,
-        invstd,
-        w,
-    };
-    // x̂ is recomputed from x where needed (the same f64 operations, so the same bits as a
-    // stored copy), with no f64 copies of the input, output or gradient.
-    let y = match dtype {
-        DType::F32 => norm.forward::<f32>(&xt, b.as_deref())?,
-        _ => norm.forward::<f64>(&xt, b.as_deref())?,
-    };
     let mut inputs = vec![x];
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
     inputs.extend(weight);
     inputs.extend(bias);
-    Ok(Var::from_op(OP, y, &inputs, move |g| {
-        let (gx, sg, sgx) = match dtype {
-            DType::F32 => norm.backward::<f32>(&xt, g, batch_stats)?,
-            _ => norm.backward::<f64>(&xt, g, batch_stats)?,
+    let traced: Vec<Tensor> = inputs.iter().map(|v| v.data()).collect();
+    let traced: Vec<&Tensor> = traced.iter().collect();
+    let (y, norm) = crate::ops::BATCH_NORM.run(&traced, |_, par| {
+        let (mean, var_sum) = if batch_stats {
+            match dtype {
+                DType::F32 => bn_stats(xt.data::<f32>()?, n, c, s, par),
+                _ => bn_stats(xt.data::<f64>()?, n, c, s, par),
+            }
+        } else {
+            (Vec::new(), Vec::new())
         };
-        let mut out = vec![Some(gx)];
-        if has_w {
-            out.push(Some(from_f64s(sgx, &[c], dtype)?));
+        if training {
+            no_grad(|| {
+                update_running_stats(running_mean, running_var, &mean, &var_sum, m, momentum)
+            })?;
         }
-        if has_b {
-            out.push(Some(from_f64s(sg, &[c], dtype)?));
-        }
-        Ok(out)
+        let (mean, var) = if batch_stats {
+            let var = var_sum.iter().map(|&v| v / m as f64).collect();
+            (mean, var)
+        } else {
+            (
+                f64s(&running_mean.expect("checked").data()),
+                f64s(&running_var.expect("checked").data()),
+            )
+        };
+        let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
+        let w = weight.map(|w| f64s(&w.data()));
+        let b = bias.map(|b| f64s(&b.data()));
+        let norm = BnNorm {
+            n,
+            c,
+            s,
+            mean,
+            invstd,
+            w,
+        };
+        // x̂ is recomputed from x where needed (the same f64 operations, so the same bits as a
+        // stored copy), with no f64 copies of the input, output or gradient.
+        let y = match dtype {
+            DType::F32 => norm.forward::<f32>(&xt, b.as_deref(), par)?,
+            _ => norm.forward::<f64>(&xt, b.as_deref(), par)?,
+        };
+        Ok((y, norm))
+    })?;
+    Ok(Var::from_op(OP, y, &inputs, move |g| {
+        crate::ops::BATCH_NORM_BACKWARD.run(&[g], |_, par| {
+            let (gx, sg, sgx) = match dtype {
+                DType::F32 => norm.backward::<f32>(&xt, g, batch_stats, par)?,
+                _ => norm.backward::<f64>(&xt, g, batch_stats, par)?,
+            };
+            let mut out = vec![Some(gx)];
+            if has_w {
+                out.push(Some(from_f64s(sgx, &[c], dtype)?));
+            }
+            if has_b {
+                out.push(Some(from_f64s(sg, &[c], dtype)?));
+            }
+            Ok(out)
+        })
     }))
 }
 
 /// Batch statistics of `xs` (`[n, c, s]`): the mean and the sum of squared deviations per
 /// channel, in f64 in index order (one serial chain per channel; see [`bn_kernel`]).
-fn bn_stats<T: BnElem>(xs: &[T], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
+fn bn_stats<T: BnElem>(xs: &[T], n: usize, c: usize, s: usize, par: &Par) -> (Vec<f64>, Vec<f64>) {
     let m = (n * s) as f64;
-    let sums = bn_kernel::channel_sums::<T, { bn_kernel::SUM_X }>(xs, &[], &[], &[], (n, c, s));
+    let sums =
+        bn_kernel::channel_sums::<T, { bn_kernel::SUM_X }>(xs, &[], &[], &[], (n, c, s), par);
     let mean: Vec<f64> = sums.iter().map(|&[a, _]| a / m).collect();
     let var_sum =
-        bn_kernel::channel_sums::<T, { bn_kernel::SUM_SQDEV }>(xs, &[], &mean, &[], (n, c, s));
+        bn_kernel::channel_sums::<T, { bn_kernel::SUM_SQDEV }>(xs, &[], &mean, &[], (n, c, s), par);
     (mean, var_sum.into_iter().map(|[v, _]| v).collect())
 }
 
@@ -289,7 +300,7 @@ impl BnNorm {
     }
 
     /// `y = x̂·w + b` with `x̂ = (x − mean)·invstd`, in f64, rounded once to `T`.
-    fn forward<T: BnElem>(&self, xt: &Tensor, b: Option<&[f64]>) -> Result<Tensor> {
+    fn forward<T: BnElem>(&self, xt: &Tensor, b: Option<&[f64]>, par: &Par) -> Result<Tensor> {
         let xs = xt.data::<T>()?;
         let consts: Vec<ChannelConst> = (0..self.c)
             .map(|ch| ChannelConst {
@@ -301,7 +312,14 @@ impl BnNorm {
                 m: 0.0,
             })
             .collect();
-        let y = bn_kernel::elementwise(Pass::Forward, &consts, xs, &[], (self.n, self.c, self.s));
+        let y = bn_kernel::elementwise(
+            Pass::Forward,
+            &consts,
+            xs,
+            &[],
+            (self.n, self.c, self.s),
+            par,
+        );
         Tensor::from_vec(y, xt.shape())
     }
 
@@ -312,6 +330,7 @@ impl BnNorm {
         xt: &Tensor,
         g: &Tensor,
         batch_stats: bool,
+        par: &Par,
     ) -> Result<(Tensor, Vec<f64>, Vec<f64>)> {
         let (n, c, s) = (self.n, self.c, self.s);
         let m = (n * s) as f64;
@@ -325,6 +344,7 @@ impl BnNorm {
             &self.mean,
             &self.invstd,
             (n, c, s),
+            par,
         );
         let sg: Vec<f64> = sums.iter().map(|v| v[0]).collect();
         let sgx: Vec<f64> = sums.iter().map(|v| v[1]).collect();
@@ -347,7 +367,7 @@ impl BnNorm {
         } else {
             Pass::BackwardRunning
         };
-        let gx = bn_kernel::elementwise(pass, &consts, xs, gs, (n, c, s));
+        let gx = bn_kernel::elementwise(pass, &consts, xs, gs, (n, c, s), par);
         Ok((Tensor::from_vec(gx, xt.shape())?, sg, sgx))
     }
 }

@@ -11,7 +11,7 @@ use crate::lstm_kernel::{self, NV, Out, Simd};
 use crate::rnn::{for_row_ranges, uninit};
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::threads::Par;
-use lockstep_tensor::{DType, Result, Tensor, trace};
+use lockstep_tensor::{DType, Result, Tensor};
 
 /// `(x [M, k], W [g, k], b [g])` → `[M, g]`.
 type ForwardFn = fn(&Tensor, &Tensor, Option<&Tensor>, &Par) -> Result<Tensor>;
@@ -34,15 +34,26 @@ static LSTM_INPUT: Op<ForwardFn> = Op {
     ],
 };
 
+/// Its backward: the SIMD kernels' products (`linear`'s products where the instruction set
+/// changed since the forward), traced once per gradient.
+static LSTM_INPUT_BACKWARD: Op<()> = Op {
+    name: "lstm_input_backward",
+    impls: &[Impl {
+        algo: "lstm_input_backward.simd",
+        guarantee: Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
+
 /// Makes the op's algorithm ids known to `autotune` before its first call.
 pub(crate) fn register() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| lockstep_tensor::autotune::register(&LSTM_INPUT));
 }
 
-/// The op's registration.
-pub(crate) fn info() -> lockstep_tensor::dispatch::OpInfo {
-    LSTM_INPUT.info()
+/// The op's registrations (forward and backward).
+pub(crate) fn infos() -> Vec<lockstep_tensor::dispatch::OpInfo> {
+    vec![LSTM_INPUT.info(), LSTM_INPUT_BACKWARD.info()]
 }
 
 /// Whether the SIMD kernels take a product with `g` outputs on this CPU (whole tiles).
@@ -75,20 +86,18 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
     let (xt, wt) = (x.data().try_contiguous()?, w.data().try_contiguous()?);
     let bt = b.map(|b| b.data().try_contiguous()).transpose()?;
     let key = format!("{xs:?}x{ws:?}");
-    let choice = LSTM_INPUT.select_tuned(
-        &key,
-        false,
-        |_| true,
-        |allowed| allowed[0],
-        |imp, par| (imp.f)(&xt, &wt, bt.as_ref(), par).map(drop),
-    )?;
-    if choice.imp.algo != "lstm_input.simd" {
-        return x.linear(w, b);
-    }
-    let value = forward_simd(&xt, &wt, bt.as_ref(), &choice.par)?;
     let mut traced = vec![&xt, &wt];
     traced.extend(bt.as_ref());
-    trace::record(LSTM_INPUT.name, choice.imp.algo, &traced, &value);
+    // `None`: `lstm_input.linear` was chosen, and `Var::linear` below does the work (and the
+    // tracing); it runs here only when benchmark mode times it.
+    let value = LSTM_INPUT.tuned(&key).run(&traced, |imp, par| {
+        let v = (imp.f)(&xt, &wt, bt.as_ref(), par)?;
+        Ok((imp.algo == "lstm_input.simd").then_some(v))
+    })?;
+    drop(traced);
+    let Some(value) = value else {
+        return x.linear(w, b);
+    };
     let (rx, rw) = (x.requires_grad(), w.requires_grad());
     let rb = b.is_some_and(|b| b.requires_grad());
     let mut inputs = vec![x, w];
@@ -96,21 +105,20 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
     let has_bias = b.is_some();
     Ok(Var::from_op("lstm_input", value, &inputs, move |gy| {
         let gy = gy.try_contiguous()?;
-        let (gx, gw) = backward(&gy, &xt, &wt, rx, rw)?;
-        let mut out = vec![gx, gw];
-        if has_bias {
-            // As `linear`'s backward: the same reduction, the same bits.
-            out.push(if rb {
-                let g = wt.shape()[0];
-                Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
-            } else {
-                None
-            });
-        }
-        for t in out.iter().flatten() {
-            trace::record("lstm_input_backward", "lstm_input.simd", &[&gy], t);
-        }
-        Ok(out)
+        LSTM_INPUT_BACKWARD.run(&[&gy], |_, par| {
+            let (gx, gw) = backward(&gy, &xt, &wt, rx, rw, par)?;
+            let mut out = vec![gx, gw];
+            if has_bias {
+                // As `linear`'s backward: the same reduction, the same bits.
+                out.push(if rb {
+                    let g = wt.shape()[0];
+                    Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
+                } else {
+                    None
+                });
+            }
+            Ok(out)
+        })
     }))
 }
 
@@ -153,6 +161,7 @@ fn backward(
     w: &Tensor,
     rx: bool,
     rw: bool,
+    par: &Par,
 ) -> Result<(Option<Tensor>, Option<Tensor>)> {
     let (g, k) = (w.shape()[0], w.shape()[1]);
     let Some(simd) = simd_for(g) else {
@@ -164,7 +173,6 @@ fn backward(
         return Ok((gx, gw));
     };
     let q = NV * simd.lanes();
-    let par = Par::current();
     let (gs, xs, ws) = (gy.data::<f32>()?, x.data::<f32>()?, w.data::<f32>()?);
     let m = xs.len() / k.max(1);
     let gx = if !rx {

@@ -26,7 +26,7 @@ use crate::rnn::Real;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
-use lockstep_tensor::{DType, Result, Tensor, trace};
+use lockstep_tensor::{DType, Result, Tensor};
 
 /// The cell of a fused layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,28 +226,27 @@ pub(crate) fn layer(
         h0: h0.data().try_contiguous()?,
         order: order.to_vec(),
     };
-    let choice = op.select()?;
-    let (value, saved) = (choice.imp.f)(&input, &choice.par)?;
-    let mut traced = vec![&input.xw, &input.w];
-    traced.extend(input.b.as_ref());
-    traced.push(&input.h0);
-    trace::record(op.name, choice.imp.algo, &traced, &value);
+    let (value, saved) = {
+        let mut traced = vec![&input.xw, &input.w];
+        traced.extend(input.b.as_ref());
+        traced.push(&input.h0);
+        op.run(&traced, |imp, par| (imp.f)(&input, par))?
+    };
     let need_h0 = h0.requires_grad();
     let has_bias = b_hh.is_some();
     let last = *order.last().expect("checked non-empty");
     let y = Var::from_op(op.name, value, &inputs, move |gy| {
         let gy = gy.try_contiguous()?;
-        let choice = op_backward.select()?;
-        let g = (choice.imp.f)(&input, &saved, &gy, need_h0, &choice.par)?;
-        let mut out = vec![Some(g.dxw), Some(g.dw)];
-        if has_bias {
-            out.push(g.db);
-        }
-        out.push(need_h0.then_some(g.dh0));
-        for t in out.iter().flatten() {
-            trace::record(op_backward.name, choice.imp.algo, &[&gy], t);
-        }
-        Ok(out)
+        // Traced once per gradient.
+        op_backward.run(&[&gy], |imp, par| {
+            let g = (imp.f)(&input, &saved, &gy, need_h0, par)?;
+            let mut out = vec![Some(g.dxw), Some(g.dw)];
+            if has_bias {
+                out.push(g.db);
+            }
+            out.push(need_h0.then_some(g.dh0));
+            Ok(out)
+        })
     });
     let h_last = y.select(0, last)?;
     Ok((y, h_last))

@@ -22,7 +22,7 @@ use lockstep_rng::compat::torch as t;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
 use lockstep_tensor::ops::matmul::{GemmFloat, PackedB, gemm, gemm_packed_b};
 use lockstep_tensor::threads::Par;
-use lockstep_tensor::{DType, Result, Tensor, trace};
+use lockstep_tensor::{DType, Result, Tensor};
 
 /// Which recurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -599,11 +599,8 @@ fn register_ops() {
 /// The fused LSTM, GRU and RNN layers' registrations (for `lockstep verify`'s advice and tools
 /// that explain a trace).
 pub fn ops() -> Vec<lockstep_tensor::dispatch::OpInfo> {
-    let mut v = vec![
-        LSTM_LAYER.info(),
-        LSTM_LAYER_BACKWARD.info(),
-        crate::lstm_input::info(),
-    ];
+    let mut v = vec![LSTM_LAYER.info(), LSTM_LAYER_BACKWARD.info()];
+    v.extend(crate::lstm_input::infos());
     v.extend(crate::recurrent::infos());
     v
 }
@@ -663,18 +660,15 @@ fn lstm_fused(
         order: order.to_vec(),
     };
     let key = format!("{:?}:{dtype:?}", input.xw.shape());
-    let choice = LSTM_LAYER.select_tuned(
-        &key,
-        false,
-        |i| applies(i.algo, dtype),
-        |allowed| allowed[0],
-        |imp, par| (imp.f)(&input, par).map(drop),
-    )?;
-    let (value, saved) = (choice.imp.f)(&input, &choice.par)?;
-    let mut traced = vec![&input.xw, &input.w];
-    traced.extend(input.b.as_ref());
-    traced.extend([&input.h0, &input.c0]);
-    trace::record(LSTM_LAYER.name, choice.imp.algo, &traced, &value);
+    let (value, saved) = {
+        let mut traced = vec![&input.xw, &input.w];
+        traced.extend(input.b.as_ref());
+        traced.extend([&input.h0, &input.c0]);
+        LSTM_LAYER
+            .tuned(&key)
+            .applies(&|i| applies(i.algo, dtype))
+            .run(&traced, |imp, par| (imp.f)(&input, par))?
+    };
     let mut inputs = vec![xw, &cell.w_hh];
     inputs.extend(cell.b_hh.as_ref());
     inputs.extend([h0, c0]);
@@ -689,29 +683,20 @@ fn lstm_fused(
             saved: &saved,
             need_h0,
         };
-        let choice = LSTM_LAYER_BACKWARD.select_tuned(
-            &key,
-            false,
-            |i| applies(i.algo, dtype),
-            |allowed| allowed[0],
-            |imp, par| (imp.f)(&bin, par).map(drop),
-        )?;
-        let g = (choice.imp.f)(&bin, &choice.par)?;
-        for t in [Some(&g.dxw), Some(&g.dw), g.db.as_ref()]
-            .into_iter()
-            .flatten()
-            .chain(need_h0.then_some(&g.dh0))
-            .chain(need_c0.then_some(&g.dc0))
-        {
-            trace::record(LSTM_LAYER_BACKWARD.name, choice.imp.algo, &[&gy], t);
-        }
-        let mut out = vec![Some(g.dxw), Some(g.dw)];
-        if let Some(db) = g.db {
-            out.push(Some(db));
-        }
-        out.push(need_h0.then_some(g.dh0));
-        out.push(need_c0.then_some(g.dc0));
-        Ok(out)
+        // Traced once per gradient.
+        LSTM_LAYER_BACKWARD
+            .tuned(&key)
+            .applies(&|i| applies(i.algo, dtype))
+            .run(&[&gy], |imp, par| {
+                let g = (imp.f)(&bin, par)?;
+                let mut out = vec![Some(g.dxw), Some(g.dw)];
+                if let Some(db) = g.db {
+                    out.push(Some(db));
+                }
+                out.push(need_h0.then_some(g.dh0));
+                out.push(need_c0.then_some(g.dc0));
+                Ok(out)
+            })
     });
     let outs = y.narrow(0, 0, steps)?;
     let h_last = y.select(0, last)?;

@@ -21,15 +21,13 @@
 //! convolution sums its terms directly (one fma chain per output, as PyTorch's CPU kernels),
 //! unless one of those algorithms is pinned with [`with_algorithm`].
 
-use crate::dispatch::{Guarantee, Impl, Op};
+use crate::dispatch::Op;
 use crate::error::{Error, Result};
-use crate::threads::Par;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 static BENCHMARK: AtomicBool = AtomicBool::new(false);
 static CONV_DETERMINISTIC: AtomicBool = AtomicBool::new(false);
@@ -76,14 +74,6 @@ pub fn with_allow_fast_conv<R>(on: bool, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Whether `algo` is pinned on this thread by [`with_algorithm`] (a pin is an explicit choice:
-/// it runs even where the policy would not pick it, e.g. Winograd without
-/// [`allow_fast_conv`]).
-pub(crate) fn is_pinned(algo: &str) -> bool {
-    let op = algo.rsplit_once('.').map_or(algo, |(o, _)| o);
-    pinned(op) == Some(algo)
-}
-
 /// Runs `f` with the algorithm `algo` (an id such as `"conv2d.im2col_gemm"`; its op is the part
 /// before the last `.`) pinned for the tunable calls `f` makes on this thread: where it applies
 /// to the shapes it runs instead of the heuristic's or benchmark mode's choice; where it does
@@ -115,7 +105,7 @@ pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Tunable ops seen by [`Op::select_tuned`] or [`register`] in this process (user-defined ones
+/// Tunable ops seen by [`Op::tuned`] or [`register`] in this process (user-defined ones
 /// included): op name → its algorithm ids. With the built-in registrations
 /// ([`crate::dispatch::builtin_ops`]) it decides which names [`load`] and
 /// [`try_with_algorithm`] accept.
@@ -123,7 +113,7 @@ static KNOWN: Mutex<BTreeMap<&'static str, Vec<&'static str>>> = Mutex::new(BTre
 
 /// Makes a user-defined op's algorithm ids known to [`load`] and [`try_with_algorithm`]
 /// before its first call (built-in ops are always known; an op is also registered by its
-/// first [`Op::select_tuned`]).
+/// first tunable call, [`Op::tuned`]).
 pub fn register<F: 'static>(op: &'static Op<F>) {
     KNOWN
         .lock()
@@ -178,7 +168,7 @@ pub fn try_with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> Resul
     Ok(with_algorithm(algo, f))
 }
 
-/// The innermost algorithm pinned on this thread for `op` (also read by `Op::select`).
+/// The innermost algorithm pinned on this thread for `op` (read by dispatch).
 pub(crate) fn pinned(op: &str) -> Option<&'static str> {
     PINNED.with(|p| {
         p.borrow()
@@ -246,111 +236,14 @@ pub fn cpu_features() -> Vec<&'static str> {
     f
 }
 
-impl<F: Copy + 'static> Op<F> {
-    /// Picks an implementation for a tunable op call with shape key `key`.
-    ///
-    /// An algorithm pinned by [`with_algorithm`] runs if it applies. Otherwise only the
-    /// candidates the policy permits (see [`Op::allowed`]) and `applicable` accepts for these
-    /// shapes are considered. With
-    /// benchmark mode off, `heuristic` chooses among them from the shapes alone. With it on, a
-    /// cached or loaded choice for `key` is reused if still allowed; otherwise `time` runs each
-    /// candidate once on the real inputs, the fastest is kept and cached.
-    pub fn select_tuned(
-        &'static self,
-        key: &str,
-        restrict_deterministic: bool,
-        applicable: impl Fn(&'static Impl<F>) -> bool,
-        heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
-        mut time: impl FnMut(&'static Impl<F>, &Par) -> Result<()>,
-    ) -> Result<crate::dispatch::Choice<'static, F>> {
-        register(self);
-        let par = Par::current();
-        let mut allowed = self.allowed(restrict_deterministic)?;
-        if let Some(algo) = pinned(self.name) {
-            let bad = |reason: String| Error::InvalidArgument {
-                op: self.name,
-                arg: "algorithm",
-                reason,
-            };
-            let Some(imp) = self.impls.iter().find(|i| i.algo == algo) else {
-                return Err(bad(format!(
-                    "{algo} is not an implementation of {}",
-                    self.name
-                )));
-            };
-            if !allowed.iter().any(|i| i.algo == algo) {
-                return Err(bad(format!(
-                    "{algo} is pinned but is not thread-invariant, and deterministic mode \
-                     allows only thread-invariant implementations"
-                )));
-            }
-            if applicable(imp) {
-                return Ok(crate::dispatch::Choice { imp, par });
-            }
-        }
-        allowed.retain(|i| applicable(i));
-        if allowed.is_empty() {
-            return Err(Error::InvalidArgument {
-                op: self.name,
-                arg: "input",
-                reason: format!("no allowed implementation applies to shapes {key}"),
-            });
-        }
-        if !benchmark() || allowed.len() == 1 {
-            return Ok(crate::dispatch::Choice {
-                imp: heuristic(&allowed),
-                par,
-            });
-        }
-        let cache_key = (self.name.to_string(), key.to_string());
-        if let Some(algo) = cache().get(&cache_key).cloned()
-            && let Some(imp) = allowed.iter().find(|i| i.algo == algo)
-        {
-            return Ok(crate::dispatch::Choice { imp, par });
-        }
-        let mut best: Option<(f64, &'static Impl<F>)> = None;
-        for &imp in &allowed {
-            let t = Instant::now();
-            time(imp, &par)?;
-            let s = t.elapsed().as_secs_f64();
-            if best.is_none_or(|(b, _)| s < b) {
-                best = Some((s, imp));
-            }
-        }
-        let imp = best.map(|(_, i)| i).expect("at least two candidates");
-        cache().insert(cache_key, imp.algo.to_string());
-        Ok(crate::dispatch::Choice { imp, par })
-    }
+/// The cached or loaded choice for `(op, key)`, if any (read by dispatch in benchmark mode).
+pub(crate) fn cached(op: &str, key: &str) -> Option<String> {
+    cache().get(&(op.to_string(), key.to_string())).cloned()
+}
 
-    /// The implementations the current policy allows: all of them, or only the
-    /// `ThreadInvariant` ones in deterministic mode (or when `restrict_deterministic`, as
-    /// [`set_conv_deterministic`] asks for convolution).
-    ///
-    /// # Errors
-    /// [`Error::Nondeterministic`] when none is allowed (not in warn-only mode).
-    pub fn allowed(&'static self, restrict_deterministic: bool) -> Result<Vec<&'static Impl<F>>> {
-        let (det, warn_only) = crate::deterministic::mode();
-        let det = (det && !crate::deterministic::is_allowed_nondeterministic(self.name))
-            || restrict_deterministic;
-        if !det {
-            return Ok(self.impls.iter().collect());
-        }
-        let v: Vec<_> = self
-            .impls
-            .iter()
-            .filter(|i| i.guarantee >= Guarantee::ThreadInvariant)
-            .collect();
-        if v.is_empty() {
-            if warn_only && !restrict_deterministic {
-                crate::deterministic::warn_nondeterministic(self.name);
-                return Ok(self.impls.iter().collect());
-            }
-            return Err(Error::Nondeterministic {
-                op: self.name.to_string(),
-            });
-        }
-        Ok(v)
-    }
+/// Caches `algo` as the choice for `(op, key)` (dispatch, after timing the candidates).
+pub(crate) fn cache_choice(op: &str, key: &str, algo: &str) {
+    cache().insert((op.to_string(), key.to_string()), algo.to_string());
 }
 
 fn file_err(op: &'static str, path: &Path, reason: impl std::fmt::Display) -> Error {
@@ -454,6 +347,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
 mod tests {
     use super::*;
     use crate::deterministic::scope;
+    use crate::dispatch::{Guarantee, Impl};
 
     type F = fn() -> u32;
     static TUNED: Op<F> = Op {
@@ -486,47 +380,43 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 
+    /// Runs `op` tuned for `key` through dispatch with the first candidate as heuristic, the
+    /// kernel sleeping as [`sleep_for`]: the algorithm that ran last (the chosen one) and how
+    /// many times the kernel ran (more than once: the candidates were timed).
+    fn tuned_run(op: &'static Op<F>, key: &str) -> Result<(&'static str, usize)> {
+        let (last, calls) = (core::cell::Cell::new(""), core::cell::Cell::new(0));
+        let first = |a: &[&'static Impl<F>]| a[0];
+        op.tuned(key).heuristic(&first).run(&[], |imp, _| {
+            sleep_for(imp);
+            last.set(imp.algo);
+            calls.set(calls.get() + 1);
+            crate::Tensor::from_vec(vec![i64::from((imp.f)())], &[1])
+        })?;
+        Ok((last.get(), calls.get()))
+    }
+
     // One test: benchmark mode and the cache are process-wide.
     #[test]
     fn heuristic_benchmark_save_load() {
-        let first = |a: &[&'static Impl<F>]| a[0];
         // Off: the heuristic, no timing.
-        let c = TUNED
-            .select_tuned(
-                "k1",
-                false,
-                |_| true,
-                first,
-                |_, _| panic!("no timing when off"),
-            )
-            .unwrap();
-        assert_eq!(c.imp.algo, "tuned_test_op.slow_nondet");
+        assert_eq!(
+            tuned_run(&TUNED, "k1").unwrap(),
+            ("tuned_test_op.slow_nondet", 1)
+        );
         // Deterministic mode: only thread-invariant candidates.
-        let c = scope(true, false, || {
-            TUNED
-                .select_tuned("k1", false, |_| true, first, |_, _| Ok(()))
-                .unwrap()
-        });
-        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
-        // On: the fastest allowed, cached.
+        let c = scope(true, false, || tuned_run(&TUNED, "k1").unwrap());
+        assert_eq!(c, ("tuned_test_op.fast_det", 1));
+        // On: the fastest allowed (each of the three timed once, then the choice runs), cached.
         set_benchmark(true);
-        let c = TUNED
-            .select_tuned(
-                "k2",
-                false,
-                |_| true,
-                first,
-                |i, _| {
-                    sleep_for(i);
-                    Ok(())
-                },
-            )
-            .unwrap();
-        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
-        let c = TUNED
-            .select_tuned("k2", false, |_| true, first, |_, _| panic!("cached"))
-            .unwrap();
-        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
+        assert_eq!(
+            tuned_run(&TUNED, "k2").unwrap(),
+            ("tuned_test_op.fast_det", 4)
+        );
+        assert_eq!(
+            tuned_run(&TUNED, "k2").unwrap(),
+            ("tuned_test_op.fast_det", 1),
+            "cached"
+        );
         // Save, clear, load: the choice comes back without timing.
         let dir = std::env::temp_dir().join(format!("lockstep-autotune-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -534,10 +424,11 @@ mod tests {
         save(&file).unwrap();
         clear();
         assert!(load(&file).unwrap() >= 1);
-        let c = TUNED
-            .select_tuned("k2", false, |_| true, first, |_, _| panic!("loaded"))
-            .unwrap();
-        assert_eq!(c.imp.algo, "tuned_test_op.fast_det");
+        assert_eq!(
+            tuned_run(&TUNED, "k2").unwrap(),
+            ("tuned_test_op.fast_det", 1),
+            "loaded"
+        );
         set_benchmark(false);
         // Stale and corrupt files are refused.
         let text = std::fs::read_to_string(&file).unwrap();
@@ -647,19 +538,15 @@ mod tests {
     fn warn_only_mode_warns_for_tunable_ops() {
         use crate::deterministic::warned_nondeterministic;
         assert!(!warned_nondeterministic("warn_test_op2"));
-        let c = scope(true, true, || {
-            WARN_OP2.select_tuned("k", false, |_| true, |a| a[0], |_, _| Ok(()))
-        });
-        assert_eq!(c.unwrap().imp.algo, "warn_test_op2.a");
+        let c = scope(true, true, || tuned_run(&WARN_OP2, "k"));
+        assert_eq!(c.unwrap().0, "warn_test_op2.a");
         // Warned (on standard error: no logger is installed in tests), once per op.
         assert!(warned_nondeterministic("warn_test_op2"));
         assert!(!crate::deterministic::warn_nondeterministic(
             "warn_test_op2"
         ));
         // Not in warn-only mode: refused, as before.
-        let e = scope(true, false, || {
-            WARN_OP2.select_tuned("k", false, |_| true, |a| a[0], |_, _| Ok(()))
-        });
+        let e = scope(true, false, || tuned_run(&WARN_OP2, "k"));
         assert!(matches!(e, Err(Error::Nondeterministic { .. })));
     }
 }

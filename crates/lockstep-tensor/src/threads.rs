@@ -12,6 +12,9 @@ static GLOBAL_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static LOCAL_THREADS: Cell<Option<usize>> = const { Cell::new(None) };
+    /// How many kernels run through dispatch are running on this thread (nested ops count):
+    /// the tripwire of [`Par::current`] and [`get_num_threads`] in debug builds.
+    static IN_KERNEL: Cell<usize> = const { Cell::new(0) };
     /// The pool this thread used last: every op asks for one, almost always the same.
     static LAST_POOL: core::cell::RefCell<Option<(usize, Arc<rayon::ThreadPool>)>> =
         const { core::cell::RefCell::new(None) };
@@ -31,7 +34,17 @@ pub fn set_num_threads(n: usize) {
 
 /// The number of threads kernels called from this thread use (`torch.get_num_threads`):
 /// a [`with_num_threads`] override, else [`set_num_threads`], else the machine's core count.
+///
+/// Not for kernels: they use the [`Par`] dispatch hands them. In debug builds, a call from
+/// inside a kernel run through dispatch panics (a tripwire for that rule).
 pub fn get_num_threads() -> usize {
+    tripwire("get_num_threads");
+    num_threads()
+}
+
+/// [`get_num_threads`] without the tripwire (dispatch's own lookup).
+#[inline]
+fn num_threads() -> usize {
     LOCAL_THREADS.with(|l| l.get()).unwrap_or_else(|| {
         match GLOBAL_THREADS.load(Ordering::Relaxed) {
             0 => default_threads(),
@@ -137,12 +150,40 @@ fn build_pool(n: usize) -> rayon::ThreadPool {
     }
 }
 
-/// The parallelism a kernel may use: a thread count and the pool that has that many threads.
+/// Runs `f`, a kernel called by dispatch, with the tripwire armed on this thread: in debug
+/// builds [`Par::current`] and [`get_num_threads`] panic inside it.
+#[inline]
+pub(crate) fn in_kernel<R>(f: impl FnOnce() -> R) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_KERNEL.with(|k| k.set(k.get() - 1));
+        }
+    }
+    IN_KERNEL.with(|k| k.set(k.get() + 1));
+    let _leave = Leave;
+    f()
+}
+
+/// Panics (debug builds only) when called from inside a kernel run by dispatch: kernels take
+/// the thread team as a parameter and never look it up.
+#[inline]
+fn tripwire(what: &str) {
+    if cfg!(debug_assertions) && IN_KERNEL.with(|k| k.get()) > 0 {
+        panic!(
+            "lockstep: {what}() called inside a kernel run by dispatch; a kernel uses the `&Par` \
+             dispatch hands it"
+        );
+    }
+}
+
+/// The parallelism a kernel may use: a thread count and the pool that has that many threads
+/// (started on first use: a `Par` costs nothing until a region runs in the pool).
 /// Deterministic kernels must not let their results depend on [`Par::threads`].
 #[derive(Clone)]
 pub struct Par {
     threads: usize,
-    pool: Arc<rayon::ThreadPool>,
+    pool: OnceLock<Arc<rayon::ThreadPool>>,
 }
 
 impl core::fmt::Debug for Par {
@@ -154,16 +195,24 @@ impl core::fmt::Debug for Par {
 impl Par {
     /// `n` threads (at least 1, at most [`MAX_THREADS`]).
     pub fn new(n: usize) -> Self {
-        let n = n.clamp(1, MAX_THREADS);
         Self {
-            threads: n,
-            pool: pool(n),
+            threads: n.clamp(1, MAX_THREADS),
+            pool: OnceLock::new(),
         }
     }
 
-    /// What [`get_num_threads`] says for the calling thread.
+    /// What [`get_num_threads`] says for the calling thread. Not for kernels (the same
+    /// tripwire as [`get_num_threads`]): dispatch hands them their team.
     pub fn current() -> Self {
-        Self::new(get_num_threads())
+        tripwire("Par::current");
+        Self::new(num_threads())
+    }
+
+    /// The calling thread's team, for dispatch (no tripwire: a kernel may call ops, and each
+    /// op's dispatch reads the context).
+    #[inline]
+    pub(crate) fn for_dispatch() -> Self {
+        Self::new(num_threads())
     }
 
     /// The number of threads.
@@ -173,7 +222,7 @@ impl Par {
 
     /// Runs `f` inside the pool, so rayon's parallel iterators in `f` use these threads.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+        self.pool.get_or_init(|| pool(self.threads)).install(f)
     }
 
     /// Runs `f(p)` exactly once for every `p < parts`, returning when all are done, on at most

@@ -1,11 +1,12 @@
 //! Tracing: a record of every op call, so that two runs can be compared and the first op where
 //! they part named (`lockstep verify`).
 //!
-//! Each op, after its kernel ran, calls [`record`] with its name, the algorithm dispatch chose,
-//! its inputs and its output. When tracing is off that costs one relaxed atomic load. When it
-//! is on, a [`Record`] — call index, training step ([`set_step`]), op, algorithm, input and
-//! output shapes, dtype, the backward node it ran for (if any) and a hash of the output's bits —
-//! goes to the sink as one JSON line.
+//! Dispatch ([`Op::run`](crate::dispatch::Op::run)) calls [`record`] after each op's kernel
+//! ran, with its name, the algorithm chosen, its inputs and its output (the random draws, which
+//! have one implementation, call it themselves). When tracing is off that costs one relaxed
+//! atomic load. When it is on, a [`Record`] — call index, training step ([`set_step`]), op,
+//! algorithm, input and output shapes, dtype, the backward node it ran for (if any) and a hash
+//! of the output's bits — goes to the sink as one JSON line.
 //!
 //! Two sinks:
 //! - a file: `LOCKSTEP_TRACE=path` in the environment (read at the first op; records the ops of

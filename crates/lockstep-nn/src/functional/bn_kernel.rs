@@ -195,11 +195,11 @@ pub(super) fn channel_sums<T: BnElem, const MODE: u8>(
     mean: &[f64],
     invstd: &[f64],
     (n, c, s): (usize, usize, usize),
+    par: &Par,
 ) -> Vec<[f64; 2]> {
     let mut out = vec![[0.0; 2]; c];
     let blocks = c.div_ceil(BLOCK);
     let work = (n * c * s).saturating_mul(if MODE == SUM_GRAD { 2 } else { 1 });
-    let par = Par::current();
     let parts = if work < PAR_MIN {
         1
     } else {
@@ -372,13 +372,13 @@ pub(super) fn elementwise<T: Element>(
     x: &[T],
     g: &[T],
     (n, c, s): (usize, usize, usize),
+    par: &Par,
 ) -> Vec<T> {
     let len = n * c * s;
     let mut out: Vec<T> = Vec::with_capacity(len);
     let planes_n = n * c;
     if len > 0 {
         let dst = &mut out.spare_capacity_mut()[..len];
-        let par = Par::current();
         let parts = if len < PAR_MIN {
             1
         } else {

@@ -160,8 +160,8 @@ pub fn get_total_norm(
         return Ok(Tensor::scalar(0.0f32));
     }
     let dt = common_dtype(OP, tensors)?;
-    let imp = GET_TOTAL_NORM.select_impl()?;
-    let total = with_real!(OP, dt, T => {
+    let inputs: Vec<&Tensor> = tensors.iter().collect();
+    GET_TOTAL_NORM.run(&inputs, |_, _| with_real!(OP, dt, T => {
         let mut norms = Vec::with_capacity(tensors.len());
         for t in tensors {
             let c = t.try_contiguous()?;
@@ -178,12 +178,7 @@ pub fn get_total_norm(
             ));
         }
         Ok::<_, Error>(Tensor::scalar(total))
-    })?;
-    if lockstep_tensor::trace::enabled() {
-        let inputs: Vec<&Tensor> = tensors.iter().collect();
-        lockstep_tensor::trace::record(OP, imp.algo, &inputs, &total);
-    }
-    Ok(total)
+    }))
 }
 
 multiversion! {
@@ -241,7 +236,6 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
     }
     let gts: Vec<Tensor> = grads.iter().map(|(_, g)| g.clone()).collect();
     let dt = common_dtype(OP, &gts)?;
-    let imp = CLIP_GRADS_WITH_NORM.select_impl()?;
     let new = with_real!(OP, dt, T => {
         let total = T::from_f64(total_norm.to_f64_vec()[0]);
         // clip_coef = max_norm / (total_norm + 1e-6)  ==  (total_norm + 1e-6).reciprocal() * max_norm
@@ -249,13 +243,15 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
         // torch.clamp(clip_coef, max=1.0)
         let coef = if coef.is_nan() || coef <= T::ONE { coef } else { T::ONE };
         let mut new = Vec::with_capacity(gts.len());
+        // One dispatch per gradient: each traced with its own inputs.
         for g in &gts {
-            let c = g.try_contiguous()?;
+            let t = CLIP_GRADS_WITH_NORM.run(&[g, total_norm], |_, _| {
+                let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
             let mut out = vec![T::ZERO; gd.len()];
             scale_into(gd, coef, &mut out);
-            let t = Tensor::from_vec(out, g.shape())?;
-            lockstep_tensor::trace::record(OP, imp.algo, &[g, total_norm], &t);
+                Tensor::from_vec(out, g.shape())
+            })?;
             new.push(t);
         }
         Ok::<_, Error>(new)
@@ -293,17 +289,17 @@ pub fn clip_grad_value_(params: &[Var], clip_value: f64) -> Result<()> {
         return Err(invalid(OP, "clip_value", "must not be NaN"));
     }
     let grads = grads_of(params);
-    let imp = CLIP_GRAD_VALUE.select_impl()?;
     let mut new = Vec::with_capacity(grads.len());
     for (_, g) in &grads {
-        let t = with_real!(OP, g.dtype(), T => {
-            let c = g.try_contiguous()?;
+        let t = CLIP_GRAD_VALUE.run(&[g], |_, _| {
+            with_real!(OP, g.dtype(), T => {
+                let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
             let mut out = vec![T::ZERO; gd.len()];
             clamp_into(gd, T::from_f64(-clip_value), T::from_f64(clip_value), &mut out);
             Tensor::from_vec(out, g.shape())
+            })
         })?;
-        lockstep_tensor::trace::record(OP, imp.algo, &[g], &t);
         new.push(t);
     }
     for ((p, _), g) in grads.iter().zip(new) {

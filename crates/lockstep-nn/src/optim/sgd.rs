@@ -193,7 +193,8 @@ impl<T> Shared<T> {
 }
 
 impl Sgd {
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
+    /// Parameter `i`'s new value (its buffer updated), on the threads `par`.
+    fn update<T: Real>(&mut self, i: usize, g: &Tensor, par: &Par) -> Result<Tensor> {
         let o = self.opts;
         let k = Consts::<T> {
             weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
@@ -226,7 +227,6 @@ impl Sgd {
                 op: OP,
                 bytes: n as u128 * core::mem::size_of::<T>() as u128,
             })?;
-        let par = Par::current();
         if par.threads() > 1 && n >= PAR_MIN {
             let has_buf = !buf.is_empty();
             let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
@@ -259,16 +259,20 @@ impl Sgd {
         }
         // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
         unsafe { out.set_len(n) };
-        p.set_data(Tensor::from_vec(out, p.shape())?)
+        Tensor::from_vec(out, p.shape())
     }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         for i in 0..self.params.len() {
-            let p = &self.params[i];
+            let p = self.params[i].clone();
             let Some(g) = p.grad() else { continue };
-            with_real!(OP, p.dtype(), T => self.update::<T>(i, &g))?;
+            let new = crate::ops::SGD.run(
+                &[&p.data(), &g],
+                |_, par| with_real!(OP, p.dtype(), T => self.update::<T>(i, &g, par)),
+            )?;
+            p.set_data(new)?;
         }
         Ok(())
     }

@@ -4,10 +4,10 @@
 //!
 //! Every op here is a `static` [`Op<Kernel>`] (PyTorch's name: `add`, `mul`, `relu`, `where`,
 //! `tanh_backward`, …; algorithm `NAME.chunked`), reached through
-//! [`Op::select_impl`](crate::dispatch::Op::select_impl) — so each can be exempted with
+//! [`Op::run`](crate::dispatch::Op::run) — so each can be exempted with
 //! `allow_nondeterministic`, pinned with `autotune::with_algorithm`, listed by
 //! [`builtin_ops`](crate::dispatch::builtin_ops) and traced — at the cost of a few thread-local
-//! reads (no allocation, no lock).
+//! reads (no allocation, no lock; the pool is touched only by outputs large enough to split).
 //!
 //! Both operands of a binary op must have the same dtype (no implicit promotion); use
 //! [`Tensor::to_dtype`] first. Scalar forms (`add_scalar`, …) convert the scalar to the tensor's
@@ -33,8 +33,8 @@ const CHUNK: usize = 1 << 14;
 const SERIAL_MAX: usize = 1 << 16;
 
 /// Whether an op with `len` outputs runs on the calling thread.
-fn serial(len: usize) -> bool {
-    len <= SERIAL_MAX || crate::threads::get_num_threads() == 1
+fn serial(len: usize, par: &Par) -> bool {
+    len <= SERIAL_MAX || par.threads() == 1
 }
 
 /// `iter`'s `n` values in a new vector (no zero-fill first), or [`Error::OutOfMemory`].
@@ -78,6 +78,11 @@ macro_rules! elementwise_ops {
         /// Every elementwise op, in the order of this file (for
         /// [`builtin_ops`](crate::dispatch::builtin_ops)).
         pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
+
+        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
+        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+            OPS.iter().map(|o| o.info()).collect()
+        }
     };
 }
 
@@ -320,7 +325,7 @@ fn check_dtype(op: &'static str, t: &Tensor, want: DType) -> Result<()> {
 }
 
 /// `out[i] = f(x[i])` over a tensor of type `T`, as the elementwise op `op`: through
-/// [`Op::select`] (so deterministic mode, exemptions, pins and tracing apply), then its kernel.
+/// [`Op::run`] (so deterministic mode, exemptions, pins and tracing apply), then its kernel.
 /// Own ops: declare a `static Op<Kernel>` (one `Impl` with `f: Kernel::Chunked`).
 ///
 /// # Errors
@@ -331,46 +336,45 @@ pub fn map1<T: Element, U: Element>(
     f: impl Fn(T) -> U + Sync,
 ) -> Result<Tensor> {
     check_dtype(op.name, x, T::DTYPE)?;
-    let imp = op.select_impl()?;
-    // A view (an expanded tensor) is read through its strides, never copied.
-    let dense = if x.is_contiguous() {
-        Some(x.data::<T>()?)
-    } else {
-        None
-    };
-    if let (Some(d), Kernel::Chunked) = (dense, imp.f)
-        && serial(d.len())
-    {
-        let out = collect_out(op.name, d.len(), d.iter().map(|&s| f(s)))?;
-        return crate::trace::traced(op.name, imp.algo, &[x], Tensor::from_vec(out, x.shape()));
-    }
-    let mut out = out_buf::<U>(op.name, x.shape())?;
-    let strided = match dense {
-        Some(_) => None,
-        None => Some(Src::<T>::new(op.name, x, x.shape())?),
-    };
-    let run = |o: &mut [U], lo: usize| match (dense, &strided) {
-        (Some(d), _) => {
-            let n = o.len();
-            for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
-                *o = f(s);
-            }
+    op.run(&[x], |imp, par| {
+        // A view (an expanded tensor) is read through its strides, never copied.
+        let dense = if x.is_contiguous() {
+            Some(x.data::<T>()?)
+        } else {
+            None
+        };
+        if let (Some(d), Kernel::Chunked) = (dense, imp.f)
+            && serial(d.len(), par)
+        {
+            let out = collect_out(op.name, d.len(), d.iter().map(|&s| f(s)))?;
+            return Tensor::from_vec(out, x.shape());
         }
-        (None, Some(s)) => walk(x.shape(), [&s.st], lo, o.len(), |p, [os], [is], n| {
-            for (t, o) in o[p..p + n].iter_mut().enumerate() {
-                *o = f(s.data[os + t * is]);
+        let mut out = out_buf::<U>(op.name, x.shape())?;
+        let strided = match dense {
+            Some(_) => None,
+            None => Some(Src::<T>::new(op.name, x, x.shape())?),
+        };
+        let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+            (Some(d), _) => {
+                let n = o.len();
+                for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
+                    *o = f(s);
+                }
             }
-        }),
-        (None, None) => unreachable!("one of the two is set"),
-    };
-    match imp.f {
-        // No hop into the pool for small tensors (most of a training step's ops).
-        Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-        Kernel::Chunked => {
-            Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK))
+            (None, Some(s)) => walk(x.shape(), [&s.st], lo, o.len(), |p, [os], [is], n| {
+                for (t, o) in o[p..p + n].iter_mut().enumerate() {
+                    *o = f(s.data[os + t * is]);
+                }
+            }),
+            (None, None) => unreachable!("one of the two is set"),
+        };
+        match imp.f {
+            // No hop into the pool for small tensors (most of a training step's ops).
+            Kernel::Chunked if serial(out.len(), par) => run(&mut out, 0),
+            Kernel::Chunked => par.for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
         }
-    }
-    crate::trace::traced(op.name, imp.algo, &[x], Tensor::from_vec(out, x.shape()))
+        Tensor::from_vec(out, x.shape())
+    })
 }
 
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`), as the
@@ -394,47 +398,46 @@ pub fn map2<T: Element, U: Element>(
     }
     check_dtype(op.name, a, T::DTYPE)?;
     let shape = broadcast_shapes(op.name, a.shape(), b.shape())?;
-    let imp = op.select_impl()?;
-    // Inputs are read in place: broadcast and other views through their strides, never
-    // expanded into copies; two dense inputs of one shape take a plain loop.
-    let dense = if a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous() {
-        Some((a.data::<T>()?, b.data::<T>()?))
-    } else {
-        None
-    };
-    if let (Some((va, vb)), Kernel::Chunked) = (dense, imp.f)
-        && serial(va.len())
-    {
-        let it = va.iter().zip(vb).map(|(&x, &y)| f(x, y));
-        let out = collect_out(op.name, va.len(), it)?;
-        return crate::trace::traced(op.name, imp.algo, &[a, b], Tensor::from_vec(out, &shape));
-    }
-    let mut out = out_buf::<U>(op.name, &shape)?;
-    let strided = match dense {
-        Some(_) => None,
-        None => Some((
-            Src::<T>::new(op.name, a, &shape)?,
-            Src::<T>::new(op.name, b, &shape)?,
-        )),
-    };
-    let run = |o: &mut [U], lo: usize| match (dense, &strided) {
-        (Some((va, vb)), _) => {
-            let n = o.len();
-            let (x, y) = (&va[lo..lo + n], &vb[lo..lo + n]);
-            for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-                *o = f(x, y);
+    op.run(&[a, b], |imp, par| {
+        // Inputs are read in place: broadcast and other views through their strides, never
+        // expanded into copies; two dense inputs of one shape take a plain loop.
+        let dense = if a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous() {
+            Some((a.data::<T>()?, b.data::<T>()?))
+        } else {
+            None
+        };
+        if let (Some((va, vb)), Kernel::Chunked) = (dense, imp.f)
+            && serial(va.len(), par)
+        {
+            let it = va.iter().zip(vb).map(|(&x, &y)| f(x, y));
+            let out = collect_out(op.name, va.len(), it)?;
+            return Tensor::from_vec(out, &shape);
+        }
+        let mut out = out_buf::<U>(op.name, &shape)?;
+        let strided = match dense {
+            Some(_) => None,
+            None => Some((
+                Src::<T>::new(op.name, a, &shape)?,
+                Src::<T>::new(op.name, b, &shape)?,
+            )),
+        };
+        let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+            (Some((va, vb)), _) => {
+                let n = o.len();
+                let (x, y) = (&va[lo..lo + n], &vb[lo..lo + n]);
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    *o = f(x, y);
+                }
             }
+            (None, Some((sa, sb))) => chunk2(o, lo, &shape, sa, sb, &f),
+            (None, None) => unreachable!("one of the two is set"),
+        };
+        match imp.f {
+            Kernel::Chunked if serial(out.len(), par) => run(&mut out, 0),
+            Kernel::Chunked => par.for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
         }
-        (None, Some((sa, sb))) => chunk2(o, lo, &shape, sa, sb, &f),
-        (None, None) => unreachable!("one of the two is set"),
-    };
-    match imp.f {
-        Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-        Kernel::Chunked => {
-            Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK))
-        }
-    }
-    crate::trace::traced(op.name, imp.algo, &[a, b], Tensor::from_vec(out, &shape))
+        Tensor::from_vec(out, &shape)
+    })
 }
 
 /// `dst[i] = f(dst[i], src[i])` in place, `src` broadcast to `dst`'s shape, as the elementwise
@@ -461,40 +464,40 @@ fn inplace2<T: Element>(
             rhs: src.shape().to_vec(),
         });
     }
-    let imp = op.select_impl()?;
-    // `src` may share `dst`'s storage: read it from its own handle, which keeps that storage
-    // alive, while `dst` is written copy-on-write.
-    let keep = src.clone();
-    let s = Src::<T>::new(op.name, &keep, &shape)?;
-    let d = dst.data_mut::<T>()?;
-    // `dst` is dense now: an element's position is its offset.
-    let run = |o: &mut [T], lo: usize| {
-        walk(&shape, [&s.st], lo, o.len(), |p, [os], [is], n| {
-            let o = &mut o[p..p + n];
-            match is {
-                0 => {
-                    let y = s.data[os];
-                    o.iter_mut().for_each(|x| *x = f(*x, y));
-                }
-                1 => {
-                    for (x, &y) in o.iter_mut().zip(&s.data[os..os + n]) {
-                        *x = f(*x, y);
+    op.run_inplace(dst, &[src], |imp, par, dst| {
+        // `src` may share `dst`'s storage: read it from its own handle, which keeps that storage
+        // alive, while `dst` is written copy-on-write.
+        let keep = src.clone();
+        let s = Src::<T>::new(op.name, &keep, &shape)?;
+        let d = dst.data_mut::<T>()?;
+        // `dst` is dense now: an element's position is its offset.
+        let run = |o: &mut [T], lo: usize| {
+            walk(&shape, [&s.st], lo, o.len(), |p, [os], [is], n| {
+                let o = &mut o[p..p + n];
+                match is {
+                    0 => {
+                        let y = s.data[os];
+                        o.iter_mut().for_each(|x| *x = f(*x, y));
+                    }
+                    1 => {
+                        for (x, &y) in o.iter_mut().zip(&s.data[os..os + n]) {
+                            *x = f(*x, y);
+                        }
+                    }
+                    _ => {
+                        for (t, x) in o.iter_mut().enumerate() {
+                            *x = f(*x, s.data[os + t * is]);
+                        }
                     }
                 }
-                _ => {
-                    for (t, x) in o.iter_mut().enumerate() {
-                        *x = f(*x, s.data[os + t * is]);
-                    }
-                }
-            }
-        })
-    };
-    match imp.f {
-        Kernel::Chunked if serial(d.len()) => run(d, 0),
-        Kernel::Chunked => Par::current().for_each_chunk_mut(d, CHUNK, |i, o| run(o, i * CHUNK)),
-    }
-    crate::trace::record(op.name, imp.algo, &[&*dst, src], dst);
-    Ok(())
+            })
+        };
+        match imp.f {
+            Kernel::Chunked if serial(d.len(), par) => run(d, 0),
+            Kernel::Chunked => par.for_each_chunk_mut(d, CHUNK, |i, o| run(o, i * CHUNK)),
+        }
+        Ok(())
+    })
 }
 
 macro_rules! float_unary {
@@ -758,7 +761,7 @@ impl Tensor {
         }
         let shape = broadcast_shapes("where", cond.shape(), a.shape())?;
         let shape = broadcast_shapes("where", &shape, b.shape())?;
-        let imp = WHERE.select_impl()?;
+        WHERE.run(&[cond, a, b], |imp, par| {
         let c = Src::<bool>::new("where", cond, &shape)?;
         crate::with_dtype!(a.dtype(), T => {
             let mut out = out_buf::<T>(WHERE.name, &shape)?;
@@ -771,10 +774,11 @@ impl Tensor {
                 })
             };
             match imp.f {
-                Kernel::Chunked if serial(out.len()) => run(&mut out, 0),
-                Kernel::Chunked => Par::current().for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
+                Kernel::Chunked if serial(out.len(), par) => run(&mut out, 0),
+                Kernel::Chunked => par.for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
             }
-            crate::trace::traced(WHERE.name, imp.algo, &[cond, a, b], Tensor::from_vec(out, &shape))
+            Tensor::from_vec(out, &shape)
+        })
         })
     }
 

@@ -51,6 +51,11 @@ macro_rules! inplace_ops {
         )*
         /// Every op of this file (for [`builtin_ops`](crate::dispatch::builtin_ops)).
         pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
+
+        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
+        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+            OPS.iter().map(|o| o.info()).collect()
+        }
     };
 }
 

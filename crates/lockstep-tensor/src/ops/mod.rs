@@ -12,6 +12,23 @@ pub mod random;
 pub mod reduce;
 pub mod view;
 
+/// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
+/// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
+pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
+    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 9] = [
+        reduce::ops,
+        matmul::ops,
+        conv::ops,
+        index::ops,
+        pool::ops,
+        random::ops,
+        view::ops,
+        elementwise::ops,
+        inplace::ops,
+    ];
+    families.into_iter().flat_map(|f| f()).collect()
+}
+
 /// A raw pointer shared by parallel tasks that write disjoint elements (or write atomically):
 /// each use documents why no two tasks touch the same element.
 #[derive(Clone, Copy)]

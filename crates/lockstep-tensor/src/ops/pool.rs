@@ -17,7 +17,8 @@ use core::mem::MaybeUninit;
 /// parallel over planes, each plane's sums in a fixed order), through dispatch so that they can
 /// be exempted, pinned, listed and traced like every op.
 macro_rules! pool_ops {
-    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {$(
+    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
+        $(
         $(#[$doc])*
         pub static $id: Op<()> = Op {
             name: $name,
@@ -27,7 +28,12 @@ macro_rules! pool_ops {
                 f: (),
             }],
         };
-    )*};
+        )*
+        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
+        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+            vec![$($id.info()),*]
+        }
+    };
 }
 
 pool_ops! {
@@ -264,115 +270,116 @@ impl Tensor {
         let (oh, ow) = p.out_hw(OP, h, w)?;
         let x = self.contiguous_for(OP)?;
         let src = float_data(OP, &x)?;
-        let choice = MAX_POOL2D.select()?;
-        let mut vals = out_buf::<f32>(OP, &[n, c, oh, ow])?;
-        let mut idx = out_buf::<i64>(OP, &[n, c, oh, ow])?;
-        let plane = oh * ow;
-        // Without padding and with the last window inside (no ceil-mode overhang), every
-        // window lies inside the input: no bounds to check.
-        let inside = p.padding == (0, 0)
-            && oh > 0
-            && ow > 0
-            && (oh - 1) * p.stride.0 + (p.kernel.0 - 1) * p.dilation.0 < h
-            && (ow - 1) * p.stride.1 + (p.kernel.1 - 1) * p.dilation.1 < w;
-        // The common 2×2 window with stride 2 (a CNN's `MaxPool2d(2)`): the same comparisons
-        // in the same order as the general loop below, unrolled.
-        let two_by_two = inside && p.kernel == (2, 2) && p.stride == (2, 2) && p.dilation == (1, 1);
-        let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
-            let s = &src[pl * h * w..(pl + 1) * h * w];
-            if inside {
+        MAX_POOL2D.run(&[self], |_, par| {
+            let mut vals = out_buf::<f32>(OP, &[n, c, oh, ow])?;
+            let mut idx = out_buf::<i64>(OP, &[n, c, oh, ow])?;
+            let plane = oh * ow;
+            // Without padding and with the last window inside (no ceil-mode overhang), every
+            // window lies inside the input: no bounds to check.
+            let inside = p.padding == (0, 0)
+                && oh > 0
+                && ow > 0
+                && (oh - 1) * p.stride.0 + (p.kernel.0 - 1) * p.dilation.0 < h
+                && (ow - 1) * p.stride.1 + (p.kernel.1 - 1) * p.dilation.1 < w;
+            // The common 2×2 window with stride 2 (a CNN's `MaxPool2d(2)`): the same comparisons
+            // in the same order as the general loop below, unrolled.
+            let two_by_two =
+                inside && p.kernel == (2, 2) && p.stride == (2, 2) && p.dilation == (1, 1);
+            let pool_plane = |pl: usize, (v, ix): (&mut [f32], &mut [i64])| {
+                let s = &src[pl * h * w..(pl + 1) * h * w];
+                if inside {
+                    for i in 0..oh {
+                        for j in 0..ow {
+                            let (y0, x0) = (i * p.stride.0, j * p.stride.1);
+                            let mut best = s[y0 * w + x0];
+                            let mut at = y0 * w + x0;
+                            for a in 0..p.kernel.0 {
+                                let row = (y0 + a * p.dilation.0) * w;
+                                for b in 0..p.kernel.1 {
+                                    let k = row + x0 + b * p.dilation.1;
+                                    let val = s[k];
+                                    if val > best || val.is_nan() && !best.is_nan() {
+                                        best = val;
+                                        at = k;
+                                    }
+                                }
+                            }
+                            v[i * ow + j] = best;
+                            ix[i * ow + j] = at as i64;
+                        }
+                    }
+                    return;
+                }
                 for i in 0..oh {
                     for j in 0..ow {
-                        let (y0, x0) = (i * p.stride.0, j * p.stride.1);
-                        let mut best = s[y0 * w + x0];
-                        let mut at = y0 * w + x0;
+                        let mut best = f32::NEG_INFINITY;
+                        let mut at = -1i64;
                         for a in 0..p.kernel.0 {
-                            let row = (y0 + a * p.dilation.0) * w;
+                            let y =
+                                (i * p.stride.0 + a * p.dilation.0) as isize - p.padding.0 as isize;
+                            if y < 0 || y >= h as isize {
+                                continue;
+                            }
                             for b in 0..p.kernel.1 {
-                                let k = row + x0 + b * p.dilation.1;
+                                let xx = (j * p.stride.1 + b * p.dilation.1) as isize
+                                    - p.padding.1 as isize;
+                                if xx < 0 || xx >= w as isize {
+                                    continue;
+                                }
+                                let k = y as usize * w + xx as usize;
                                 let val = s[k];
-                                if val > best || val.is_nan() && !best.is_nan() {
+                                if at < 0 || val > best || val.is_nan() && !best.is_nan() {
                                     best = val;
-                                    at = k;
+                                    at = k as i64;
                                 }
                             }
                         }
                         v[i * ow + j] = best;
-                        ix[i * ow + j] = at as i64;
+                        ix[i * ow + j] = at;
                     }
                 }
-                return;
-            }
-            for i in 0..oh {
-                for j in 0..ow {
-                    let mut best = f32::NEG_INFINITY;
-                    let mut at = -1i64;
-                    for a in 0..p.kernel.0 {
-                        let y = (i * p.stride.0 + a * p.dilation.0) as isize - p.padding.0 as isize;
-                        if y < 0 || y >= h as isize {
-                            continue;
-                        }
-                        for b in 0..p.kernel.1 {
-                            let xx =
-                                (j * p.stride.1 + b * p.dilation.1) as isize - p.padding.1 as isize;
-                            if xx < 0 || xx >= w as isize {
-                                continue;
-                            }
-                            let k = y as usize * w + xx as usize;
-                            let val = s[k];
-                            if at < 0 || val > best || val.is_nan() && !best.is_nan() {
-                                best = val;
-                                at = k as i64;
-                            }
-                        }
-                    }
-                    v[i * ow + j] = best;
-                    ix[i * ow + j] = at;
+            };
+            // Planes `p0..` into `v`/`ix` (whole planes).
+            let pool_planes = |p0: usize, v: &mut [f32], ix: &mut [i64]| {
+                if two_by_two {
+                    pool_2x2_planes(src, (h, w), (oh, ow), p0, v, ix);
+                    return;
                 }
+                for (q, vi) in v
+                    .chunks_mut(plane.max(1))
+                    .zip(ix.chunks_mut(plane.max(1)))
+                    .enumerate()
+                {
+                    pool_plane(p0 + q, vi);
+                }
+            };
+            let planes = n * c;
+            // The vector 2×2 kernels take about a cycle per output: on the cnn model's 64×16×8×8
+            // input (~10 µs) handing half to a helper thread saved nothing measurable.
+            let serial_max = if two_by_two {
+                4 * SERIAL_MAX
+            } else {
+                SERIAL_MAX
+            };
+            if par.threads() == 1 || src.len() + vals.len() <= serial_max || planes <= 1 {
+                pool_planes(0, &mut vals, &mut idx);
+            } else {
+                let parts = par.threads().min(planes);
+                let bounds: Vec<usize> = (0..=parts).map(|p| p * planes / parts).collect();
+                let vs = split_planes(&mut vals, plane, &bounds);
+                let is = split_planes(&mut idx, plane, &bounds);
+                par.run_parts(parts, |p| {
+                    let mut v = vs[p].lock().unwrap_or_else(|e| e.into_inner());
+                    let mut ix = is[p].lock().unwrap_or_else(|e| e.into_inner());
+                    pool_planes(bounds[p], &mut v, &mut ix);
+                });
             }
-        };
-        // Planes `p0..` into `v`/`ix` (whole planes).
-        let pool_planes = |p0: usize, v: &mut [f32], ix: &mut [i64]| {
-            if two_by_two {
-                pool_2x2_planes(src, (h, w), (oh, ow), p0, v, ix);
-                return;
-            }
-            for (q, vi) in v
-                .chunks_mut(plane.max(1))
-                .zip(ix.chunks_mut(plane.max(1)))
-                .enumerate()
-            {
-                pool_plane(p0 + q, vi);
-            }
-        };
-        let par = choice.par;
-        let planes = n * c;
-        // The vector 2×2 kernels take about a cycle per output: on the cnn model's 64×16×8×8
-        // input (~10 µs) handing half to a helper thread saved nothing measurable.
-        let serial_max = if two_by_two {
-            4 * SERIAL_MAX
-        } else {
-            SERIAL_MAX
-        };
-        if par.threads() == 1 || src.len() + vals.len() <= serial_max || planes <= 1 {
-            pool_planes(0, &mut vals, &mut idx);
-        } else {
-            let parts = par.threads().min(planes);
-            let bounds: Vec<usize> = (0..=parts).map(|p| p * planes / parts).collect();
-            let vs = split_planes(&mut vals, plane, &bounds);
-            let is = split_planes(&mut idx, plane, &bounds);
-            par.run_parts(parts, |p| {
-                let mut v = vs[p].lock().unwrap_or_else(|e| e.into_inner());
-                let mut ix = is[p].lock().unwrap_or_else(|e| e.into_inner());
-                pool_planes(bounds[p], &mut v, &mut ix);
-            });
-        }
-        let (vals, idx) = (
-            Tensor::from_vec(vals, &[n, c, oh, ow])?,
-            Tensor::from_vec(idx, &[n, c, oh, ow])?,
-        );
-        crate::trace::record(OP, choice.imp.algo, &[self], &vals);
-        Ok((vals, idx))
+            let (vals, idx) = (
+                Tensor::from_vec(vals, &[n, c, oh, ow])?,
+                Tensor::from_vec(idx, &[n, c, oh, ow])?,
+            );
+            Ok((vals, idx))
+        })
     }
 
     /// The gradient of [`max_pool2d`](Self::max_pool2d) with respect to its input: each output
@@ -409,53 +416,52 @@ impl Tensor {
         let ix = indices.contiguous_for(OP)?;
         let ixs = ix.data::<i64>()?;
         let plane_out = grad_output.shape()[2] * grad_output.shape()[3];
-        let choice = MAX_POOL2D_BACKWARD.select()?;
-        let mut out = out_room::<f32>(OP, &[n, c, h, w])?;
-        // Fits: `out_room` checked the product.
-        let len = n * c * h * w;
-        let (oh, ow) = (grad_output.shape()[2], grad_output.shape()[3]);
-        if (h, w) == (2 * oh, 2 * ow)
-            && unpool_2x2(
-                gi,
-                ixs,
-                (h, w),
-                (oh, ow),
-                &mut out.spare_capacity_mut()[..len],
-            ) == Some(true)
-        {
-            // SAFETY: `unpool_2x2` wrote all `len` elements (it checked every index, too).
-            unsafe { out.set_len(len) };
-            let out = Tensor::from_vec(out, input_shape);
-            return crate::trace::traced(OP, choice.imp.algo, &[grad_output, indices], out);
-        }
-        out.resize(len, 0.0);
-        // h·w fits: the buffer above holds n·c·h·w elements (n·c ≥ 1 when there are indices).
-        let hw = h.saturating_mul(w);
-        // One branch-free pass (it vectorises), then a search only when something is out.
-        let outside = |k: i64| k < 0 || k as u64 >= hw as u64;
-        if ixs.iter().fold(false, |any, &k| any | outside(k))
-            && let Some(&bad) = ixs.iter().find(|&&k| outside(k))
-        {
-            return Err(Error::IndexOutOfRange {
-                op: OP,
-                index: bad,
-                size: hw,
-            });
-        }
-        let work = out.len() + gi.len();
-        for_each_plane(&choice.par, &mut out, hw, work, |pl, o| {
-            let (g, k) = (
-                &gi[pl * plane_out..(pl + 1) * plane_out],
-                &ixs[pl * plane_out..(pl + 1) * plane_out],
-            );
-            assert_eq!(o.len(), hw);
-            for (&gv, &kv) in g.iter().zip(k) {
-                // SAFETY: every index was checked above to lie in 0..hw, and o holds hw.
-                unsafe { *o.get_unchecked_mut(kv as usize) += gv };
+        MAX_POOL2D_BACKWARD.run(&[grad_output, indices], |_, par| {
+            let mut out = out_room::<f32>(OP, &[n, c, h, w])?;
+            // Fits: `out_room` checked the product.
+            let len = n * c * h * w;
+            let (oh, ow) = (grad_output.shape()[2], grad_output.shape()[3]);
+            if (h, w) == (2 * oh, 2 * ow)
+                && unpool_2x2(
+                    gi,
+                    ixs,
+                    (h, w),
+                    (oh, ow),
+                    &mut out.spare_capacity_mut()[..len],
+                ) == Some(true)
+            {
+                // SAFETY: `unpool_2x2` wrote all `len` elements (it checked every index, too).
+                unsafe { out.set_len(len) };
+                return Tensor::from_vec(out, input_shape);
             }
-        });
-        let out = Tensor::from_vec(out, input_shape);
-        crate::trace::traced(OP, choice.imp.algo, &[grad_output, indices], out)
+            out.resize(len, 0.0);
+            // h·w fits: the buffer above holds n·c·h·w elements (n·c ≥ 1 when there are indices).
+            let hw = h.saturating_mul(w);
+            // One branch-free pass (it vectorises), then a search only when something is out.
+            let outside = |k: i64| k < 0 || k as u64 >= hw as u64;
+            if ixs.iter().fold(false, |any, &k| any | outside(k))
+                && let Some(&bad) = ixs.iter().find(|&&k| outside(k))
+            {
+                return Err(Error::IndexOutOfRange {
+                    op: OP,
+                    index: bad,
+                    size: hw,
+                });
+            }
+            let work = out.len() + gi.len();
+            for_each_plane(par, &mut out, hw, work, |pl, o| {
+                let (g, k) = (
+                    &gi[pl * plane_out..(pl + 1) * plane_out],
+                    &ixs[pl * plane_out..(pl + 1) * plane_out],
+                );
+                assert_eq!(o.len(), hw);
+                for (&gv, &kv) in g.iter().zip(k) {
+                    // SAFETY: every index was checked above to lie in 0..hw, and o holds hw.
+                    unsafe { *o.get_unchecked_mut(kv as usize) += gv };
+                }
+            });
+            Tensor::from_vec(out, input_shape)
+        })
     }
 
     /// `F.avg_pool2d(x, …, count_include_pad)` for f32 `(N, C, H, W)` (dilation must be 1).
@@ -1212,44 +1218,40 @@ fn window_mean(
 ) -> Result<Tensor> {
     let x = input.contiguous_for(op.name)?;
     let src = float_data(op.name, &x)?;
-    let choice = op.select()?;
-    let mut out = out_buf::<f32>(op.name, &[planes, oh, ow])?;
-    let work = out.len() + src.len();
-    let (y0, x0, y1, x1, div) = win(0, 0);
-    if (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w) {
-        // One window over each whole plane (global average pooling): a serial chain per
-        // plane, as below, but P planes' chains side by side so that they overlap.
-        const P: usize = 8;
-        let hw = h * w;
-        for_each_plane(&choice.par, &mut out, P, work, |b, o| {
-            let s = &src[b * P * hw..][..o.len() * hw];
-            if o.len() == P {
-                let mut acc = [0f32; P];
-                for t in 0..hw {
-                    for (k, a) in acc.iter_mut().enumerate() {
-                        *a += s[k * hw + t];
+    op.run(&[input], |_, par| {
+        let mut out = out_buf::<f32>(op.name, &[planes, oh, ow])?;
+        let work = out.len() + src.len();
+        let (y0, x0, y1, x1, div) = win(0, 0);
+        if (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w) {
+            // One window over each whole plane (global average pooling): a serial chain per
+            // plane, as below, but P planes' chains side by side so that they overlap.
+            const P: usize = 8;
+            let hw = h * w;
+            for_each_plane(par, &mut out, P, work, |b, o| {
+                let s = &src[b * P * hw..][..o.len() * hw];
+                if o.len() == P {
+                    let mut acc = [0f32; P];
+                    for t in 0..hw {
+                        for (k, a) in acc.iter_mut().enumerate() {
+                            *a += s[k * hw + t];
+                        }
+                    }
+                    for (o, a) in o.iter_mut().zip(acc) {
+                        *o = a / div as f32;
+                    }
+                } else {
+                    for (o, plane) in o.iter_mut().zip(s.chunks_exact(hw.max(1))) {
+                        *o = plane.iter().fold(0f32, |a, &v| a + v) / div as f32;
                     }
                 }
-                for (o, a) in o.iter_mut().zip(acc) {
-                    *o = a / div as f32;
-                }
-            } else {
-                for (o, plane) in o.iter_mut().zip(s.chunks_exact(hw.max(1))) {
-                    *o = plane.iter().fold(0f32, |a, &v| a + v) / div as f32;
-                }
-            }
-        });
-    } else {
-        window_mean_planes(&choice.par, &mut out, src, (h, w), (oh, ow), work, &win);
-    }
-    let mut shape = x.shape().to_vec();
-    (shape[2], shape[3]) = (oh, ow);
-    crate::trace::traced(
-        op.name,
-        choice.imp.algo,
-        &[input],
-        Tensor::from_vec(out, &shape),
-    )
+            });
+        } else {
+            window_mean_planes(par, &mut out, src, (h, w), (oh, ow), work, &win);
+        }
+        let mut shape = x.shape().to_vec();
+        (shape[2], shape[3]) = (oh, ow);
+        Tensor::from_vec(out, &shape)
+    })
 }
 
 /// The general case of [`window_mean`]: each window summed row by row.
@@ -1298,38 +1300,34 @@ fn window_scatter(
     }
     let g = grad_output.contiguous_for(op.name)?;
     let gs = float_data(op.name, &g)?;
-    let choice = op.select()?;
-    let mut out = out_buf::<f32>(op.name, &[n, c, h, w])?;
-    let work = out.len() + gs.len();
-    let (y0, x0, y1, x1, div) = win(0, 0);
-    let whole_plane = (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w);
-    // h·w fits: `out` holds n·c·h·w elements (or is empty, when no plane is visited).
-    for_each_plane(&choice.par, &mut out, h.saturating_mul(w), work, |pl, o| {
-        if whole_plane {
-            // Every input gets the one add of the loop below: 0 + g/div (the same bits,
-            // −0 included).
-            o.fill(0.0 + gs[pl] / div as f32);
-            return;
-        }
-        let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
-        for i in 0..oh {
-            for j in 0..ow {
-                let (y0, x0, y1, x1, div) = win(i, j);
-                let v = g[i * ow + j] / div as f32;
-                for y in y0..y1 {
-                    for o in &mut o[y * w + x0..y * w + x1] {
-                        *o += v;
+    op.run(&[grad_output], |_, par| {
+        let mut out = out_buf::<f32>(op.name, &[n, c, h, w])?;
+        let work = out.len() + gs.len();
+        let (y0, x0, y1, x1, div) = win(0, 0);
+        let whole_plane = (oh, ow) == (1, 1) && (y0, x0, y1, x1) == (0, 0, h, w);
+        // h·w fits: `out` holds n·c·h·w elements (or is empty, when no plane is visited).
+        for_each_plane(par, &mut out, h.saturating_mul(w), work, |pl, o| {
+            if whole_plane {
+                // Every input gets the one add of the loop below: 0 + g/div (the same bits,
+                // −0 included).
+                o.fill(0.0 + gs[pl] / div as f32);
+                return;
+            }
+            let g = &gs[pl * oh * ow..(pl + 1) * oh * ow];
+            for i in 0..oh {
+                for j in 0..ow {
+                    let (y0, x0, y1, x1, div) = win(i, j);
+                    let v = g[i * ow + j] / div as f32;
+                    for y in y0..y1 {
+                        for o in &mut o[y * w + x0..y * w + x1] {
+                            *o += v;
+                        }
                     }
                 }
             }
-        }
-    });
-    crate::trace::traced(
-        op.name,
-        choice.imp.algo,
-        &[grad_output],
-        Tensor::from_vec(out, &input_shape),
-    )
+        });
+        Tensor::from_vec(out, &input_shape)
+    })
 }
 
 /// Adaptive pooling's window: rows `⌊i·H/oh⌋ .. ⌈(i+1)·H/oh⌉`, the same for columns.

@@ -14,6 +14,15 @@
 /// draws in a fixed order from one generator).
 pub const ALGO: &str = "random.torch_cpu_stream";
 
+/// This family as dispatch lists it: one thread-invariant implementation, `random` (collected
+/// by [`crate::ops::builtin_ops`]; the draws record their own names with [`ALGO`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![crate::dispatch::OpInfo {
+        name: "random",
+        impls: vec![(ALGO, crate::dispatch::Guarantee::ThreadInvariant)],
+    }]
+}
+
 fn traced_fill(op: &str, t: &Tensor, r: Result<()>) -> Result<()> {
     if r.is_ok() {
         crate::trace::record(op, ALGO, &[], t);

@@ -701,8 +701,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::Nondeterministic`] cannot happen (a deterministic kernel exists).
     pub fn sum(&self) -> Result<Tensor> {
-        let c = SUM.select()?;
-        crate::trace::traced(SUM.name, c.imp.algo, &[self], (c.imp.f)(self, &c.par))
+        SUM.run(&[self], |imp, par| (imp.f)(self, par))
     }
 
     /// `torch.sum(x, dim, keepdim)`: deterministic at any thread count; each output is the
@@ -724,15 +723,13 @@ impl Tensor {
             out_shape.remove(d);
         }
         let x = self.contiguous_for("sum_dim")?;
-        let c = SUM_DIM.select()?;
-        let par = c.par;
-        let out = match x.dtype() {
+        SUM_DIM.run(&[self], |_, par| match x.dtype() {
             DType::F32 => Tensor::from_vec(
-                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, &par)?,
+                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, par)?,
                 &out_shape,
             ),
             DType::F64 => Tensor::from_vec(
-                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, &par)?,
+                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, par)?,
                 &out_shape,
             ),
             got => Err(Error::DType {
@@ -740,8 +737,7 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
-        };
-        crate::trace::traced(SUM_DIM.name, c.imp.algo, &[self], out)
+        })
     }
 
     /// `torch.mean(x)`: [`sum`](Self::sum) divided by the number of elements (floats only).
@@ -1531,13 +1527,26 @@ det_op!(
     CUMSUM, "cumsum", "cumsum.sequential_f64_acc", cumsum_kernel
 );
 
+/// This family's ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![
+        SUM.info(),
+        SUM_DIM.info(),
+        MEAN_DIM.info(),
+        VAR.info(),
+        STD.info(),
+        MAX.info(),
+        MIN.info(),
+        LOGSUMEXP.info(),
+        SOFTMAX.info(),
+        LOG_SOFTMAX.info(),
+        CUMSUM.info(),
+    ]
+}
+
 fn run_red(op: &'static Op<RedFn>, x: &Tensor, a: RedArgs) -> Result<Vec<Tensor>> {
-    let c = op.select()?;
-    let out = (c.imp.f)(x, &a, &c.par)?;
-    if let Some(first) = out.first() {
-        crate::trace::record(op.name, c.imp.algo, &[x], first);
-    }
-    Ok(out)
+    // Traced: the first output (the values, before any indices).
+    op.run(&[x], |imp, par| (imp.f)(x, &a, par))
 }
 
 fn dim_args(

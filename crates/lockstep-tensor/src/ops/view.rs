@@ -9,6 +9,33 @@ use crate::layout::{Layout, contiguous_strides, resolve_dim};
 use crate::tensor::try_with_capacity;
 use crate::{Tensor, invalid};
 
+use crate::dispatch::{Guarantee, Impl, Op};
+
+/// `torch.cat`: one copy per part, in order (serial).
+pub static CAT: Op<()> = Op {
+    name: "cat",
+    impls: &[Impl {
+        algo: "cat.copy",
+        guarantee: Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
+
+/// [`Tensor::pad_dim`]: one copy, each element written once (serial).
+pub static PAD_DIM: Op<()> = Op {
+    name: "pad_dim",
+    impls: &[Impl {
+        algo: "pad_dim.copy",
+        guarantee: Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
+
+/// The view family's copying ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![CAT.info(), PAD_DIM.info()]
+}
+
 /// Resolves a shape with at most one `-1` against `numel` elements.
 fn infer_shape(op: &'static str, shape: &[isize], numel: usize) -> Result<Vec<usize>> {
     let mut infer = None;
@@ -289,7 +316,9 @@ impl Tensor {
         let mut shape = first.shape().to_vec();
         shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
         let outer: usize = shape[..d].iter().product();
-        crate::with_dtype!(first.dtype(), T => {
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        CAT.run(&inputs, |_, _| {
+            crate::with_dtype!(first.dtype(), T => {
             // Dense parts are read in place; views are copied out once.
             let parts: Vec<std::borrow::Cow<'_, [T]>> = tensors
                 .iter()
@@ -305,12 +334,8 @@ impl Tensor {
                     out.extend_from_slice(&p[o * row..(o + 1) * row]);
                 }
             }
-            let out = Tensor::from_vec(out, &shape)?;
-            if crate::trace::enabled() {
-                let inputs: Vec<&Tensor> = tensors.iter().collect();
-                crate::trace::record("cat", "cat.copy", &inputs, &out);
-            }
-            Ok(out)
+                Tensor::from_vec(out, &shape)
+            })
         })
     }
 
@@ -358,7 +383,8 @@ impl Tensor {
         let outer: usize = shape[..d].iter().product();
         let inner: usize = shape[d + 1..].iter().product();
         let g = self.try_contiguous()?;
-        crate::with_dtype!(self.dtype(), T => {
+        PAD_DIM.run(&[self], |_, _| {
+            crate::with_dtype!(self.dtype(), T => {
             let n = crate::tensor::checked_numel("pad_dim", &shape)?;
             // One pass, each element written once: zeros, the piece, zeros, per outer index.
             let mut out = try_with_capacity::<T>("pad_dim", n)?;
@@ -370,9 +396,8 @@ impl Tensor {
                 out.extend_from_slice(&src[o * piece..(o + 1) * piece]);
                 out.extend(core::iter::repeat_n(T::ZERO, after));
             }
-            let out = Tensor::from_vec(out, &shape)?;
-            crate::trace::record("pad_dim", "pad_dim.copy", &[self], &out);
-            Ok(out)
+                Tensor::from_vec(out, &shape)
+            })
         })
     }
 

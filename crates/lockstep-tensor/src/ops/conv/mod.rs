@@ -8,9 +8,11 @@
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
 //! timing): the direct kernels for 1×1 and depthwise shapes; im2col + GEMM otherwise. Winograd
-//! (fast, about ten times the rounding error) is a candidate only where the caller opted in
-//! with [`autotune::set_allow_fast_conv`] / [`autotune::with_allow_fast_conv`] (PyTorch's
-//! `allow_tf32`; off by default) or pinned it with [`autotune::with_algorithm`]: then the
+//! (fast, about ten times the rounding error) is registered as
+//! `ThreadInvariantReducedAccuracy`, so dispatch makes it a candidate only where the caller opted
+//! in with [`set_allow_fast_conv`](crate::autotune::set_allow_fast_conv) /
+//! [`with_allow_fast_conv`](crate::autotune::with_allow_fast_conv) (PyTorch's `allow_tf32`; off
+//! by default) or pinned it with [`with_algorithm`](crate::autotune::with_algorithm): then the
 //! heuristic picks it for 3×3 convolutions with stride 1, dilation 1, one group, padding at
 //! most 2, at least 64 input and 64 output channels and outputs of at least 24×24 (32×32 for
 //! the weight gradient), where it measured faster; below, it lost to im2col + GEMM. A pin
@@ -22,7 +24,8 @@
 //! this changes speed, not bits; the input gradient likewise. Work under 2^21 multiply-adds
 //! stays on the calling thread. With benchmark mode on, the
 //! applicable candidates are timed once per shape. In deterministic mode — or with
-//! [`autotune::set_conv_deterministic`] — only thread-invariant candidates run. Every
+//! [`set_conv_deterministic`](crate::autotune::set_conv_deterministic), which dispatch applies
+//! to the ops declared as convolutions — only thread-invariant candidates run. Every
 //! summation order here depends on the shapes only: GEMM never splits K across threads,
 //! `col2im` adds in a fixed loop order per channel, and the weight gradients' parts are fixed
 //! by the shape and added in order.
@@ -35,9 +38,9 @@
 //! (tested below 2e-5), about ten times im2col's. Its bits depend on the shapes and values
 //! only, not on the thread count or instruction set (tested). For GEMM-order sums, pin
 //! `conv2d.im2col_gemm` (and `conv2d_input_grad.gemm_col2im`,
-//! `conv2d_weight_grad.fixed_parts`) with [`autotune::with_algorithm`].
+//! `conv2d_weight_grad.fixed_parts`) with
+//! [`with_algorithm`](crate::autotune::with_algorithm).
 
-use crate::autotune;
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -621,6 +624,15 @@ fn fwd_depthwise(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par)
     Ok(())
 }
 
+/// This family's ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![
+        CONV2D.info(),
+        CONV2D_INPUT_GRAD.info(),
+        CONV2D_WEIGHT_GRAD.info(),
+    ]
+}
+
 /// `conv2d`: forward convolution.
 pub static CONV2D: Op<FwdFn> = Op {
     name: "conv2d",
@@ -642,7 +654,7 @@ pub static CONV2D: Op<FwdFn> = Op {
         },
         Impl {
             algo: "conv2d.winograd_f4x3",
-            guarantee: Guarantee::ThreadInvariant,
+            guarantee: Guarantee::ThreadInvariantReducedAccuracy,
             f: winograd::forward,
         },
     ],
@@ -748,7 +760,7 @@ pub static CONV2D_INPUT_GRAD: Op<InputGradFn> = Op {
         },
         Impl {
             algo: "conv2d_input_grad.winograd_f4x3",
-            guarantee: Guarantee::ThreadInvariant,
+            guarantee: Guarantee::ThreadInvariantReducedAccuracy,
             f: winograd::input_grad,
         },
     ],
@@ -936,7 +948,7 @@ pub static CONV2D_WEIGHT_GRAD: Op<WeightGradFn> = Op {
         },
         Impl {
             algo: "conv2d_weight_grad.winograd_f4x3",
-            guarantee: Guarantee::ThreadInvariant,
+            guarantee: Guarantee::ThreadInvariantReducedAccuracy,
             f: winograd::weight_grad,
         },
     ],
@@ -968,13 +980,6 @@ fn check_grad_output(op: &'static str, g: &Geometry, grad_output: &Tensor) -> Re
     }
 }
 
-/// Whether a fast, less accurate algorithm (Winograd) may run for these shapes: it applies, and
-/// either [`autotune::allow_fast_conv`] is on or the algorithm is pinned
-/// ([`autotune::with_algorithm`]).
-fn fast_ok(g: &Geometry, algo: &str) -> bool {
-    winograd::applicable(g) && (autotune::allow_fast_conv() || autotune::is_pinned(algo))
-}
-
 /// The heuristic of the backward ops: Winograd where it is preferred (and allowed), else the
 /// first allowed candidate.
 fn winograd_or_first<F>(
@@ -989,44 +994,28 @@ fn winograd_or_first<F>(
         .unwrap_or(c[0])
 }
 
-/// Runs a tunable conv op: picks the implementation (heuristic, or timed once per shape in
-/// benchmark mode) and calls it into a zeroed output.
+/// Runs a tunable conv op through dispatch (as a convolution: heuristic, or timed once per
+/// shape in benchmark mode; Winograd only where allowed or pinned): `call` writes a zeroed
+/// output of `out_shape`, which dispatch traces.
 fn run<F: Copy + 'static>(
     op: &'static Op<F>,
     g: &Geometry,
-    out_len: usize,
-    applicable: impl Fn(&'static Impl<F>) -> bool,
-    heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
+    inputs: &[&Tensor],
+    out_shape: &[usize],
+    applies: &dyn Fn(&'static Impl<F>) -> bool,
+    heuristic: &dyn Fn(&[&'static Impl<F>]) -> &'static Impl<F>,
     call: impl Fn(F, &mut [f32], &Par) -> Result<()>,
-) -> Result<Vec<f32>> {
-    run_then(op, g, out_len, applicable, heuristic, call, |_| {})
-}
-
-/// [`run`], with `finish` applied to the output before it is traced (the forward's bias).
-fn run_then<F: Copy + 'static>(
-    op: &'static Op<F>,
-    g: &Geometry,
-    out_len: usize,
-    applicable: impl Fn(&'static Impl<F>) -> bool,
-    heuristic: impl FnOnce(&[&'static Impl<F>]) -> &'static Impl<F>,
-    call: impl Fn(F, &mut [f32], &Par) -> Result<()>,
-    finish: impl FnOnce(&mut [f32]),
-) -> Result<Vec<f32>> {
-    let choice = op.select_tuned(
-        &g.key(),
-        autotune::conv_deterministic(),
-        applicable,
-        heuristic,
-        |imp, par| {
-            let mut scratch = try_zeroed(op.name, out_len)?;
-            call(imp.f, &mut scratch, par)
-        },
-    )?;
-    let mut out = try_zeroed(op.name, out_len)?;
-    call(choice.imp.f, &mut out, &choice.par)?;
-    finish(&mut out);
-    crate::trace::record_f32(op.name, choice.imp.algo, &out);
-    Ok(out)
+) -> Result<Tensor> {
+    let out_len = out_shape.iter().product();
+    op.tuned(&g.key())
+        .applies(applies)
+        .heuristic(heuristic)
+        .convolution()
+        .run(inputs, |imp, par| {
+            let mut out = try_zeroed(op.name, out_len)?;
+            call(imp.f, &mut out, par)?;
+            Tensor::from_vec(out, out_shape)
+        })
 }
 
 impl Tensor {
@@ -1061,18 +1050,20 @@ impl Tensor {
             Some(b) => Some(f32_data(OP, "bias", b)?),
             None => None,
         };
-        let out_len = g.n * g.cout * g.ohw();
-        let out = run_then(
+        let mut inputs = vec![self, weight];
+        inputs.extend(bias);
+        run(
             &CONV2D,
             &g,
-            out_len,
-            |i| match i.algo {
+            &inputs,
+            &[g.n, g.cout, g.oh, g.ow],
+            &|i| match i.algo {
                 "conv2d.direct_1x1" => g.is_1x1(),
                 "conv2d.depthwise_direct" => g.is_depthwise(),
-                "conv2d.winograd_f4x3" => fast_ok(&g, i.algo),
+                "conv2d.winograd_f4x3" => winograd::applicable(&g),
                 _ => true,
             },
-            |c| {
+            &|c| {
                 let pick = |name: &str| c.iter().copied().find(|i| i.algo == name);
                 (if g.is_depthwise() {
                     pick("conv2d.depthwise_direct")
@@ -1095,18 +1086,18 @@ impl Tensor {
                 })
                 .unwrap_or(c[0])
             },
-            |f, out, par| f(&g, xs, ws, out, par),
-            // The bias is added before the output is traced: the trace holds the op's result.
-            |out| {
+            |f, out, par| {
+                f(&g, xs, ws, out, par)?;
+                // The bias is added before the output is traced: the trace holds the op's result.
                 if let Some(bs) = bs {
                     for (plane, chunk) in out.chunks_mut(g.ohw().max(1)).enumerate() {
                         let v = bs[plane % g.cout];
                         chunk.iter_mut().for_each(|o| *o += v);
                     }
                 }
+                Ok(())
             },
-        )?;
-        Tensor::from_vec(out, &[g.n, g.cout, g.oh, g.ow])
+        )
     }
 
     /// The gradient of [`conv2d`](Self::conv2d) with respect to its input
@@ -1128,12 +1119,13 @@ impl Tensor {
             f32_data(OP, "grad_output", &go)?,
             f32_data(OP, "weight", &w)?,
         );
-        let out = run(
+        run(
             &CONV2D_INPUT_GRAD,
             &g,
-            g.n * g.cin * g.h * g.w,
-            |i| i.algo != "conv2d_input_grad.winograd_f4x3" || fast_ok(&g, i.algo),
-            |c| {
+            &[grad_output, weight],
+            input_shape,
+            &|i| i.algo != "conv2d_input_grad.winograd_f4x3" || winograd::applicable(&g),
+            &|c| {
                 winograd_or_first(
                     c,
                     &g,
@@ -1142,8 +1134,7 @@ impl Tensor {
                 )
             },
             |f, out, par| f(&g, gs, ws, out, par),
-        )?;
-        Tensor::from_vec(out, input_shape)
+        )
     }
 
     /// The gradient of [`conv2d`](Self::conv2d) with respect to its weight
@@ -1166,12 +1157,13 @@ impl Tensor {
             f32_data(OP, "grad_output", &go)?,
             f32_data(OP, "input", &x)?,
         );
-        let out = run(
+        run(
             &CONV2D_WEIGHT_GRAD,
             &g,
-            g.cout * g.k(),
-            |i| i.algo != "conv2d_weight_grad.winograd_f4x3" || fast_ok(&g, i.algo),
-            |c| {
+            &[grad_output, input],
+            weight_shape,
+            &|i| i.algo != "conv2d_weight_grad.winograd_f4x3" || winograd::applicable(&g),
+            &|c| {
                 winograd_or_first(
                     c,
                     &g,
@@ -1180,7 +1172,6 @@ impl Tensor {
                 )
             },
             |f, out, par| f(&g, xs, gs, out, par),
-        )?;
-        Tensor::from_vec(out, weight_shape)
+        )
     }
 }

@@ -2,7 +2,7 @@
 //! index names, on the row kernels.
 
 use super::common::{
-    acc_op, check_indices, dense_mut, dim_of, fresh_copy, geom, index_tensor, one_dim, same_dtype,
+    acc_op, dense_mut, dim_of, fresh_copy, geom, index_tensor, one_dim, same_dtype,
 };
 use super::rows::{
     ROW_ATOMIC, ROW_DET, ROW_NONDET, RowAddFn, RowGeomPub, RowMode, rg, rows_det, run_rows,
@@ -61,7 +61,6 @@ impl Tensor {
             });
         }
         let (outer, n, inner) = geom(self.shape(), d);
-        check_indices(OP, idx, n)?;
         let mut out = fresh_copy(OP, self)?;
         run_rows(
             &INDEX_ADD,
@@ -74,6 +73,7 @@ impl Tensor {
                 m: idx.len(),
                 inner,
             },
+            true,
         )?;
         Ok(out)
     }
@@ -171,44 +171,42 @@ impl Tensor {
         };
         let mut out = fresh_copy(OP, self)?;
         if accumulate {
-            run_rows(&INDEX_PUT_ACCUMULATE, &mut out, &vals, &lin, g)?;
+            run_rows(&INDEX_PUT_ACCUMULATE, &mut out, &vals, &lin, g, false)?;
         } else {
             // Plain assignment: the destination-partitioned kernel, sources in order, so the
             // last write wins at any thread count.
-            let c = INDEX_PUT.select()?;
-            let par = c.par;
             let g = rg(g);
-            match self.dtype() {
-                DType::F32 => rows_det(
-                    dense_mut::<f32>(&mut out)?,
-                    dense(&vals)?,
-                    &lin,
-                    g,
-                    RowMode::Assign,
-                    &par,
-                ),
-                DType::F64 => rows_det(
-                    dense_mut::<f64>(&mut out)?,
-                    dense(&vals)?,
-                    &lin,
-                    g,
-                    RowMode::Assign,
-                    &par,
-                ),
-                DType::I64 => rows_det(
-                    dense_mut::<i64>(&mut out)?,
-                    dense(&vals)?,
-                    &lin,
-                    g,
-                    RowMode::Assign,
-                    &par,
-                ),
-                DType::U8 => assign_rows(dense_mut::<u8>(&mut out)?, dense(&vals)?, &lin, inner),
-                DType::Bool => {
-                    assign_rows(dense_mut::<bool>(&mut out)?, dense(&vals)?, &lin, inner)
+            INDEX_PUT.run_inplace(&mut out, &[values], |_, par, out| {
+                match self.dtype() {
+                    DType::F32 => rows_det(
+                        dense_mut::<f32>(out)?,
+                        dense(&vals)?,
+                        &lin,
+                        g,
+                        RowMode::Assign,
+                        par,
+                    ),
+                    DType::F64 => rows_det(
+                        dense_mut::<f64>(out)?,
+                        dense(&vals)?,
+                        &lin,
+                        g,
+                        RowMode::Assign,
+                        par,
+                    ),
+                    DType::I64 => rows_det(
+                        dense_mut::<i64>(out)?,
+                        dense(&vals)?,
+                        &lin,
+                        g,
+                        RowMode::Assign,
+                        par,
+                    ),
+                    DType::U8 => assign_rows(dense_mut::<u8>(out)?, dense(&vals)?, &lin, inner),
+                    DType::Bool => assign_rows(dense_mut::<bool>(out)?, dense(&vals)?, &lin, inner),
                 }
-            }
-            crate::trace::record(OP, c.imp.algo, &[self, values], &out);
+                Ok(())
+            })?;
         }
         Ok(out)
     }

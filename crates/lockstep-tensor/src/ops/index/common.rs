@@ -117,12 +117,12 @@ pub(super) fn index_tensor(op: &'static str, t: &Tensor) -> Result<Tensor> {
     t.contiguous_for(op)
 }
 
-/// Checks that every index is in `0..size` (a branch-free scan on lockstep's threads; the first
-/// bad index is looked up only when there is one).
-pub(super) fn check_indices(op: &'static str, idx: &[i64], size: usize) -> Result<()> {
+/// Checks that every index is in `0..size` (a branch-free scan on the op's threads `par`; the
+/// first bad index is looked up only when there is one).
+pub(super) fn check_indices(op: &'static str, idx: &[i64], size: usize, par: &Par) -> Result<()> {
     let bad = |c: &[i64]| c.iter().fold(false, |a, &i| a | (i as u64 >= size as u64));
     let any_bad = if idx.len() > 1 << 16 {
-        Par::current().install(|| idx.par_chunks(1 << 14).any(bad))
+        par.install(|| idx.par_chunks(1 << 14).any(bad))
     } else {
         bad(idx)
     };

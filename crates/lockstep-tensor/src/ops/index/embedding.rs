@@ -113,13 +113,14 @@ impl Tensor {
         }
         let ic = index_tensor(OP, indices)?;
         let idx = dense::<i64>(&ic)?;
-        check_indices(OP, idx, self.shape()[0])?;
-        let c = EMBEDDING.select()?;
-        let out = (c.imp.f)(self, 0, idx, &c.par)?;
-        // The rows are dense: a view in the indices' shape.
-        let mut shape: Vec<isize> = indices.shape().iter().map(|&d| d as isize).collect();
-        shape.push(self.shape()[1] as isize);
-        crate::trace::traced(OP, c.imp.algo, &[self, indices], out.reshape(&shape))
+        EMBEDDING.run(&[self, indices], |imp, par| {
+            check_indices(OP, idx, self.shape()[0], par)?;
+            let out = (imp.f)(self, 0, idx, par)?;
+            // The rows are dense: a view in the indices' shape.
+            let mut shape: Vec<isize> = indices.shape().iter().map(|&d| d as isize).collect();
+            shape.push(self.shape()[1] as isize);
+            out.reshape(&shape)
+        })
     }
 
     /// `embedding_dense_backward(grad, indices, num_weights)`: the gradient of the weight,
@@ -151,7 +152,6 @@ impl Tensor {
             });
         }
         let idx = dense::<i64>(&ic)?;
-        check_indices(OP, idx, num_weights)?;
         let d = *grad.shape().last().unwrap_or(&0);
         // `num_weights` comes from the caller: refuse sizes that overflow or cannot be had.
         let n = num_weights.checked_mul(d).ok_or(Error::OutOfMemory {
@@ -168,7 +168,7 @@ impl Tensor {
             m: idx.len(),
             inner: d,
         };
-        run_rows(&EMBEDDING_BACKWARD, &mut out, grad, idx, g)?;
+        run_rows(&EMBEDDING_BACKWARD, &mut out, grad, idx, g, true)?;
         Ok(out)
     }
 
@@ -203,7 +203,6 @@ impl Tensor {
         one_dim(OP, "offsets", offsets)?;
         let idx = dense::<i64>(&ic)?;
         let offs = dense::<i64>(&oc)?;
-        check_indices(OP, idx, self.shape()[0])?;
         if let Some(&f) = offs.first()
             && f != 0
         {
@@ -229,8 +228,9 @@ impl Tensor {
             prev = o;
             starts.push(o as usize);
         }
-        let c = EMBEDDING_BAG.select()?;
-        let out = (c.imp.f)(self, idx, &starts, mode, &c.par);
-        crate::trace::traced(EMBEDDING_BAG.name, c.imp.algo, &[self, indices], out)
+        EMBEDDING_BAG.run(&[self, indices], |imp, par| {
+            check_indices(OP, idx, self.shape()[0], par)?;
+            (imp.f)(self, idx, &starts, mode, par)
+        })
     }
 }

@@ -449,58 +449,57 @@ impl Tensor {
             ));
         }
         let x = dense::<i64>(&xc)?;
-        // One pass for the smallest (must be >= 0) and the largest value (the bin count).
-        let minmax = |c: &[i64]| {
-            c.iter()
-                .fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)))
-        };
-        let (mn, mx) = if x.len() > 1 << 20 {
-            let par = crate::threads::Par::current();
-            par.install(|| {
-                x.par_chunks(1 << 18)
-                    .map(minmax)
-                    .reduce(|| (i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)))
-            })
-        } else {
-            minmax(x)
-        };
-        if !x.is_empty() && mn < 0 {
-            return Err(invalid(
-                OP,
-                "self",
-                format!("bincount only supports non-negative inputs, got {mn}"),
-            ));
-        }
-        // `mx + 1` bins (2^63 for i64::MAX: refused below as out of memory, not a panic).
-        let nbins = if x.is_empty() { 0 } else { mx as usize + 1 }.max(minlength);
-        let inp = HistInput::Bins(x);
-        let c = BINCOUNT.select()?;
-        let out = match weights {
-            None => {
-                let v = (c.imp.f.i64)(&inp, None, nbins, &c.par)?;
-                Tensor::from_vec(v, &[nbins])
+        BINCOUNT.run(&[self], |imp, par| {
+            // One pass for the smallest (must be >= 0) and the largest value (the bin count).
+            let minmax = |c: &[i64]| {
+                c.iter()
+                    .fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)))
+            };
+            let (mn, mx) = if x.len() > 1 << 20 {
+                par.install(|| {
+                    x.par_chunks(1 << 18)
+                        .map(minmax)
+                        .reduce(|| (i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+                })
+            } else {
+                minmax(x)
+            };
+            if !x.is_empty() && mn < 0 {
+                return Err(invalid(
+                    OP,
+                    "self",
+                    format!("bincount only supports non-negative inputs, got {mn}"),
+                ));
             }
-            Some(w) => {
-                if w.shape() != self.shape() {
-                    return Err(Error::ShapeMismatch {
-                        op: OP,
-                        lhs: self.shape().to_vec(),
-                        rhs: w.shape().to_vec(),
-                    });
-                }
-                let wc = w.contiguous_for(OP)?;
-                if w.dtype() == DType::F32 {
-                    let wd = dense::<f32>(&wc)?;
-                    let v = (c.imp.f.f32)(&inp, Some(wd), nbins, &c.par)?;
-                    Tensor::from_vec(v, &[nbins])
-                } else {
-                    let wd = wc.to_f64_vec();
-                    let v = (c.imp.f.f64)(&inp, Some(&wd), nbins, &c.par)?;
+            // `mx + 1` bins (2^63 for i64::MAX: refused below as out of memory, not a panic).
+            let nbins = if x.is_empty() { 0 } else { mx as usize + 1 }.max(minlength);
+            let inp = HistInput::Bins(x);
+            match weights {
+                None => {
+                    let v = (imp.f.i64)(&inp, None, nbins, par)?;
                     Tensor::from_vec(v, &[nbins])
                 }
+                Some(w) => {
+                    if w.shape() != self.shape() {
+                        return Err(Error::ShapeMismatch {
+                            op: OP,
+                            lhs: self.shape().to_vec(),
+                            rhs: w.shape().to_vec(),
+                        });
+                    }
+                    let wc = w.contiguous_for(OP)?;
+                    if w.dtype() == DType::F32 {
+                        let wd = dense::<f32>(&wc)?;
+                        let v = (imp.f.f32)(&inp, Some(wd), nbins, par)?;
+                        Tensor::from_vec(v, &[nbins])
+                    } else {
+                        let wd = wc.to_f64_vec();
+                        let v = (imp.f.f64)(&inp, Some(&wd), nbins, par)?;
+                        Tensor::from_vec(v, &[nbins])
+                    }
+                }
             }
-        };
-        crate::trace::traced(OP, c.imp.algo, &[self], out)
+        })
     }
 
     /// `torch.histc(x, bins, min, max)`: counts in `bins` equal-width bins over `[min, max]`
@@ -520,48 +519,48 @@ impl Tensor {
                 format!("max must be larger than min, got min={min}, max={max}"),
             ));
         }
-        let c = HISTC.select()?;
         let xc = self.contiguous_for(OP)?;
-        macro_rules! go {
-            ($T:ty, $V:ident) => {{
-                let x = dense::<$T>(&xc)?;
-                let (mut lo, mut hi) = (min as $T, max as $T);
-                if lo == hi && !x.is_empty() {
-                    lo = x.iter().copied().fold(<$T>::INFINITY, <$T>::min);
-                    hi = x.iter().copied().fold(<$T>::NEG_INFINITY, <$T>::max);
-                }
-                if lo == hi {
-                    lo -= 1.0;
-                    hi += 1.0;
-                }
-                if !(lo.is_finite() && hi.is_finite()) {
-                    return Err(invalid(
-                        OP,
-                        "min",
-                        format!("range of [{lo}, {hi}] is not finite"),
-                    ));
-                }
-                let inp = HistInput::$V { x, lo, hi };
-                let v = (c.imp.f.i64)(&inp, None, bins, &c.par)?;
-                let mut o: Vec<$T> = Vec::new();
-                o.try_reserve_exact(bins).map_err(|_| Error::OutOfMemory {
+        HISTC.run(&[self], |imp, par| {
+            macro_rules! go {
+                ($T:ty, $V:ident) => {{
+                    let x = dense::<$T>(&xc)?;
+                    let (mut lo, mut hi) = (min as $T, max as $T);
+                    if lo == hi && !x.is_empty() {
+                        lo = x.iter().copied().fold(<$T>::INFINITY, <$T>::min);
+                        hi = x.iter().copied().fold(<$T>::NEG_INFINITY, <$T>::max);
+                    }
+                    if lo == hi {
+                        lo -= 1.0;
+                        hi += 1.0;
+                    }
+                    if !(lo.is_finite() && hi.is_finite()) {
+                        return Err(invalid(
+                            OP,
+                            "min",
+                            format!("range of [{lo}, {hi}] is not finite"),
+                        ));
+                    }
+                    let inp = HistInput::$V { x, lo, hi };
+                    let v = (imp.f.i64)(&inp, None, bins, par)?;
+                    let mut o: Vec<$T> = Vec::new();
+                    o.try_reserve_exact(bins).map_err(|_| Error::OutOfMemory {
+                        op: OP,
+                        bytes: bins as u128 * core::mem::size_of::<$T>() as u128,
+                    })?;
+                    o.extend(v.into_iter().map(|c| c as $T));
+                    Tensor::from_vec(o, &[bins])
+                }};
+            }
+            match self.dtype() {
+                DType::F32 => go!(f32, F32),
+                DType::F64 => go!(f64, F64),
+                got => Err(Error::DType {
                     op: OP,
-                    bytes: bins as u128 * core::mem::size_of::<$T>() as u128,
-                })?;
-                o.extend(v.into_iter().map(|c| c as $T));
-                Tensor::from_vec(o, &[bins])
-            }};
-        }
-        let out = match self.dtype() {
-            DType::F32 => go!(f32, F32),
-            DType::F64 => go!(f64, F64),
-            got => Err(Error::DType {
-                op: OP,
-                expected: DType::F32,
-                got,
-            }),
-        };
-        crate::trace::traced(OP, c.imp.algo, &[self], out)
+                    expected: DType::F32,
+                    got,
+                }),
+            }
+        })
     }
 }
 

@@ -45,3 +45,20 @@ pub use histogram::{BINCOUNT, HISTC, HistFn, HistInput, HistKernels};
 pub use rows::{RowAddFn, RowGeomPub};
 pub use scatter::SCATTER_ADD;
 pub use select::{GATHER, GatherFn, INDEX_SELECT, IndexSelectFn};
+
+/// This family's ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![
+        INDEX_ADD.info(),
+        INDEX_PUT.info(),
+        INDEX_PUT_ACCUMULATE.info(),
+        SCATTER_ADD.info(),
+        EMBEDDING_BACKWARD.info(),
+        EMBEDDING_BAG.info(),
+        INDEX_SELECT.info(),
+        GATHER.info(),
+        BINCOUNT.info(),
+        HISTC.info(),
+        EMBEDDING.info(),
+    ]
+}

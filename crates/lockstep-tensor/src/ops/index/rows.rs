@@ -592,27 +592,33 @@ pub(super) const ROW_NONDET: RowAddFn = row_fns!(rows_buffers);
 pub(super) const ROW_ATOMIC: RowAddFn = row_fns!(rows_atomic);
 pub(super) const ROW_DET: RowAddFn = row_fns!(rows_det_add);
 
+/// Runs a row-accumulating op through dispatch into `dst` (traced with `dst` as output); with
+/// `check`, first checks every index against `g.n` on the op's threads.
 pub(super) fn run_rows(
     op: &'static Op<RowAddFn>,
     dst: &mut Tensor,
     src: &Tensor,
     idx: &[i64],
     g: RowGeomPub,
+    check: bool,
 ) -> Result<()> {
-    let c = op.select()?;
     let src = src.contiguous_for(op.name)?;
-    match dst.dtype() {
-        DType::F32 => (c.imp.f.f32)(dense_mut(dst)?, dense(&src)?, idx, g, &c.par),
-        DType::F64 => (c.imp.f.f64)(dense_mut(dst)?, dense(&src)?, idx, g, &c.par),
-        DType::I64 => (c.imp.f.i64)(dense_mut(dst)?, dense(&src)?, idx, g, &c.par),
-        got => {
-            return Err(Error::DType {
-                op: op.name,
-                expected: DType::F32,
-                got,
-            });
+    op.run_inplace(dst, &[&src], |imp, par, dst| {
+        if check {
+            super::common::check_indices(op.name, idx, g.n, par)?;
         }
-    }
-    crate::trace::record(op.name, c.imp.algo, &[&src], dst);
-    Ok(())
+        match dst.dtype() {
+            DType::F32 => (imp.f.f32)(dense_mut(dst)?, dense(&src)?, idx, g, par),
+            DType::F64 => (imp.f.f64)(dense_mut(dst)?, dense(&src)?, idx, g, par),
+            DType::I64 => (imp.f.i64)(dense_mut(dst)?, dense(&src)?, idx, g, par),
+            got => {
+                return Err(Error::DType {
+                    op: op.name,
+                    expected: DType::F32,
+                    got,
+                });
+            }
+        }
+        Ok(())
+    })
 }

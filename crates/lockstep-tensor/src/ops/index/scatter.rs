@@ -262,7 +262,6 @@ impl Tensor {
         check_index_shape(OP, self.shape(), index.shape(), d, Some(src.shape()))?;
         let idx = dense::<i64>(&ic)?;
         let (outer, n, inner) = geom(self.shape(), d);
-        check_indices(OP, idx, n)?;
         let mut out = fresh_copy(OP, self)?;
         let fast = index.ndim() == 0
             || (index.shape() == src.shape()
@@ -274,20 +273,21 @@ impl Tensor {
                 index.shape()[d]
             };
             let g = RowGeomPub { outer, n, m, inner };
-            run_rows(&SCATTER_ADD, &mut out, src, idx, g)?;
+            run_rows(&SCATTER_ADD, &mut out, src, idx, g, true)?;
         } else {
-            let c = SCATTER_ADD.select()?;
             let sc = src.contiguous_for("scatter_add")?;
             let (ds, ss, is) = (
                 self.shape().to_vec(),
                 src.shape().to_vec(),
                 index.shape().to_vec(),
             );
-            with_acc!(OP, self.dtype(), T => {
-                scatter_general(dense_mut::<T>(&mut out)?, &ds, dense::<T>(&sc)?, &ss, idx, &is, d);
+            SCATTER_ADD.run_inplace(&mut out, &[index, src], |_, par, out| {
+                check_indices(OP, idx, n, par)?;
+                with_acc!(OP, self.dtype(), T => {
+                    scatter_general(dense_mut::<T>(out)?, &ds, dense::<T>(&sc)?, &ss, idx, &is, d);
                 Ok::<(), Error>(())
+                })
             })?;
-            crate::trace::record(OP, c.imp.algo, &[self, index, src], &out);
         }
         Ok(out)
     }

@@ -123,10 +123,10 @@ impl Tensor {
         let ic = index_tensor(OP, index)?;
         one_dim(OP, "index", index)?;
         let idx = dense::<i64>(&ic)?;
-        check_indices(OP, idx, geom(self.shape(), d).1)?;
-        let c = INDEX_SELECT.select()?;
-        let out = (c.imp.f)(self, d, idx, &c.par);
-        crate::trace::traced(OP, c.imp.algo, &[self, index], out)
+        INDEX_SELECT.run(&[self, index], |imp, par| {
+            check_indices(OP, idx, geom(self.shape(), d).1, par)?;
+            (imp.f)(self, d, idx, par)
+        })
     }
 
     /// `torch.gather(x, dim, index)`: `out[p] = x[p with dim replaced by index[p]]`; the
@@ -141,9 +141,9 @@ impl Tensor {
         let ic = index_tensor(OP, index)?;
         check_index_shape(OP, self.shape(), index.shape(), d, None)?;
         let idx = dense::<i64>(&ic)?;
-        check_indices(OP, idx, geom(self.shape(), d).1)?;
-        let c = GATHER.select()?;
-        let out = (c.imp.f)(self, d, &ic, idx, &c.par);
-        crate::trace::traced(OP, c.imp.algo, &[self, index], out)
+        GATHER.run(&[self, index], |imp, par| {
+            check_indices(OP, idx, geom(self.shape(), d).1, par)?;
+            (imp.f)(self, d, &ic, idx, par)
+        })
     }
 }

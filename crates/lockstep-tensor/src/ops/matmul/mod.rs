@@ -119,6 +119,11 @@ enum Algo {
 /// The entry point of a `matmul` implementation: `(a, b, par)` with PyTorch's `matmul` rules.
 pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
 
+/// This family's ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![MATMUL.info()]
+}
+
 /// `torch.matmul`: nondeterministic split-K for skinny shapes first (used only when
 /// deterministic mode is off), then the thread-invariant blocked kernel, then the
 /// thread-invariant fixed-order split-K (reachable through [`Op::by_algo`] and tuning), and
@@ -410,19 +415,10 @@ impl Tensor {
         // blocked kernel.
         let skinny = product_dims(self, other).is_some_and(|(m, n, k)| is_skinny(m, n, k));
         let key = format!("{:?}x{:?}:{:?}", self.shape(), other.shape(), self.dtype());
-        let c = MATMUL.select_tuned(
-            &key,
-            false,
-            |i| skinny || i.algo == "matmul.blocked",
-            |allowed| allowed[0],
-            |imp, par| (imp.f)(self, other, par).map(drop),
-        )?;
-        crate::trace::traced(
-            MATMUL.name,
-            c.imp.algo,
-            &[self, other],
-            (c.imp.f)(self, other, &c.par),
-        )
+        MATMUL
+            .tuned(&key)
+            .applies(&|i| skinny || i.algo == "matmul.blocked")
+            .run(&[self, other], |imp, par| (imp.f)(self, other, par))
     }
 
     /// `torch.nn.functional.linear(x, weight, bias)`: `x · weightᵀ + bias`, with `x` of shape
