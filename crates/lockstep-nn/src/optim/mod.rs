@@ -78,16 +78,23 @@
 //! # Ok::<(), lockstep_tensor::Error>(())
 //! ```
 
+mod adadelta;
+mod adagrad;
 mod adam;
 mod clip;
+mod extra_state;
+mod rmsprop;
 mod scheduler;
 mod sgd;
 
+pub use adadelta::{Adadelta, AdadeltaOptions};
+pub use adagrad::{Adagrad, AdagradOptions};
 pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
 pub use clip::{clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm};
 pub use scheduler::{
     CosineAnnealingLR, LinearLR, LrScheduler, MultiStepLR, SchedulerState, StepLR,
 };
+pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use sgd::{Sgd, SgdOptions};
 
 use crate::autograd::Var;
