@@ -160,10 +160,12 @@ fn run_case(case: &Value) -> (Vec<Vec<Tensor>>, Box<dyn Optimizer>) {
         &case["kwargs"],
         params.clone(),
     );
-    let skip = case
-        .get("grad_none_at")
-        .filter(|v| !v.is_null())
-        .map(|v| (v[0].as_u64().unwrap() as usize, v[1].as_u64().unwrap() as usize));
+    let skip = case.get("grad_none_at").filter(|v| !v.is_null()).map(|v| {
+        (
+            v[0].as_u64().unwrap() as usize,
+            v[1].as_u64().unwrap() as usize,
+        )
+    });
     let mut after = Vec::new();
     for (s, gs) in case["grads"].as_array().unwrap().iter().enumerate() {
         for (j, (p, g)) in params.iter().zip(tensors(gs)).enumerate() {
@@ -199,7 +201,10 @@ fn close(what: &str, got: &Tensor, want: &Tensor, ulps: f64, floor: &[f64]) -> u
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     let mut differ = 0;
     for (i, (a, e)) in g.iter().zip(&w).enumerate() {
-        let scale = a.abs().max(e.abs()).max(floor.get(i).copied().unwrap_or(0.0));
+        let scale = a
+            .abs()
+            .max(e.abs())
+            .max(floor.get(i).copied().unwrap_or(0.0));
         let tol = ulps * ulp(scale, got.dtype());
         assert!(
             (a - e).abs() <= tol,
@@ -233,7 +238,11 @@ fn adadelta_adagrad_rmsprop_match_pytorch() {
             .enumerate()
         {
             for (j, (t, e)) in got.iter().zip(exp.as_array().unwrap()).enumerate() {
-                for ((m, x), y) in moved[j].iter_mut().zip(t.to_f64_vec()).zip(prev[j].to_f64_vec()) {
+                for ((m, x), y) in moved[j]
+                    .iter_mut()
+                    .zip(t.to_f64_vec())
+                    .zip(prev[j].to_f64_vec())
+                {
                     *m += (x - y).abs();
                 }
                 let what = format!("{label}: param {j} step {s}");
@@ -273,6 +282,128 @@ fn adadelta_adagrad_rmsprop_match_pytorch() {
         );
     }
     // Most values agree to the bit: the tolerance covers the square roots, not the arithmetic.
-    assert!(differ * 4 < total, "{differ} of {total} parameter values differ");
+    assert!(
+        differ * 4 < total,
+        "{differ} of {total} parameter values differ"
+    );
     eprintln!("{differ} of {total} parameter values differ by a few ulps (PyTorch's sqrt)");
+}
+
+#[test]
+fn state_save_and_restore_resumes_exactly() {
+    let g = load("optim_more.json");
+    for case in g["optimizers"].as_array().unwrap() {
+        let label = case["call"].as_str().unwrap();
+        let grads: Vec<Vec<Tensor>> = case["grads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensors)
+            .collect();
+        let init = tensors(&case["init"]);
+        let name = case["optimizer"].as_str().unwrap();
+        // One run straight through; one that saves after step 2 and resumes in a new optimizer.
+        let pa: Vec<Var> = init.iter().map(|t| Var::new(t.clone(), true)).collect();
+        let mut a = build(name, &case["kwargs"], pa.clone());
+        let pb: Vec<Var> = init.iter().map(|t| Var::new(t.clone(), true)).collect();
+        let mut bo = build(name, &case["kwargs"], pb.clone());
+        for (s, gs) in grads.iter().enumerate() {
+            if s == 2 {
+                let saved = bo.state();
+                bo = build(name, &case["kwargs"], pb.clone());
+                bo.load_state(&saved).unwrap();
+            }
+            for ((x, y), gr) in pa.iter().zip(&pb).zip(gs) {
+                x.set_grad(Some(gr.clone())).unwrap();
+                y.set_grad(Some(gr.clone())).unwrap();
+            }
+            a.step().unwrap();
+            bo.step().unwrap();
+        }
+        for (x, y) in pa.iter().zip(&pb) {
+            assert_bits(label, &y.data(), &x.data());
+        }
+        // Bad state is an error and leaves the state unchanged.
+        let before = bo.state();
+        let mut bad = before.clone();
+        bad.retain(|(n, _)| !n.ends_with(".step"));
+        assert!(bo.load_state(&bad).is_err(), "{label}: incomplete state");
+        let wrong = vec![(
+            "state.0.exp_avg".to_string(),
+            Tensor::from_vec(vec![0.0f32], &[1]).unwrap(),
+        )];
+        assert!(bo.load_state(&wrong).is_err(), "{label}: unknown key");
+        assert_eq!(bo.state().len(), before.len());
+    }
+}
+
+#[test]
+fn bad_hyperparameters_are_errors() {
+    let p = || {
+        vec![Var::new(
+            Tensor::from_vec(vec![1.0f32], &[1]).unwrap(),
+            true,
+        )]
+    };
+    let e = Adadelta::new(
+        p(),
+        AdadeltaOptions {
+            rho: 1.5,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("rho"), "{e}");
+    assert!(
+        Adadelta::new(
+            p(),
+            AdadeltaOptions {
+                lr: -1.0,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        Adagrad::new(
+            p(),
+            AdagradOptions {
+                lr_decay: -0.1,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        Adagrad::new(
+            p(),
+            AdagradOptions {
+                initial_accumulator_value: f64::NAN,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        RMSprop::new(
+            p(),
+            RMSpropOptions {
+                alpha: -0.5,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        RMSprop::new(
+            p(),
+            RMSpropOptions {
+                momentum: -1.0,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+    let int = Var::new(Tensor::from_vec(vec![1i64], &[1]).unwrap(), false);
+    assert!(RMSprop::new(vec![int], RMSpropOptions::default()).is_err());
 }

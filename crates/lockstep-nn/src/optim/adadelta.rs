@@ -1,8 +1,9 @@
 //! Adadelta (`torch.optim.Adadelta`), as `_single_tensor_adadelta` computes it.
 
 use super::{
-    Optimizer, Real, check_hyper, check_params, dense, multiversion, with_real,
+    Optimizer, Real, check_hyper, check_params, dense,
     extra_state::{Slots, load_slots, state_entries},
+    multiversion, with_real,
 };
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
@@ -117,7 +118,14 @@ impl Adadelta {
         let gd = dense::<T>(g)?;
         let mut out = vec![T::ZERO; n];
         let (sa, ad) = st.bufs.split_at_mut(1);
-        adadelta_kernel(&pd, &gd, T::buf(&mut sa[0]), T::buf(&mut ad[0]), &mut out, &k);
+        adadelta_kernel(
+            &pd,
+            &gd,
+            T::buf(&mut sa[0]),
+            T::buf(&mut ad[0]),
+            &mut out,
+            &k,
+        );
         p.set_data(Tensor::from_vec(out, p.shape())?)
     }
 }

@@ -1,8 +1,9 @@
 //! Adagrad (`torch.optim.Adagrad`), as `_single_tensor_adagrad` computes it (dense gradients).
 
 use super::{
-    Buf, Optimizer, Real, check_hyper, check_params, dense, multiversion, with_real,
+    Buf, Optimizer, Real, check_hyper, check_params, dense,
     extra_state::{Slots, load_slots, state_entries},
+    multiversion, with_real,
 };
 use crate::autograd::Var;
 use lockstep_tensor::{DType, Result, Tensor};

@@ -1,8 +1,9 @@
 //! RMSprop (`torch.optim.RMSprop`), as `_single_tensor_rmsprop` computes it.
 
 use super::{
-    Optimizer, Real, check_hyper, check_params, dense, multiversion, with_real,
+    Optimizer, Real, check_hyper, check_params, dense,
     extra_state::{Slots, load_slots, state_entries},
+    multiversion, with_real,
 };
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
