@@ -407,3 +407,59 @@ fn bad_hyperparameters_are_errors() {
     let int = Var::new(Tensor::from_vec(vec![1i64], &[1]).unwrap(), false);
     assert!(RMSprop::new(vec![int], RMSpropOptions::default()).is_err());
 }
+
+/// The LambdaLR lambdas of `tools/golden_optim_more.py`, by name, computing what Python does.
+fn lambda(name: &str) -> fn(i64) -> f64 {
+    match name {
+        "inv" => |e| 1.0 / (1.0 + e as f64),
+        "warmup" => |e| if e < 5 { (e + 1) as f64 / 5.0 } else { 0.5 },
+        "lin" => |e| 1.0 - e as f64 / 40.0,
+        o => panic!("lambda {o}"),
+    }
+}
+
+#[test]
+fn exponential_and_lambda_schedulers_match_pytorch() {
+    use lockstep_nn::optim::{ExponentialLR, LambdaLR, LrScheduler, Sgd, SgdOptions};
+    let g = load("optim_more.json");
+    let mut checked = 0;
+    for case in g["schedulers"].as_array().unwrap() {
+        let ctor = case["scheduler"].as_str().unwrap();
+        let base = case["base_lr"].as_f64().unwrap();
+        let p = Var::new(Tensor::from_vec(vec![0.0f32], &[1]).unwrap(), true);
+        let mut opt = Sgd::new(
+            vec![p],
+            SgdOptions {
+                lr: base,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut sched: Box<dyn LrScheduler> =
+            if let Some(r) = ctor.strip_prefix("ExponentialLR(opt, gamma=") {
+                let gamma: f64 = r.trim_end_matches(')').parse().unwrap();
+                Box::new(ExponentialLR::new(&mut opt, gamma).unwrap())
+            } else if let Some(r) = ctor.strip_prefix("LambdaLR(opt, lr_lambda=") {
+                Box::new(LambdaLR::new(&mut opt, lambda(r.trim_end_matches(')'))).unwrap())
+            } else {
+                continue; // OneCycleLR, SequentialLR: not implemented yet
+            };
+        let want: Vec<f64> = case["lr"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let mut got = vec![opt.lr()];
+        for _ in 1..want.len() {
+            sched.step(&mut opt);
+            assert_eq!(sched.get_last_lr(), opt.lr());
+            got.push(opt.lr());
+        }
+        let gb: Vec<u64> = got.iter().map(|x| x.to_bits()).collect();
+        let wb: Vec<u64> = want.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(gb, wb, "{ctor} base {base}: {got:?} vs PyTorch {want:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 10);
+}

@@ -376,3 +376,89 @@ impl LinearLR {
     }
 }
 scheduler!(LinearLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct ExponentialRule {
+    gamma: f64,
+}
+
+impl ExponentialRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        if b.is_initial { lr } else { lr * self.gamma }
+    }
+}
+
+/// `ExponentialLR(opt, gamma)`: multiplies the rate by `gamma` every epoch (recursively, as
+/// PyTorch does, so the rates are bit-identical to its).
+#[derive(Clone, Debug)]
+pub struct ExponentialLR {
+    base: Base,
+    rule: ExponentialRule,
+}
+
+impl ExponentialLR {
+    /// Attaches to `opt` and makes the initial step (the rate is unchanged by it).
+    ///
+    /// # Errors
+    /// A non-finite `gamma`.
+    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> Result<Self> {
+        check_finite("ExponentialLR", "gamma", gamma)?;
+        let rule = ExponentialRule { gamma };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(ExponentialLR);
+
+// ---------------------------------------------------------------------------------------------
+
+/// The factor function of [`LambdaLR`]: epoch (`last_epoch`) to multiplier of the base rate.
+type LrLambda = std::sync::Arc<dyn Fn(i64) -> f64 + Send + Sync>;
+
+#[derive(Clone)]
+struct LambdaRule {
+    lambda: LrLambda,
+}
+
+impl core::fmt::Debug for LambdaRule {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("LambdaRule(<closure>)")
+    }
+}
+
+impl LambdaRule {
+    fn get_lr(&self, b: &Base, _lr: f64) -> f64 {
+        b.st.base_lr * (self.lambda)(b.st.last_epoch)
+    }
+}
+
+/// `LambdaLR(opt, lr_lambda)`: the rate at epoch `e` is `base_lr * lr_lambda(e)` (the closure
+/// is called with `e = 0` at construction). Bit-identical to PyTorch when the closure computes
+/// the same `f64` as the Python lambda.
+#[derive(Clone, Debug)]
+pub struct LambdaLR {
+    base: Base,
+    rule: LambdaRule,
+}
+
+impl LambdaLR {
+    /// Attaches to `opt` and makes the initial step (rate `base_lr * lr_lambda(0)`).
+    ///
+    /// # Errors
+    /// None today; a `Result` like the other schedulers' constructors.
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        lr_lambda: impl Fn(i64) -> f64 + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let rule = LambdaRule {
+            lambda: std::sync::Arc::new(lr_lambda),
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(LambdaLR);
