@@ -463,3 +463,70 @@ fn exponential_and_lambda_schedulers_match_pytorch() {
     }
     assert_eq!(checked, 10);
 }
+
+/// A keyword argument of a recorded constructor call (`name=value`), as text.
+fn kwarg<'a>(ctor: &'a str, name: &str) -> Option<&'a str> {
+    let i = ctor.find(&format!("{name}="))? + name.len() + 1;
+    let rest = &ctor[i..];
+    let end = rest.find([',', ')']).unwrap();
+    Some(rest[..end].trim_matches('\''))
+}
+
+#[test]
+fn reduce_lr_on_plateau_matches_pytorch() {
+    use lockstep_nn::optim::{PlateauOptions, ReduceLROnPlateau, Sgd, SgdOptions};
+    let g = load("optim_more.json");
+    let cases = g["plateau"].as_array().unwrap();
+    assert_eq!(cases.len(), 10);
+    let mut reductions = 0;
+    for case in cases {
+        let ctor = case["scheduler"].as_str().unwrap();
+        let num = |k: &str, d: f64| kwarg(ctor, k).map_or(d, |v| v.parse().unwrap());
+        let opts = PlateauOptions {
+            mode_max: kwarg(ctor, "mode") == Some("max"),
+            factor: num("factor", 0.1),
+            patience: num("patience", 10.0) as u64,
+            threshold: num("threshold", 1e-4),
+            threshold_abs: kwarg(ctor, "threshold_mode") == Some("abs"),
+            cooldown: num("cooldown", 0.0) as u64,
+            min_lr: num("min_lr", 0.0),
+            eps: num("eps", 1e-8),
+        };
+        let base = case["base_lr"].as_f64().unwrap();
+        let p = Var::new(Tensor::from_vec(vec![0.0f32], &[1]).unwrap(), true);
+        let mut opt = Sgd::new(
+            vec![p],
+            SgdOptions {
+                lr: base,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut sched = ReduceLROnPlateau::new(&opt, opts).unwrap();
+        let want: Vec<u64> = case["lr"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap().to_bits())
+            .collect();
+        let mut got = vec![opt.lr().to_bits()];
+        for m in case["metrics"].as_array().unwrap() {
+            sched.step(&mut opt, m.as_f64().unwrap());
+            assert_eq!(sched.get_last_lr(), opt.lr());
+            got.push(opt.lr().to_bits());
+        }
+        reductions += got.windows(2).filter(|w| w[0] != w[1]).count();
+        assert_eq!(got, want, "{ctor} base {base}");
+    }
+    assert!(
+        reductions >= 10,
+        "the cases exercise reductions ({reductions})"
+    );
+    let p = Var::new(Tensor::from_vec(vec![0.0f32], &[1]).unwrap(), true);
+    let opt = Sgd::new(vec![p], SgdOptions::default()).unwrap();
+    let bad = PlateauOptions {
+        factor: 1.0,
+        ..Default::default()
+    };
+    assert!(ReduceLROnPlateau::new(&opt, bad).is_err());
+}

@@ -462,3 +462,139 @@ impl LambdaLR {
 }
 
 scheduler!(LambdaLR);
+
+// ---------------------------------------------------------------------------------------------
+
+/// The options of [`ReduceLROnPlateau`], with PyTorch's names and defaults
+/// (`mode='min', factor=0.1, patience=10, threshold=1e-4, threshold_mode='rel', cooldown=0,
+/// min_lr=0, eps=1e-8`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlateauOptions {
+    /// `true` for `mode='max'` (a metric to increase), `false` for `'min'`.
+    pub mode_max: bool,
+    /// The rate is multiplied by `factor` (< 1) on a plateau.
+    pub factor: f64,
+    /// Epochs without improvement tolerated before reducing.
+    pub patience: u64,
+    /// The least change that counts as an improvement.
+    pub threshold: f64,
+    /// `true` for `threshold_mode='abs'`, `false` for `'rel'`.
+    pub threshold_abs: bool,
+    /// Epochs to wait after a reduction before counting bad epochs again.
+    pub cooldown: u64,
+    /// The rate never goes below `min_lr`.
+    pub min_lr: f64,
+    /// A reduction smaller than `eps` is not applied.
+    pub eps: f64,
+}
+
+impl Default for PlateauOptions {
+    fn default() -> Self {
+        Self {
+            mode_max: false,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            threshold_abs: false,
+            cooldown: 0,
+            min_lr: 0.0,
+            eps: 1e-8,
+        }
+    }
+}
+
+/// `ReduceLROnPlateau(opt, ...)`: reduces the rate when a metric stops improving. Its
+/// [`step`](Self::step) takes the metric, so it is not an [`LrScheduler`]. The comparisons
+/// and the reduction `max(lr * factor, min_lr)` are PyTorch's, in `f64`, so the rates are
+/// bit-identical to its for the same metrics.
+#[derive(Clone, Debug)]
+pub struct ReduceLROnPlateau {
+    opts: PlateauOptions,
+    best: f64,
+    num_bad_epochs: u64,
+    cooldown_counter: u64,
+    last_epoch: i64,
+    last_lr: f64,
+}
+
+impl ReduceLROnPlateau {
+    /// Attaches to `opt` (the rate is not changed until a plateau).
+    ///
+    /// # Errors
+    /// `factor >= 1` (PyTorch's check) or a NaN option.
+    pub fn new(opt: &dyn Optimizer, opts: PlateauOptions) -> Result<Self> {
+        if !(opts.factor < 1.0) {
+            return Err(invalid(
+                "ReduceLROnPlateau",
+                "factor",
+                "Factor should be < 1.0.",
+            ));
+        }
+        for (arg, v) in [
+            ("threshold", opts.threshold),
+            ("min_lr", opts.min_lr),
+            ("eps", opts.eps),
+        ] {
+            if v.is_nan() {
+                return Err(invalid("ReduceLROnPlateau", arg, "must not be NaN"));
+            }
+        }
+        Ok(Self {
+            opts,
+            best: if opts.mode_max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            },
+            num_bad_epochs: 0,
+            cooldown_counter: 0,
+            last_epoch: 0,
+            last_lr: opt.lr(),
+        })
+    }
+
+    fn is_better(&self, a: f64) -> bool {
+        let (o, best) = (&self.opts, self.best);
+        match (o.mode_max, o.threshold_abs) {
+            (false, false) => a < best * (1.0 - o.threshold),
+            (false, true) => a < best - o.threshold,
+            (true, false) => a > best * (o.threshold + 1.0),
+            (true, true) => a > best + o.threshold,
+        }
+    }
+
+    /// One epoch with its metric (`sched.step(metrics)`): may reduce the optimizer's rate.
+    pub fn step(&mut self, opt: &mut dyn Optimizer, metric: f64) {
+        self.last_epoch += 1;
+        if self.is_better(metric) {
+            self.best = metric;
+            self.num_bad_epochs = 0;
+        } else {
+            self.num_bad_epochs += 1;
+        }
+        if self.cooldown_counter > 0 {
+            self.cooldown_counter -= 1;
+            self.num_bad_epochs = 0;
+        }
+        if self.num_bad_epochs > self.opts.patience {
+            let old = opt.lr();
+            let new = (old * self.opts.factor).max(self.opts.min_lr);
+            if old - new > self.opts.eps {
+                opt.set_lr(new);
+            }
+            self.cooldown_counter = self.opts.cooldown;
+            self.num_bad_epochs = 0;
+        }
+        self.last_lr = opt.lr();
+    }
+
+    /// The rate after the last step (`get_last_lr()[0]`).
+    pub fn get_last_lr(&self) -> f64 {
+        self.last_lr
+    }
+
+    /// Epochs stepped (`last_epoch`).
+    pub fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+}
