@@ -530,3 +530,52 @@ fn reduce_lr_on_plateau_matches_pytorch() {
     };
     assert!(ReduceLROnPlateau::new(&opt, bad).is_err());
 }
+
+#[test]
+fn one_cycle_matches_pytorch() {
+    use lockstep_nn::optim::{LrScheduler, OneCycleLR, Sgd, SgdOptions};
+    let g = load("optim_more.json");
+    let mut checked = 0;
+    for case in g["schedulers"].as_array().unwrap() {
+        let ctor = case["scheduler"].as_str().unwrap();
+        if !ctor.starts_with("OneCycleLR") {
+            continue;
+        }
+        let num = |k: &str, d: f64| kwarg(ctor, k).map_or(d, |v| v.parse().unwrap());
+        let base = case["base_lr"].as_f64().unwrap();
+        let p = Var::new(Tensor::from_vec(vec![0.0f32], &[1]).unwrap(), true);
+        let mut opt = Sgd::new(
+            vec![p],
+            SgdOptions {
+                lr: base,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut sched = OneCycleLR::new(
+            &mut opt,
+            num("max_lr", 0.0),
+            num("total_steps", 0.0) as usize,
+            num("pct_start", 0.3),
+            kwarg(ctor, "anneal_strategy") != Some("linear"),
+            num("div_factor", 25.0),
+            num("final_div_factor", 1e4),
+            kwarg(ctor, "three_phase") == Some("True"),
+        )
+        .unwrap();
+        let want: Vec<u64> = case["lr"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap().to_bits())
+            .collect();
+        let mut got = vec![opt.lr().to_bits()];
+        for _ in 1..want.len() {
+            sched.step(&mut opt);
+            got.push(opt.lr().to_bits());
+        }
+        assert_eq!(got, want, "{ctor} base {base}");
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
+}

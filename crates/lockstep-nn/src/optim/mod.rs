@@ -24,7 +24,7 @@
 //! | `opt.param_groups[0]["lr"]` (read / write) | [`Optimizer::lr`] / [`Optimizer::set_lr`] |
 //! | `opt.state_dict()["state"]`, `opt.load_state_dict(...)` | [`Optimizer::state`], [`Optimizer::load_state`] |
 //! | `lr_scheduler.StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` | [`StepLR`], [`MultiStepLR`], [`CosineAnnealingLR`], [`LinearLR`] |
-//! | `lr_scheduler.ExponentialLR`, `LambdaLR` (a closure) | [`ExponentialLR`], [`LambdaLR`] |
+//! | `lr_scheduler.ExponentialLR`, `LambdaLR` (a closure), `OneCycleLR` (no momentum cycling) | [`ExponentialLR`], [`LambdaLR`], [`OneCycleLR`] |
 //! | `lr_scheduler.ReduceLROnPlateau(opt, mode, factor, patience, threshold, threshold_mode, cooldown, min_lr, eps)` | [`ReduceLROnPlateau`], [`PlateauOptions`] |
 //! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lr`], [`LrScheduler::state`] |
 //! | `nn.utils.clip_grad_norm_(params, max_norm, norm_type)` | [`clip_grad_norm_`] |
@@ -105,8 +105,8 @@ pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
 pub use clip::{clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm};
 pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use scheduler::{
-    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR, PlateauOptions,
-    ReduceLROnPlateau, SchedulerState, StepLR,
+    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR,
+    PlateauOptions, ReduceLROnPlateau, SchedulerState, StepLR,
 };
 pub use sgd::{Sgd, SgdOptions};
 

@@ -598,3 +598,106 @@ impl ReduceLROnPlateau {
         self.last_epoch
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct OneCycleRule {
+    /// `(end_step, start_lr, end_lr)` of each phase.
+    phases: Vec<(f64, f64, f64)>,
+    total_steps: i64,
+    cos: bool,
+}
+
+impl OneCycleRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        let step = b.st.last_epoch;
+        if step > self.total_steps {
+            return lr; // PyTorch raises here; the rate stays.
+        }
+        let step = step as f64;
+        let mut start_step = 0.0;
+        for (i, &(end_step, start, end)) in self.phases.iter().enumerate() {
+            if step <= end_step || i == self.phases.len() - 1 {
+                let pct = (step - start_step) / (end_step - start_step);
+                return if self.cos {
+                    end + (start - end) / 2.0 * ((PI * pct).cos() + 1.0)
+                } else {
+                    (end - start) * pct + start
+                };
+            }
+            start_step = end_step;
+        }
+        lr
+    }
+}
+
+/// `OneCycleLR(opt, max_lr, total_steps, pct_start, anneal_strategy, div_factor,
+/// final_div_factor, three_phase, cycle_momentum=False)`: the 1cycle policy, with PyTorch's
+/// phases and arithmetic (bit-identical rates). Momentum cycling is not implemented (pass
+/// `cycle_momentum=False` in PyTorch to compare). Steps past `total_steps` keep the rate
+/// (PyTorch raises).
+#[derive(Clone, Debug)]
+pub struct OneCycleLR {
+    base: Base,
+    rule: OneCycleRule,
+}
+
+impl OneCycleLR {
+    /// Attaches to `opt`, sets its `initial_lr` to `max_lr / div_factor` and makes the initial
+    /// step. `cos`: `anneal_strategy='cos'` (else `'linear'`).
+    ///
+    /// # Errors
+    /// `total_steps == 0`, `pct_start` outside `[0, 1]`, or a non-finite rate or factor.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        max_lr: f64,
+        total_steps: usize,
+        pct_start: f64,
+        cos: bool,
+        div_factor: f64,
+        final_div_factor: f64,
+        three_phase: bool,
+    ) -> Result<Self> {
+        const OP: &str = "OneCycleLR";
+        if total_steps == 0 {
+            return Err(invalid(OP, "total_steps", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&pct_start) {
+            return Err(invalid(
+                OP,
+                "pct_start",
+                format!("Expected float between 0 and 1 pct_start, but got {pct_start}"),
+            ));
+        }
+        check_finite(OP, "max_lr", max_lr)?;
+        check_finite(OP, "div_factor", div_factor)?;
+        check_finite(OP, "final_div_factor", final_div_factor)?;
+        let t = total_steps as f64;
+        let initial = max_lr / div_factor;
+        let min = initial / final_div_factor;
+        let phases = if three_phase {
+            vec![
+                (pct_start * t - 1.0, initial, max_lr),
+                (2.0 * pct_start * t - 2.0, max_lr, initial),
+                (t - 1.0, initial, min),
+            ]
+        } else {
+            vec![
+                (pct_start * t - 1.0, initial, max_lr),
+                (t - 1.0, max_lr, min),
+            ]
+        };
+        let rule = OneCycleRule {
+            phases,
+            total_steps: total_steps as i64,
+            cos,
+        };
+        opt.set_initial_lr(Some(initial));
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(OneCycleLR);
