@@ -376,3 +376,328 @@ impl LinearLR {
     }
 }
 scheduler!(LinearLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct ExponentialRule {
+    gamma: f64,
+}
+
+impl ExponentialRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        if b.is_initial { lr } else { lr * self.gamma }
+    }
+}
+
+/// `ExponentialLR(opt, gamma)`: multiplies the rate by `gamma` every epoch (recursively, as
+/// PyTorch does, so the rates are bit-identical to its).
+#[derive(Clone, Debug)]
+pub struct ExponentialLR {
+    base: Base,
+    rule: ExponentialRule,
+}
+
+impl ExponentialLR {
+    /// Attaches to `opt` and makes the initial step (the rate is unchanged by it).
+    ///
+    /// # Errors
+    /// A non-finite `gamma`.
+    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> Result<Self> {
+        check_finite("ExponentialLR", "gamma", gamma)?;
+        let rule = ExponentialRule { gamma };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(ExponentialLR);
+
+// ---------------------------------------------------------------------------------------------
+
+/// The factor function of [`LambdaLR`]: epoch (`last_epoch`) to multiplier of the base rate.
+type LrLambda = std::sync::Arc<dyn Fn(i64) -> f64 + Send + Sync>;
+
+#[derive(Clone)]
+struct LambdaRule {
+    lambda: LrLambda,
+}
+
+impl core::fmt::Debug for LambdaRule {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("LambdaRule(<closure>)")
+    }
+}
+
+impl LambdaRule {
+    fn get_lr(&self, b: &Base, _lr: f64) -> f64 {
+        b.st.base_lr * (self.lambda)(b.st.last_epoch)
+    }
+}
+
+/// `LambdaLR(opt, lr_lambda)`: the rate at epoch `e` is `base_lr * lr_lambda(e)` (the closure
+/// is called with `e = 0` at construction). Bit-identical to PyTorch when the closure computes
+/// the same `f64` as the Python lambda.
+#[derive(Clone, Debug)]
+pub struct LambdaLR {
+    base: Base,
+    rule: LambdaRule,
+}
+
+impl LambdaLR {
+    /// Attaches to `opt` and makes the initial step (rate `base_lr * lr_lambda(0)`).
+    ///
+    /// # Errors
+    /// None today; a `Result` like the other schedulers' constructors.
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        lr_lambda: impl Fn(i64) -> f64 + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let rule = LambdaRule {
+            lambda: std::sync::Arc::new(lr_lambda),
+        };
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(LambdaLR);
+
+// ---------------------------------------------------------------------------------------------
+
+/// The options of [`ReduceLROnPlateau`], with PyTorch's names and defaults
+/// (`mode='min', factor=0.1, patience=10, threshold=1e-4, threshold_mode='rel', cooldown=0,
+/// min_lr=0, eps=1e-8`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlateauOptions {
+    /// `true` for `mode='max'` (a metric to increase), `false` for `'min'`.
+    pub mode_max: bool,
+    /// The rate is multiplied by `factor` (< 1) on a plateau.
+    pub factor: f64,
+    /// Epochs without improvement tolerated before reducing.
+    pub patience: u64,
+    /// The least change that counts as an improvement.
+    pub threshold: f64,
+    /// `true` for `threshold_mode='abs'`, `false` for `'rel'`.
+    pub threshold_abs: bool,
+    /// Epochs to wait after a reduction before counting bad epochs again.
+    pub cooldown: u64,
+    /// The rate never goes below `min_lr`.
+    pub min_lr: f64,
+    /// A reduction smaller than `eps` is not applied.
+    pub eps: f64,
+}
+
+impl Default for PlateauOptions {
+    fn default() -> Self {
+        Self {
+            mode_max: false,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            threshold_abs: false,
+            cooldown: 0,
+            min_lr: 0.0,
+            eps: 1e-8,
+        }
+    }
+}
+
+/// `ReduceLROnPlateau(opt, ...)`: reduces the rate when a metric stops improving. Its
+/// [`step`](Self::step) takes the metric, so it is not an [`LrScheduler`]. The comparisons
+/// and the reduction `max(lr * factor, min_lr)` are PyTorch's, in `f64`, so the rates are
+/// bit-identical to its for the same metrics.
+#[derive(Clone, Debug)]
+pub struct ReduceLROnPlateau {
+    opts: PlateauOptions,
+    best: f64,
+    num_bad_epochs: u64,
+    cooldown_counter: u64,
+    last_epoch: i64,
+    last_lr: f64,
+}
+
+impl ReduceLROnPlateau {
+    /// Attaches to `opt` (the rate is not changed until a plateau).
+    ///
+    /// # Errors
+    /// `factor >= 1` (PyTorch's check) or a NaN option.
+    pub fn new(opt: &dyn Optimizer, opts: PlateauOptions) -> Result<Self> {
+        if !(opts.factor < 1.0) {
+            return Err(invalid(
+                "ReduceLROnPlateau",
+                "factor",
+                "Factor should be < 1.0.",
+            ));
+        }
+        for (arg, v) in [
+            ("threshold", opts.threshold),
+            ("min_lr", opts.min_lr),
+            ("eps", opts.eps),
+        ] {
+            if v.is_nan() {
+                return Err(invalid("ReduceLROnPlateau", arg, "must not be NaN"));
+            }
+        }
+        Ok(Self {
+            opts,
+            best: if opts.mode_max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            },
+            num_bad_epochs: 0,
+            cooldown_counter: 0,
+            last_epoch: 0,
+            last_lr: opt.lr(),
+        })
+    }
+
+    fn is_better(&self, a: f64) -> bool {
+        let (o, best) = (&self.opts, self.best);
+        match (o.mode_max, o.threshold_abs) {
+            (false, false) => a < best * (1.0 - o.threshold),
+            (false, true) => a < best - o.threshold,
+            (true, false) => a > best * (o.threshold + 1.0),
+            (true, true) => a > best + o.threshold,
+        }
+    }
+
+    /// One epoch with its metric (`sched.step(metrics)`): may reduce the optimizer's rate.
+    pub fn step(&mut self, opt: &mut dyn Optimizer, metric: f64) {
+        self.last_epoch += 1;
+        if self.is_better(metric) {
+            self.best = metric;
+            self.num_bad_epochs = 0;
+        } else {
+            self.num_bad_epochs += 1;
+        }
+        if self.cooldown_counter > 0 {
+            self.cooldown_counter -= 1;
+            self.num_bad_epochs = 0;
+        }
+        if self.num_bad_epochs > self.opts.patience {
+            let old = opt.lr();
+            let new = (old * self.opts.factor).max(self.opts.min_lr);
+            if old - new > self.opts.eps {
+                opt.set_lr(new);
+            }
+            self.cooldown_counter = self.opts.cooldown;
+            self.num_bad_epochs = 0;
+        }
+        self.last_lr = opt.lr();
+    }
+
+    /// The rate after the last step (`get_last_lr()[0]`).
+    pub fn get_last_lr(&self) -> f64 {
+        self.last_lr
+    }
+
+    /// Epochs stepped (`last_epoch`).
+    pub fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct OneCycleRule {
+    /// `(end_step, start_lr, end_lr)` of each phase.
+    phases: Vec<(f64, f64, f64)>,
+    total_steps: i64,
+    cos: bool,
+}
+
+impl OneCycleRule {
+    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+        let step = b.st.last_epoch;
+        if step > self.total_steps {
+            return lr; // PyTorch raises here; the rate stays.
+        }
+        let step = step as f64;
+        let mut start_step = 0.0;
+        for (i, &(end_step, start, end)) in self.phases.iter().enumerate() {
+            if step <= end_step || i == self.phases.len() - 1 {
+                let pct = (step - start_step) / (end_step - start_step);
+                return if self.cos {
+                    end + (start - end) / 2.0 * ((PI * pct).cos() + 1.0)
+                } else {
+                    (end - start) * pct + start
+                };
+            }
+            start_step = end_step;
+        }
+        lr
+    }
+}
+
+/// `OneCycleLR(opt, max_lr, total_steps, pct_start, anneal_strategy, div_factor,
+/// final_div_factor, three_phase, cycle_momentum=False)`: the 1cycle policy, with PyTorch's
+/// phases and arithmetic (bit-identical rates). Momentum cycling is not implemented (pass
+/// `cycle_momentum=False` in PyTorch to compare). Steps past `total_steps` keep the rate
+/// (PyTorch raises).
+#[derive(Clone, Debug)]
+pub struct OneCycleLR {
+    base: Base,
+    rule: OneCycleRule,
+}
+
+impl OneCycleLR {
+    /// Attaches to `opt`, sets its `initial_lr` to `max_lr / div_factor` and makes the initial
+    /// step. `cos`: `anneal_strategy='cos'` (else `'linear'`).
+    ///
+    /// # Errors
+    /// `total_steps == 0`, `pct_start` outside `[0, 1]`, or a non-finite rate or factor.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        max_lr: f64,
+        total_steps: usize,
+        pct_start: f64,
+        cos: bool,
+        div_factor: f64,
+        final_div_factor: f64,
+        three_phase: bool,
+    ) -> Result<Self> {
+        const OP: &str = "OneCycleLR";
+        if total_steps == 0 {
+            return Err(invalid(OP, "total_steps", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&pct_start) {
+            return Err(invalid(
+                OP,
+                "pct_start",
+                format!("Expected float between 0 and 1 pct_start, but got {pct_start}"),
+            ));
+        }
+        check_finite(OP, "max_lr", max_lr)?;
+        check_finite(OP, "div_factor", div_factor)?;
+        check_finite(OP, "final_div_factor", final_div_factor)?;
+        let t = total_steps as f64;
+        let initial = max_lr / div_factor;
+        let min = initial / final_div_factor;
+        let phases = if three_phase {
+            vec![
+                (pct_start * t - 1.0, initial, max_lr),
+                (2.0 * pct_start * t - 2.0, max_lr, initial),
+                (t - 1.0, initial, min),
+            ]
+        } else {
+            vec![
+                (pct_start * t - 1.0, initial, max_lr),
+                (t - 1.0, max_lr, min),
+            ]
+        };
+        let rule = OneCycleRule {
+            phases,
+            total_steps: total_steps as i64,
+            cos,
+        };
+        opt.set_initial_lr(Some(initial));
+        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        Ok(Self { base, rule })
+    }
+}
+
+scheduler!(OneCycleLR);
