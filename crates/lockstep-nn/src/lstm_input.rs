@@ -180,7 +180,7 @@ fn backward(
     } else if k.is_multiple_of(q) {
         let mut dx = uninit("lstm_input_backward", m * k)?;
         let o = Out(dx.as_mut_ptr());
-        for_row_ranges(&par, m, m * g * k, |r0, r1| {
+        for_row_ranges(par, m, m * g * k, |r0, r1| {
             // SAFETY: the row ranges are disjoint; `dx` has room for m·k elements.
             unsafe { lstm_kernel::product_rows(simd, gs, g, ws, k, o, r0, r1) }
         });
@@ -196,7 +196,7 @@ fn backward(
         // turned around.
         let mut dwt = uninit("lstm_input_backward", g * k)?;
         let o = Out(dwt.as_mut_ptr());
-        for_row_ranges(&par, g / q, m * g * k, |b0, b1| {
+        for_row_ranges(par, g / q, m * g * k, |b0, b1| {
             // SAFETY: the column blocks are disjoint; `dwt` has room for k·g elements.
             unsafe { lstm_kernel::product_t_cols(simd, gs, g, xs, k, o, b0, b1) }
         });
@@ -213,7 +213,7 @@ fn backward(
         let o = Out(dw.as_mut_ptr());
         // Blocks of DW_ROWS rows per thread (whole micro-tiles).
         let blocks = g.div_ceil(lstm_kernel::DW_ROWS);
-        for_row_ranges(&par, blocks, m * g * k, |p0, p1| {
+        for_row_ranges(par, blocks, m * g * k, |p0, p1| {
             let (i0, i1) = (
                 p0 * lstm_kernel::DW_ROWS,
                 (p1 * lstm_kernel::DW_ROWS).min(g),

@@ -30,7 +30,8 @@ fn main() -> lockstep_tensor::Result<()> {
     let big = Tensor::randn(&[1 << 20], DType::F32, Some(&mut g))?;
     let m64 = Tensor::randn(&[64, 64], DType::F32, Some(&mut g))?;
     let m256 = Tensor::randn(&[256, 256], DType::F32, Some(&mut g))?;
-    let rows: [(&str, usize, Box<dyn Fn()>); 7] = [
+    type Row<'a> = (&'static str, usize, Box<dyn Fn() + 'a>);
+    let rows: [Row; 7] = [
         (
             "add [64]",
             200_000,

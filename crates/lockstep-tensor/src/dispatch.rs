@@ -131,6 +131,9 @@ impl Output for Option<Tensor> {
     }
 }
 
+/// A tunable call's heuristic: picks one of the allowed implementations.
+pub type Heuristic<'a, F> = &'a dyn Fn(&[&'static Impl<F>]) -> &'static Impl<F>;
+
 /// A tunable call's description: the shape key of the tuning cache, which implementations
 /// apply to these shapes and the heuristic that chooses among the allowed ones when benchmark
 /// mode is off. Made by [`Op::tuned`]; run by [`Tuned::run`].
@@ -138,7 +141,7 @@ pub struct Tuned<'a, F: 'static> {
     op: &'static Op<F>,
     key: &'a str,
     applies: Option<&'a dyn Fn(&'static Impl<F>) -> bool>,
-    heuristic: Option<&'a dyn Fn(&[&'static Impl<F>]) -> &'static Impl<F>>,
+    heuristic: Option<Heuristic<'a, F>>,
     convolution: bool,
 }
 
@@ -152,7 +155,7 @@ impl<'a, F: Copy + 'static> Tuned<'a, F> {
 
     /// With benchmark mode off, `f` chooses among the allowed, applicable candidates (never an
     /// empty list) from the shapes alone (default: the first).
-    pub fn heuristic(mut self, f: &'a dyn Fn(&[&'static Impl<F>]) -> &'static Impl<F>) -> Self {
+    pub fn heuristic(mut self, f: Heuristic<'a, F>) -> Self {
         self.heuristic = Some(f);
         self
     }
