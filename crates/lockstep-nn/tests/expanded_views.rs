@@ -45,6 +45,26 @@ fn recurrent(mode: &str, p: Prep) -> Result<Vec<Tensor>> {
     Ok(vec![output.data(), x.grad().unwrap(), w0.unwrap()])
 }
 
+/// Training-mode batch norm of `x` (`[4, 3, 2]`) with affine parameters and running
+/// statistics, forward and backward: the output, `x`'s gradient and the running mean.
+fn batch_norm(p: Prep) -> Result<Vec<Tensor>> {
+    let x = Var::new(p(f(&[4, 3, 2])), true);
+    let (rm, rv) = (Var::new(f(&[3]), false), Var::new(f(&[3]).abs()?, false));
+    let (w, b) = (Var::new(f(&[3]), true), Var::new(f(&[3]), true));
+    let y = lockstep_nn::functional::batch_norm(
+        &x,
+        Some(&rm),
+        Some(&rv),
+        Some(&w),
+        Some(&b),
+        true,
+        0.1,
+        1e-5,
+    )?;
+    y.sum()?.backward()?;
+    Ok(vec![y.data(), x.grad().unwrap(), rm.data()])
+}
+
 fn cases() -> Vec<(&'static str, Run)> {
     vec![
         ("get_total_norm", |p| {
@@ -69,6 +89,21 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("lstm_layer", |p| recurrent("lstm", p)),
         ("lstm_layer_backward", |p| recurrent("lstm", p)),
         ("lstm_input", |p| recurrent("lstm", p)),
+        ("lstm_input_backward", |p| recurrent("lstm", p)),
+        ("batch_norm", batch_norm),
+        ("batch_norm_backward", batch_norm),
+        ("sgd", |p| {
+            let w = Var::new(f(&[3, 4]), true);
+            w.set_grad(Some(p(f(&[3, 4]))))?;
+            let opts = optim::SgdOptions {
+                lr: 0.1,
+                momentum: 0.9,
+                ..Default::default()
+            };
+            let mut sgd = optim::Sgd::new(vec![w.clone()], opts)?;
+            optim::Optimizer::step(&mut sgd)?;
+            Ok(vec![w.data()])
+        }),
         ("gru_layer", |p| recurrent("gru", p)),
         ("gru_layer_backward", |p| recurrent("gru", p)),
         ("rnn_layer", |p| recurrent("rnn", p)),
