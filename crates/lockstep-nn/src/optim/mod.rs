@@ -23,6 +23,7 @@
 //! | `lr_scheduler.StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` | [`StepLR`], [`MultiStepLR`], [`CosineAnnealingLR`], [`LinearLR`] |
 //! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lr`], [`LrScheduler::state`] |
 //! | `nn.utils.clip_grad_norm_(params, max_norm, norm_type)` | [`clip_grad_norm_`] |
+//! | `nn.utils.clip_grad_norm_(params, max_norm)` (norm type 2) | [`clip_grad_l2_norm_`] |
 //! | `nn.utils.get_total_norm`, `nn.utils.clip_grads_with_norm_` | [`get_total_norm`], [`clip_grads_with_norm_`] |
 //! | `nn.utils.clip_grad_value_(params, clip_value)` | [`clip_grad_value_`] |
 //!
@@ -84,7 +85,9 @@ mod scheduler;
 mod sgd;
 
 pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
-pub use clip::{clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm};
+pub use clip::{
+    clip_grad_l2_norm_, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
+};
 pub use scheduler::{
     CosineAnnealingLR, LinearLR, LrScheduler, MultiStepLR, SchedulerState, StepLR,
 };
