@@ -609,11 +609,15 @@ fn class_rows(
 ) -> Result<(Var, Vec<i64>, Vec<usize>)> {
     float_check(op, input)?;
     if target.dtype() != DType::I64 {
-        return Err(Error::DType {
+        // Named, as PyTorch's message points at the target ("expected scalar type Long").
+        return Err(invalid(
             op,
-            expected: DType::I64,
-            got: target.dtype(),
-        });
+            "target",
+            format!(
+                "expected a target of class indices of dtype I64 (torch.long), got {:?}",
+                target.dtype()
+            ),
+        ));
     }
     let shape = input.shape().to_vec();
     let want: Vec<usize> = match shape.len() {
@@ -657,28 +661,54 @@ fn check_class(op: &'static str, t: i64, c: usize, ignore: i64, shape: &[usize])
     Ok(())
 }
 
+/// Options of [`nll_loss_with`] beyond the inputs (PyTorch's defaults by `Default`).
+#[derive(Clone, Debug)]
+pub struct NllLoss {
+    /// A weight per class (`weight=`).
+    pub weight: Option<Tensor>,
+    /// A target value that contributes nothing (`ignore_index=`, default −100).
+    pub ignore_index: i64,
+    /// `reduction=` (default mean).
+    pub reduction: Reduction,
+}
+
+impl Default for NllLoss {
+    fn default() -> Self {
+        Self {
+            weight: None,
+            ignore_index: -100,
+            reduction: Reduction::Mean,
+        }
+    }
+}
+
+/// `F.nll_loss(log_probs, target)` with PyTorch's defaults (no weight, `ignore_index` −100,
+/// mean).
+///
+/// # Errors
+/// As [`nll_loss_with`].
+pub fn nll_loss(log_probs: &Var, target: &Tensor) -> Result<Var> {
+    nll_loss_with(log_probs, target, &NllLoss::default())
+}
+
 /// `F.nll_loss(log_probs, target, weight, ignore_index, reduction)` for `log_probs` `[N, C]`
 /// and `i64` targets `[N]` (or `[C]` and `[]`, or `[N, C, d1, …]` and `[N, d1, …]`). The mean
 /// divides by the sum of the targets' weights.
 ///
 /// # Errors
-/// Shapes that do not fit, a target outside `0..C` (other than `ignore_index`).
-pub fn nll_loss(
-    log_probs: &Var,
-    target: &Tensor,
-    weight: Option<&Tensor>,
-    ignore_index: i64,
-    reduction: Reduction,
-) -> Result<Var> {
+/// Shapes that do not fit, a `target` that is not `i64` or outside `0..C` (other than
+/// `ignore_index`); each names `target`.
+pub fn nll_loss_with(log_probs: &Var, target: &Tensor, o: &NllLoss) -> Result<Var> {
     const OP: &str = "nll_loss";
+    let reduction = o.reduction;
     let (rows, t, out_shape) = class_rows(OP, log_probs, target)?;
     let loss = nll_rows(
         OP,
         &rows,
         log_probs.shape(),
         &t,
-        weight,
-        ignore_index,
+        o.weight.as_ref(),
+        o.ignore_index,
         reduction,
     )?;
     unrows(loss, reduction, &out_shape)
@@ -869,11 +899,15 @@ pub fn cross_entropy_with(logits: &Var, target: &Tensor, o: &CrossEntropy) -> Re
 pub fn mse_loss(input: &Var, target: &Var, reduction: Reduction) -> Result<Var> {
     lockstep_tensor::ops::elementwise::broadcast_shapes("mse_loss", input.shape(), target.shape())?;
     if input.dtype() != target.dtype() {
-        return Err(Error::DType {
-            op: "mse_loss",
-            expected: input.dtype(),
-            got: target.dtype(),
-        });
+        return Err(invalid(
+            "mse_loss",
+            "target",
+            format!(
+                "expected a target of the input's dtype {:?}, got {:?}",
+                input.dtype(),
+                target.dtype()
+            ),
+        ));
     }
     let d = input.sub(target)?;
     let sq = d.mul(&d)?;
@@ -901,13 +935,17 @@ pub fn binary_cross_entropy_with_logits(
     const OP: &str = "binary_cross_entropy_with_logits";
     float_check(OP, input)?;
     let shape = input.shape().to_vec();
-    let full = |t: &Tensor| -> Result<Vec<f64>> {
+    let full = |t: &Tensor, arg: &'static str| -> Result<Vec<f64>> {
         if t.dtype() != input.dtype() {
-            return Err(Error::DType {
-                op: OP,
-                expected: input.dtype(),
-                got: t.dtype(),
-            });
+            return Err(invalid(
+                OP,
+                arg,
+                format!(
+                    "expected the input's dtype {:?}, got {:?}",
+                    input.dtype(),
+                    t.dtype()
+                ),
+            ));
         }
         let s = lockstep_tensor::ops::elementwise::broadcast_shapes(OP, t.shape(), &shape)?;
         if s != shape {
@@ -930,9 +968,9 @@ pub fn binary_cross_entropy_with_logits(
         ));
     }
     let x = f64s(&input.data());
-    let t = full(target)?;
-    let w = weight.map(&full).transpose()?;
-    let pw = pos_weight.map(&full).transpose()?;
+    let t = full(target, "target")?;
+    let w = weight.map(|w| full(w, "weight")).transpose()?;
+    let pw = pos_weight.map(|p| full(p, "pos_weight")).transpose()?;
     let k = x.len();
     let mut per = vec![0.0; k];
     let mut grad = vec![0.0; k];

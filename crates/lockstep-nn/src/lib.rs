@@ -20,6 +20,7 @@
 //! | `nn.RNN`, `nn.GRU`, `nn.LSTM` | [`rnn::Rnn`] |
 //! | `F.cross_entropy`, `F.nll_loss`, `F.mse_loss`, `F.binary_cross_entropy_with_logits` | [`functional`] |
 //! | `torch.optim.SGD/Adam/AdamW`, `lr_scheduler.*`, `clip_grad_norm_` | [`optim`] |
+//! | `nn.init.kaiming_uniform_(w)`, `xavier_normal_`, `trunc_normal_`, `eye_`, … | [`init`] (same draws as PyTorch) |
 //!
 //! ```
 //! use lockstep_nn::{Forward, Module, Var, functional as F, layers::{Linear, ReLU, Sequential}};
@@ -42,6 +43,7 @@
 pub mod autograd;
 pub mod functional;
 pub mod gradcheck;
+pub mod init;
 pub mod layers;
 mod lstm_input;
 mod lstm_kernel;

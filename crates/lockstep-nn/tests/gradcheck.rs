@@ -508,6 +508,11 @@ fn reductions_all() -> [Reduction; 3] {
 
 #[test]
 fn nll_loss() {
+    let nll = |weight: Option<&Tensor>, ignore_index: i64, reduction| F::NllLoss {
+        weight: weight.cloned(),
+        ignore_index,
+        reduction,
+    };
     let x = rnd(&[4, 5], 160);
     let w = pos(&[5], 161);
     let t = Tensor::from_vec(vec![1i64, 0, 4, 1], &[4]).unwrap();
@@ -515,15 +520,15 @@ fn nll_loss() {
     for red in reductions_all() {
         for weight in [None, Some(&w)] {
             check(
-                |v| F::nll_loss(&v[0], &t, weight, -100, red),
+                |v| F::nll_loss_with(&v[0], &t, &nll(weight, -100, red)),
                 std::slice::from_ref(&x),
             );
             check(
-                |v| F::nll_loss(&v[0], &t_ign, weight, -100, red),
+                |v| F::nll_loss_with(&v[0], &t_ign, &nll(weight, -100, red)),
                 std::slice::from_ref(&x),
             );
             check(
-                |v| F::nll_loss(&v[0], &t, weight, 1, red),
+                |v| F::nll_loss_with(&v[0], &t, &nll(weight, 1, red)),
                 std::slice::from_ref(&x),
             );
         }
@@ -533,7 +538,7 @@ fn nll_loss() {
     let tk = Tensor::from_vec(vec![0i64, 4, 2, 3, 3, 1], &[2, 3]).unwrap();
     for red in reductions_all() {
         check(
-            |v| F::nll_loss(&v[0], &tk, Some(&w), -100, red),
+            |v| F::nll_loss_with(&v[0], &tk, &nll(Some(&w), -100, red)),
             std::slice::from_ref(&xk),
         );
     }

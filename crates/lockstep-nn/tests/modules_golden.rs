@@ -911,12 +911,14 @@ fn losses_forward_backward_f64() {
                 };
                 F::cross_entropy_with(&x, &t, &o)
             }
-            "nll_loss" => F::nll_loss(
+            "nll_loss" => F::nll_loss_with(
                 &x,
                 &t,
-                opt("weight").as_ref(),
-                kw.get("ignore_index").map_or(-100, |v| v.as_i64().unwrap()),
-                red,
+                &F::NllLoss {
+                    weight: opt("weight"),
+                    ignore_index: kw.get("ignore_index").map_or(-100, |v| v.as_i64().unwrap()),
+                    reduction: red,
+                },
             ),
             "mse_loss" => F::mse_loss(&x, &Var::constant(t), red),
             "binary_cross_entropy_with_logits" => F::binary_cross_entropy_with_logits(

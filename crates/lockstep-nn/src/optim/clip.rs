@@ -278,6 +278,16 @@ pub fn clip_grad_norm_(params: &[Var], max_norm: f64, norm_type: f64) -> Result<
     Ok(total)
 }
 
+/// `torch.nn.utils.clip_grad_norm_(params, max_norm)` with PyTorch's default `norm_type`
+/// 2: [`clip_grad_norm_`]`(params, max_norm, 2.0)`, bit-identical to PyTorch on CPU. Returns
+/// the total norm before clipping.
+///
+/// # Errors
+/// As [`clip_grad_norm_`].
+pub fn clip_grad_l2_norm_(params: &[Var], max_norm: f64) -> Result<Tensor> {
+    clip_grad_norm_(params, max_norm, 2.0)
+}
+
 /// `torch.nn.utils.clip_grad_value_(params, clip_value)`: clamps every gradient element into
 /// `[-clip_value, clip_value]` (NaN stays NaN). Bit-identical to PyTorch.
 ///

@@ -28,6 +28,7 @@
 //! | `lr_scheduler.ReduceLROnPlateau(opt, mode, factor, patience, threshold, threshold_mode, cooldown, min_lr, eps)` | [`ReduceLROnPlateau`], [`PlateauOptions`] |
 //! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lr`], [`LrScheduler::state`] |
 //! | `nn.utils.clip_grad_norm_(params, max_norm, norm_type)` | [`clip_grad_norm_`] |
+//! | `nn.utils.clip_grad_norm_(params, max_norm)` (norm type 2) | [`clip_grad_l2_norm_`] |
 //! | `nn.utils.get_total_norm`, `nn.utils.clip_grads_with_norm_` | [`get_total_norm`], [`clip_grads_with_norm_`] |
 //! | `nn.utils.clip_grad_value_(params, clip_value)` | [`clip_grad_value_`] |
 //!
@@ -102,7 +103,9 @@ mod sgd;
 pub use adadelta::{Adadelta, AdadeltaOptions};
 pub use adagrad::{Adagrad, AdagradOptions};
 pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
-pub use clip::{clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm};
+pub use clip::{
+    clip_grad_l2_norm_, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
+};
 pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use scheduler::{
     CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR,
