@@ -240,6 +240,58 @@ fn cases() -> Vec<(&'static str, Run)> {
             x.add_(&p(pos(&[3, 4])))?;
             Ok(vec![x])
         }),
+        ("pad_dim", |p| one(p(f(&[3, 4])).pad_dim(1, 2, 7))),
+        // The in-place ops write into a dense tensor; their other operands are the views.
+        ("add_alpha_", |p| {
+            let mut x = f(&[3, 4]);
+            x.add_alpha_(&p(pos(&[3, 4])), -0.3)?;
+            Ok(vec![x])
+        }),
+        ("sub_", |p| {
+            let mut x = f(&[3, 4]);
+            x.sub_(&p(pos(&[3, 4])), 0.7)?;
+            Ok(vec![x])
+        }),
+        ("mul_", |p| {
+            let mut x = f(&[3, 4]);
+            x.mul_(&p(pos(&[3, 4])))?;
+            Ok(vec![x])
+        }),
+        ("div_", |p| {
+            let mut x = f(&[3, 4]);
+            x.div_(&p(pos(&[3, 4])))?;
+            Ok(vec![x])
+        }),
+        ("addcmul_", |p| {
+            let mut x = f(&[3, 4]);
+            x.addcmul_(&p(pos(&[3, 4])), &p(f(&[3, 4])), 0.5)?;
+            Ok(vec![x])
+        }),
+        ("addcdiv_", |p| {
+            let mut x = f(&[3, 4]);
+            x.addcdiv_(&p(f(&[3, 4])), &p(pos(&[3, 4])), 0.5)?;
+            Ok(vec![x])
+        }),
+        ("lerp_", |p| {
+            let mut x = f(&[3, 4]);
+            x.lerp_tensor_(&p(pos(&[3, 4])), &p(pos(&[3, 4])))?;
+            Ok(vec![x])
+        }),
+        ("clamp_", |p| {
+            let mut x = p(f(&[3, 4]));
+            x.clamp_(Some(-0.5), Some(0.5))?;
+            Ok(vec![x])
+        }),
+        ("copy_", |p| {
+            let mut x = f(&[3, 4]);
+            x.copy_(&p(pos(&[3, 4])))?;
+            Ok(vec![x])
+        }),
+        ("fill_", |p| {
+            let mut x = p(f(&[3, 4]));
+            x.fill_(0.25)?;
+            Ok(vec![x])
+        }),
         ("sub", |p| one(p(f(&[3, 4])).sub(&p(pos(&[3, 4]))))),
         ("mul", |p| one(p(f(&[3, 4])).mul(&p(pos(&[3, 4]))))),
         ("div", |p| one(p(f(&[3, 4])).div(&p(pos(&[3, 4]))))),
