@@ -107,76 +107,40 @@ impl Pieces {
         self.word
     }
     #[inline(always)]
-    fn u8<B: Bits>(&mut self, b: &mut B) -> u8 {
-        self.next(b, 8, 4) as u8
-    }
-    #[inline(always)]
-    fn u16<B: Bits>(&mut self, b: &mut B) -> u16 {
-        self.next(b, 16, 2) as u16
-    }
-    #[inline(always)]
     fn bit<B: Bits>(&mut self, b: &mut B) -> u8 {
         (self.next(b, 1, 32) & 1) as u8
     }
 }
 
-/// A value in `[0, rng]` from 16-bit pieces.
+/// A value in `[0, rng]` from `bits`-bit pieces of 32-bit draws (`bits` 8 or 16: NumPy's
+/// buffered `uint8`/`uint16` paths, masked rejection or Lemire's method on `bits`-bit words).
 #[inline(always)]
-fn bounded16<B: Bits>(b: &mut B, rng: u16, masked: bool, p: &mut Pieces) -> u16 {
+fn bounded_small<B: Bits>(b: &mut B, rng: u32, bits: u32, masked: bool, p: &mut Pieces) -> u32 {
+    let full = (1u32 << bits) - 1;
+    let mut piece = |b: &mut B| p.next(b, bits, 32 / bits) & full;
     if rng == 0 {
         0
-    } else if rng == u16::MAX {
-        p.u16(b)
+    } else if rng == full {
+        piece(b)
     } else if masked {
-        let m = mask_of(rng as u64) as u16;
+        let m = mask_of(rng as u64) as u32;
         loop {
-            let v = p.u16(b) & m;
+            let v = piece(b) & m;
             if v <= rng {
                 return v;
             }
         }
     } else {
-        let excl = rng as u32 + 1;
-        let mut m = p.u16(b) as u32 * excl;
-        let mut left = m as u16;
-        if (left as u32) < excl {
-            let t = ((u16::MAX as u32 - rng as u32) % excl) as u16;
-            while left < t {
-                m = p.u16(b) as u32 * excl;
-                left = m as u16;
+        // `piece · excl` fits in 2·bits ≤ 32 bits.
+        let excl = rng + 1;
+        let mut m = piece(b) * excl;
+        if m & full < excl {
+            let t = (full - rng) % excl;
+            while m & full < t {
+                m = piece(b) * excl;
             }
         }
-        (m >> 16) as u16
-    }
-}
-
-/// A value in `[0, rng]` from 8-bit pieces.
-#[inline(always)]
-fn bounded8<B: Bits>(b: &mut B, rng: u8, masked: bool, p: &mut Pieces) -> u8 {
-    if rng == 0 {
-        0
-    } else if rng == u8::MAX {
-        p.u8(b)
-    } else if masked {
-        let m = mask_of(rng as u64) as u8;
-        loop {
-            let v = p.u8(b) & m;
-            if v <= rng {
-                return v;
-            }
-        }
-    } else {
-        let excl = rng as u16 + 1;
-        let mut m = p.u8(b) as u16 * excl;
-        let mut left = m as u8;
-        if (left as u16) < excl {
-            let t = ((u8::MAX as u16 - rng as u16) % excl) as u8;
-            while left < t {
-                m = p.u8(b) as u16 * excl;
-                left = m as u8;
-            }
-        }
-        (m >> 8) as u8
+        m >> bits
     }
 }
 
@@ -186,8 +150,8 @@ fn draw<B: Bits, T: IntDtype>(b: &mut B, off: u64, rng: u64, masked: bool, p: &m
     let v = match T::BITS {
         64 => bounded64(b, rng, masked),
         32 => bounded32(b, rng as u32, masked) as u64,
-        16 => bounded16(b, rng as u16, masked, p) as u64,
-        8 => bounded8(b, rng as u8, masked, p) as u64,
+        16 => bounded_small(b, rng as u32, 16, masked, p) as u64,
+        8 => bounded_small(b, rng as u32, 8, masked, p) as u64,
         _ => {
             if rng == 0 {
                 0
