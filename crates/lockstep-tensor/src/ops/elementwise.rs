@@ -25,12 +25,12 @@ use crate::error::{Error, Result};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 
-const CHUNK: usize = 1 << 14;
+pub(super) const CHUNK: usize = 1 << 14;
 
 /// Outputs of at most this many elements are computed on the calling thread: a hop into the
 /// pool and back costs more than the work (a training step's activations are about this
 /// size). Each element is computed from its own inputs either way, so this never changes bits.
-const SERIAL_MAX: usize = 1 << 16;
+pub(super) const SERIAL_MAX: usize = 1 << 16;
 
 /// Whether an op with `len` outputs runs on the calling thread.
 fn serial(len: usize, par: &Par) -> bool {
@@ -60,33 +60,7 @@ pub enum Kernel {
 /// value never depends on which chunk computes it.
 pub const CHUNK_LEN: usize = CHUNK;
 
-/// Declares elementwise ops: a `static` [`Op<Kernel>`] each, with one thread-invariant
-/// implementation whose algorithm id is `NAME.chunked`, and the list of them.
-macro_rules! elementwise_ops {
-    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
-        $(
-            $(#[$doc])*
-            pub static $id: Op<Kernel> = Op {
-                name: $name,
-                impls: &[Impl {
-                    algo: concat!($name, ".chunked"),
-                    guarantee: Guarantee::ThreadInvariant,
-                    f: Kernel::Chunked,
-                }],
-            };
-        )*
-        /// Every elementwise op, in the order of this file (for
-        /// [`builtin_ops`](crate::dispatch::builtin_ops)).
-        pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
-
-        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
-            OPS.iter().map(|o| o.info()).collect()
-        }
-    };
-}
-
-elementwise_ops! {
+chunked_ops! {
     /// `torch.add` (also `add_scalar`).
     ADD = "add";
     /// `Tensor.add_`: in place (the bias add of `linear`).

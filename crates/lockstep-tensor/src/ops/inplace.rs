@@ -30,36 +30,10 @@ use crate::Tensor;
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result, invalid};
-use crate::threads::Par;
 
-const CHUNK: usize = 1 << 14;
-/// Below this many elements the calling thread does the work (never changes bits).
-const SERIAL_MAX: usize = 1 << 16;
+use super::elementwise::{CHUNK, SERIAL_MAX};
 
-macro_rules! inplace_ops {
-    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
-        $(
-            $(#[$doc])*
-            pub static $id: Op<Kernel> = Op {
-                name: $name,
-                impls: &[Impl {
-                    algo: concat!($name, ".chunked"),
-                    guarantee: Guarantee::ThreadInvariant,
-                    f: Kernel::Chunked,
-                }],
-            };
-        )*
-        /// Every op of this file (for [`builtin_ops`](crate::dispatch::builtin_ops)).
-        pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
-
-        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
-            OPS.iter().map(|o| o.info()).collect()
-        }
-    };
-}
-
-inplace_ops! {
+chunked_ops! {
     /// `Tensor.add_(other, alpha=a)`: `fma(a, other, self)`.
     ADD_ALPHA_ = "add_alpha_";
     /// `Tensor.sub_(other, alpha=a)`: `fma(−a, other, self)`.
@@ -411,24 +385,23 @@ fn apply_any<T: Element + Send + Sync, const N: usize>(
     for o in operands {
         dense.push(dense_as(op.name, o, &shape)?);
     }
-    let imp = op.select_impl()?;
     let srcs: Vec<&[T]> = dense.iter().map(|t| t.data::<T>()).collect::<Result<_>>()?;
-    let d = dst.data_mut::<T>()?;
     let run = |i: usize, out: &mut [T]| {
         let lo = i * CHUNK;
         for (k, x) in out.iter_mut().enumerate() {
             *x = f(*x, core::array::from_fn(|n| srcs[n][lo + k]));
         }
     };
-    match imp.f {
-        Kernel::Chunked if d.len() <= SERIAL_MAX || crate::threads::get_num_threads() == 1 => {
-            for (i, c) in d.chunks_mut(CHUNK).enumerate() {
-                run(i, c);
+    op.run_inplace(dst, &operands, |imp, par, dst| {
+        let d = dst.data_mut::<T>()?;
+        match imp.f {
+            Kernel::Chunked if d.len() <= SERIAL_MAX || par.threads() == 1 => {
+                for (i, c) in d.chunks_mut(CHUNK).enumerate() {
+                    run(i, c);
+                }
             }
+            Kernel::Chunked => par.for_each_chunk_mut(d, CHUNK, run),
         }
-        Kernel::Chunked => Par::current().for_each_chunk_mut(d, CHUNK, run),
-    }
-    let inputs: Vec<&Tensor> = core::iter::once(&*dst).chain(operands).collect();
-    crate::trace::record(op.name, imp.algo, &inputs, dst);
-    Ok(())
+        Ok(())
+    })
 }

@@ -2,6 +2,32 @@
 //! [`dispatch::Op`](crate::dispatch::Op) statics where there is a choice of algorithm, and the
 //! `Tensor` methods that call them.
 
+/// Declares a family of elementwise ops (`elementwise.rs`, `inplace.rs`): a `static` [`Op<Kernel>`] each, with one thread-invariant
+/// implementation whose algorithm id is `NAME.chunked`, and the list of them.
+macro_rules! chunked_ops {
+    ($($(#[$doc:meta])* $id:ident = $name:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub static $id: Op<Kernel> = Op {
+                name: $name,
+                impls: &[Impl {
+                    algo: concat!($name, ".chunked"),
+                    guarantee: Guarantee::ThreadInvariant,
+                    f: Kernel::Chunked,
+                }],
+            };
+        )*
+        /// Every op of this family, in the order of its file (for
+        /// [`builtin_ops`](crate::dispatch::builtin_ops)).
+        pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
+
+        /// This family's ops (collected by [`crate::ops::builtin_ops`]).
+        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+            OPS.iter().map(|o| o.info()).collect()
+        }
+    };
+}
+
 pub mod conv;
 pub mod elementwise;
 pub mod index;
