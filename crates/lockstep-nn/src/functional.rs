@@ -4,13 +4,10 @@
 
 use crate::autograd::{Var, no_grad};
 use crate::ops::invalid;
-use bn_kernel::{BnElem, ChannelConst, Pass};
 use lockstep_tensor::ops::conv::Conv2dParams;
+use lockstep_tensor::ops::norm::BatchNorm;
 use lockstep_tensor::ops::pool::Pool2d;
-use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
-
-mod bn_kernel;
 
 /// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, H, W]`,
 /// weight `[Cout, Cin/groups, kh, kw]`, bias `[Cout]`. The gradients use the convolution's own
@@ -202,174 +199,35 @@ pub fn batch_norm(
             ),
         ));
     }
-    let xt = x.data().try_contiguous()?;
-    let dtype = x.dtype();
-    let batch_stats = training || running_mean.is_none() || running_var.is_none();
+    let running = match (running_mean, running_var) {
+        (Some(rm), Some(rv)) => Some((rm.data(), rv.data())),
+        _ => None,
+    };
+    let (weight_t, bias_t) = (weight.map(|w| w.data()), bias.map(|b| b.data()));
+    let (y, stats, norm) = BatchNorm::forward(
+        &x.data(),
+        running.as_ref().map(|(m, v)| (m, v)),
+        weight_t.as_ref(),
+        bias_t.as_ref(),
+        training,
+        eps,
+    )?;
+    if training && let Some(stats) = &stats {
+        no_grad(|| {
+            update_running_stats(
+                running_mean,
+                running_var,
+                &stats.mean,
+                &stats.var_sum,
+                m,
+                momentum,
+            )
+        })?;
+    }
     let mut inputs = vec![x];
-    let (has_w, has_b) = (weight.is_some(), bias.is_some());
     inputs.extend(weight);
     inputs.extend(bias);
-    let traced: Vec<Tensor> = inputs.iter().map(|v| v.data()).collect();
-    let traced: Vec<&Tensor> = traced.iter().collect();
-    let (y, norm) = crate::ops::BATCH_NORM.run(&traced, |_, par| {
-        let (mean, var_sum) = if batch_stats {
-            match dtype {
-                DType::F32 => bn_stats(xt.data::<f32>()?, n, c, s, par),
-                _ => bn_stats(xt.data::<f64>()?, n, c, s, par),
-            }
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        if training {
-            no_grad(|| {
-                update_running_stats(running_mean, running_var, &mean, &var_sum, m, momentum)
-            })?;
-        }
-        let (mean, var) = if batch_stats {
-            let var = var_sum.iter().map(|&v| v / m as f64).collect();
-            (mean, var)
-        } else {
-            (
-                f64s(&running_mean.expect("checked").data()),
-                f64s(&running_var.expect("checked").data()),
-            )
-        };
-        let invstd: Vec<f64> = var.iter().map(|&v| 1.0 / (v + eps).sqrt()).collect();
-        let w = weight.map(|w| f64s(&w.data()));
-        let b = bias.map(|b| f64s(&b.data()));
-        let norm = BnNorm {
-            n,
-            c,
-            s,
-            mean,
-            invstd,
-            w,
-        };
-        // x̂ is recomputed from x where needed (the same f64 operations, so the same bits as a
-        // stored copy), with no f64 copies of the input, output or gradient.
-        let y = match dtype {
-            DType::F32 => norm.forward::<f32>(&xt, b.as_deref(), par)?,
-            _ => norm.forward::<f64>(&xt, b.as_deref(), par)?,
-        };
-        Ok((y, norm))
-    })?;
-    Ok(Var::from_op(OP, y, &inputs, move |g| {
-        crate::ops::BATCH_NORM_BACKWARD.run(&[g], |_, par| {
-            let (gx, sg, sgx) = match dtype {
-                DType::F32 => norm.backward::<f32>(&xt, g, batch_stats, par)?,
-                _ => norm.backward::<f64>(&xt, g, batch_stats, par)?,
-            };
-            let mut out = vec![Some(gx)];
-            if has_w {
-                out.push(Some(from_f64s(sgx, &[c], dtype)?));
-            }
-            if has_b {
-                out.push(Some(from_f64s(sg, &[c], dtype)?));
-            }
-            Ok(out)
-        })
-    }))
-}
-
-/// Batch statistics of `xs` (`[n, c, s]`): the mean and the sum of squared deviations per
-/// channel, in f64 in index order (one serial chain per channel; see [`bn_kernel`]).
-fn bn_stats<T: BnElem>(xs: &[T], n: usize, c: usize, s: usize, par: &Par) -> (Vec<f64>, Vec<f64>) {
-    let m = (n * s) as f64;
-    let sums =
-        bn_kernel::channel_sums::<T, { bn_kernel::SUM_X }>(xs, &[], &[], &[], (n, c, s), par);
-    let mean: Vec<f64> = sums.iter().map(|&[a, _]| a / m).collect();
-    let var_sum =
-        bn_kernel::channel_sums::<T, { bn_kernel::SUM_SQDEV }>(xs, &[], &mean, &[], (n, c, s), par);
-    (mean, var_sum.into_iter().map(|[v, _]| v).collect())
-}
-
-/// What batch normalisation's forward and backward share: the shape `[n, c, s]`, the
-/// per-channel mean and 1/√(var + ε), and the weight, in f64.
-struct BnNorm {
-    n: usize,
-    c: usize,
-    s: usize,
-    mean: Vec<f64>,
-    invstd: Vec<f64>,
-    w: Option<Vec<f64>>,
-}
-
-impl BnNorm {
-    fn wc(&self, ch: usize) -> f64 {
-        self.w.as_ref().map_or(1.0, |w| w[ch])
-    }
-
-    /// `y = x̂·w + b` with `x̂ = (x − mean)·invstd`, in f64, rounded once to `T`.
-    fn forward<T: BnElem>(&self, xt: &Tensor, b: Option<&[f64]>, par: &Par) -> Result<Tensor> {
-        let xs = xt.data::<T>()?;
-        let consts: Vec<ChannelConst> = (0..self.c)
-            .map(|ch| ChannelConst {
-                mean: self.mean[ch],
-                invstd: self.invstd[ch],
-                scale: self.wc(ch),
-                a: b.map_or(0.0, |b| b[ch]),
-                b: 0.0,
-                m: 0.0,
-            })
-            .collect();
-        let y = bn_kernel::elementwise(
-            Pass::Forward,
-            &consts,
-            xs,
-            &[],
-            (self.n, self.c, self.s),
-            par,
-        );
-        Tensor::from_vec(y, xt.shape())
-    }
-
-    /// The input's gradient and the per-channel sums `Σ g` and `Σ g·x̂` (the bias's and the
-    /// weight's gradients), in f64 in index order.
-    fn backward<T: BnElem>(
-        &self,
-        xt: &Tensor,
-        g: &Tensor,
-        batch_stats: bool,
-        par: &Par,
-    ) -> Result<(Tensor, Vec<f64>, Vec<f64>)> {
-        let (n, c, s) = (self.n, self.c, self.s);
-        let m = (n * s) as f64;
-        let xs = xt.data::<T>()?;
-        let g = g.try_contiguous()?;
-        let gs = g.data::<T>()?;
-        // Σ g and Σ g·x̂ in one pass (two chains per channel).
-        let sums = bn_kernel::channel_sums::<T, { bn_kernel::SUM_GRAD }>(
-            xs,
-            gs,
-            &self.mean,
-            &self.invstd,
-            (n, c, s),
-            par,
-        );
-        let sg: Vec<f64> = sums.iter().map(|v| v[0]).collect();
-        let sgx: Vec<f64> = sums.iter().map(|v| v[1]).collect();
-        let consts: Vec<ChannelConst> = (0..c)
-            .map(|ch| {
-                let (is, wc) = (self.invstd[ch], self.wc(ch));
-                ChannelConst {
-                    mean: self.mean[ch],
-                    invstd: is,
-                    // wc·is/m · (m·g − Σg − x̂·Σgx̂), the factors per channel hoisted.
-                    scale: if batch_stats { wc * is / m } else { wc },
-                    a: sg[ch],
-                    b: sgx[ch],
-                    m,
-                }
-            })
-            .collect();
-        let pass = if batch_stats {
-            Pass::BackwardBatch
-        } else {
-            Pass::BackwardRunning
-        };
-        let gx = bn_kernel::elementwise(pass, &consts, xs, gs, (n, c, s), par);
-        Ok((Tensor::from_vec(gx, xt.shape())?, sg, sgx))
-    }
+    Ok(Var::from_op(OP, y, &inputs, move |g| norm.backward(g)))
 }
 
 /// The running statistics' update of `batch_norm_cpu_update_stats_template`, formula by

@@ -45,8 +45,6 @@ pub mod functional;
 pub mod gradcheck;
 pub mod init;
 pub mod layers;
-mod lstm_input;
-mod lstm_kernel;
 pub mod module;
 mod ops;
 pub mod optim;

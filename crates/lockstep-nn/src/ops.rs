@@ -16,19 +16,15 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
 }
 
 /// The ops this crate registers with dispatch itself (the training layer's own kernels: gradient
-/// clipping, SGD's update, batch normalisation, the fused recurrent layers), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
+/// clipping, SGD's update; batch normalisation's and the fused recurrent layers' kernels are the tensor crate's), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
 /// `lockstep verify`'s advice and tools that explain a trace.
 pub fn builtin_ops() -> Vec<OpInfo> {
-    let mut ops = vec![
+    vec![
         GET_TOTAL_NORM.info(),
         CLIP_GRADS_WITH_NORM.info(),
         CLIP_GRAD_VALUE.info(),
         SGD.info(),
-        BATCH_NORM.info(),
-        BATCH_NORM_BACKWARD.info(),
-    ];
-    ops.extend(crate::rnn::ops());
-    ops
+    ]
 }
 
 /// One thread-invariant implementation (`f` unused: the kernel is the caller's).
@@ -65,16 +61,6 @@ single_op!(
     /// element); traced once per parameter with its new value.
     SGD = "sgd", "sgd.elementwise"
 );
-single_op!(
-    /// `F.batch_norm`: per-channel statistics in f64, one chain per channel in index order;
-    /// traced with the output.
-    BATCH_NORM = "batch_norm", "batch_norm.f64_channels"
-);
-single_op!(
-    /// Its backward: traced once per gradient (input, then weight and bias).
-    BATCH_NORM_BACKWARD = "batch_norm_backward", "batch_norm_backward.f64_channels"
-);
-
 /// Sums `g` down to `shape` (the reverse of broadcasting): leading dimensions are summed away,
 /// and dimensions where `shape` has 1 are summed with `keepdim`. Deterministic (`sum_dim`).
 ///

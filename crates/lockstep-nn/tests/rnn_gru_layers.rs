@@ -103,7 +103,7 @@ fn the_layer_is_traced_forward_and_backward() {
         .collect();
     assert_eq!(bwd, vec![vec![6, 2, 12], vec![12, 4], vec![12]]);
     assert!(
-        lockstep_nn::builtin_ops()
+        lockstep_tensor::dispatch::builtin_ops()
             .iter()
             .any(|o| o.name == "gru_layer_backward")
     );

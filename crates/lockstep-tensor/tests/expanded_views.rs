@@ -56,6 +56,77 @@ fn gen_() -> Generator {
 }
 
 /// `(op name as dispatch lists it, a call of it)`.
+/// The fused recurrent layers' kernels on `[T = 5, B = 2]` with `H = 16` (`g`·H gate columns),
+/// forward then backward with a ones gradient: the value and every gradient.
+fn recurrent(kind: &str, p: Prep) -> Result<Vec<Tensor>> {
+    use lockstep_tensor::ops::recurrent::{CellKind, LstmLayer, RecurrentLayer};
+    let (hd, order) = (16, [0usize, 1, 2, 3, 4]);
+    let g = match kind {
+        "lstm" => 4,
+        "gru" => 3,
+        _ => 1,
+    };
+    let (xw, w, b, h0) = (
+        p(f(&[5, 2, g * hd])),
+        p(pos(&[g * hd, hd])),
+        p(f(&[g * hd])),
+        p(f(&[2, hd])),
+    );
+    let mut out = Vec::new();
+    if kind == "lstm" {
+        let c0 = p(pos(&[2, hd]));
+        let (y, run) = LstmLayer::forward(&xw, &w, Some(&b), &h0, &c0, &order)?;
+        let grads = run.backward(&Tensor::ones(y.shape(), DType::F32)?, true, true)?;
+        out.push(y);
+        out.extend(grads.into_iter().flatten());
+    } else {
+        let cell = if kind == "gru" {
+            CellKind::Gru
+        } else {
+            CellKind::Tanh
+        };
+        let (y, run) = RecurrentLayer::forward(cell, &xw, &w, Some(&b), &h0, &order)?;
+        let grads = run.backward(&Tensor::ones(y.shape(), DType::F32)?, true)?;
+        out.push(y);
+        out.extend(grads.into_iter().flatten());
+    }
+    Ok(out)
+}
+
+/// An LSTM layer's input projection (`x` `[5, 2, 8]`, `W` `[64, 8]`: whole tiles for AVX2 and
+/// AVX-512), forward and backward; off x86-64 the inputs do not fit and the op refuses.
+fn lstm_input(p: Prep) -> Result<Vec<Tensor>> {
+    use lockstep_tensor::ops::recurrent::{lstm_input, lstm_input_backward};
+    let (x, w, b) = (p(f(&[5, 2, 8])), p(pos(&[64, 8])), p(f(&[64])));
+    let Some(y) = lstm_input(&x, &w, Some(&b))? else {
+        return Ok(vec![]);
+    };
+    let gy = p(f(&[5, 2, 64]));
+    let mut out = vec![y];
+    out.extend(
+        lstm_input_backward(&gy, &x, &w, true, true, true, true)?
+            .into_iter()
+            .flatten(),
+    );
+    Ok(out)
+}
+
+/// Batch normalisation's kernels on `x` `[4, 3, 2]` with weight, bias and running statistics,
+/// in training (batch statistics) and evaluation (running ones), forward and backward.
+fn batch_norm(p: Prep) -> Result<Vec<Tensor>> {
+    use lockstep_tensor::ops::norm::BatchNorm;
+    let (x, w, b) = (p(f(&[4, 3, 2])), p(pos(&[3])), p(f(&[3])));
+    let (rm, rv) = (p(f(&[3])), p(pos(&[3])));
+    let mut out = Vec::new();
+    for training in [true, false] {
+        let (y, _, run) =
+            BatchNorm::forward(&x, Some((&rm, &rv)), Some(&w), Some(&b), training, 1e-5)?;
+        out.extend(run.backward(&p(f(&[4, 3, 2])))?.into_iter().flatten());
+        out.push(y);
+    }
+    Ok(out)
+}
+
 fn cases() -> Vec<(&'static str, Run)> {
     let c: Vec<(&'static str, Run)> = vec![
         ("sum", |p| one(p(f(&[3, 4])).sum())),
@@ -95,6 +166,16 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("matmul", |p| {
             one(p(f(&[3, 4])).linear(&p(pos(&[5, 4])), Some(&p(f(&[5])))))
         }),
+        ("lstm_layer", |p| recurrent("lstm", p)),
+        ("lstm_layer_backward", |p| recurrent("lstm", p)),
+        ("gru_layer", |p| recurrent("gru", p)),
+        ("gru_layer_backward", |p| recurrent("gru", p)),
+        ("rnn_layer", |p| recurrent("rnn", p)),
+        ("rnn_layer_backward", |p| recurrent("rnn", p)),
+        ("lstm_input", lstm_input),
+        ("batch_norm", batch_norm),
+        ("batch_norm_backward", batch_norm),
+        ("lstm_input_backward", lstm_input),
         ("conv2d", |p| {
             one(p(f(&[2, 3, 6, 6])).conv2d(
                 &p(pos(&[4, 3, 3, 3])),

@@ -33,15 +33,17 @@ pub mod elementwise;
 pub mod index;
 pub mod inplace;
 pub mod matmul;
+pub mod norm;
 pub mod pool;
 pub mod random;
+pub mod recurrent;
 pub mod reduce;
 pub mod view;
 
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
 pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 9] = [
+    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 11] = [
         reduce::ops,
         matmul::ops,
         conv::ops,
@@ -51,6 +53,8 @@ pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
         view::ops,
         elementwise::ops,
         inplace::ops,
+        recurrent::ops,
+        norm::ops,
     ];
     families.into_iter().flat_map(|f| f()).collect()
 }

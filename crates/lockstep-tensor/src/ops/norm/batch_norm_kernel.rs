@@ -11,10 +11,10 @@
 //! instruction set, on how channels are grouped, or on the thread count: channels are split
 //! over threads whole, elements by contiguous plane ranges.
 
+use crate::Element;
+use crate::isa::Isa;
+use crate::threads::Par;
 use core::mem::MaybeUninit;
-use lockstep_tensor::Element;
-use lockstep_tensor::isa::Isa;
-use lockstep_tensor::threads::Par;
 use std::sync::Mutex;
 
 /// `Σ x` per channel.

@@ -15,10 +15,10 @@
 //! so it is skipped; and `W_hh`'s gradient skips the first step's rows (`h_prev = 0`) as long as
 //! their `dG` is finite, for the same reason (a chain of `+0.0` then continues unchanged).
 
-use crate::rnn::for_row_ranges;
+use super::for_row_ranges;
+use crate::threads::Par;
+use crate::{Error, Result};
 use core::sync::atomic::{AtomicBool, Ordering};
-use lockstep_tensor::threads::Par;
-use lockstep_tensor::{Error, Result};
 
 /// Gate vectors per micro-tile: the forward tile holds `i, f, g, o` of `U` hidden units, the
 /// backward tile `4·U` columns of `dh`.
@@ -38,7 +38,7 @@ impl Simd {
     /// `LOCKSTEP_ISA` / `set_isa`), or `None`: the GEMM path then runs. Not cached here, so a
     /// later `set_isa` reaches it; `Isa::best` is one atomic load.
     pub(crate) fn detect() -> Option<Simd> {
-        use lockstep_tensor::isa::Isa;
+        use crate::isa::Isa;
         match Isa::best() {
             Isa::Avx512 => Some(Simd::Avx512),
             Isa::Avx2 => Some(Simd::Avx2),
@@ -173,7 +173,7 @@ pub(crate) mod fast {
     #[inline(always)]
     pub fn map(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
         #[cfg(target_arch = "x86_64")]
-        if lockstep_tensor::isa::Isa::Avx2.enabled() {
+        if crate::isa::Isa::Avx2.enabled() {
             // SAFETY: the CPU supports AVX2 (the switch allows AVX2 only where the CPU has it).
             return unsafe { map_avx2(v, f) };
         }
@@ -1206,7 +1206,7 @@ pub(crate) fn scratch(n: usize) -> Result<Vec<f32>> {
             v.resize(n, 0.0);
             Ok(v)
         }
-        None => lockstep_tensor::try_filled_vec("lstm_layer", n, 0f32),
+        None => crate::try_filled_vec("lstm_layer", n, 0f32),
     }
 }
 

@@ -2,16 +2,16 @@
 //! the fused layer's own kernels ([`lstm_kernel::project_rows`], [`lstm_kernel::product_rows`],
 //! [`lstm_kernel::product_t_rows`]): no packing of the operands for the backward, no zeroed
 //! outputs. Each element is the same fma chain as the blocked GEMM's, so the value and the
-//! gradients have the bits of `Var::linear` (`lstm_input.linear`, which runs instead off
-//! x86-64, for f64, and for `4H` that is not whole tiles), at any number of threads: a thread
-//! computes whole elements. Pin with `lockstep_tensor::autotune::with_algorithm`.
+//! gradients have the bits of `linear` (`lstm_input.linear`, which runs instead off x86-64,
+//! for f64, and for `4H` that is not whole tiles), at any number of threads: a thread computes
+//! whole elements. Pin with `crate::autotune::with_algorithm`.
 
-use crate::autograd::Var;
-use crate::lstm_kernel::{self, NV, Out, Simd};
-use crate::rnn::{for_row_ranges, uninit};
-use lockstep_tensor::dispatch::{Guarantee, Impl, Op};
-use lockstep_tensor::threads::Par;
-use lockstep_tensor::{DType, Result, Tensor};
+use super::lstm_kernel::{self, NV, Out, Simd};
+use super::{for_row_ranges, uninit};
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::error::invalid;
+use crate::threads::Par;
+use crate::{DType, Result, Tensor};
 
 /// `(x [M, k], W [g, k], b [g])` → `[M, g]`.
 type ForwardFn = fn(&Tensor, &Tensor, Option<&Tensor>, &Par) -> Result<Tensor>;
@@ -45,14 +45,8 @@ static LSTM_INPUT_BACKWARD: Op<()> = Op {
     }],
 };
 
-/// Makes the op's algorithm ids known to `autotune` before its first call.
-pub(crate) fn register() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| lockstep_tensor::autotune::register(&LSTM_INPUT));
-}
-
 /// The op's registrations (forward and backward).
-pub(crate) fn infos() -> Vec<lockstep_tensor::dispatch::OpInfo> {
+pub(super) fn ops() -> Vec<crate::dispatch::OpInfo> {
     vec![LSTM_INPUT.info(), LSTM_INPUT_BACKWARD.info()]
 }
 
@@ -62,71 +56,111 @@ fn simd_for(g: usize) -> Option<Simd> {
     g.is_multiple_of(NV * simd.lanes()).then_some(simd)
 }
 
-/// `x.linear(w, b)` for `x` `[T, B, k]`: the same value and gradients, through the SIMD kernels
-/// where they apply.
-///
-/// # Errors
-/// As [`Var::linear`].
-pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
+/// Whether [`lstm_input`] can take `x.linear(w, b)` on this CPU: `x` `[T, B, k]`, `w`
+/// `[g, k]`, `b` `[g]`, all f32, `k > 0`, and `g` whole tiles of the SIMD kernels.
+pub fn lstm_input_fits(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> bool {
     let (xs, ws) = (x.shape(), w.shape());
     let f32s = x.dtype() == DType::F32
         && w.dtype() == DType::F32
         && b.is_none_or(|b| b.dtype() == DType::F32);
-    let fits = f32s
-        && xs.len() == 3
+    f32s && xs.len() == 3
         && ws.len() == 2
         && xs[2] == ws[1]
         && ws[1] > 0
         && b.is_none_or(|b| b.shape() == [ws[0]])
-        && simd_for(ws[0]).is_some();
-    if !fits {
-        return x.linear(w, b);
+        && simd_for(ws[0]).is_some()
+}
+
+/// `x.linear(w, b)` for `x` `[T, B, k]` through dispatch (`lstm_input`): `Some(value)` from
+/// the SIMD kernels (`lstm_input.simd`), or `None` when `lstm_input.linear` was chosen (a pin,
+/// or benchmark mode found it faster): the caller then computes `linear` itself, with the
+/// same bits. The inputs must pass [`lstm_input_fits`].
+///
+/// # Errors
+/// Inputs that do not fit (`InvalidArgument`), `OutOfMemory`.
+pub fn lstm_input(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Option<Tensor>> {
+    if !lstm_input_fits(x, w, b) {
+        return Err(invalid(
+            "lstm_input",
+            "input",
+            format!(
+                "expected f32 x [T, B, k], W [g, k] and b [g] with g whole SIMD tiles, got {:?}, {:?}, {:?}",
+                x.shape(),
+                w.shape(),
+                b.map(|b| b.shape().to_vec())
+            ),
+        ));
     }
-    register();
-    let (xt, wt) = (x.data().try_contiguous()?, w.data().try_contiguous()?);
-    let bt = b.map(|b| b.data().try_contiguous()).transpose()?;
-    let key = format!("{xs:?}x{ws:?}");
+    let (xt, wt) = (x.try_contiguous()?, w.try_contiguous()?);
+    let bt = b.map(Tensor::try_contiguous).transpose()?;
+    let key = format!("{:?}x{:?}", x.shape(), w.shape());
     let mut traced = vec![&xt, &wt];
     traced.extend(bt.as_ref());
-    // `None`: `lstm_input.linear` was chosen, and `Var::linear` below does the work (and the
-    // tracing); it runs here only when benchmark mode times it.
-    let value = LSTM_INPUT.tuned(&key).run(&traced, |imp, par| {
+    LSTM_INPUT.tuned(&key).run(&traced, |imp, par| {
         let v = (imp.f)(&xt, &wt, bt.as_ref(), par)?;
         Ok((imp.algo == "lstm_input.simd").then_some(v))
-    })?;
-    drop(traced);
-    let Some(value) = value else {
-        return x.linear(w, b);
-    };
-    let (rx, rw) = (x.requires_grad(), w.requires_grad());
-    let rb = b.is_some_and(|b| b.requires_grad());
-    let mut inputs = vec![x, w];
-    inputs.extend(b);
-    let has_bias = b.is_some();
-    Ok(Var::from_op("lstm_input", value, &inputs, move |gy| {
-        let gy = gy.try_contiguous()?;
-        LSTM_INPUT_BACKWARD.run(&[&gy], |_, par| {
-            let (gx, gw) = backward(&gy, &xt, &wt, rx, rw, par)?;
-            let mut out = vec![gx, gw];
-            if has_bias {
-                // As `linear`'s backward: the same reduction, the same bits.
-                out.push(if rb {
-                    let g = wt.shape()[0];
-                    Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
-                } else {
-                    None
-                });
-            }
-            Ok(out)
-        })
-    }))
+    })
+}
+
+/// The gradients of [`lstm_input`]'s `x` (`gy · W`, if `need_x`), `W` (`gyᵀ · x`, if
+/// `need_w`) and, with `has_bias`, `b` (if `need_b`: `linear`'s column sums), in that order,
+/// through dispatch (`lstm_input_backward`, traced once per gradient). `x` and `w` are the
+/// forward's inputs.
+///
+/// # Errors
+/// `gy` of another shape than the forward's value, `OutOfMemory`.
+pub fn lstm_input_backward(
+    gy: &Tensor,
+    x: &Tensor,
+    w: &Tensor,
+    need_x: bool,
+    need_w: bool,
+    has_bias: bool,
+    need_b: bool,
+) -> Result<Vec<Option<Tensor>>> {
+    let g = w.shape().first().copied().unwrap_or(0);
+    let mut want = x.shape().to_vec();
+    if let Some(last) = want.last_mut() {
+        *last = g;
+    }
+    let f32s = [gy, x, w].iter().all(|t| t.dtype() == DType::F32);
+    if gy.shape() != want.as_slice()
+        || !f32s
+        || w.ndim() != 2
+        || x.shape().last() != w.shape().get(1)
+    {
+        return Err(invalid(
+            "lstm_input_backward",
+            "grad",
+            format!(
+                "expected an f32 gradient of shape {want:?}, got {:?} {:?}",
+                gy.dtype(),
+                gy.shape()
+            ),
+        ));
+    }
+    let gy = gy.try_contiguous()?;
+    let (xt, wt) = (x.try_contiguous()?, w.try_contiguous()?);
+    LSTM_INPUT_BACKWARD.run(&[&gy], |_, par| {
+        let (gx, gw) = backward(&gy, &xt, &wt, need_x, need_w, par)?;
+        let mut out = vec![gx, gw];
+        if has_bias {
+            // As `linear`'s backward: the same reduction, the same bits.
+            out.push(if need_b {
+                Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
+            } else {
+                None
+            });
+        }
+        Ok(out)
+    })
 }
 
 /// `lstm_input.simd`.
 fn forward_simd(x: &Tensor, w: &Tensor, b: Option<&Tensor>, par: &Par) -> Result<Tensor> {
     let (g, k) = (w.shape()[0], w.shape()[1]);
     let simd = simd_for(g).ok_or_else(|| {
-        crate::ops::invalid(
+        invalid(
             "lstm_input",
             "algorithm",
             "lstm_input.simd needs AVX2+FMA or AVX-512 and whole tiles",
