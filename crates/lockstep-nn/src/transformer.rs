@@ -134,7 +134,7 @@ impl MultiheadAttention {
                 "embed_dim must be greater than 0".into(),
             ));
         }
-        if num_heads == 0 || embed_dim % num_heads != 0 {
+        if num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             return Err(bad(
                 OP,
                 "num_heads",
