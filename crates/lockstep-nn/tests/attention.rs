@@ -472,7 +472,7 @@ fn same_bits_at_1_2_3_8_threads() {
             lockstep_tensor::deterministic::scope(true, false, || {
                 manual_seed(3);
                 let cfg = LayerConfig {
-                    dim_feedforward: 96,
+                    dim_feedforward: 256,
                     dropout: 0.1,
                     norm_first: true,
                     activation: Activation::Gelu,
@@ -480,10 +480,12 @@ fn same_bits_at_1_2_3_8_threads() {
                 };
                 let enc = TransformerEncoderLayer::with_config(64, 4, &cfg).unwrap();
                 let dec = TransformerDecoderLayer::with_config(64, 4, &cfg).unwrap();
-                let src = Var::new(randn(&[24, 6, 64], 1), true);
-                let tgt = Var::new(randn(&[20, 6, 64], 2), true);
-                let causal: Vec<bool> = (0..400).map(|i| i % 20 > i / 20).collect();
-                let causal = Tensor::from_vec(causal, &[20, 20]).unwrap();
+                // Scores [8, 4, 48, 48] and feed-forward activations [48·8, 256] are past the
+                // elementwise kernels' serial limit (2^16), so the teams really split them.
+                let src = Var::new(randn(&[48, 8, 64], 1), true);
+                let tgt = Var::new(randn(&[48, 8, 64], 2), true);
+                let causal: Vec<bool> = (0..48 * 48).map(|i| i % 48 > i / 48).collect();
+                let causal = Tensor::from_vec(causal, &[48, 48]).unwrap();
                 let mem = enc.forward(&src).unwrap();
                 let masks = DecoderMasks {
                     tgt_mask: Some(&causal),
