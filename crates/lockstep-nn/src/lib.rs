@@ -18,6 +18,7 @@
 //! | `nn.Sequential`, `nn.ModuleList`, `nn.ModuleDict` | [`layers::Sequential`], [`ModuleList`], [`ModuleDict`] |
 //! | `nn.Linear`, `nn.Conv2d`, `nn.BatchNorm1d/2d`, `nn.LayerNorm`, `nn.Dropout`, `nn.Embedding` | [`layers`] |
 //! | `nn.RNN`, `nn.GRU`, `nn.LSTM` | [`rnn::Rnn`] |
+//! | `nn.MultiheadAttention`, `nn.TransformerEncoderLayer/DecoderLayer`, `nn.RMSNorm`, `F.scaled_dot_product_attention` | [`transformer`], [`functional::scaled_dot_product_attention`] (PyTorch's init bits and dropout draws) |
 //! | `F.cross_entropy`, `F.nll_loss`, `F.mse_loss`, `F.binary_cross_entropy_with_logits` | [`functional`] |
 //! | `torch.optim.SGD/Adam/AdamW`, `lr_scheduler.*`, `clip_grad_norm_` | [`optim`] |
 //! | `nn.init.kaiming_uniform_(w)`, `xavier_normal_`, `trunc_normal_`, `eye_`, … | [`init`] (same draws as PyTorch) |
@@ -52,6 +53,7 @@ mod recurrent;
 pub mod rng;
 pub mod rnn;
 pub mod sync_batch_norm;
+pub mod transformer;
 
 pub use autograd::{BackwardOptions, Var, is_grad_enabled, no_grad, set_grad_enabled};
 pub use lockstep_tensor::{Error, Result};
