@@ -292,7 +292,7 @@ impl Par {
             return;
         }
         let len = out.len();
-        let base = SendPtr(out.as_mut_ptr());
+        let base = crate::ops::SyncPtr(out.as_mut_ptr());
         self.run_parts(parts, |p| {
             let (c0, c1) = (p * n / parts, (p + 1) * n / parts);
             let (e0, e1) = (c0 * chunk, (c1 * chunk).min(len));
@@ -303,17 +303,6 @@ impl Par {
                 f(c0 + i, c);
             }
         });
-    }
-}
-
-/// A pointer the parts of one [`Par::run_parts`] job share, each writing its own range.
-struct SendPtr<T>(*mut T);
-// SAFETY: used only for disjoint ranges of a slice whose elements are `Send`.
-unsafe impl<T: Send> Sync for SendPtr<T> {}
-impl<T> SendPtr<T> {
-    /// A method, so that closures capture the wrapper (which is `Sync`), not the field.
-    fn get(&self) -> *mut T {
-        self.0
     }
 }
 

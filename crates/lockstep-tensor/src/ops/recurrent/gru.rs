@@ -23,6 +23,7 @@
 use super::{Real, packed_transpose, try_row_ranges};
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::ops::SyncPtr;
 use crate::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use crate::threads::Par;
 use crate::{DType, Error, Result, Tensor};
@@ -288,25 +289,6 @@ fn backward(x: &LayerIn, saved: &SavedAny, gy: &Tensor, need_h0: bool, par: &Par
     }
 }
 
-/// A buffer the row ranges share, each writing only its own rows.
-#[derive(Clone, Copy)]
-struct Rows<T>(*mut T);
-// SAFETY: the ranges write disjoint rows, and nothing reads them before the ranges are joined.
-unsafe impl<T: Send> Send for Rows<T> {}
-unsafe impl<T: Send> Sync for Rows<T> {}
-
-impl<T> Rows<T> {
-    /// `len` elements from `at`.
-    ///
-    /// # Safety
-    /// They lie inside the buffer and no other thread touches them while the slice lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn rows(&self, at: usize, len: usize) -> &mut [T] {
-        // SAFETY: as documented.
-        unsafe { core::slice::from_raw_parts_mut(self.0.add(at), len) }
-    }
-}
-
 fn zeros<T: Real>(op: &'static str, n: usize) -> Result<Vec<T>> {
     crate::try_filled_vec(op, n, T::ZERO)
 }
@@ -326,10 +308,10 @@ fn forward_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
     let mut y = zeros::<T>(op, steps * bh)?;
     let h0 = x.h0.data::<T>()?;
     let (acts, hws, hprev, yo) = (
-        Rows(sv.acts.as_mut_ptr()),
-        Rows(sv.hw.as_mut_ptr()),
-        Rows(sv.hprev.as_mut_ptr()),
-        Rows(y.as_mut_ptr()),
+        SyncPtr(sv.acts.as_mut_ptr()),
+        SyncPtr(sv.hw.as_mut_ptr()),
+        SyncPtr(sv.hprev.as_mut_ptr()),
+        SyncPtr(y.as_mut_ptr()),
     );
     // The batch cut into row ranges, each through every step on its own thread (a row's
     // recurrence needs no other row), the products serial inside: the same bits as one range.
@@ -478,9 +460,9 @@ fn backward_t<T: Real>(
     let mut dws = zeros::<T>(op, steps * b * gh)?;
     let mut dh0 = zeros::<T>(op, bh)?;
     let (dxo, dwo, dho) = (
-        Rows(dxw.as_mut_ptr()),
-        Rows(dws.as_mut_ptr()),
-        Rows(dh0.as_mut_ptr()),
+        SyncPtr(dxw.as_mut_ptr()),
+        SyncPtr(dws.as_mut_ptr()),
+        SyncPtr(dh0.as_mut_ptr()),
     );
     let serial = Par::new(1);
     // Row ranges through every step, as the forward.

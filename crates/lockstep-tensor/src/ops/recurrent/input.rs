@@ -6,10 +6,11 @@
 //! for f64, and for `4H` that is not whole tiles), at any number of threads: a thread computes
 //! whole elements. Pin with `crate::autotune::with_algorithm`.
 
-use super::lstm_kernel::{self, NV, Out, Simd};
+use super::lstm_kernel::{self, NV, Simd};
 use super::{for_row_ranges, uninit};
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{DType, Result, Tensor};
 
@@ -171,7 +172,7 @@ fn forward_simd(x: &Tensor, w: &Tensor, b: Option<&Tensor>, par: &Par) -> Result
     let m = xs.len() / k;
     let wt = lstm_kernel::pack_rows(simd, ws, g, k, par, m * g * k)?;
     let mut out = uninit("lstm_input", m * g)?;
-    let o = Out(out.as_mut_ptr());
+    let o = SyncPtr(out.as_mut_ptr());
     for_row_ranges(par, m, m * g * k, |r0, r1| {
         // SAFETY: the row ranges are disjoint; `out` has room for m·g elements.
         unsafe { lstm_kernel::project_rows(simd, xs, k, &wt, g, bs, o, r0, r1) }
@@ -213,7 +214,7 @@ fn backward(
         None
     } else if k.is_multiple_of(q) {
         let mut dx = uninit("lstm_input_backward", m * k)?;
-        let o = Out(dx.as_mut_ptr());
+        let o = SyncPtr(dx.as_mut_ptr());
         for_row_ranges(par, m, m * g * k, |r0, r1| {
             // SAFETY: the row ranges are disjoint; `dx` has room for m·k elements.
             unsafe { lstm_kernel::product_rows(simd, gs, g, ws, k, o, r0, r1) }
@@ -229,7 +230,7 @@ fn backward(
         // Few inputs (the first layer): `W_ih`'s gradient transposed, `k` rows of `g`, then
         // turned around.
         let mut dwt = uninit("lstm_input_backward", g * k)?;
-        let o = Out(dwt.as_mut_ptr());
+        let o = SyncPtr(dwt.as_mut_ptr());
         for_row_ranges(par, g / q, m * g * k, |b0, b1| {
             // SAFETY: the column blocks are disjoint; `dwt` has room for k·g elements.
             unsafe { lstm_kernel::product_t_cols(simd, gs, g, xs, k, o, b0, b1) }
@@ -244,7 +245,7 @@ fn backward(
     }
     let gw = if rw {
         let mut dw = uninit("lstm_input_backward", g * k)?;
-        let o = Out(dw.as_mut_ptr());
+        let o = SyncPtr(dw.as_mut_ptr());
         // Blocks of DW_ROWS rows per thread (whole micro-tiles).
         let blocks = g.div_ceil(lstm_kernel::DW_ROWS);
         for_row_ranges(par, blocks, m * g * k, |p0, p1| {

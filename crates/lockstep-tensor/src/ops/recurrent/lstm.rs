@@ -6,10 +6,11 @@
 //! step for the hidden state's gradient, then `W_hh`'s gradient as one product over all steps
 //! (`dGᵀ · H_prev`, K = T·B) and `b_hh`'s as a sum in step order.
 
-use super::lstm_kernel::{self, Out, Simd};
+use super::lstm_kernel::{self, Simd};
 use super::{Real, for_row_ranges, packed_transpose, uninit};
 use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::ops::SyncPtr;
 use crate::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use crate::threads::Par;
 use crate::{DType, Error, Result, Tensor};
@@ -312,11 +313,11 @@ fn forward_simd(x: &LayerIn, par: &Par) -> Result<(Tensor, SavedAny)> {
         c0,
         order: &x.order,
         skip_first: finite && lstm_kernel::all_zero(h0),
-        acts: Out(sv.acts.as_mut_ptr()),
-        cs: Out(sv.cs.as_mut_ptr()),
-        tcs: Out(sv.tcs.as_mut_ptr()),
-        hprev: Out(sv.hprev.as_mut_ptr()),
-        y: Out(y.as_mut_ptr()),
+        acts: SyncPtr(sv.acts.as_mut_ptr()),
+        cs: SyncPtr(sv.cs.as_mut_ptr()),
+        tcs: SyncPtr(sv.tcs.as_mut_ptr()),
+        hprev: SyncPtr(sv.hprev.as_mut_ptr()),
+        y: SyncPtr(y.as_mut_ptr()),
     };
     for_row_ranges(par, b, work, |r0, r1| {
         lstm_kernel::forward_rows(simd, &f, r0, r1)
@@ -373,9 +374,9 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
         c0: x.c0.data::<f32>()?,
         order: &x.order,
         need_h0: a.need_h0,
-        dg: Out(dg.as_mut_ptr()),
-        dh0: Out(dh0.as_mut_ptr()),
-        dc0: Out(dc0.as_mut_ptr()),
+        dg: SyncPtr(dg.as_mut_ptr()),
+        dh0: SyncPtr(dh0.as_mut_ptr()),
+        dc0: SyncPtr(dc0.as_mut_ptr()),
     };
     for_row_ranges(par, b, steps * b * hd * g4, |r0, r1| {
         lstm_kernel::backward_rows(simd, &bw, r0, r1)
@@ -388,14 +389,14 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     );
     let (dw, db) = if direct {
         let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
-        let out = Out(dw.as_mut_ptr());
+        let out = SyncPtr(dw.as_mut_ptr());
         // b_hh's gradient beside it, the same columns of dG: each element the sum of its
         // column over every row in processing order from +0.0, as `weight_grads`.
         let mut db =
             x.b.as_ref()
                 .map(|_| crate::try_filled_vec("lstm_layer_backward", g4, 0f32))
                 .transpose()?;
-        let dbo = db.as_mut().map(|d| Out(d.as_mut_ptr()));
+        let dbo = db.as_mut().map(|d| SyncPtr(d.as_mut_ptr()));
         let (dgs, hps) = (&dg[skip * b * g4..], &sv.hprev[skip * bh..]);
         let dga = &dg[..];
         // Blocks of DW_ROWS rows of W_hh's gradient per thread: each element is one chain
@@ -521,6 +522,7 @@ fn backward_gemm(a: &BackwardIn, par: &Par) -> Result<Grads> {
     }
 }
 
+/// The GEMM path's forward: per step one `[B, H]·[H, 4H]` product (W_hhᵀ packed once), then
 /// the gates row by row.
 fn forward_gemm_t<T: Real>(x: &LayerIn, par: &Par) -> Result<(Tensor, Saved<T>)> {
     let (steps, b, hd) = x.dims();

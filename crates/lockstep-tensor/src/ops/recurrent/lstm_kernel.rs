@@ -187,31 +187,9 @@ pub(crate) mod fast {
     }
 }
 
-/// A raw output pointer shared by the row-range tasks: each writes only its own rows.
-#[derive(Clone, Copy)]
-pub(crate) struct Out(pub(crate) *mut f32);
-// SAFETY: the tasks write disjoint elements (their own rows) and nothing reads them until the
-// tasks are joined.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// The pointer `off` elements on (a method, so that closures capture the whole `Out`).
-    #[inline(always)]
-    pub(crate) fn at(self, off: usize) -> *mut f32 {
-        self.0.wrapping_add(off)
-    }
-
-    /// Copies `src` to `self + off`.
-    ///
-    /// # Safety
-    /// `off + src.len()` elements must be inside the buffer, and no other task writes them.
-    #[inline(always)]
-    unsafe fn put(self, off: usize, src: &[f32]) {
-        // SAFETY: as documented.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(off), src.len()) }
-    }
-}
+/// The output pointer the row-range tasks share: each writes only its own rows, and nothing
+/// reads them until the tasks are joined.
+pub(crate) type Out = crate::ops::SyncPtr<f32>;
 
 /// A 64-byte aligned `f32` buffer: packed weights, read a vector at a time (a vector across two
 /// cache lines costs two loads). Its storage comes from, and goes back to, [`scratch`].
@@ -323,7 +301,7 @@ fn pack_tiles(
 ) -> Result<Packed> {
     let pl = k * NV * simd.lanes();
     let mut pk = Packed::new(tiles * pl)?;
-    let dst = Out(pk.as_mut_slice().as_mut_ptr());
+    let dst = crate::ops::SyncPtr(pk.as_mut_slice().as_mut_ptr());
     for_row_ranges(par, tiles, work, |t0, t1| {
         // SAFETY: panels t0..t1 lie inside the buffer (`tiles · pl` elements) and are this
         // range's alone.

@@ -116,8 +116,6 @@ pub(crate) fn try_row_ranges(
     }
 }
 
-/// The GEMM path's forward: per step one `[B, H]·[H, 4H]` product (W_hhᵀ packed once), then
-
 /// An empty vector with room for `n` elements, which the caller writes through its pointer
 /// before `set_len`.
 ///
