@@ -231,6 +231,7 @@ CONV_CTORS = [
     ("nn.ConvTranspose2d(2, 3, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2))",
      (1, 2, 3, 4)),
     ("nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2)", (2, 4, 3, 3)),
+    ("nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, dilation=2)", (2, 2, 4, 3)),
 ]
 
 

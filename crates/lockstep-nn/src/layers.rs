@@ -1148,7 +1148,7 @@ impl ConvTranspose2d {
     ///
     /// # Errors
     /// Zero groups, channels not divisible by `groups`, an output padding not smaller than
-    /// the stride, sizes that overflow.
+    /// the stride (PyTorch also accepts one below the dilation), sizes that overflow.
     pub fn with_options(
         g: &mut Generator,
         in_channels: usize,
@@ -1158,15 +1158,15 @@ impl ConvTranspose2d {
         output_padding: (usize, usize),
         bias: bool,
     ) -> Result<Self> {
-        if output_padding.0 >= params.stride.0.max(params.dilation.0)
-            || output_padding.1 >= params.stride.1.max(params.dilation.1)
-        {
+        if output_padding.0 >= params.stride.0 || output_padding.1 >= params.stride.1 {
+            // PyTorch also allows output padding below the dilation; the kernel here (conv2d's
+            // input gradient) needs it below the stride.
             return Err(invalid(
                 "ConvTranspose2d",
                 "output_padding",
                 format!(
-                    "output padding {output_padding:?} must be smaller than either stride {:?} or dilation {:?}",
-                    params.stride, params.dilation
+                    "output padding {output_padding:?} must be smaller than the stride {:?}",
+                    params.stride
                 ),
             ));
         }

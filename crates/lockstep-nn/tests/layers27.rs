@@ -235,6 +235,17 @@ fn build(ctor: &str) -> Built {
         "nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2)" => {
             ct(4, 6, (3, 3), sq(2, 0, 2), (0, 0), true)
         }
+        "nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, dilation=2)" => ct(
+            2,
+            3,
+            (3, 3),
+            Conv2dParams {
+                dilation: (2, 2),
+                ..sq(2, 1, 1)
+            },
+            (0, 0),
+            true,
+        ),
         other => panic!("unknown constructor {other} (add it to build)"),
     };
     b.unwrap_or_else(|e| panic!("{ctor}: {e}"))
@@ -467,7 +478,7 @@ fn cells_match_pytorch() {
 fn convs_match_pytorch() {
     let _g = gen_lock();
     let cases = section("convs");
-    assert_eq!(cases.len(), 7);
+    assert_eq!(cases.len(), 8);
     for (k, c) in cases.iter().enumerate() {
         let ctor = c["ctor"].as_str().unwrap();
         let what = format!("case {k}: {ctor}");
