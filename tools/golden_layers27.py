@@ -21,6 +21,8 @@ Sections:
                recorded float64 draws: outputs for a batched and an unbatched input, with and
                without hx, and the gradients of (out*W).sum() (summed over h and c for LSTM)
                with respect to the input, hx and every parameter.
+  cells_f32    the same cells in float32 (a batched input with states, an unbatched one
+               without), PyTorch's float32 results.
   convs        nn.Conv1d and nn.ConvTranspose2d: inputs and parameters are float32 values
                (recorded); the reference is computed in float64 from them (lockstep's
                convolutions are float32 kernels, compared within 1e-5).
@@ -181,30 +183,30 @@ CELL_CTORS = [
 ]
 
 
-def cells_section():
+def cells_section(dtype=F64, combos=((2, True), (2, False), (None, True), (None, False))):
     out = []
     for ctor in CELL_CTORS:
-        m = eval(ctor, {"nn": nn}).double()
+        m = eval(ctor, {"nn": nn}).to(dtype)
         with torch.no_grad():
             for p in m.parameters():
-                p.copy_(draw(*p.shape, lo=-0.7, hi=0.7))
+                p.copy_(draw(*p.shape, lo=-0.7, hi=0.7, dtype=dtype))
         lstm = ctor.startswith("nn.LSTMCell")
         h = m.hidden_size
-        for batch in (2, None):
-            for with_hx in (True, False):
+        for batch, with_hx in combos:
+            if True:
                 m.zero_grad()
                 xs = (batch, m.input_size) if batch else (m.input_size,)
                 hs = (batch, h) if batch else (h,)
-                x = draw(*xs).requires_grad_()
-                hx = draw(*hs).requires_grad_() if with_hx else None
-                cx = draw(*hs).requires_grad_() if (with_hx and lstm) else None
+                x = draw(*xs, dtype=dtype).requires_grad_()
+                hx = draw(*hs, dtype=dtype).requires_grad_() if with_hx else None
+                cx = draw(*hs, dtype=dtype).requires_grad_() if (with_hx and lstm) else None
                 if lstm:
                     ho, co = m(x, (hx, cx) if with_hx else None)
-                    w, v = draw(*hs), draw(*hs)
+                    w, v = draw(*hs, dtype=dtype), draw(*hs, dtype=dtype)
                     ((ho * w).sum() + (co * v).sum()).backward()
                 else:
                     ho = m(x, hx)
-                    w = draw(*hs)
+                    w = draw(*hs, dtype=dtype)
                     (ho * w).sum().backward()
                 case = {"ctor": ctor, "params": [[k, T(p)] for k, p in m.named_parameters()],
                         "x": T(x), "h": T(ho), "w": T(w), "grad_x": T(x.grad),
@@ -268,6 +270,9 @@ def main():
         "losses": losses_section(),
         "cells": cells_section(),
         "convs": convs_section(),
+        # Last, so that the draws above do not move: the cells in float32 (PyTorch's CPU
+        # kernels in float32; compared within 1e-5).
+        "cells_f32": cells_section(torch.float32, ((2, True), (None, False))),
     }
     with open(OUT, "w") as f:
         json.dump(doc, f, indent=None, separators=(",", ":"))
