@@ -320,3 +320,35 @@ fn group_errors_name_their_argument() {
     assert_eq!(opt.options().lr, 0.5);
     assert!(opt.group_options(1).is_none());
 }
+
+#[test]
+fn sequential_lr_checks_its_arguments() {
+    let p = Var::new(Tensor::zeros(&[1], DType::F32).unwrap(), true);
+    let mut opt = Sgd::new(vec![p], SgdOptions::default()).unwrap();
+    let e = SequentialLR::new(&mut opt, vec![], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("schedulers") && e.contains("at least one"),
+        "{e}"
+    );
+    let a = StepLR::new(&mut opt, 2, 0.5).unwrap();
+    let b = StepLR::new(&mut opt, 3, 0.5).unwrap();
+    let e = SequentialLR::new(
+        &mut opt,
+        vec![Box::new(a.clone()), Box::new(b.clone())],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("milestones") && e.contains("one more"), "{e}");
+    let c = StepLR::new(&mut opt, 3, 0.5).unwrap();
+    let e = SequentialLR::new(
+        &mut opt,
+        vec![Box::new(a), Box::new(b), Box::new(c)],
+        &[5, 2],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("milestones"), "{e}");
+}
