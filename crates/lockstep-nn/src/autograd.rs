@@ -269,15 +269,15 @@ impl Var {
         Ok(r)
     }
 
-    /// `p.add_(other, alpha=alpha)` in place (see [`Tensor::add_alpha_`]: PyTorch's fused
+    /// `p.add_(other, alpha=alpha)` in place (see [`Tensor::add_`]: PyTorch's fused
     /// multiply-add), e.g. the SGD update `p.add_(&grad, -lr)` under [`no_grad`].
     ///
     /// # Errors
     /// A tensor that requires a gradient while gradients are recorded ("a leaf Variable that
     /// requires grad is being used in an in-place operation": use [`no_grad`]); as
-    /// [`Tensor::add_alpha_`].
+    /// [`Tensor::add_`].
     pub fn add_(&self, other: &Tensor, alpha: f64) -> Result<()> {
-        self.with_data_mut("add_", |t| t.add_alpha_(other, alpha))
+        self.with_data_mut("add_", |t| t.add_(other, alpha))
     }
 
     /// `p.sub_(other, alpha=alpha)` in place.

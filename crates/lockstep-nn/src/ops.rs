@@ -409,7 +409,7 @@ impl Var {
                     got: b.dtype(),
                 });
             }
-            v.add_(&b)?;
+            v.add_(&b, 1.0)?;
         }
         let (rx, rw) = (self.requires_grad(), weight.requires_grad());
         let rb = bias.is_some_and(|b| b.requires_grad());

@@ -346,7 +346,7 @@ fn lambda(name: &str) -> fn(i64) -> f64 {
 }
 
 #[test]
-fn exponential_and_lambda_schedulers_match_pytorch() {
+fn exponential_lambda_and_sequential_schedulers_match_pytorch() {
     use lockstep_nn::optim::{ExponentialLR, LambdaLR, LrScheduler, Sgd, SgdOptions};
     let g = load("optim_more.json");
     let mut checked = 0;
@@ -368,8 +368,10 @@ fn exponential_and_lambda_schedulers_match_pytorch() {
                 Box::new(ExponentialLR::new(&mut opt, gamma).unwrap())
             } else if let Some(r) = ctor.strip_prefix("LambdaLR(opt, lr_lambda=") {
                 Box::new(LambdaLR::new(&mut opt, lambda(r.trim_end_matches(')'))).unwrap())
+            } else if ctor.starts_with("SequentialLR(") {
+                sequential(ctor, &mut opt)
             } else {
-                continue; // OneCycleLR: its own test below; SequentialLR: not implemented yet
+                continue; // OneCycleLR: its own test below
             };
         let want: Vec<f64> = case["lr"]
             .as_array()
@@ -388,7 +390,40 @@ fn exponential_and_lambda_schedulers_match_pytorch() {
         assert_eq!(gb, wb, "{ctor} base {base}: {got:?} vs PyTorch {want:?}");
         checked += 1;
     }
-    assert_eq!(checked, 10);
+    assert_eq!(checked, 14);
+}
+
+/// The two recorded `SequentialLR` constructions, built as in PyTorch: the inner schedulers
+/// on the optimizer first, then the sequence.
+fn sequential(
+    ctor: &str,
+    opt: &mut lockstep_nn::optim::Sgd,
+) -> Box<dyn lockstep_nn::optim::LrScheduler> {
+    use lockstep_nn::optim::{
+        ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, SequentialLR, StepLR,
+    };
+    let (inner, milestones): (Vec<Box<dyn LrScheduler>>, &[usize]) = match ctor {
+        "SequentialLR(opt, schedulers=[LinearLR(opt, start_factor=0.1, total_iters=4), \
+         ExponentialLR(opt, gamma=0.9)], milestones=[5])" => (
+            vec![
+                Box::new(LinearLR::new(opt, 0.1, 1.0, 4).unwrap()),
+                Box::new(ExponentialLR::new(opt, 0.9).unwrap()),
+            ],
+            &[5],
+        ),
+        "SequentialLR(opt, schedulers=[ConstantLR(opt, factor=0.5, total_iters=3), \
+         StepLR(opt, step_size=4, gamma=0.5), CosineAnnealingLR(opt, T_max=8)], \
+         milestones=[4, 12])" => (
+            vec![
+                Box::new(ConstantLR::new(opt, 0.5, 3).unwrap()),
+                Box::new(StepLR::new(opt, 4, 0.5).unwrap()),
+                Box::new(CosineAnnealingLR::new(opt, 8, 0.0).unwrap()),
+            ],
+            &[4, 12],
+        ),
+        c => panic!("unknown SequentialLR case {c}"),
+    };
+    Box::new(SequentialLR::new(opt, inner, milestones).unwrap())
 }
 
 /// A keyword argument of a recorded constructor call (`name=value`), as text.

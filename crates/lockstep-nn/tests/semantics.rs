@@ -111,7 +111,7 @@ fn writes_through_data_are_errors_not_silent_no_ops() {
     assert!(e.contains("uniform_") && e.contains("read-only"), "{e}");
     let mut sd = p.data();
     assert!(
-        sd.add_alpha_(&Tensor::ones(&[3], sd.dtype()).unwrap(), 1.0)
+        sd.add_(&Tensor::ones(&[3], sd.dtype()).unwrap(), 1.0)
             .is_err()
     );
     assert_eq!(p.data().to_vec::<f32>().unwrap(), [0.0; 3]);

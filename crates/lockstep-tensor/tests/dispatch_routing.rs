@@ -78,7 +78,7 @@ fn cases() -> Vec<(&'static str, &'static str, Call)> {
         "add_.chunked",
         Box::new(move || {
             let mut t = p.clone();
-            t.add_(&q)?;
+            t.add_(&q, 1.0)?;
             Ok(t)
         }),
     ));
@@ -265,7 +265,7 @@ fn broadcasting_matches_a_reference_at_1_2_3_8_threads() {
                 && shape == sa
             {
                 let mut d = a.clone();
-                with_num_threads(t, || d.add_(&b)).unwrap();
+                with_num_threads(t, || d.add_(&b, 1.0)).unwrap();
                 let want_add = reference(&a, &b, |x, y| x + y);
                 assert_eq!(d.to_vec::<f32>().unwrap(), want_add, "add_ at {t}");
             }
@@ -312,7 +312,7 @@ fn unary_and_pool_kernels_are_thread_invariant() {
 fn add_in_place_copies_shared_storage_and_checks_shapes() {
     let a = f32s(&[1., 2., 3., 4.], &[2, 2]);
     let mut b = a.clone();
-    b.add_(&f32s(&[10., 20.], &[2])).unwrap();
+    b.add_(&f32s(&[10., 20.], &[2]), 1.0).unwrap();
     assert_eq!(b.to_vec::<f32>().unwrap(), [11., 22., 13., 24.]);
     assert_eq!(
         a.to_vec::<f32>().unwrap(),
@@ -320,15 +320,15 @@ fn add_in_place_copies_shared_storage_and_checks_shapes() {
         "a is not touched"
     );
     let mut t = a.transpose(0, 1).unwrap();
-    t.add_(&f32s(&[1.], &[1])).unwrap();
+    t.add_(&f32s(&[1.], &[1]), 1.0).unwrap();
     assert_eq!(t.to_vec::<f32>().unwrap(), [2., 4., 3., 5.]);
     let mut c = f32s(&[1., 2.], &[2]);
     assert!(matches!(
-        c.add_(&a),
+        c.add_(&a, 1.0),
         Err(Error::ShapeMismatch { op: "add_", .. })
     ));
     assert!(
-        c.add_(&Tensor::from_vec(vec![1i64], &[1]).unwrap())
+        c.add_(&Tensor::from_vec(vec![1i64], &[1]).unwrap(), 1.0)
             .is_err()
     );
 }

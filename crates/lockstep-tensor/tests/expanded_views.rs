@@ -331,14 +331,14 @@ fn cases() -> Vec<(&'static str, Run)> {
         }),
         ("add_", |p| {
             let mut x = p(f(&[3, 4]));
-            x.add_(&p(pos(&[3, 4])))?;
+            x.add_(&p(pos(&[3, 4])), 1.0)?;
             Ok(vec![x])
         }),
         ("pad_dim", |p| one(p(f(&[3, 4])).pad_dim(1, 2, 7))),
         // The in-place ops write into a dense tensor; their other operands are the views.
         ("add_alpha_", |p| {
             let mut x = f(&[3, 4]);
-            x.add_alpha_(&p(pos(&[3, 4])), -0.3)?;
+            x.add_(&p(pos(&[3, 4])), -0.3)?;
             Ok(vec![x])
         }),
         ("sub_", |p| {

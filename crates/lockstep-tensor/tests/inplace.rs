@@ -95,7 +95,7 @@ fn inplace_ops_are_bit_equal_to_pytorch() {
             .map(|v| v.as_f64().unwrap())
             .collect();
         match op {
-            "add_alpha_" => x.add_alpha_(&o[0], s[0]),
+            "add_alpha_" => x.add_(&o[0], s[0]),
             "sub_" => x.sub_(&o[0], s[0]),
             "mul_" => x.mul_(&o[0]),
             "div_" => x.div_(&o[0]),
@@ -158,7 +158,7 @@ fn same_bits_at_1_2_3_8_threads() {
     let run = |t: usize| {
         with_num_threads(t, || {
             let mut x = a.clone();
-            x.add_alpha_(&b, -0.0123).unwrap();
+            x.add_(&b, -0.0123).unwrap();
             x.addcmul_(&b, &c, 0.5).unwrap();
             x.lerp_(&c, 0.7).unwrap();
             x.clamp_(Some(-50.0), Some(50.0)).unwrap();
@@ -182,12 +182,12 @@ fn read_only_tensors_refuse_writes_naming_the_op() {
         .unwrap()
         .into_read_only();
     let mut c = t.clone();
-    let e = c.add_alpha_(&t, 1.0).unwrap_err().to_string();
+    let e = c.add_(&t, 2.0).unwrap_err().to_string();
     assert!(e.contains("add_alpha_") && e.contains("read-only"), "{e}");
     let mut v = t.view(&[1, 2]).unwrap();
     let e = v.uniform_(0.0, 1.0, None).unwrap_err().to_string();
     assert!(e.contains("uniform_") && e.contains("read-only"), "{e}");
-    assert!(c.fill_(0.0).is_err() && c.add_(&t).is_err());
+    assert!(c.fill_(0.0).is_err() && c.add_(&t, 1.0).is_err());
     let mut w = t.try_deep_clone().unwrap();
     w.fill_(3.0).unwrap();
     assert_eq!(w.to_vec::<f32>().unwrap(), [3.0, 3.0]);
@@ -199,7 +199,7 @@ fn bad_arguments_are_errors() {
     let mut x = Tensor::from_vec(vec![1f32, 2.0, 3.0], &[3]).unwrap();
     let y = Tensor::from_vec(vec![1f64, 2.0, 3.0], &[3]).unwrap();
     assert!(
-        x.add_alpha_(&y, 1.0)
+        x.add_(&y, 0.5)
             .unwrap_err()
             .to_string()
             .contains("add_alpha_")

@@ -248,12 +248,22 @@ impl Checkpoint {
             .map_err(|e| bad(format!("the checkpoint is for another model: {e}")))
     }
 
-    /// Adds an optimizer's state (`optimizer.state.…`) and its learning rates.
+    /// Adds an optimizer's state (`optimizer.state.…`) and its learning rates (each
+    /// parameter group's, `lrs` and `initial_lrs`; `lr` and `initial_lr` are the first
+    /// group's, which is what checkpoints before parameter groups held).
     pub fn put_optimizer(&mut self, opt: &dyn Optimizer) {
         for (k, t) in opt.state() {
             self.tensors.insert(format!("optimizer.{k}"), t);
         }
-        let j = serde_json::json!({"lr": opt.lr(), "initial_lr": opt.initial_lr()});
+        let groups = opt.param_groups();
+        let lrs: Vec<f64> = groups.iter().map(|g| g.lr).collect();
+        let initial: Vec<Option<f64>> = groups.iter().map(|g| g.initial_lr).collect();
+        let j = serde_json::json!({
+            "lr": opt.lr(),
+            "initial_lr": opt.initial_lr(),
+            "lrs": lrs,
+            "initial_lrs": initial,
+        });
         self.meta.insert("lockstep.optimizer".into(), j.to_string());
     }
 
@@ -278,9 +288,33 @@ impl Checkpoint {
         let lr = j["lr"]
             .as_f64()
             .ok_or_else(|| bad("optimizer: no learning rate"))?;
+        let n = opt.param_groups().len();
+        // Per-group rates; a checkpoint from before parameter groups has only `lr`.
+        let lrs: Vec<(f64, Option<f64>)> = match j["lrs"].as_array() {
+            Some(a) => {
+                let init = j["initial_lrs"].as_array();
+                if a.len() != n || init.is_some_and(|i| i.len() != n) {
+                    return Err(bad(format!(
+                        "optimizer: the checkpoint has {} parameter group(s), the optimizer {n}",
+                        a.len()
+                    )));
+                }
+                let mut v = Vec::with_capacity(n);
+                for (g, x) in a.iter().enumerate() {
+                    let lr = x
+                        .as_f64()
+                        .ok_or_else(|| bad("optimizer: a bad learning rate"))?;
+                    v.push((lr, init.and_then(|i| i[g].as_f64())));
+                }
+                v
+            }
+            None => vec![(lr, j["initial_lr"].as_f64()); n],
+        };
         opt.load_state(&state)?;
-        opt.set_lr(lr);
-        opt.set_initial_lr(j["initial_lr"].as_f64());
+        for (g, (lr, initial)) in opt.param_groups_mut().iter_mut().zip(lrs) {
+            g.lr = lr;
+            g.initial_lr = initial;
+        }
         Ok(())
     }
 
@@ -290,8 +324,8 @@ impl Checkpoint {
         let j = serde_json::json!({
             "last_epoch": st.last_epoch,
             "_step_count": st.step_count,
-            "base_lr": st.base_lr,
-            "_last_lr": st.last_lr,
+            "base_lrs": st.base_lrs,
+            "_last_lr": st.last_lrs,
         });
         self.meta.insert("lockstep.scheduler".into(), j.to_string());
     }
@@ -306,11 +340,24 @@ impl Checkpoint {
             .get("lockstep.scheduler")
             .and_then(|s| serde_json::from_str(s).ok())
             .ok_or_else(|| bad("no scheduler in the checkpoint"))?;
+        // One rate per group (`base_lrs`, `_last_lr` lists); checkpoints from before
+        // parameter groups hold one number each (`base_lr`, `_last_lr`).
+        let rates = |v: &serde_json::Value| -> Option<Vec<f64>> {
+            match v.as_array() {
+                Some(a) => a.iter().map(serde_json::Value::as_f64).collect(),
+                None => v.as_f64().map(|x| vec![x]),
+            }
+        };
+        let base = if j["base_lrs"].is_null() {
+            &j["base_lr"]
+        } else {
+            &j["base_lrs"]
+        };
         let st = SchedulerState {
             last_epoch: j["last_epoch"].as_i64().ok_or_else(|| bad("scheduler"))?,
             step_count: j["_step_count"].as_u64().ok_or_else(|| bad("scheduler"))?,
-            base_lr: j["base_lr"].as_f64().ok_or_else(|| bad("scheduler"))?,
-            last_lr: j["_last_lr"].as_f64().ok_or_else(|| bad("scheduler"))?,
+            base_lrs: rates(base).ok_or_else(|| bad("scheduler"))?,
+            last_lrs: rates(&j["_last_lr"]).ok_or_else(|| bad("scheduler"))?,
         };
         s.load_state(&st)?;
         Ok(())
@@ -573,4 +620,76 @@ pub fn read_state_dict(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>, 
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::Var;
+    use crate::nn::optim::{Group, Sgd, SgdOptions, StepLR};
+
+    fn sgd(groups: &[f64]) -> Sgd {
+        let g = groups
+            .iter()
+            .map(|&lr| {
+                let p = Var::new(Tensor::zeros(&[2], DType::F32).unwrap(), true);
+                Group::new(
+                    vec![p],
+                    SgdOptions {
+                        lr,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect();
+        Sgd::with_groups(g).unwrap()
+    }
+
+    /// Every group's rates and the scheduler's per-group rates come back.
+    #[test]
+    fn two_groups_round_trip() {
+        let mut opt = sgd(&[0.1, 0.03]);
+        let mut s = StepLR::new(&mut opt, 1, 0.5).unwrap();
+        s.step(&mut opt);
+        let mut c = Checkpoint::new();
+        c.put_optimizer(&opt);
+        c.put_scheduler(&s);
+        let c = Checkpoint::from_bytes(&c.to_bytes().unwrap()).unwrap();
+        let mut back = sgd(&[0.1, 0.03]);
+        let mut s2 = StepLR::new(&mut back, 1, 0.5).unwrap();
+        c.load_optimizer(&mut back).unwrap();
+        c.load_scheduler(&mut s2).unwrap();
+        let lrs = |o: &Sgd| o.param_groups().iter().map(|g| g.lr).collect::<Vec<_>>();
+        assert_eq!(lrs(&back), [0.05, 0.015]);
+        assert_eq!(s2.state(), s.state());
+        // A checkpoint of two groups does not load into one group.
+        let mut one = sgd(&[0.1]);
+        assert!(c.load_optimizer(&mut one).is_err());
+        assert!(
+            c.load_scheduler(&mut StepLR::new(&mut one, 1, 0.5).unwrap())
+                .is_err()
+        );
+    }
+
+    /// Checkpoints written before parameter groups (one rate each) still load.
+    #[test]
+    fn one_rate_checkpoints_still_load() {
+        let mut c = Checkpoint::new();
+        c.meta.insert(
+            "lockstep.optimizer".into(),
+            r#"{"lr":0.025,"initial_lr":0.1}"#.into(),
+        );
+        c.meta.insert(
+            "lockstep.scheduler".into(),
+            r#"{"last_epoch":2,"_step_count":3,"base_lr":0.1,"_last_lr":0.025}"#.into(),
+        );
+        let mut opt = sgd(&[0.1]);
+        let mut s = StepLR::new(&mut opt, 1, 0.5).unwrap();
+        c.load_optimizer(&mut opt).unwrap();
+        c.load_scheduler(&mut s).unwrap();
+        assert_eq!((opt.lr(), opt.initial_lr()), (0.025, Some(0.1)));
+        assert_eq!(s.state().base_lrs, [0.1]);
+        s.step(&mut opt);
+        assert_eq!(opt.lr(), 0.0125);
+    }
 }

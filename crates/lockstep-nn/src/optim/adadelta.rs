@@ -1,10 +1,7 @@
 //! Adadelta (`torch.optim.Adadelta`), as `_single_tensor_adadelta` computes it.
 
-use super::{
-    Optimizer, Real, check_hyper, check_params, dense,
-    extra_state::{Slots, load_slots, state_entries},
-    multiversion, with_real,
-};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
 
@@ -38,7 +35,8 @@ impl Default for AdadeltaOptions {
     }
 }
 
-/// `torch.optim.Adadelta` over one parameter group.
+/// `torch.optim.Adadelta`, over one parameter group ([`new`](Self::new)) or several, each
+/// with its own options ([`with_groups`](Self::with_groups)).
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`), in PyTorch's order and
 /// rounding (`fma` = one rounding, as PyTorch's CPU `add(…, alpha=)` and `addcmul_`):
@@ -53,13 +51,39 @@ impl Default for AdadeltaOptions {
 /// rounded (see the [module documentation](super) for how PyTorch's may differ).
 #[derive(Debug)]
 pub struct Adadelta {
-    params: Vec<Var>,
-    opts: AdadeltaOptions,
-    initial_lr: Option<f64>,
-    state: Vec<Option<Slots>>,
+    core: Core<AdadeltaOptions>,
 }
 
-const KEYS: &[&str] = &["square_avg", "acc_delta"];
+impl Hyper for AdadeltaOptions {
+    const HAS_STEP: bool = true;
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_hyper(op, "lr", self.lr >= 0.0, "learning rate", self.lr)?;
+        check_hyper(
+            op,
+            "rho",
+            (0.0..=1.0).contains(&self.rho),
+            "rho value",
+            self.rho,
+        )?;
+        check_hyper(op, "eps", self.eps >= 0.0, "epsilon value", self.eps)?;
+        check_hyper(
+            op,
+            "weight_decay",
+            self.weight_decay >= 0.0,
+            "weight_decay value",
+            self.weight_decay,
+        )
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        vec!["square_avg", "acc_delta"]
+    }
+}
 
 impl Adadelta {
     /// An optimizer over `params` (`torch.optim.Adadelta(params, ...)`).
@@ -68,66 +92,85 @@ impl Adadelta {
     /// PyTorch's checks: a negative (or NaN) `lr`, `eps` or `weight_decay`, `rho` outside
     /// `[0, 1]`; a parameter that is not a float leaf, or one listed twice.
     pub fn new(params: Vec<Var>, opts: AdadeltaOptions) -> Result<Self> {
-        check_hyper(OP, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
-        check_hyper(
-            OP,
-            "rho",
-            (0.0..=1.0).contains(&opts.rho),
-            "rho value",
-            opts.rho,
-        )?;
-        check_hyper(OP, "eps", opts.eps >= 0.0, "epsilon value", opts.eps)?;
-        check_hyper(
-            OP,
-            "weight_decay",
-            opts.weight_decay >= 0.0,
-            "weight_decay value",
-            opts.weight_decay,
-        )?;
-        check_params(OP, &params)?;
-        let n = params.len();
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.Adadelta([{"params": ..., "weight_decay": ...}, ...])`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for each group; no groups; a parameter in two groups.
+    pub fn with_groups(groups: Vec<Group<AdadeltaOptions>>) -> Result<Self> {
         Ok(Self {
-            params,
-            opts,
-            initial_lr: None,
-            state: vec![None; n],
+            core: Core::new(OP, groups)?,
         })
     }
 
-    /// The hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> AdadeltaOptions {
-        self.opts
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<AdadeltaOptions>) -> Result<()> {
+        self.core.add_group(group)
     }
 
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
-        let o = self.opts;
-        let p = &self.params[i];
-        let n = p.numel();
-        let st = self.state[i].get_or_insert_with(|| Slots::zeros(T::DTYPE, n, KEYS.len()));
-        st.step += 1.0;
-        let k = Consts::<T> {
-            maximize: o.maximize,
-            weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
-            rho: T::from_f64(o.rho),
-            c: T::from_f64(1.0 - o.rho),
-            eps: T::from_f64(o.eps),
-            neg_lr: T::from_f64(-o.lr),
-        };
-        let pv = p.data();
-        let pd = dense::<T>(&pv)?;
-        let gd = dense::<T>(g)?;
-        let mut out = vec![T::ZERO; n];
-        let (sa, ad) = st.bufs.split_at_mut(1);
-        adadelta_kernel(
-            &pd,
-            &gd,
-            T::buf(&mut sa[0]),
-            T::buf(&mut ad[0]),
-            &mut out,
-            &k,
-        );
-        p.set_data(Tensor::from_vec(out, p.shape())?)
+    /// The first group's hyperparameters (the learning rate as last set).
+    pub fn options(&self) -> AdadeltaOptions {
+        self.group_options(0).expect("an optimizer has a group")
     }
+
+    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
+    pub fn group_options(&self, g: usize) -> Option<AdadeltaOptions> {
+        self.core.options(g)
+    }
+
+    fn step_impl(&mut self) -> Result<()> {
+        self.core.for_each_grad(
+            |o, p, g, slot| with_real!(OP, p.dtype(), T => update::<T>(o, p, g, slot)),
+        )
+    }
+
+    fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        self.core.state = self.core.parse_state(state)?;
+        Ok(())
+    }
+}
+
+impl_optimizer!(Adadelta, .core);
+
+/// One Adadelta update of parameter `p` (its state in `slot`).
+fn update<T: Real>(
+    o: &AdadeltaOptions,
+    p: &Var,
+    g: &Tensor,
+    slot: &mut Option<Slots>,
+) -> Result<()> {
+    let o = *o;
+    let n = p.numel();
+    let st = slot.get_or_insert_with(|| Slots::zeros(T::DTYPE, n, 2));
+    st.step += 1.0;
+    let k = Consts::<T> {
+        maximize: o.maximize,
+        weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
+        rho: T::from_f64(o.rho),
+        c: T::from_f64(1.0 - o.rho),
+        eps: T::from_f64(o.eps),
+        neg_lr: T::from_f64(-o.lr),
+    };
+    let pv = p.data();
+    let pd = dense::<T>(&pv)?;
+    let gd = dense::<T>(g)?;
+    let mut out = vec![T::ZERO; n];
+    let (sa, ad) = st.bufs.split_at_mut(1);
+    adadelta_kernel(
+        &pd,
+        &gd,
+        T::buf(&mut sa[0]),
+        T::buf(&mut ad[0]),
+        &mut out,
+        &k,
+    );
+    p.set_data(Tensor::from_vec(out, p.shape())?)
 }
 
 struct Consts<T> {
@@ -162,45 +205,5 @@ multiversion! {
             // param.add_(delta, alpha=-lr)
             out[i] = delta.mul_add(k.neg_lr, p[i]);
         }
-    }
-}
-
-impl Optimizer for Adadelta {
-    fn step(&mut self) -> Result<()> {
-        for i in 0..self.params.len() {
-            let p = &self.params[i];
-            let Some(g) = p.grad() else { continue };
-            with_real!(OP, p.dtype(), T => self.update::<T>(i, &g))?;
-        }
-        Ok(())
-    }
-
-    fn params(&self) -> &[Var] {
-        &self.params
-    }
-
-    fn lr(&self) -> f64 {
-        self.opts.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.opts.lr = lr;
-    }
-
-    fn initial_lr(&self) -> Option<f64> {
-        self.initial_lr
-    }
-
-    fn set_initial_lr(&mut self, lr: Option<f64>) {
-        self.initial_lr = lr;
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        state_entries(&self.params, &self.state, KEYS)
-    }
-
-    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        self.state = load_slots(OP, &self.params, state, KEYS)?;
-        Ok(())
     }
 }

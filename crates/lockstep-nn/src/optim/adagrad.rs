@@ -1,10 +1,7 @@
 //! Adagrad (`torch.optim.Adagrad`), as `_single_tensor_adagrad` computes it (dense gradients).
 
-use super::{
-    Buf, Optimizer, Real, check_hyper, check_params, dense,
-    extra_state::{Slots, load_slots, state_entries},
-    multiversion, with_real,
-};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::{Buf, Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{DType, Result, Tensor};
 
@@ -42,7 +39,8 @@ impl Default for AdagradOptions {
     }
 }
 
-/// `torch.optim.Adagrad` over one parameter group.
+/// `torch.optim.Adagrad`, over one parameter group ([`new`](Self::new)) or several, each
+/// with its own options ([`with_groups`](Self::with_groups)).
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`), at step `t`, in
 /// PyTorch's order and rounding:
@@ -56,13 +54,60 @@ impl Default for AdagradOptions {
 /// from construction (`step` 0, `sum` filled with `initial_accumulator_value`).
 #[derive(Debug)]
 pub struct Adagrad {
-    params: Vec<Var>,
-    opts: AdagradOptions,
-    initial_lr: Option<f64>,
-    state: Vec<Option<Slots>>,
+    core: Core<AdagradOptions>,
 }
 
-const KEYS: &[&str] = &["sum"];
+impl Hyper for AdagradOptions {
+    const HAS_STEP: bool = true;
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_hyper(op, "lr", self.lr >= 0.0, "learning rate", self.lr)?;
+        check_hyper(
+            op,
+            "lr_decay",
+            self.lr_decay >= 0.0,
+            "lr_decay value",
+            self.lr_decay,
+        )?;
+        check_hyper(
+            op,
+            "weight_decay",
+            self.weight_decay >= 0.0,
+            "weight_decay value",
+            self.weight_decay,
+        )?;
+        check_hyper(
+            op,
+            "initial_accumulator_value",
+            self.initial_accumulator_value >= 0.0,
+            "initial_accumulator_value value",
+            self.initial_accumulator_value,
+        )?;
+        check_hyper(op, "eps", self.eps >= 0.0, "epsilon value", self.eps)
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        vec!["sum"]
+    }
+}
+
+/// `step` 0 and `sum = full_like(param, initial_accumulator_value)`.
+fn fresh(o: &AdagradOptions, p: &Var) -> Slots {
+    let v = o.initial_accumulator_value;
+    let n = p.numel();
+    let buf = match p.dtype() {
+        DType::F64 => Buf::F64(vec![v; n]),
+        _ => Buf::F32(vec![v as f32; n]),
+    };
+    Slots {
+        step: 0.0,
+        bufs: vec![buf],
+    }
+}
 
 impl Adagrad {
     /// An optimizer over `params` (`torch.optim.Adagrad(params, ...)`).
@@ -72,84 +117,98 @@ impl Adagrad {
     /// `initial_accumulator_value` or `eps`; a parameter that is not a float leaf, or one
     /// listed twice.
     pub fn new(params: Vec<Var>, opts: AdagradOptions) -> Result<Self> {
-        check_hyper(OP, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
-        check_hyper(
-            OP,
-            "lr_decay",
-            opts.lr_decay >= 0.0,
-            "lr_decay value",
-            opts.lr_decay,
-        )?;
-        check_hyper(
-            OP,
-            "weight_decay",
-            opts.weight_decay >= 0.0,
-            "weight_decay value",
-            opts.weight_decay,
-        )?;
-        check_hyper(
-            OP,
-            "initial_accumulator_value",
-            opts.initial_accumulator_value >= 0.0,
-            "initial_accumulator_value value",
-            opts.initial_accumulator_value,
-        )?;
-        check_hyper(OP, "eps", opts.eps >= 0.0, "epsilon value", opts.eps)?;
-        check_params(OP, &params)?;
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.Adagrad([{"params": ..., "weight_decay": ...}, ...])`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for each group; no groups; a parameter in two groups.
+    pub fn with_groups(groups: Vec<Group<AdagradOptions>>) -> Result<Self> {
         let mut s = Self {
-            params,
-            opts,
-            initial_lr: None,
-            state: Vec::new(),
+            core: Core::new(OP, groups)?,
         };
-        s.state = (0..s.params.len()).map(|i| Some(s.fresh(i))).collect();
+        s.fill_fresh(0);
         Ok(s)
     }
 
-    /// The hyperparameters (the learning rate as last set).
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<AdagradOptions>) -> Result<()> {
+        let n = self.core.params().len();
+        self.core.add_group(group)?;
+        self.fill_fresh(n);
+        Ok(())
+    }
+
+    /// The first group's hyperparameters (the learning rate as last set).
     pub fn options(&self) -> AdagradOptions {
-        self.opts
+        self.group_options(0).expect("an optimizer has a group")
     }
 
-    /// `step` 0 and `sum = full_like(param, initial_accumulator_value)`.
-    fn fresh(&self, i: usize) -> Slots {
-        let p = &self.params[i];
-        let v = self.opts.initial_accumulator_value;
-        let n = p.numel();
-        let buf = match p.dtype() {
-            DType::F64 => Buf::F64(vec![v; n]),
-            _ => Buf::F32(vec![v as f32; n]),
-        };
-        Slots {
-            step: 0.0,
-            bufs: vec![buf],
+    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
+    pub fn group_options(&self, g: usize) -> Option<AdagradOptions> {
+        self.core.options(g)
+    }
+
+    /// Creates the state of parameters `from..` that have none, as PyTorch's constructor
+    /// does for every parameter.
+    fn fill_fresh(&mut self, from: usize) {
+        let groups = self.core.groups().to_vec();
+        for (g, grp) in groups.iter().enumerate() {
+            let o = self.core.options(g).expect("a group");
+            for (k, p) in grp.params().iter().enumerate() {
+                let i = grp.first_index() + k;
+                if i >= from && self.core.state[i].is_none() {
+                    self.core.state[i] = Some(fresh(&o, p));
+                }
+            }
         }
     }
 
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
-        let o = self.opts;
-        if self.state[i].is_none() {
-            self.state[i] = Some(self.fresh(i));
-        }
-        let st = self.state[i].as_mut().expect("just set");
-        // step_t += 1; step = _get_value(step_t)
-        st.step += 1.0;
-        let step = f64::from(st.step);
-        let clr = o.lr / (1.0 + (step - 1.0) * o.lr_decay);
-        let k = Consts::<T> {
-            maximize: o.maximize,
-            weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
-            eps: T::from_f64(o.eps),
-            neg_clr: T::from_f64(-clr),
-        };
-        let p = &self.params[i];
-        let pv = p.data();
-        let pd = dense::<T>(&pv)?;
-        let gd = dense::<T>(g)?;
-        let mut out = vec![T::ZERO; pd.len()];
-        adagrad_kernel(&pd, &gd, T::buf(&mut st.bufs[0]), &mut out, &k);
-        p.set_data(Tensor::from_vec(out, p.shape())?)
+    fn step_impl(&mut self) -> Result<()> {
+        self.core.for_each_grad(
+            |o, p, g, slot| with_real!(OP, p.dtype(), T => update::<T>(o, p, g, slot)),
+        )
     }
+
+    fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        self.core.state = self.core.parse_state(state)?;
+        self.fill_fresh(0);
+        Ok(())
+    }
+}
+
+impl_optimizer!(Adagrad, .core);
+
+/// One Adagrad update of parameter `p` (its state in `slot`).
+fn update<T: Real>(
+    o: &AdagradOptions,
+    p: &Var,
+    g: &Tensor,
+    slot: &mut Option<Slots>,
+) -> Result<()> {
+    let o = *o;
+    let st = slot.get_or_insert_with(|| fresh(&o, p));
+    // step_t += 1; step = _get_value(step_t)
+    st.step += 1.0;
+    let step = f64::from(st.step);
+    let clr = o.lr / (1.0 + (step - 1.0) * o.lr_decay);
+    let k = Consts::<T> {
+        maximize: o.maximize,
+        weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
+        eps: T::from_f64(o.eps),
+        neg_clr: T::from_f64(-clr),
+    };
+    let pv = p.data();
+    let pd = dense::<T>(&pv)?;
+    let gd = dense::<T>(g)?;
+    let mut out = vec![T::ZERO; pd.len()];
+    adagrad_kernel(&pd, &gd, T::buf(&mut st.bufs[0]), &mut out, &k);
+    p.set_data(Tensor::from_vec(out, p.shape())?)
 }
 
 struct Consts<T> {
@@ -177,53 +236,5 @@ multiversion! {
             let std = s.sqrt() + k.eps;
             out[i] = p[i] + (k.neg_clr * grad) / std;
         }
-    }
-}
-
-impl Optimizer for Adagrad {
-    fn step(&mut self) -> Result<()> {
-        for i in 0..self.params.len() {
-            let p = &self.params[i];
-            let Some(g) = p.grad() else { continue };
-            with_real!(OP, p.dtype(), T => self.update::<T>(i, &g))?;
-        }
-        Ok(())
-    }
-
-    fn params(&self) -> &[Var] {
-        &self.params
-    }
-
-    fn lr(&self) -> f64 {
-        self.opts.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.opts.lr = lr;
-    }
-
-    fn initial_lr(&self) -> Option<f64> {
-        self.initial_lr
-    }
-
-    fn set_initial_lr(&mut self, lr: Option<f64>) {
-        self.initial_lr = lr;
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        state_entries(&self.params, &self.state, KEYS)
-    }
-
-    /// Parameters without entries in `state` start afresh (`step` 0, `sum` at
-    /// `initial_accumulator_value`), as at construction.
-    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        let mut new = load_slots(OP, &self.params, state, KEYS)?;
-        for (i, s) in new.iter_mut().enumerate() {
-            if s.is_none() {
-                *s = Some(self.fresh(i));
-            }
-        }
-        self.state = new;
-        Ok(())
     }
 }

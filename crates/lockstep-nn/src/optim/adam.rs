@@ -1,12 +1,9 @@
 //! Adam and AdamW (`torch.optim.Adam`, `torch.optim.AdamW`), as `_single_tensor_adam`
 //! computes them (AdamW is Adam with `decoupled_weight_decay=True`, as in PyTorch).
 
-use super::{
-    Buf, Optimizer, Real, check_hyper, check_params, dense, fit_buffer, fit_step, multiversion,
-    parse_state_name, with_real,
-};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
-use crate::ops::invalid;
 use lockstep_tensor::{Result, Tensor};
 use std::hint::black_box;
 
@@ -92,61 +89,18 @@ impl From<AdamWOptions> for AdamOptions {
     }
 }
 
-/// The state of one parameter (created at its first step with a gradient).
-#[derive(Clone, Debug)]
-struct ParamState {
-    /// The number of steps taken, counted in `f32` as PyTorch's `step` tensor is.
-    step: f32,
-    exp_avg: Buf,
-    exp_avg_sq: Buf,
-    max_exp_avg_sq: Option<Buf>,
-}
-
-/// `torch.optim.Adam` over one parameter group.
-///
-/// For each parameter with a gradient `g` (negated when `maximize`), with `step += 1` in `f32`
-/// and PyTorch's order and rounding (`fma` = one rounding, as PyTorch's CPU kernels fuse):
-/// ```text
-/// param *= 1 - lr * weight_decay                          decoupled (AdamW), if weight_decay != 0
-/// g = fma(param, weight_decay, g)                          otherwise,          if weight_decay != 0
-/// exp_avg = lerp(exp_avg, g, 1 - beta1)                    (fused, PyTorch's two-sided lerp)
-/// exp_avg_sq = fma((1 - beta2) * g, g, exp_avg_sq * beta2)
-/// max_exp_avg_sq = maximum(max_exp_avg_sq, exp_avg_sq)     amsgrad
-/// denom = sqrt(exp_avg_sq or max_exp_avg_sq) / sqrt(1 - beta2**step) + eps
-/// param = param + (-(lr / (1 - beta1**step)) * exp_avg) / denom
-/// ```
-/// where the scalar factors are computed in `f64` as Python computes them (`**` is C's `pow`)
-/// and rounded to the parameter's dtype once. Bit-identical to PyTorch wherever PyTorch's
-/// `torch.sqrt` is correctly rounded (see the [module documentation](super)).
-#[derive(Debug)]
-pub struct Adam {
-    params: Vec<Var>,
-    opts: AdamOptions,
-    initial_lr: Option<f64>,
-    state: Vec<Option<ParamState>>,
-    name: &'static str,
-}
-
-/// `torch.optim.AdamW`: [`Adam`] with decoupled weight decay (default `weight_decay=1e-2`).
-///
-/// Derefs to [`Adam`] for its accessors; implements [`Optimizer`] identically.
-#[derive(Debug)]
-pub struct AdamW(Adam);
-
-impl Adam {
-    /// An optimizer over `params` (`torch.optim.Adam(params, ...)`).
-    ///
-    /// # Errors
-    /// PyTorch's checks: a negative (or NaN) `lr`, `eps` or `weight_decay`, a beta outside
-    /// `[0, 1)`; a parameter that is not a float leaf, or one listed twice.
-    pub fn new(params: Vec<Var>, opts: AdamOptions) -> Result<Self> {
-        Self::build(params, opts, "Adam")
+impl Hyper for AdamOptions {
+    const HAS_STEP: bool = true;
+    fn lr(&self) -> f64 {
+        self.lr
     }
-
-    fn build(params: Vec<Var>, opts: AdamOptions, name: &'static str) -> Result<Self> {
-        check_hyper(name, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
-        check_hyper(name, "eps", opts.eps >= 0.0, "epsilon value", opts.eps)?;
-        let (b1, b2) = opts.betas;
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn check(&self, name: &'static str) -> Result<()> {
+        check_hyper(name, "lr", self.lr >= 0.0, "learning rate", self.lr)?;
+        check_hyper(name, "eps", self.eps >= 0.0, "epsilon value", self.eps)?;
+        let (b1, b2) = self.betas;
         check_hyper(
             name,
             "betas",
@@ -164,34 +118,149 @@ impl Adam {
         check_hyper(
             name,
             "weight_decay",
-            opts.weight_decay >= 0.0,
+            self.weight_decay >= 0.0,
             "weight_decay value",
-            opts.weight_decay,
-        )?;
-        check_params(name, &params)?;
-        let n = params.len();
+            self.weight_decay,
+        )
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut k = vec!["exp_avg", "exp_avg_sq"];
+        if self.amsgrad {
+            k.push("max_exp_avg_sq");
+        }
+        k
+    }
+    fn refuse_key(&self, key: &str) -> Option<String> {
+        (key == "max_exp_avg_sq" && !self.amsgrad)
+            .then(|| "max_exp_avg_sq given but amsgrad is off".to_string())
+    }
+}
+
+/// `torch.optim.Adam`, over one parameter group ([`new`](Self::new)) or several, each with
+/// its own options ([`with_groups`](Self::with_groups)).
+///
+/// For each parameter with a gradient `g` (negated when `maximize`), with `step += 1` in `f32`
+/// and PyTorch's order and rounding (`fma` = one rounding, as PyTorch's CPU kernels fuse):
+/// ```text
+/// param *= 1 - lr * weight_decay                          decoupled (AdamW), if weight_decay != 0
+/// g = fma(param, weight_decay, g)                          otherwise,          if weight_decay != 0
+/// exp_avg = lerp(exp_avg, g, 1 - beta1)                    (fused, PyTorch's two-sided lerp)
+/// exp_avg_sq = fma((1 - beta2) * g, g, exp_avg_sq * beta2)
+/// max_exp_avg_sq = maximum(max_exp_avg_sq, exp_avg_sq)     amsgrad
+/// denom = sqrt(exp_avg_sq or max_exp_avg_sq) / sqrt(1 - beta2**step) + eps
+/// param = param + (-(lr / (1 - beta1**step)) * exp_avg) / denom
+/// ```
+/// where the scalar factors (of the parameter's group) are computed in `f64` as Python
+/// computes them (`**` is C's `pow`) and rounded to the parameter's dtype once.
+/// Bit-identical to PyTorch wherever PyTorch's `torch.sqrt` is correctly rounded (see the
+/// [module documentation](super)).
+#[derive(Debug)]
+pub struct Adam {
+    core: Core<AdamOptions>,
+}
+
+/// `torch.optim.AdamW`: [`Adam`] with decoupled weight decay (default `weight_decay=1e-2`).
+///
+/// Derefs to [`Adam`] for its accessors; implements [`Optimizer`](super::Optimizer)
+/// identically. Groups with their own weight decay (PyTorch's usual "no decay for biases
+/// and norms"):
+/// ```
+/// use lockstep_nn::Var;
+/// use lockstep_nn::optim::{AdamW, AdamWOptions, Group, Optimizer};
+/// use lockstep_tensor::Tensor;
+///
+/// let weight = Var::new(Tensor::from_vec(vec![1.0f32, -2.0], &[2])?, true);
+/// let bias = Var::new(Tensor::from_vec(vec![0.5f32], &[1])?, true);
+/// let opts = AdamWOptions { lr: 1e-3, ..Default::default() };
+/// // torch.optim.AdamW([{"params": [weight], "weight_decay": 0.1},
+/// //                    {"params": [bias], "weight_decay": 0.0}], lr=1e-3)
+/// let mut opt = AdamW::with_groups(vec![
+///     Group::new(vec![weight.clone()], AdamWOptions { weight_decay: 0.1, ..opts }),
+///     Group::new(vec![bias.clone()], AdamWOptions { weight_decay: 0.0, ..opts }),
+/// ])?;
+/// assert_eq!(opt.param_groups().len(), 2);
+/// assert_eq!(opt.group_options(1).unwrap().weight_decay, 0.0);
+/// // opt.param_groups[1]["lr"] = 1e-4
+/// opt.param_groups_mut()[1].lr = 1e-4;
+/// assert_eq!(opt.group_options(1).unwrap().lr, 1e-4);
+/// # Ok::<(), lockstep_tensor::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct AdamW(Adam);
+
+impl Adam {
+    /// An optimizer over `params`, one group (`torch.optim.Adam(params, ...)`).
+    ///
+    /// # Errors
+    /// PyTorch's checks: a negative (or NaN) `lr`, `eps` or `weight_decay`, a beta outside
+    /// `[0, 1)`; a parameter that is not a float leaf, or one listed twice.
+    pub fn new(params: Vec<Var>, opts: AdamOptions) -> Result<Self> {
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.Adam([{"params": ..., "weight_decay": ...}, ...])`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for each group; no groups; a parameter in two groups.
+    pub fn with_groups(groups: Vec<Group<AdamOptions>>) -> Result<Self> {
         Ok(Self {
-            params,
-            opts,
-            initial_lr: None,
-            state: vec![None; n],
-            name,
+            core: Core::new("Adam", groups)?,
         })
     }
 
-    /// The hyperparameters (the learning rate as last set).
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<AdamOptions>) -> Result<()> {
+        self.core.add_group(group)
+    }
+
+    /// The first group's hyperparameters (the learning rate as last set).
     pub fn options(&self) -> AdamOptions {
-        self.opts
+        self.group_options(0).expect("an optimizer has a group")
+    }
+
+    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
+    pub fn group_options(&self, g: usize) -> Option<AdamOptions> {
+        self.core.options(g)
     }
 }
 
 impl AdamW {
-    /// An optimizer over `params` (`torch.optim.AdamW(params, ...)`).
+    /// An optimizer over `params`, one group (`torch.optim.AdamW(params, ...)`).
     ///
     /// # Errors
     /// As [`Adam::new`].
     pub fn new(params: Vec<Var>, opts: AdamWOptions) -> Result<Self> {
-        Adam::build(params, opts.into(), "AdamW").map(Self)
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay,
+    /// "weight_decay": 0.0}], lr=...)`; see the example on [`AdamW`]).
+    ///
+    /// # Errors
+    /// As [`Adam::with_groups`].
+    pub fn with_groups(groups: Vec<Group<AdamWOptions>>) -> Result<Self> {
+        let groups = groups
+            .into_iter()
+            .map(|g| Group::new(g.params, g.options.into()))
+            .collect();
+        Ok(Self(Adam {
+            core: Core::new("AdamW", groups)?,
+        }))
+    }
+
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<AdamWOptions>) -> Result<()> {
+        self.0
+            .core
+            .add_group(Group::new(group.params, group.options.into()))
     }
 }
 
@@ -307,193 +376,76 @@ fn py_pow(x: f64, y: f64) -> f64 {
 
 impl Adam {
     fn step_impl(&mut self) -> Result<()> {
-        for i in 0..self.params.len() {
-            let p = &self.params[i];
-            let Some(g) = p.grad() else { continue };
-            with_real!(self.name, p.dtype(), T => self.update::<T>(i, &g))?;
-        }
-        Ok(())
-    }
-
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
-        let o = self.opts;
-        let p = &self.params[i];
-        let n = p.numel();
-        let st = self.state[i].get_or_insert_with(|| ParamState {
-            step: 0.0,
-            exp_avg: Buf::zeros(T::DTYPE, n),
-            exp_avg_sq: Buf::zeros(T::DTYPE, n),
-            max_exp_avg_sq: o.amsgrad.then(|| Buf::zeros(T::DTYPE, n)),
-        });
-        // step_t += 1 (a float32 tensor); step = step_t.item()
-        st.step += 1.0;
-        let step = f64::from(st.step);
-        let (b1, b2) = o.betas;
-        let bias_correction1 = 1.0 - py_pow(b1, step);
-        let bias_correction2 = 1.0 - py_pow(b2, step);
-        let step_size = o.lr / bias_correction1;
-        let bias_correction2_sqrt = py_pow(bias_correction2, 0.5);
-        let wd = o.weight_decay != 0.0;
-        let k = Consts::<T> {
-            maximize: o.maximize,
-            weight_decay: (wd && !o.decoupled_weight_decay).then(|| T::from_f64(o.weight_decay)),
-            decay: (wd && o.decoupled_weight_decay)
-                .then(|| T::from_f64(1.0 - o.lr * o.weight_decay)),
-            w1: T::from_f64(1.0 - b1),
-            beta2: T::from_f64(b2),
-            c2: T::from_f64(1.0 - b2),
-            bias_correction2_sqrt: T::from_f64(bias_correction2_sqrt),
-            eps: T::from_f64(o.eps),
-            neg_step_size: T::from_f64(-step_size),
-        };
-        let pv = p.data();
-        let pd = dense::<T>(&pv)?;
-        let gd = dense::<T>(g)?;
-        let mut none = Vec::new();
-        let vmax = match &mut st.max_exp_avg_sq {
-            Some(b) => T::buf(b),
-            None => &mut none,
-        };
-        let mut out = vec![T::ZERO; n];
-        adam_kernel(
-            &pd,
-            &gd,
-            T::buf(&mut st.exp_avg),
-            T::buf(&mut st.exp_avg_sq),
-            vmax,
-            o.amsgrad,
-            &mut out,
-            &k,
-        );
-        p.set_data(Tensor::from_vec(out, p.shape())?)
-    }
-
-    fn state_impl(&self) -> Vec<(String, Tensor)> {
-        let mut out = Vec::new();
-        for (i, s) in self.state.iter().enumerate() {
-            let Some(s) = s else { continue };
-            out.push((format!("state.{i}.step"), Tensor::scalar(s.step)));
-            let shape = self.params[i].shape();
-            out.push((format!("state.{i}.exp_avg"), s.exp_avg.to_tensor(shape)));
-            out.push((
-                format!("state.{i}.exp_avg_sq"),
-                s.exp_avg_sq.to_tensor(shape),
-            ));
-            if let Some(m) = &s.max_exp_avg_sq {
-                out.push((format!("state.{i}.max_exp_avg_sq"), m.to_tensor(shape)));
-            }
-        }
-        out
+        let name = self.core.name;
+        self.core.for_each_grad(
+            |o, p, g, slot| with_real!(name, p.dtype(), T => update::<T>(o, p, g, slot)),
+        )
     }
 
     fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        let name = self.name;
-        let n = self.params.len();
-        #[derive(Default, Clone)]
-        struct Parts {
-            step: Option<f32>,
-            exp_avg: Option<Tensor>,
-            exp_avg_sq: Option<Tensor>,
-            max_exp_avg_sq: Option<Tensor>,
-        }
-        let mut parts = vec![Parts::default(); n];
-        for (full, t) in state {
-            let (i, key) = parse_state_name(name, full, n)?;
-            let p = &self.params[i];
-            let slot = &mut parts[i];
-            match key {
-                "step" => slot.step = Some(fit_step(name, full, t)?),
-                "exp_avg" => slot.exp_avg = Some(fit_buffer(name, full, t, p)?),
-                "exp_avg_sq" => slot.exp_avg_sq = Some(fit_buffer(name, full, t, p)?),
-                "max_exp_avg_sq" if self.opts.amsgrad => {
-                    slot.max_exp_avg_sq = Some(fit_buffer(name, full, t, p)?)
-                }
-                "max_exp_avg_sq" => {
-                    return Err(invalid(
-                        name,
-                        "state",
-                        format!("`{full}`: max_exp_avg_sq given but amsgrad is off"),
-                    ));
-                }
-                _ => {
-                    return Err(invalid(
-                        name,
-                        "state",
-                        format!("`{full}`: {name} keeps step, exp_avg, exp_avg_sq, max_exp_avg_sq"),
-                    ));
-                }
-            }
-        }
-        let mut new = Vec::with_capacity(n);
-        for (i, pt) in parts.into_iter().enumerate() {
-            new.push(match pt {
-                Parts {
-                    step: None,
-                    exp_avg: None,
-                    exp_avg_sq: None,
-                    max_exp_avg_sq: None,
-                } => None,
-                Parts {
-                    step: Some(step),
-                    exp_avg: Some(exp_avg),
-                    exp_avg_sq: Some(exp_avg_sq),
-                    max_exp_avg_sq,
-                } if max_exp_avg_sq.is_some() == self.opts.amsgrad => Some(ParamState {
-                    step,
-                    exp_avg: Buf::from_tensor(&exp_avg)?,
-                    exp_avg_sq: Buf::from_tensor(&exp_avg_sq)?,
-                    max_exp_avg_sq: max_exp_avg_sq.as_ref().map(Buf::from_tensor).transpose()?,
-                }),
-                _ => {
-                    return Err(invalid(
-                        name,
-                        "state",
-                        format!(
-                            "the state of parameter {i} is incomplete: it needs step, exp_avg, exp_avg_sq{}",
-                            if self.opts.amsgrad {
-                                " and max_exp_avg_sq (amsgrad)"
-                            } else {
-                                ""
-                            }
-                        ),
-                    ));
-                }
-            });
-        }
-        self.state = new;
+        self.core.state = self.core.parse_state(state)?;
         Ok(())
     }
 }
 
-macro_rules! adam_optimizer {
-    ($ty:ty, $($inner:tt)*) => {
-        impl Optimizer for $ty {
-            fn step(&mut self) -> Result<()> {
-                self$($inner)*.step_impl()
-            }
-            fn params(&self) -> &[Var] {
-                &self$($inner)*.params
-            }
-            fn lr(&self) -> f64 {
-                self$($inner)*.opts.lr
-            }
-            fn set_lr(&mut self, lr: f64) {
-                self$($inner)*.opts.lr = lr;
-            }
-            fn initial_lr(&self) -> Option<f64> {
-                self$($inner)*.initial_lr
-            }
-            fn set_initial_lr(&mut self, lr: Option<f64>) {
-                self$($inner)*.initial_lr = lr;
-            }
-            fn state(&self) -> Vec<(String, Tensor)> {
-                self$($inner)*.state_impl()
-            }
-            fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-                self$($inner)*.load_state_impl(state)
-            }
-        }
-    };
+impl AdamW {
+    fn step_impl(&mut self) -> Result<()> {
+        self.0.step_impl()
+    }
+
+    fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        self.0.load_state_impl(state)
+    }
 }
-adam_optimizer!(Adam,);
-adam_optimizer!(AdamW, .0);
+
+impl_optimizer!(Adam, .core);
+impl_optimizer!(AdamW, .0.core);
+
+/// One Adam update of parameter `p` (its state in `slot`, created at its first step).
+fn update<T: Real>(o: &AdamOptions, p: &Var, g: &Tensor, slot: &mut Option<Slots>) -> Result<()> {
+    let o = *o;
+    let n = p.numel();
+    let st = slot.get_or_insert_with(|| Slots::zeros(T::DTYPE, n, 2 + usize::from(o.amsgrad)));
+    // step_t += 1 (a float32 tensor); step = step_t.item()
+    st.step += 1.0;
+    let step = f64::from(st.step);
+    let (b1, b2) = o.betas;
+    let bias_correction1 = 1.0 - py_pow(b1, step);
+    let bias_correction2 = 1.0 - py_pow(b2, step);
+    let step_size = o.lr / bias_correction1;
+    let bias_correction2_sqrt = py_pow(bias_correction2, 0.5);
+    let wd = o.weight_decay != 0.0;
+    let k = Consts::<T> {
+        maximize: o.maximize,
+        weight_decay: (wd && !o.decoupled_weight_decay).then(|| T::from_f64(o.weight_decay)),
+        decay: (wd && o.decoupled_weight_decay).then(|| T::from_f64(1.0 - o.lr * o.weight_decay)),
+        w1: T::from_f64(1.0 - b1),
+        beta2: T::from_f64(b2),
+        c2: T::from_f64(1.0 - b2),
+        bias_correction2_sqrt: T::from_f64(bias_correction2_sqrt),
+        eps: T::from_f64(o.eps),
+        neg_step_size: T::from_f64(-step_size),
+    };
+    let pv = p.data();
+    let pd = dense::<T>(&pv)?;
+    let gd = dense::<T>(g)?;
+    let mut none = Vec::new();
+    let (m, rest) = st.bufs.split_at_mut(1);
+    let (v, rest) = rest.split_at_mut(1);
+    let vmax = match rest.first_mut() {
+        Some(b) => T::buf(b),
+        None => &mut none,
+    };
+    let mut out = vec![T::ZERO; n];
+    adam_kernel(
+        &pd,
+        &gd,
+        T::buf(&mut m[0]),
+        T::buf(&mut v[0]),
+        vmax,
+        o.amsgrad,
+        &mut out,
+        &k,
+    );
+    p.set_data(Tensor::from_vec(out, p.shape())?)
+}

@@ -20,13 +20,17 @@
 //! | `torch.optim.Adadelta(params, lr, rho, eps, weight_decay, maximize=)` | [`Adadelta`], [`AdadeltaOptions`] |
 //! | `torch.optim.Adagrad(params, lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize=)` | [`Adagrad`], [`AdagradOptions`] |
 //! | `torch.optim.RMSprop(params, lr, alpha, eps, weight_decay, momentum, centered, maximize=)` | [`RMSprop`], [`RMSpropOptions`] |
+//! | `Optimizer([{"params": a, "weight_decay": 0.1}, {"params": b, ...}], **defaults)` | `with_groups(vec![`[`Group`]`::new(a, opts), …])` on each optimizer |
+//! | `opt.add_param_group({...})` | `add_param_group(`[`Group`]`)` on each optimizer |
 //! | `opt.step()`, `opt.zero_grad()` | [`Optimizer::step`], [`Optimizer::zero_grad`] |
-//! | `opt.param_groups[0]["lr"]` (read / write) | [`Optimizer::lr`] / [`Optimizer::set_lr`] |
+//! | `opt.param_groups`, `opt.param_groups[g]["lr"] = x` | [`Optimizer::param_groups`], [`Optimizer::param_groups_mut`]`()[g].lr = x` ([`ParamGroup`]) |
+//! | `opt.param_groups[0]["lr"]` (read / write every group's) | [`Optimizer::lr`] / [`Optimizer::set_lr`] |
 //! | `opt.state_dict()["state"]`, `opt.load_state_dict(...)` | [`Optimizer::state`], [`Optimizer::load_state`] |
 //! | `lr_scheduler.StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` | [`StepLR`], [`MultiStepLR`], [`CosineAnnealingLR`], [`LinearLR`] |
 //! | `lr_scheduler.ExponentialLR`, `LambdaLR` (a closure), `OneCycleLR` (no momentum cycling) | [`ExponentialLR`], [`LambdaLR`], [`OneCycleLR`] |
+//! | `lr_scheduler.ConstantLR`, `SequentialLR(opt, schedulers, milestones)` | [`ConstantLR`], [`SequentialLR`] |
 //! | `lr_scheduler.ReduceLROnPlateau(opt, mode, factor, patience, threshold, threshold_mode, cooldown, min_lr, eps)` | [`ReduceLROnPlateau`], [`PlateauOptions`] |
-//! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lr`], [`LrScheduler::state`] |
+//! | `sched.step()`, `sched.get_last_lr()`, `sched.state_dict()` | [`LrScheduler::step`], [`LrScheduler::get_last_lrs`] (first group: [`LrScheduler::get_last_lr`]), [`LrScheduler::state`] |
 //! | `nn.utils.clip_grad_norm_(params, max_norm, norm_type)` | [`clip_grad_norm_`] |
 //! | `nn.utils.clip_grad_norm_(params, max_norm)` (norm type 2) | [`clip_grad_l2_norm_`] |
 //! | `nn.utils.get_total_norm`, `nn.utils.clip_grads_with_norm_` | [`get_total_norm`], [`clip_grads_with_norm_`] |
@@ -55,9 +59,47 @@
 //!   correctly rounded in `f32` either, so the tests check the state that involves no square
 //!   root bit for bit, and the parameters within a few ulps (about 96% are bit-identical).
 
+//! ## Parameter groups
+//! Every optimizer holds one or more parameter groups ([`ParamGroup`]), each with its own
+//! learning rate and hyperparameters, as PyTorch's `param_groups`: `new(params, opts)` makes
+//! one group (PyTorch's `Optimizer(params, ...)`), `with_groups` several, each given with its
+//! full options (struct update syntax, `AdamWOptions { weight_decay: 0.0, ..opts }`, plays the
+//! part of PyTorch's defaults), and `add_param_group` appends one. A parameter may appear in
+//! one group only, once. Each group's learning rate is read and written through
+//! [`Optimizer::param_groups`] / [`Optimizer::param_groups_mut`]; schedulers keep one base
+//! rate per group (its `initial_lr`) and set each group's rate, as PyTorch's do. A group's
+//! other hyperparameters are fixed after construction (read them with `group_options(g)`).
+//!
+//! ```
+//! use lockstep_nn::Var;
+//! use lockstep_nn::optim::{AdamW, AdamWOptions, Group, LrScheduler, Optimizer, StepLR};
+//! use lockstep_tensor::Tensor;
+//!
+//! // Weights decay, biases and norms do not (PyTorch:
+//! // AdamW([{"params": decay, "weight_decay": 0.1},
+//! //        {"params": no_decay, "weight_decay": 0.0}], lr=6e-4)).
+//! let w = Var::new(Tensor::from_vec(vec![0.5f32, -1.0, 2.0, 0.25], &[2, 2])?, true);
+//! let b = Var::new(Tensor::from_vec(vec![0.1f32, 0.2], &[2])?, true);
+//! let opts = AdamWOptions { lr: 6e-4, ..Default::default() };
+//! let mut opt = AdamW::with_groups(vec![
+//!     Group::new(vec![w.clone()], AdamWOptions { weight_decay: 0.1, ..opts }),
+//!     Group::new(vec![b.clone()], AdamWOptions { weight_decay: 0.0, ..opts }),
+//! ])?;
+//! let mut sched = StepLR::new(&mut opt, 1, 0.5)?;
+//! w.set_grad(Some(Tensor::ones(&[2, 2], lockstep_tensor::DType::F32)?))?;
+//! b.set_grad(Some(Tensor::ones(&[2], lockstep_tensor::DType::F32)?))?;
+//! opt.step()?;
+//! sched.step(&mut opt); // every group's rate halves
+//! assert_eq!(sched.get_last_lrs(), [3e-4, 3e-4]);
+//! // The state numbers parameters over the groups in order: `b` is parameter 1.
+//! assert_eq!(opt.state()[3].0, "state.1.step");
+//! # Ok::<(), lockstep_tensor::Error>(())
+//! ```
+//!
 //! ## State, for checkpoints
 //! [`Optimizer::state`] names every per-parameter tensor as PyTorch's optimizer `state_dict`
-//! does, with the parameter's index in the optimizer's parameter list:
+//! does, with the parameter's index in the optimizer's parameter list (the groups'
+//! parameters in order, as PyTorch numbers them; with one group, the list given):
 //! `state.{i}.momentum_buffer` (SGD with momentum), `state.{i}.step` (a 0-dimensional `f32`
 //! tensor, as PyTorch stores it), `state.{i}.exp_avg`, `state.{i}.exp_avg_sq` and, with
 //! `amsgrad`, `state.{i}.max_exp_avg_sq` (Adam, AdamW); `step`, `square_avg`, `acc_delta`
@@ -65,7 +107,8 @@
 //! construction); `step`, `square_avg`, `momentum_buffer` (with momentum), `grad_avg`
 //! (centered) (RMSprop). A parameter that has never had a
 //! gradient at a step has no entries. The learning rate is a hyperparameter, not state:
-//! restore it with [`Optimizer::set_lr`] (and [`Optimizer::set_initial_lr`]), and a
+//! restore it with [`Optimizer::set_lr`] (and [`Optimizer::set_initial_lr`]; per group through
+//! [`Optimizer::param_groups_mut`]), and a
 //! scheduler's position with [`LrScheduler::load_state`]. As in PyTorch, build the scheduler
 //! *before* restoring the learning rate: constructing a scheduler performs its initial step,
 //! which writes the optimizer's learning rate.
@@ -95,7 +138,7 @@ mod adadelta;
 mod adagrad;
 mod adam;
 mod clip;
-mod extra_state;
+mod group;
 mod rmsprop;
 mod scheduler;
 mod sgd;
@@ -106,10 +149,11 @@ pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
 pub use clip::{
     clip_grad_l2_norm_, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
 };
+pub use group::{Group, ParamGroup};
 pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use scheduler::{
-    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR,
-    PlateauOptions, ReduceLROnPlateau, SchedulerState, StepLR,
+    ConstantLR, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR,
+    OneCycleLR, PlateauOptions, ReduceLROnPlateau, SchedulerState, SequentialLR, StepLR,
 };
 pub use sgd::{Sgd, SgdOptions};
 
@@ -117,12 +161,12 @@ use crate::autograd::Var;
 use crate::ops::invalid;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor};
 
-/// An optimizer over one group of parameters (`torch.optim.Optimizer` with a single
-/// `param_group`).
+/// An optimizer (`torch.optim.Optimizer`): parameter groups, each with its own learning rate
+/// and hyperparameters, and one state per parameter.
 pub trait Optimizer {
-    /// One update of every parameter that has a gradient (`opt.step()`). A parameter whose
-    /// [`Var::grad`] is `None` is skipped: its value is kept and its state is neither created
-    /// nor advanced.
+    /// One update of every parameter that has a gradient (`opt.step()`), each with its
+    /// group's hyperparameters. A parameter whose [`Var::grad`] is `None` is skipped: its
+    /// value is kept and its state is neither created nor advanced.
     ///
     /// # Errors
     /// None in practice: parameters are checked at construction, gradients by
@@ -137,20 +181,41 @@ pub trait Optimizer {
         }
     }
 
-    /// The parameters, in the order given at construction (the `i` of the state names).
+    /// Every parameter, groups in order, each group's in the order given (the `i` of the
+    /// state names).
     fn params(&self) -> &[Var];
 
-    /// The current learning rate (`param_groups[0]["lr"]`).
-    fn lr(&self) -> f64;
+    /// The parameter groups (`opt.param_groups`); there is always at least one.
+    fn param_groups(&self) -> &[ParamGroup];
 
-    /// Sets the learning rate used by the next [`step`](Self::step) (what schedulers do).
-    fn set_lr(&mut self, lr: f64);
+    /// The parameter groups, to change a group's learning rate
+    /// (`opt.param_groups[g]["lr"] = …`).
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup];
+
+    /// The first group's learning rate (`param_groups[0]["lr"]`).
+    fn lr(&self) -> f64 {
+        self.param_groups()[0].lr
+    }
+
+    /// Sets every group's learning rate (for one group, what schedulers do; schedulers over
+    /// several groups set each group's own through [`param_groups_mut`](Self::param_groups_mut)).
+    fn set_lr(&mut self, lr: f64) {
+        for g in self.param_groups_mut() {
+            g.lr = lr;
+        }
+    }
 
     /// `param_groups[0]["initial_lr"]`: set by the first scheduler attached, `None` before.
-    fn initial_lr(&self) -> Option<f64>;
+    fn initial_lr(&self) -> Option<f64> {
+        self.param_groups()[0].initial_lr
+    }
 
-    /// Sets `initial_lr` (restoring a checkpoint, or attaching a scheduler).
-    fn set_initial_lr(&mut self, lr: Option<f64>);
+    /// Sets every group's `initial_lr` (restoring a checkpoint of one group).
+    fn set_initial_lr(&mut self, lr: Option<f64>) {
+        for g in self.param_groups_mut() {
+            g.initial_lr = lr;
+        }
+    }
 
     /// The per-parameter state under PyTorch's `state_dict` names (`state.{i}.exp_avg`, …; see
     /// the [module documentation](self)), parameters in order, each parameter's entries in
@@ -339,37 +404,6 @@ pub(crate) fn dense<T: Real>(t: &Tensor) -> Result<std::borrow::Cow<'_, [T]>> {
         return Ok(std::borrow::Cow::Borrowed(s));
     }
     Ok(std::borrow::Cow::Owned(t.to_vec::<T>()?))
-}
-
-/// Checks that a float parameter list can be optimized.
-pub(crate) fn check_params(op: &'static str, params: &[Var]) -> Result<()> {
-    for (i, p) in params.iter().enumerate() {
-        if !matches!(p.dtype(), DType::F32 | DType::F64) {
-            return Err(invalid(
-                op,
-                "params",
-                format!(
-                    "parameter {i} has dtype {:?}; optimizers update f32 or f64 tensors",
-                    p.dtype()
-                ),
-            ));
-        }
-        if !p.is_leaf() {
-            return Err(invalid(
-                op,
-                "params",
-                format!("parameter {i} is not a leaf tensor (it was computed by an op)"),
-            ));
-        }
-        if params[..i].iter().any(|q| q.same(p)) {
-            return Err(invalid(
-                op,
-                "params",
-                format!("parameter {i} appears more than once"),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Checks a hyperparameter with PyTorch's message (`Invalid learning rate: -1`).

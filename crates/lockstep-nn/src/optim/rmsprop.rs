@@ -1,10 +1,7 @@
 //! RMSprop (`torch.optim.RMSprop`), as `_single_tensor_rmsprop` computes it.
 
-use super::{
-    Optimizer, Real, check_hyper, check_params, dense,
-    extra_state::{Slots, load_slots, state_entries},
-    multiversion, with_real,
-};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
 
@@ -45,7 +42,8 @@ impl Default for RMSpropOptions {
     }
 }
 
-/// `torch.optim.RMSprop` over one parameter group.
+/// `torch.optim.RMSprop`, over one parameter group ([`new`](Self::new)) or several, each
+/// with its own options ([`with_groups`](Self::with_groups)).
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`), in PyTorch's order and
 /// rounding (`lerp` as PyTorch's CPU kernel, one fused multiply-add):
@@ -62,11 +60,46 @@ impl Default for RMSpropOptions {
 /// `grad_avg` (centered), PyTorch's order.
 #[derive(Debug)]
 pub struct RMSprop {
-    params: Vec<Var>,
-    opts: RMSpropOptions,
-    initial_lr: Option<f64>,
-    state: Vec<Option<Slots>>,
-    keys: Vec<&'static str>,
+    core: Core<RMSpropOptions>,
+}
+
+impl Hyper for RMSpropOptions {
+    const HAS_STEP: bool = true;
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_hyper(op, "lr", self.lr >= 0.0, "learning rate", self.lr)?;
+        check_hyper(op, "eps", self.eps >= 0.0, "epsilon value", self.eps)?;
+        check_hyper(
+            op,
+            "momentum",
+            self.momentum >= 0.0,
+            "momentum value",
+            self.momentum,
+        )?;
+        check_hyper(
+            op,
+            "weight_decay",
+            self.weight_decay >= 0.0,
+            "weight_decay value",
+            self.weight_decay,
+        )?;
+        check_hyper(op, "alpha", self.alpha >= 0.0, "alpha value", self.alpha)
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = vec!["square_avg"];
+        if self.momentum > 0.0 {
+            keys.push("momentum_buffer");
+        }
+        if self.centered {
+            keys.push("grad_avg");
+        }
+        keys
+    }
 }
 
 impl RMSprop {
@@ -76,86 +109,96 @@ impl RMSprop {
     /// PyTorch's checks: a negative (or NaN) `lr`, `eps`, `momentum`, `weight_decay` or
     /// `alpha`; a parameter that is not a float leaf, or one listed twice.
     pub fn new(params: Vec<Var>, opts: RMSpropOptions) -> Result<Self> {
-        check_hyper(OP, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
-        check_hyper(OP, "eps", opts.eps >= 0.0, "epsilon value", opts.eps)?;
-        check_hyper(
-            OP,
-            "momentum",
-            opts.momentum >= 0.0,
-            "momentum value",
-            opts.momentum,
-        )?;
-        check_hyper(
-            OP,
-            "weight_decay",
-            opts.weight_decay >= 0.0,
-            "weight_decay value",
-            opts.weight_decay,
-        )?;
-        check_hyper(OP, "alpha", opts.alpha >= 0.0, "alpha value", opts.alpha)?;
-        check_params(OP, &params)?;
-        let mut keys = vec!["square_avg"];
-        if opts.momentum > 0.0 {
-            keys.push("momentum_buffer");
-        }
-        if opts.centered {
-            keys.push("grad_avg");
-        }
-        let n = params.len();
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.RMSprop([{"params": ..., "weight_decay": ...}, ...])`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for each group; no groups; a parameter in two groups.
+    pub fn with_groups(groups: Vec<Group<RMSpropOptions>>) -> Result<Self> {
         Ok(Self {
-            params,
-            opts,
-            initial_lr: None,
-            state: vec![None; n],
-            keys,
+            core: Core::new(OP, groups)?,
         })
     }
 
-    /// The hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> RMSpropOptions {
-        self.opts
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<RMSpropOptions>) -> Result<()> {
+        self.core.add_group(group)
     }
 
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor) -> Result<()> {
-        let o = self.opts;
-        let p = &self.params[i];
-        let n = p.numel();
-        let nk = self.keys.len();
-        let st = self.state[i].get_or_insert_with(|| Slots::zeros(T::DTYPE, n, nk));
-        st.step += 1.0;
-        let w = T::from_f64(1.0 - o.alpha);
-        let k = Consts::<T> {
-            maximize: o.maximize,
-            weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
-            alpha: T::from_f64(o.alpha),
-            c: w,
-            w_small: w.abs() < T::from_f64(0.5),
-            w_minus_one: w - T::ONE,
-            eps: T::from_f64(o.eps),
-            momentum: (o.momentum > 0.0).then(|| T::from_f64(o.momentum)),
-            neg_lr: T::from_f64(-o.lr),
-        };
-        let pv = p.data();
-        let pd = dense::<T>(&pv)?;
-        let gd = dense::<T>(g)?;
-        let mut out = vec![T::ZERO; n];
-        let mut bufs = st.bufs.iter_mut();
-        let sa = T::buf(bufs.next().expect("square_avg"));
-        let mut none_m = Vec::new();
-        let mut none_c = Vec::new();
-        let mb = if o.momentum > 0.0 {
-            T::buf(bufs.next().expect("momentum_buffer"))
-        } else {
-            &mut none_m
-        };
-        let ga = if o.centered {
-            T::buf(bufs.next().expect("grad_avg"))
-        } else {
-            &mut none_c
-        };
-        rmsprop_kernel(&pd, &gd, sa, mb, ga, &mut out, &k);
-        p.set_data(Tensor::from_vec(out, p.shape())?)
+    /// The first group's hyperparameters (the learning rate as last set).
+    pub fn options(&self) -> RMSpropOptions {
+        self.group_options(0).expect("an optimizer has a group")
     }
+
+    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
+    pub fn group_options(&self, g: usize) -> Option<RMSpropOptions> {
+        self.core.options(g)
+    }
+
+    fn step_impl(&mut self) -> Result<()> {
+        self.core.for_each_grad(
+            |o, p, g, slot| with_real!(OP, p.dtype(), T => update::<T>(o, p, g, slot)),
+        )
+    }
+
+    fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        self.core.state = self.core.parse_state(state)?;
+        Ok(())
+    }
+}
+
+impl_optimizer!(RMSprop, .core);
+
+/// One RMSprop update of parameter `p` (its state in `slot`).
+fn update<T: Real>(
+    o: &RMSpropOptions,
+    p: &Var,
+    g: &Tensor,
+    slot: &mut Option<Slots>,
+) -> Result<()> {
+    let o = *o;
+    let n = p.numel();
+    let nk = o.keys().len();
+    let st = slot.get_or_insert_with(|| Slots::zeros(T::DTYPE, n, nk));
+    st.step += 1.0;
+    let w = T::from_f64(1.0 - o.alpha);
+    let k = Consts::<T> {
+        maximize: o.maximize,
+        weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
+        alpha: T::from_f64(o.alpha),
+        c: w,
+        w_small: w.abs() < T::from_f64(0.5),
+        w_minus_one: w - T::ONE,
+        eps: T::from_f64(o.eps),
+        momentum: (o.momentum > 0.0).then(|| T::from_f64(o.momentum)),
+        neg_lr: T::from_f64(-o.lr),
+    };
+    let pv = p.data();
+    let pd = dense::<T>(&pv)?;
+    let gd = dense::<T>(g)?;
+    let mut out = vec![T::ZERO; n];
+    let mut bufs = st.bufs.iter_mut();
+    let sa = T::buf(bufs.next().expect("square_avg"));
+    let mut none_m = Vec::new();
+    let mut none_c = Vec::new();
+    let mb = if o.momentum > 0.0 {
+        T::buf(bufs.next().expect("momentum_buffer"))
+    } else {
+        &mut none_m
+    };
+    let ga = if o.centered {
+        T::buf(bufs.next().expect("grad_avg"))
+    } else {
+        &mut none_c
+    };
+    rmsprop_kernel(&pd, &gd, sa, mb, ga, &mut out, &k);
+    p.set_data(Tensor::from_vec(out, p.shape())?)
 }
 
 struct Consts<T> {
@@ -214,45 +257,5 @@ multiversion! {
                 None => p[i] + (k.neg_lr * grad) / avg,
             };
         }
-    }
-}
-
-impl Optimizer for RMSprop {
-    fn step(&mut self) -> Result<()> {
-        for i in 0..self.params.len() {
-            let p = &self.params[i];
-            let Some(g) = p.grad() else { continue };
-            with_real!(OP, p.dtype(), T => self.update::<T>(i, &g))?;
-        }
-        Ok(())
-    }
-
-    fn params(&self) -> &[Var] {
-        &self.params
-    }
-
-    fn lr(&self) -> f64 {
-        self.opts.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.opts.lr = lr;
-    }
-
-    fn initial_lr(&self) -> Option<f64> {
-        self.initial_lr
-    }
-
-    fn set_initial_lr(&mut self, lr: Option<f64>) {
-        self.initial_lr = lr;
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        state_entries(&self.params, &self.state, &self.keys)
-    }
-
-    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        self.state = load_slots(OP, &self.params, state, &self.keys)?;
-        Ok(())
     }
 }

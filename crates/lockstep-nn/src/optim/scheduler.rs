@@ -6,6 +6,9 @@
 //! last bits. These schedulers reproduce the chainable form operation by operation in `f64`,
 //! Python's float, with C's `cos` and `pow` as Python's `math.cos` and `**` call them, so
 //! the learning rates are bit-identical to PyTorch's after every step.
+//!
+//! As in PyTorch, a scheduler keeps one base rate per parameter group (the group's
+//! `initial_lr`) and sets each group's rate from its own current rate and base rate.
 
 use super::Optimizer;
 use crate::ops::invalid;
@@ -19,12 +22,17 @@ use std::hint::black_box;
 /// The optimizer is passed to each call rather than held, so the training loop keeps using it.
 /// Always pass the optimizer the scheduler was built with.
 pub trait LrScheduler {
-    /// Advances one epoch (`sched.step()`, called after `opt.step()`): computes the next rate
-    /// from the optimizer's current one and sets it.
+    /// Advances one epoch (`sched.step()`, called after `opt.step()`): computes each group's
+    /// next rate from its current one and sets it.
     fn step(&mut self, opt: &mut dyn Optimizer);
 
-    /// The rate set by the last step or by construction (`get_last_lr()[0]`).
-    fn get_last_lr(&self) -> f64;
+    /// The first group's rate set by the last step or by construction (`get_last_lr()[0]`).
+    fn get_last_lr(&self) -> f64 {
+        self.get_last_lrs()[0]
+    }
+
+    /// Every group's rate set by the last step or by construction (`get_last_lr()`).
+    fn get_last_lrs(&self) -> Vec<f64>;
 
     /// The scheduler's position (`last_epoch`, PyTorch's name; 0 after construction).
     fn last_epoch(&self) -> i64 {
@@ -38,22 +46,43 @@ pub trait LrScheduler {
     /// constructor arguments (`step_size`, `gamma`, …) stay those given at construction.
     ///
     /// # Errors
-    /// A negative `last_epoch` or a non-finite rate.
+    /// A negative `last_epoch`, a non-finite rate, or rates for another number of groups.
     fn load_state(&mut self, state: &SchedulerState) -> Result<()>;
+
+    /// PyTorch's `_update_lr(epoch)`, which [`SequentialLR`] calls on reaching a milestone:
+    /// sets `last_epoch` to `epoch` and every group's rate from the closed form of the
+    /// schedule where it has one (`_get_closed_form_lr`), else from its recursive rule; not
+    /// counted as a step. The default, for schedulers defined outside this crate, is
+    /// [`step`](Self::step).
+    fn update_lr_at(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        let _ = epoch;
+        self.step(opt);
+    }
+
+    /// `last_epoch -= 1`: what [`SequentialLR`] does to undo the step each scheduler made at
+    /// construction. The default does nothing.
+    fn undo_step(&mut self) {}
+
+    /// PyTorch's `_initial_step()`: the step count back to 0, then a step in the mode of the
+    /// constructor's step ([`SequentialLR`] makes it for its first scheduler). The default is
+    /// [`step`](Self::step).
+    fn initial_step(&mut self, opt: &mut dyn Optimizer) {
+        self.step(opt);
+    }
 }
 
 /// What a scheduler must save to continue where it was, under PyTorch's `state_dict` keys:
-/// `last_epoch`, `_step_count`, `base_lrs[0]`, `_last_lr[0]`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// `last_epoch`, `_step_count`, `base_lrs`, `_last_lr` (one rate per parameter group).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SchedulerState {
     /// Epochs stepped (`last_epoch`; 0 right after construction).
     pub last_epoch: i64,
     /// Calls to `step`, the one made by the constructor included (`_step_count`).
     pub step_count: u64,
-    /// The optimizer's `initial_lr` when the scheduler was built (`base_lrs[0]`).
-    pub base_lr: f64,
-    /// The last rate set (`_last_lr[0]`).
-    pub last_lr: f64,
+    /// Each group's `initial_lr` when the scheduler was built (`base_lrs`).
+    pub base_lrs: Vec<f64>,
+    /// Each group's last rate set (`_last_lr`).
+    pub last_lrs: Vec<f64>,
 }
 
 /// The part every scheduler shares (PyTorch's `LRScheduler` base class).
@@ -64,35 +93,58 @@ struct Base {
     is_initial: bool,
 }
 
+/// A schedule's rule: a group's next rate from its base rate and current rate.
+type GetLr<'a> = &'a dyn Fn(&Base, f64, f64) -> f64;
+
 impl Base {
     /// `LRScheduler.__init__` with `last_epoch=-1`, then `_initial_step()`.
-    fn new(opt: &mut dyn Optimizer, get_lr: impl Fn(&Base, f64) -> f64) -> Self {
+    fn new(opt: &mut dyn Optimizer, get_lr: GetLr) -> Self {
         // group.setdefault("initial_lr", group["lr"])
-        if opt.initial_lr().is_none() {
-            opt.set_initial_lr(Some(opt.lr()));
+        for g in opt.param_groups_mut() {
+            g.initial_lr.get_or_insert(g.lr);
         }
-        let base_lr = opt.initial_lr().unwrap_or(opt.lr());
+        let groups = opt.param_groups();
         let mut b = Base {
             st: SchedulerState {
                 last_epoch: -1,
                 step_count: 0,
-                base_lr,
-                last_lr: opt.lr(),
+                base_lrs: groups
+                    .iter()
+                    .map(|g| g.initial_lr.unwrap_or(g.lr))
+                    .collect(),
+                last_lrs: groups.iter().map(|g| g.lr).collect(),
             },
             is_initial: true,
         };
-        b.step(opt, get_lr);
-        b.is_initial = false;
+        b.initial_step(opt, get_lr);
         b
     }
 
+    /// `_initial_step()`.
+    fn initial_step(&mut self, opt: &mut dyn Optimizer, get_lr: GetLr) {
+        self.st.step_count = 0;
+        self.is_initial = true;
+        self.step(opt, get_lr);
+        self.is_initial = false;
+    }
+
     /// `LRScheduler.step()` without an epoch.
-    fn step(&mut self, opt: &mut dyn Optimizer, get_lr: impl Fn(&Base, f64) -> f64) {
+    fn step(&mut self, opt: &mut dyn Optimizer, get_lr: GetLr) {
         self.st.step_count += 1;
         self.st.last_epoch += 1;
-        let lr = get_lr(self, opt.lr());
-        opt.set_lr(lr);
-        self.st.last_lr = opt.lr();
+        self.set_lrs(opt, get_lr);
+    }
+
+    /// Every group's rate from `get_lr` (groups added after the scheduler was built, which
+    /// have no base rate, are left alone), then `_last_lr`.
+    fn set_lrs(&mut self, opt: &mut dyn Optimizer, get_lr: GetLr) {
+        let lrs: Vec<f64> = (opt.param_groups().iter().zip(&self.st.base_lrs))
+            .map(|(g, &base)| get_lr(self, base, g.lr))
+            .collect();
+        for (g, lr) in opt.param_groups_mut().iter_mut().zip(lrs) {
+            g.lr = lr;
+        }
+        self.st.last_lrs = opt.param_groups().iter().map(|g| g.lr).collect();
     }
 
     fn load(&mut self, s: &SchedulerState) -> Result<()> {
@@ -106,17 +158,29 @@ impl Base {
                 ),
             ));
         }
-        if !s.base_lr.is_finite() || !s.last_lr.is_finite() {
+        if !s.base_lrs.iter().chain(&s.last_lrs).all(|x| x.is_finite()) {
             return Err(invalid(
                 "LRScheduler",
                 "state",
                 format!(
-                    "learning rates must be finite, got base_lr {} and last_lr {}",
-                    s.base_lr, s.last_lr
+                    "learning rates must be finite, got base_lrs {:?} and last_lrs {:?}",
+                    s.base_lrs, s.last_lrs
                 ),
             ));
         }
-        self.st = *s;
+        let n = self.st.base_lrs.len();
+        if s.base_lrs.len() != n || s.last_lrs.len() != n {
+            return Err(invalid(
+                "LRScheduler",
+                "state",
+                format!(
+                    "the scheduler was built for {n} parameter group(s), the state has {} base and {} last rates",
+                    s.base_lrs.len(),
+                    s.last_lrs.len()
+                ),
+            ));
+        }
+        self.st = s.clone();
         Ok(())
     }
 }
@@ -125,17 +189,34 @@ macro_rules! scheduler {
     ($ty:ident) => {
         impl LrScheduler for $ty {
             fn step(&mut self, opt: &mut dyn Optimizer) {
-                let rule = self.rule.clone();
-                self.base.step(opt, |b, lr| rule.get_lr(b, lr));
+                let rule = &self.rule;
+                self.base.step(opt, &|b, base, lr| rule.get_lr(b, base, lr));
             }
-            fn get_last_lr(&self) -> f64 {
-                self.base.st.last_lr
+            fn get_last_lrs(&self) -> Vec<f64> {
+                self.base.st.last_lrs.clone()
             }
             fn state(&self) -> SchedulerState {
-                self.base.st
+                self.base.st.clone()
             }
             fn load_state(&mut self, state: &SchedulerState) -> Result<()> {
                 self.base.load(state)
+            }
+            fn update_lr_at(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+                // _update_lr(epoch): closed form where the schedule has one.
+                self.base.st.last_epoch = epoch;
+                let rule = &self.rule;
+                self.base.set_lrs(opt, &|b, base, lr| {
+                    rule.closed_form(b, base)
+                        .unwrap_or_else(|| rule.get_lr(b, base, lr))
+                });
+            }
+            fn undo_step(&mut self) {
+                self.base.st.last_epoch -= 1;
+            }
+            fn initial_step(&mut self, opt: &mut dyn Optimizer) {
+                let rule = &self.rule;
+                self.base
+                    .initial_step(opt, &|b, base, lr| rule.get_lr(b, base, lr));
             }
         }
     };
@@ -164,7 +245,12 @@ struct StepRule {
 }
 
 impl StepRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        let k = b.st.last_epoch.div_euclid(self.step_size);
+        Some(base_lr * py_pow(self.gamma, k as f64))
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
         let e = b.st.last_epoch;
         if e == 0 || e.rem_euclid(self.step_size) != 0 {
             lr
@@ -195,7 +281,7 @@ impl StepLR {
             step_size: step_size as i64,
             gamma,
         };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
@@ -211,7 +297,17 @@ struct MultiStepRule {
 }
 
 impl MultiStepRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        // bisect_right(sorted(milestones.elements()), last_epoch)
+        let k: u32 = self
+            .milestones
+            .range(..=b.st.last_epoch)
+            .map(|(_, c)| c)
+            .sum();
+        Some(base_lr * py_pow(self.gamma, f64::from(k)))
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
         match self.milestones.get(&b.st.last_epoch) {
             None => lr,
             Some(&count) => lr * py_pow(self.gamma, f64::from(count)),
@@ -242,7 +338,7 @@ impl MultiStepLR {
             milestones: m,
             gamma,
         };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
@@ -257,11 +353,15 @@ struct CosineRule {
 }
 
 impl CosineRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        let (e, t, eta) = (b.st.last_epoch as f64, self.t_max as f64, self.eta_min);
+        Some(eta + (base_lr - eta) * (1.0 + (PI * e / t).cos()) / 2.0)
+    }
+
+    fn get_lr(&self, b: &Base, base_lr: f64, lr: f64) -> f64 {
         let e = b.st.last_epoch;
         let t = self.t_max as f64;
         let eta = self.eta_min;
-        let base_lr = b.st.base_lr;
         if b.is_initial {
             lr
         } else if b.st.step_count == 1 && e > 0 {
@@ -298,7 +398,7 @@ impl CosineAnnealingLR {
             t_max: t_max as i64,
             eta_min,
         };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
@@ -314,7 +414,16 @@ struct LinearRule {
 }
 
 impl LinearRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        if self.total_iters == 0 {
+            return None; // PyTorch divides by zero here
+        }
+        let m = self.total_iters.min(b.st.last_epoch) as f64;
+        let d = self.end_factor - self.start_factor;
+        Some(base_lr * (self.start_factor + d * m / self.total_iters as f64))
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
         let e = b.st.last_epoch;
         if e == 0 {
             return lr * self.start_factor;
@@ -371,11 +480,73 @@ impl LinearLR {
             end_factor,
             total_iters: total_iters as i64,
         };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
 scheduler!(LinearLR);
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct ConstantRule {
+    factor: f64,
+    total_iters: i64,
+}
+
+impl ConstantRule {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        let done = if b.st.last_epoch >= self.total_iters {
+            1.0 - self.factor
+        } else {
+            0.0
+        };
+        Some(base_lr * (self.factor + done))
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
+        let e = b.st.last_epoch;
+        if e == 0 {
+            lr * self.factor
+        } else if e != self.total_iters {
+            lr
+        } else {
+            lr * (1.0 / self.factor)
+        }
+    }
+}
+
+/// `ConstantLR(opt, factor, total_iters)`: the rate is multiplied by `factor` until epoch
+/// `total_iters`, where it is divided by it again (recursively, as PyTorch does).
+#[derive(Clone, Debug)]
+pub struct ConstantLR {
+    base: Base,
+    rule: ConstantRule,
+}
+
+impl ConstantLR {
+    /// Attaches to `opt` and makes the initial step, which multiplies the optimizer's rate by
+    /// `factor`. PyTorch's defaults are `factor = 1/3`, `total_iters = 5`.
+    ///
+    /// # Errors
+    /// PyTorch's check: `factor` outside `[0, 1]`.
+    pub fn new(opt: &mut dyn Optimizer, factor: f64, total_iters: usize) -> Result<Self> {
+        if !(0.0..=1.0).contains(&factor) {
+            return Err(invalid(
+                "ConstantLR",
+                "factor",
+                "Constant multiplicative factor expected to be between 0 and 1.",
+            ));
+        }
+        let rule = ConstantRule {
+            factor,
+            total_iters: total_iters as i64,
+        };
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
+        Ok(Self { base, rule })
+    }
+}
+scheduler!(ConstantLR);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -385,7 +556,11 @@ struct ExponentialRule {
 }
 
 impl ExponentialRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, b: &Base, base_lr: f64) -> Option<f64> {
+        Some(base_lr * py_pow(self.gamma, b.st.last_epoch as f64))
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
         if b.is_initial { lr } else { lr * self.gamma }
     }
 }
@@ -406,7 +581,7 @@ impl ExponentialLR {
     pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> Result<Self> {
         check_finite("ExponentialLR", "gamma", gamma)?;
         let rule = ExponentialRule { gamma };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
@@ -430,8 +605,12 @@ impl core::fmt::Debug for LambdaRule {
 }
 
 impl LambdaRule {
-    fn get_lr(&self, b: &Base, _lr: f64) -> f64 {
-        b.st.base_lr * (self.lambda)(b.st.last_epoch)
+    fn closed_form(&self, _b: &Base, _base_lr: f64) -> Option<f64> {
+        None
+    }
+
+    fn get_lr(&self, b: &Base, base_lr: f64, _lr: f64) -> f64 {
+        base_lr * (self.lambda)(b.st.last_epoch)
     }
 }
 
@@ -456,7 +635,7 @@ impl LambdaLR {
         let rule = LambdaRule {
             lambda: std::sync::Arc::new(lr_lambda),
         };
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
@@ -514,7 +693,7 @@ pub struct ReduceLROnPlateau {
     num_bad_epochs: u64,
     cooldown_counter: u64,
     last_epoch: i64,
-    last_lr: f64,
+    last_lrs: Vec<f64>,
 }
 
 impl ReduceLROnPlateau {
@@ -549,7 +728,7 @@ impl ReduceLROnPlateau {
             num_bad_epochs: 0,
             cooldown_counter: 0,
             last_epoch: 0,
-            last_lr: opt.lr(),
+            last_lrs: opt.param_groups().iter().map(|g| g.lr).collect(),
         })
     }
 
@@ -563,7 +742,7 @@ impl ReduceLROnPlateau {
         }
     }
 
-    /// One epoch with its metric (`sched.step(metrics)`): may reduce the optimizer's rate.
+    /// One epoch with its metric (`sched.step(metrics)`): may reduce every group's rate.
     pub fn step(&mut self, opt: &mut dyn Optimizer, metric: f64) {
         self.last_epoch += 1;
         if self.is_better(metric) {
@@ -577,20 +756,28 @@ impl ReduceLROnPlateau {
             self.num_bad_epochs = 0;
         }
         if self.num_bad_epochs > self.opts.patience {
-            let old = opt.lr();
-            let new = (old * self.opts.factor).max(self.opts.min_lr);
-            if old - new > self.opts.eps {
-                opt.set_lr(new);
+            // _reduce_lr: each group on its own.
+            for g in opt.param_groups_mut() {
+                let old = g.lr;
+                let new = (old * self.opts.factor).max(self.opts.min_lr);
+                if old - new > self.opts.eps {
+                    g.lr = new;
+                }
             }
             self.cooldown_counter = self.opts.cooldown;
             self.num_bad_epochs = 0;
         }
-        self.last_lr = opt.lr();
+        self.last_lrs = opt.param_groups().iter().map(|g| g.lr).collect();
     }
 
-    /// The rate after the last step (`get_last_lr()[0]`).
+    /// The first group's rate after the last step (`get_last_lr()[0]`).
     pub fn get_last_lr(&self) -> f64 {
-        self.last_lr
+        self.last_lrs[0]
+    }
+
+    /// Every group's rate after the last step (`get_last_lr()`).
+    pub fn get_last_lrs(&self) -> &[f64] {
+        &self.last_lrs
     }
 
     /// Epochs stepped (`last_epoch`).
@@ -610,7 +797,11 @@ struct OneCycleRule {
 }
 
 impl OneCycleRule {
-    fn get_lr(&self, b: &Base, lr: f64) -> f64 {
+    fn closed_form(&self, _b: &Base, _base_lr: f64) -> Option<f64> {
+        None
+    }
+
+    fn get_lr(&self, b: &Base, _base_lr: f64, lr: f64) -> f64 {
         let step = b.st.last_epoch;
         if step > self.total_steps {
             return lr; // PyTorch raises here; the rate stays.
@@ -694,10 +885,163 @@ impl OneCycleLR {
             total_steps: total_steps as i64,
             cos,
         };
-        opt.set_initial_lr(Some(initial));
-        let base = Base::new(opt, |b, lr| rule.get_lr(b, lr));
+        opt.set_initial_lr(Some(initial)); // every group: PyTorch sets each group's
+        let base = Base::new(opt, &|b, base, lr| rule.get_lr(b, base, lr));
         Ok(Self { base, rule })
     }
 }
 
 scheduler!(OneCycleLR);
+
+// ---------------------------------------------------------------------------------------------
+
+/// `SequentialLR(opt, schedulers, milestones)`: runs `schedulers[0]` until the first
+/// milestone epoch, then `schedulers[1]` (restarted at its epoch 0 with its closed form,
+/// [`LrScheduler::update_lr_at`]) until the next, and so on, exactly as PyTorch does
+/// (bit-identical rates).
+///
+/// Build the inner schedulers on the same optimizer first, then this one (which undoes their
+/// construction steps, as PyTorch's does). [`state`](LrScheduler::state) holds this
+/// scheduler's own position; the inner schedulers' positions are saved and restored through
+/// [`schedulers`](Self::schedulers) and [`schedulers_mut`](Self::schedulers_mut).
+pub struct SequentialLR {
+    schedulers: Vec<Box<dyn LrScheduler>>,
+    milestones: Vec<i64>,
+    last_epoch: i64,
+    last_lrs: Vec<f64>,
+}
+
+impl core::fmt::Debug for SequentialLR {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SequentialLR")
+            .field("schedulers", &self.schedulers.len())
+            .field("milestones", &self.milestones)
+            .field("last_epoch", &self.last_epoch)
+            .field("last_lrs", &self.last_lrs)
+            .finish()
+    }
+}
+
+impl SequentialLR {
+    /// Chains `schedulers` (all built on `opt`) at `milestones`: resets every group's rate
+    /// to its `initial_lr`, undoes the inner schedulers' construction steps and makes the
+    /// initial step of the one that runs at epoch 0.
+    ///
+    /// # Errors
+    /// No scheduler, or a number of milestones other than one less than the number of
+    /// schedulers (PyTorch's checks), or milestones that decrease.
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        mut schedulers: Vec<Box<dyn LrScheduler>>,
+        milestones: &[usize],
+    ) -> Result<Self> {
+        const OP: &str = "SequentialLR";
+        if schedulers.is_empty() {
+            return Err(invalid(
+                OP,
+                "schedulers",
+                "SequentialLR expects at least one scheduler, but got no scheduler.",
+            ));
+        }
+        if milestones.len() != schedulers.len() - 1 {
+            return Err(invalid(
+                OP,
+                "milestones",
+                format!(
+                    "Sequential Schedulers expects number of schedulers provided to be one more than the number of milestone points, but got number of schedulers {} and the number of milestones to be equal to {}",
+                    schedulers.len(),
+                    milestones.len()
+                ),
+            ));
+        }
+        if milestones.windows(2).any(|w| w[0] > w[1]) {
+            return Err(invalid(
+                OP,
+                "milestones",
+                format!("milestones must not decrease, got {milestones:?}"),
+            ));
+        }
+        let milestones: Vec<i64> = milestones.iter().map(|&m| m as i64).collect();
+        // Reset learning rates back to initial values.
+        for g in opt.param_groups_mut() {
+            if let Some(lr) = g.initial_lr {
+                g.lr = lr;
+            }
+        }
+        for s in &mut schedulers {
+            s.undo_step();
+        }
+        let idx = milestones.partition_point(|&m| m <= 0);
+        schedulers[idx].initial_step(opt);
+        let last_lrs = schedulers[idx].get_last_lrs();
+        Ok(Self {
+            schedulers,
+            milestones,
+            last_epoch: 0,
+            last_lrs,
+        })
+    }
+
+    /// The inner schedulers, in order.
+    pub fn schedulers(&self) -> &[Box<dyn LrScheduler>] {
+        &self.schedulers
+    }
+
+    /// The inner schedulers, to restore their positions.
+    pub fn schedulers_mut(&mut self) -> &mut [Box<dyn LrScheduler>] {
+        &mut self.schedulers
+    }
+}
+
+impl LrScheduler for SequentialLR {
+    fn step(&mut self, opt: &mut dyn Optimizer) {
+        self.last_epoch += 1;
+        let e = self.last_epoch;
+        let idx = self.milestones.partition_point(|&m| m <= e);
+        let s = &mut self.schedulers[idx];
+        if idx > 0 && self.milestones[idx - 1] == e {
+            s.update_lr_at(opt, 0);
+        } else {
+            s.step(opt);
+        }
+        self.last_lrs = s.get_last_lrs();
+    }
+
+    fn get_last_lrs(&self) -> Vec<f64> {
+        self.last_lrs.clone()
+    }
+
+    /// `last_epoch` and `_last_lr`; `step_count` 0 and `base_lrs` empty (PyTorch's
+    /// `SequentialLR` keeps neither).
+    fn state(&self) -> SchedulerState {
+        SchedulerState {
+            last_epoch: self.last_epoch,
+            step_count: 0,
+            base_lrs: Vec::new(),
+            last_lrs: self.last_lrs.clone(),
+        }
+    }
+
+    fn load_state(&mut self, state: &SchedulerState) -> Result<()> {
+        if state.last_epoch < 0 || !state.last_lrs.iter().all(|x| x.is_finite()) {
+            return Err(invalid(
+                "SequentialLR",
+                "state",
+                format!(
+                    "a saved scheduler has last_epoch >= 0 and finite rates, got {} and {:?}",
+                    state.last_epoch, state.last_lrs
+                ),
+            ));
+        }
+        self.last_epoch = state.last_epoch;
+        self.last_lrs = state.last_lrs.clone();
+        Ok(())
+    }
+
+    fn undo_step(&mut self) {
+        // PyTorch's recursive_undo reaches the schedulers inside.
+        for s in &mut self.schedulers {
+            s.undo_step();
+        }
+    }
+}

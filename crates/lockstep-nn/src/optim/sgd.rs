@@ -1,9 +1,7 @@
 //! Stochastic gradient descent (`torch.optim.SGD`), as `_single_tensor_sgd` computes it.
 
-use super::{
-    Buf, Optimizer, Real, check_hyper, check_params, dense, fit_buffer, multiversion,
-    parse_state_name, with_real,
-};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::invalid;
 use core::mem::MaybeUninit;
@@ -43,7 +41,46 @@ impl Default for SgdOptions {
     }
 }
 
-/// `torch.optim.SGD` over one parameter group.
+impl Hyper for SgdOptions {
+    const HAS_STEP: bool = false;
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_hyper(op, "lr", self.lr >= 0.0, "learning rate", self.lr)?;
+        check_hyper(
+            op,
+            "momentum",
+            self.momentum >= 0.0,
+            "momentum value",
+            self.momentum,
+        )?;
+        check_hyper(
+            op,
+            "weight_decay",
+            self.weight_decay >= 0.0,
+            "weight_decay value",
+            self.weight_decay,
+        )?;
+        if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
+            return Err(invalid(
+                op,
+                "nesterov",
+                "Nesterov momentum requires a momentum and zero dampening",
+            ));
+        }
+        Ok(())
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        vec!["momentum_buffer"]
+    }
+}
+
+/// `torch.optim.SGD`, over one parameter group ([`new`](Self::new)) or several, each with its
+/// own options ([`with_groups`](Self::with_groups)).
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`), in PyTorch's order and
 /// rounding (`fma` = one rounding, as PyTorch's CPU `add(…, alpha=)` kernel):
@@ -53,61 +90,70 @@ impl Default for SgdOptions {
 /// g   = fma(buf, momentum, g) if nesterov else buf      if momentum != 0
 /// param = fma(g, -lr, param)
 /// ```
-/// with every Python-float factor rounded to the parameter's dtype. The results are
-/// bit-identical to PyTorch's for the same gradients.
+/// with every Python-float factor (of the parameter's group) rounded to the parameter's
+/// dtype. The results are bit-identical to PyTorch's for the same gradients.
 #[derive(Debug)]
 pub struct Sgd {
-    params: Vec<Var>,
-    opts: SgdOptions,
-    initial_lr: Option<f64>,
-    momentum_buffer: Vec<Option<Buf>>,
+    core: Core<SgdOptions>,
 }
 
 impl Sgd {
-    /// An optimizer over `params` (`torch.optim.SGD(params, ...)`).
+    /// An optimizer over `params`, one group (`torch.optim.SGD(params, ...)`).
     ///
     /// # Errors
     /// PyTorch's checks: a negative (or NaN) `lr`, `momentum` or `weight_decay`; `nesterov`
     /// without momentum or with dampening; a parameter that is not a float leaf, or one
     /// listed twice.
     pub fn new(params: Vec<Var>, opts: SgdOptions) -> Result<Self> {
-        check_hyper(OP, "lr", opts.lr >= 0.0, "learning rate", opts.lr)?;
-        check_hyper(
-            OP,
-            "momentum",
-            opts.momentum >= 0.0,
-            "momentum value",
-            opts.momentum,
-        )?;
-        check_hyper(
-            OP,
-            "weight_decay",
-            opts.weight_decay >= 0.0,
-            "weight_decay value",
-            opts.weight_decay,
-        )?;
-        if opts.nesterov && (opts.momentum <= 0.0 || opts.dampening != 0.0) {
-            return Err(invalid(
-                OP,
-                "nesterov",
-                "Nesterov momentum requires a momentum and zero dampening",
-            ));
-        }
-        check_params(OP, &params)?;
-        let n = params.len();
+        Self::with_groups(vec![Group::new(params, opts)])
+    }
+
+    /// An optimizer over several parameter groups, each with its own options
+    /// (`torch.optim.SGD([{"params": ..., "momentum": ...}, ...])`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), for each group; no groups; a parameter in two groups.
+    pub fn with_groups(groups: Vec<Group<SgdOptions>>) -> Result<Self> {
         Ok(Self {
-            params,
-            opts,
-            initial_lr: None,
-            momentum_buffer: vec![None; n],
+            core: Core::new(OP, groups)?,
         })
     }
 
-    /// The hyperparameters (the learning rate as last set).
+    /// Appends a group (`opt.add_param_group({...})`).
+    ///
+    /// # Errors
+    /// As [`with_groups`](Self::with_groups); the optimizer is unchanged then.
+    pub fn add_param_group(&mut self, group: Group<SgdOptions>) -> Result<()> {
+        self.core.add_group(group)
+    }
+
+    /// The first group's hyperparameters (the learning rate as last set).
     pub fn options(&self) -> SgdOptions {
-        self.opts
+        self.group_options(0).expect("an optimizer has a group")
+    }
+
+    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
+    pub fn group_options(&self, g: usize) -> Option<SgdOptions> {
+        self.core.options(g)
+    }
+
+    fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        self.core.state = self.core.parse_state(state)?;
+        Ok(())
+    }
+
+    fn step_impl(&mut self) -> Result<()> {
+        self.core.for_each_grad(|o, p, g, slot| {
+            let new = crate::ops::SGD.run(
+                &[&p.data(), g],
+                |_, par| with_real!(OP, p.dtype(), T => update::<T>(o, p, g, slot, par)),
+            )?;
+            p.set_data(new)
+        })
     }
 }
+
+impl_optimizer!(Sgd, .core);
 
 /// The per-step constants, already rounded to the parameter's dtype.
 struct Consts<T> {
@@ -192,141 +238,74 @@ impl<T> Shared<T> {
     }
 }
 
-impl Sgd {
-    /// Parameter `i`'s new value (its buffer updated), on the threads `par`.
-    fn update<T: Real>(&mut self, i: usize, g: &Tensor, par: &Par) -> Result<Tensor> {
-        let o = self.opts;
-        let k = Consts::<T> {
-            weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
-            momentum: (o.momentum != 0.0).then(|| T::from_f64(o.momentum)),
-            one_minus_dampening: T::from_f64(1.0 - o.dampening),
-            neg_lr: T::from_f64(-o.lr),
-            nesterov: o.nesterov,
-            maximize: o.maximize,
-        };
-        let p = &self.params[i];
-        let pv = p.data();
-        let pd = dense::<T>(&pv)?;
-        let gd = dense::<T>(g)?;
-        let n = pd.len();
-        if gd.len() != n {
-            return Err(invalid(OP, "grad", "gradient and parameter sizes differ"));
-        }
-        let slot = &mut self.momentum_buffer[i];
-        let first = k.momentum.is_some() && slot.is_none();
-        let mut none = Vec::new();
-        let buf = match slot {
-            _ if k.momentum.is_none() => &mut none,
-            Some(b) => T::buf(b),
-            None => T::buf(slot.insert(Buf::zeros(T::DTYPE, n))),
-        };
-        // Filled by the kernel, never zeroed first.
-        let mut out: Vec<T> = Vec::new();
-        out.try_reserve_exact(n)
-            .map_err(|_| lockstep_tensor::Error::OutOfMemory {
-                op: OP,
-                bytes: n as u128 * core::mem::size_of::<T>() as u128,
-            })?;
-        if par.threads() > 1 && n >= PAR_MIN {
-            let has_buf = !buf.is_empty();
-            let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
-            let (pd, gd, k) = (&pd[..], &gd[..], &k);
-            // Always worth it at this size: the helpers wait for work during the step.
-            let rows = n.div_ceil(PAR_ROWS);
-            let parts = par.threads().min(rows);
-            par.run_parts(parts, move |q| {
-                let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
-                let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
-                // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`);
-                // ranges `a..b` of different calls are disjoint and all end before
-                // `run_parts` returns.
-                let (o, bb) = unsafe {
-                    let o = core::slice::from_raw_parts_mut(
-                        o_ptr.get().add(a).cast::<MaybeUninit<T>>(),
-                        b - a,
-                    );
-                    let bb: &mut [T] = if has_buf {
-                        core::slice::from_raw_parts_mut(b_ptr.get().add(a), b - a)
-                    } else {
-                        &mut []
-                    };
-                    (o, bb)
+/// A parameter's new value (its momentum buffer in `slot` updated), on the threads `par`.
+fn update<T: Real>(
+    o: &SgdOptions,
+    p: &Var,
+    g: &Tensor,
+    slot: &mut Option<Slots>,
+    par: &Par,
+) -> Result<Tensor> {
+    let k = Consts::<T> {
+        weight_decay: (o.weight_decay != 0.0).then(|| T::from_f64(o.weight_decay)),
+        momentum: (o.momentum != 0.0).then(|| T::from_f64(o.momentum)),
+        one_minus_dampening: T::from_f64(1.0 - o.dampening),
+        neg_lr: T::from_f64(-o.lr),
+        nesterov: o.nesterov,
+        maximize: o.maximize,
+    };
+    let pv = p.data();
+    let pd = dense::<T>(&pv)?;
+    let gd = dense::<T>(g)?;
+    let n = pd.len();
+    if gd.len() != n {
+        return Err(invalid(OP, "grad", "gradient and parameter sizes differ"));
+    }
+    let first = k.momentum.is_some() && slot.is_none();
+    let mut none = Vec::new();
+    let buf = match slot {
+        _ if k.momentum.is_none() => &mut none,
+        Some(s) => T::buf(&mut s.bufs[0]),
+        None => T::buf(&mut slot.insert(Slots::zeros(T::DTYPE, n, 1)).bufs[0]),
+    };
+    // Filled by the kernel, never zeroed first.
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|_| lockstep_tensor::Error::OutOfMemory {
+            op: OP,
+            bytes: n as u128 * core::mem::size_of::<T>() as u128,
+        })?;
+    if par.threads() > 1 && n >= PAR_MIN {
+        let has_buf = !buf.is_empty();
+        let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
+        let (pd, gd, k) = (&pd[..], &gd[..], &k);
+        // Always worth it at this size: the helpers wait for work during the step.
+        let rows = n.div_ceil(PAR_ROWS);
+        let parts = par.threads().min(rows);
+        par.run_parts(parts, move |q| {
+            let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
+            let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
+            // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`);
+            // ranges `a..b` of different calls are disjoint and all end before
+            // `run_parts` returns.
+            let (o, bb) = unsafe {
+                let o = core::slice::from_raw_parts_mut(
+                    o_ptr.get().add(a).cast::<MaybeUninit<T>>(),
+                    b - a,
+                );
+                let bb: &mut [T] = if has_buf {
+                    core::slice::from_raw_parts_mut(b_ptr.get().add(a), b - a)
+                } else {
+                    &mut []
                 };
-                sgd_kernel(&pd[a..b], &gd[a..b], bb, first, o, k);
-            });
-        } else {
-            sgd_kernel(&pd, &gd, buf, first, &mut out.spare_capacity_mut()[..n], &k);
-        }
-        // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
-        unsafe { out.set_len(n) };
-        Tensor::from_vec(out, p.shape())
+                (o, bb)
+            };
+            sgd_kernel(&pd[a..b], &gd[a..b], bb, first, o, k);
+        });
+    } else {
+        sgd_kernel(&pd, &gd, buf, first, &mut out.spare_capacity_mut()[..n], &k);
     }
-}
-
-impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
-        for i in 0..self.params.len() {
-            let p = self.params[i].clone();
-            let Some(g) = p.grad() else { continue };
-            let new = crate::ops::SGD.run(
-                &[&p.data(), &g],
-                |_, par| with_real!(OP, p.dtype(), T => self.update::<T>(i, &g, par)),
-            )?;
-            p.set_data(new)?;
-        }
-        Ok(())
-    }
-
-    fn params(&self) -> &[Var] {
-        &self.params
-    }
-
-    fn lr(&self) -> f64 {
-        self.opts.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.opts.lr = lr;
-    }
-
-    fn initial_lr(&self) -> Option<f64> {
-        self.initial_lr
-    }
-
-    fn set_initial_lr(&mut self, lr: Option<f64>) {
-        self.initial_lr = lr;
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        self.momentum_buffer
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| {
-                let t = b.as_ref()?.to_tensor(self.params[i].shape());
-                Some((format!("state.{i}.momentum_buffer"), t))
-            })
-            .collect()
-    }
-
-    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        let mut bufs = vec![None; self.params.len()];
-        for (name, t) in state {
-            let (i, key) = parse_state_name(OP, name, self.params.len())?;
-            if key != "momentum_buffer" {
-                return Err(invalid(
-                    OP,
-                    "state",
-                    format!("`{name}`: SGD keeps only `momentum_buffer`"),
-                ));
-            }
-            bufs[i] = Some(Buf::from_tensor(&fit_buffer(
-                OP,
-                name,
-                t,
-                &self.params[i],
-            )?)?);
-        }
-        self.momentum_buffer = bufs;
-        Ok(())
-    }
+    // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
+    unsafe { out.set_len(n) };
+    Tensor::from_vec(out, p.shape())
 }

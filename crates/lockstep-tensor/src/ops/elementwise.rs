@@ -756,14 +756,25 @@ impl Tensor {
         })
     }
 
-    /// `Tensor.add_(other)`: `self += other` in place, `other` broadcast to `self`'s shape (the
-    /// shape does not change). The storage is written directly when this tensor owns it alone
-    /// and is dense; otherwise it is copied first (copy-on-write), so other tensors sharing it
-    /// never see the change. `self[i] + other[j]`: the bits of [`add`](Self::add).
+    /// `Tensor.add_(other, alpha=alpha)`: `self += alpha·other` in place, `other` broadcast to
+    /// `self`'s shape (the shape does not change). The storage is written directly when this
+    /// tensor owns it alone and is dense; otherwise it is copied first (copy-on-write), so
+    /// other tensors sharing it never see the change.
+    ///
+    /// With `alpha = 1` (PyTorch's default), `self[i] + other[j]` for every dtype but `Bool`:
+    /// the bits of [`add`](Self::add) (op `add_`). Otherwise, for float tensors, one fused
+    /// multiply-add per element, `fma(alpha, other, self)`, which is what PyTorch's CPU
+    /// kernel computes (a multiply then an add would round twice and differ on about one
+    /// element in eight); `alpha` is converted to the dtype first (op `add_alpha_`, in
+    /// [`inplace`](super::inplace)). Both give the same bits at `alpha = 1`.
     ///
     /// # Errors
-    /// Dtypes that differ or `Bool`; `other` not broadcastable to `self`'s shape.
-    pub fn add_(&mut self, other: &Tensor) -> Result<()> {
+    /// Dtypes that differ or `Bool`; `other` not broadcastable to `self`'s shape; `alpha ≠ 1`
+    /// with a non-float `self`; a read-only `self`.
+    pub fn add_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
+        if alpha != 1.0 {
+            return self.add_alpha_impl(other, alpha);
+        }
         match self.dtype() {
             DType::F32 => inplace2(&ADD_, self, other, |a: f32, b: f32| a + b),
             DType::F64 => inplace2(&ADD_, self, other, |a: f64, b: f64| a + b),
@@ -905,7 +916,7 @@ mod tests {
         let cond = Tensor::from_vec(v.iter().map(|&x| x > 0.0).collect(), &[rows, n]).unwrap();
         let run = || {
             let mut d = a.deep_clone();
-            d.add_(&b).unwrap();
+            d.add_(&b, 1.0).unwrap();
             [
                 a.tanh().unwrap(),
                 a.mul(&a).unwrap(),

@@ -21,9 +21,9 @@
 //! copy (copy-on-write, as everywhere in this crate); a read-only tensor
 //! ([`Tensor::into_read_only`]) refuses the write with an error naming the op.
 //!
-//! Each op is a `static` [`Op<Kernel>`] named after PyTorch's method (`add_`'s alpha form is
-//! `add_alpha_`; the plain `add_` is [`elementwise`](super::elementwise)'s), algorithm
-//! `NAME.chunked`.
+//! Each op is a `static` [`Op<Kernel>`] named after PyTorch's method, algorithm
+//! `NAME.chunked`. [`Tensor::add_`] (in [`elementwise`](super::elementwise)) runs op `add_`
+//! for `alpha = 1` and op `add_alpha_` (here) otherwise: the name a trace records.
 
 use super::elementwise::Kernel;
 use crate::Tensor;
@@ -187,16 +187,8 @@ fn lerp<T: Real>(x: T, end: T, w: T) -> T {
 }
 
 impl Tensor {
-    /// `Tensor.add_(other, alpha=alpha)`: `self += alpha·other` as one fused multiply-add per
-    /// element, `fma(alpha, other, self)`, which is what PyTorch's CPU kernel computes (a
-    /// multiply then an add would round twice and differ on about one element in eight).
-    /// `alpha` is converted to the dtype first. [`add_`](Self::add_) is `alpha = 1` (the
-    /// same bits).
-    ///
-    /// # Errors
-    /// A non-float `self`, dtypes that differ, `other` not broadcastable to `self`'s shape, a
-    /// read-only `self`.
-    pub fn add_alpha_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
+    /// [`add_`](Self::add_) with `alpha ≠ 1`: `fma(alpha, other, self)` per element.
+    pub(crate) fn add_alpha_impl(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
         float_apply!(ADD_ALPHA_, self, [other], |x: T, [b]| T::fma(
             T::cast(alpha),
             b,
@@ -207,7 +199,7 @@ impl Tensor {
     /// `Tensor.sub_(other, alpha=alpha)`: `fma(−alpha, other, self)`.
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_).
+    /// As [`add_`](Self::add_).
     pub fn sub_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
         float_apply!(SUB_, self, [other], |x: T, [b]| T::fma(
             -T::cast(alpha),
@@ -219,7 +211,7 @@ impl Tensor {
     /// `Tensor.mul_(other)`.
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_).
+    /// As [`add_`](Self::add_).
     pub fn mul_(&mut self, other: &Tensor) -> Result<()> {
         float_apply!(MUL_, self, [other], |x: T, [b]| x * b)
     }
@@ -227,7 +219,7 @@ impl Tensor {
     /// `Tensor.div_(other)` (true division).
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_).
+    /// As [`add_`](Self::add_).
     pub fn div_(&mut self, other: &Tensor) -> Result<()> {
         float_apply!(DIV_, self, [other], |x: T, [b]| x / b)
     }
@@ -265,7 +257,7 @@ impl Tensor {
     /// kernel does: `fma(value·t1, t2, self)`.
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    /// As [`add_`](Self::add_), for both operands.
     pub fn addcmul_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
         float_apply!(ADDCMUL_, self, [t1, t2], |x: T, [a, b]| T::fma(
             T::cast(value) * a,
@@ -278,7 +270,7 @@ impl Tensor {
     /// kernel does: `self + (value·t1)/t2`, three roundings.
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    /// As [`add_`](Self::add_), for both operands.
     pub fn addcdiv_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
         float_apply!(ADDCDIV_, self, [t1, t2], |x: T, [a, b]| x
             + (T::cast(value) * a) / b)
@@ -289,7 +281,7 @@ impl Tensor {
     /// PyTorch's formula, each a fused multiply-add.
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_).
+    /// As [`add_`](Self::add_).
     pub fn lerp_(&mut self, end: &Tensor, weight: f64) -> Result<()> {
         float_apply!(LERP_, self, [end], |x: T, [e]| lerp(x, e, T::cast(weight)))
     }
@@ -298,7 +290,7 @@ impl Tensor {
     /// [`lerp_`](Self::lerp_).
     ///
     /// # Errors
-    /// As [`add_alpha_`](Self::add_alpha_), for both operands.
+    /// As [`add_`](Self::add_), for both operands.
     pub fn lerp_tensor_(&mut self, end: &Tensor, weight: &Tensor) -> Result<()> {
         float_apply!(LERP_, self, [end, weight], |x: T, [e, w]| lerp(x, e, w))
     }
