@@ -9,8 +9,9 @@
 //! [`builtin_ops`](crate::dispatch::builtin_ops) and traced — at the cost of a few thread-local
 //! reads (no allocation, no lock; the pool is touched only by outputs large enough to split).
 //!
-//! Both operands of a binary op must have the same dtype (no implicit promotion); use
-//! [`Tensor::to_dtype`] first. Scalar forms (`add_scalar`, …) convert the scalar to the tensor's
+//! Both operands of an arithmetic op must have the same dtype (no implicit promotion); use
+//! [`Tensor::to_dtype`] first. The comparisons (`eq`, `lt`, …) promote as PyTorch does
+//! ([`result_type`]). Scalar forms (`add_scalar`, …) convert the scalar to the tensor's
 //! dtype, as PyTorch does for a Python number. Broadcast operands are read in place (stride 0),
 //! never expanded into copies. The transcendental functions come from [`crate::math`], so their
 //! bits do not depend on the platform's libm.

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::layout::resolve_dim;
+use crate::tensor::try_with_capacity;
 use crate::{Tensor, invalid};
 
 /// The piece lengths of `torch.split(x, split_size, dim)` for a dimension of size `n`:
@@ -23,10 +24,11 @@ pub fn split_lengths(op: &'static str, n: usize, split_size: usize) -> Result<Ve
             ))
         };
     }
+    // The count comes from the tensor's size (a huge view has a huge one): allocate fallibly.
     let pieces = n.div_ceil(split_size).max(1);
-    Ok((0..pieces)
-        .map(|i| split_size.min(n - (i * split_size).min(n)))
-        .collect())
+    let mut lens = try_with_capacity::<usize>(op, pieces)?;
+    lens.extend((0..pieces).map(|i| split_size.min(n - (i * split_size).min(n))));
+    Ok(lens)
 }
 
 /// Checks that `sizes` add up to `n` (`torch.split_with_sizes`).
@@ -74,14 +76,13 @@ impl Tensor {
 
     /// Consecutive narrow views of lengths `lens` along `d`.
     fn pieces(&self, d: usize, lens: &[usize]) -> Result<Vec<Tensor>> {
+        let mut out = try_with_capacity::<Tensor>("split", lens.len())?;
         let mut start = 0;
-        lens.iter()
-            .map(|&l| {
-                let v = self.narrow(d as isize, start, l);
-                start += l;
-                v
-            })
-            .collect()
+        for &l in lens {
+            out.push(self.narrow(d as isize, start, l)?);
+            start += l;
+        }
+        Ok(out)
     }
 }
 
