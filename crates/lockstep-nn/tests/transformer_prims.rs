@@ -187,10 +187,8 @@ fn batched_4d_matmul_gradients_match_pytorch() {
             b.clone()
         };
         let y = a.matmul(&rhs).unwrap();
-        for (what, t, want) in [("y", y.data(), &c["y"])] {
-            let (e, n) = assert_close(&format!("matmul {i} {what}"), &t, want, 1e-6);
-            (exact, total) = (exact + e, total + n);
-        }
+        let (e, n) = assert_close(&format!("matmul {i} y"), &y.data(), &c["y"], 1e-6);
+        (exact, total) = (exact + e, total + n);
         y.backward_with(&tensor(&c["grad_out"])).unwrap();
         for (what, t, want) in [
             ("grad a", a.grad().unwrap(), &c["grad_a"]),

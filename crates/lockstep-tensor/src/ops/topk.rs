@@ -97,7 +97,7 @@ fn select<T: Element>(
     let rows: usize = outer.iter().product();
     let mut out_shape = shape.to_vec();
     *out_shape.last_mut().expect("at least one dimension") = k;
-    let total = rows.checked_mul(k).unwrap_or(usize::MAX);
+    let total = rows.saturating_mul(k);
     let mut pairs: Vec<(T, i64)> = crate::try_filled_vec("topk", total, (T::ZERO, 0i64))?;
     if total > 0 {
         let data = T::slice(xt.storage()).expect("the storage's own dtype");
@@ -162,7 +162,7 @@ fn top_row<T: PartialOrd + Copy>(queue: &mut [(T, i64)], k: usize, largest: bool
     let big = |x: &(T, i64), y: &(T, i64)| (nan(&x.0) && !nan(&y.0)) || x.0 > y.0;
     let small = |x: &(T, i64), y: &(T, i64)| (!nan(&x.0) && nan(&y.0)) || x.0 < y.0;
     let n = queue.len();
-    let run = |q: &mut [(T, i64)], less: &dyn Fn(&(T, i64), &(T, i64)) -> bool| {
+    let run = |q: &mut [(T, i64)], less: stl::Less<(T, i64)>| {
         if k * 64 <= n {
             stl::partial_sort(q, 0, k, n, less);
         } else {
@@ -184,7 +184,8 @@ fn top_row<T: PartialOrd + Copy>(queue: &mut [(T, i64)], k: usize, largest: bool
 /// a strict weak order. Only the element moves matter (they decide the order of ties); the
 /// "unguarded" loops keep a bound check that a strict weak order never reaches.
 mod stl {
-    type Less<'a, E> = &'a dyn Fn(&E, &E) -> bool;
+    /// A strict weak order on elements.
+    pub(super) type Less<'a, E> = &'a dyn Fn(&E, &E) -> bool;
 
     /// `_S_threshold`.
     const THRESHOLD: usize = 16;
