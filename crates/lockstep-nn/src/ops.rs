@@ -688,6 +688,67 @@ impl Var {
         (0..n).map(|i| self.narrow(dim, i * l, l)).collect()
     }
 
+    /// `torch.split(x, split_size, dim)`: pieces of `split_size` along `dim`, the last one
+    /// shorter if the size is not a multiple. Each piece's gradient reaches `x` in its place
+    /// (zeros elsewhere; a `-0.0` gradient element arrives as `+0.0`).
+    ///
+    /// # Errors
+    /// `dim` out of range; `split_size` 0 for a non-empty dimension.
+    pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Var>> {
+        let d = resolve("split", dim, self.ndim())?;
+        let lens =
+            lockstep_tensor::ops::split::split_lengths("split", self.shape()[d], split_size)?;
+        self.pieces(dim, &lens)
+    }
+
+    /// `torch.split(x, split_sizes, dim)` with a list (`split_with_sizes`): pieces of those
+    /// lengths along `dim`, in order (gradients as [`split`](Self::split)).
+    ///
+    /// # Errors
+    /// `dim` out of range; sizes that do not add up to the dimension's size.
+    pub fn split_with_sizes(&self, split_sizes: &[usize], dim: isize) -> Result<Vec<Var>> {
+        let d = resolve("split_with_sizes", dim, self.ndim())?;
+        lockstep_tensor::ops::split::check_split_sizes(
+            "split_with_sizes",
+            self.shape()[d],
+            d,
+            split_sizes,
+        )?;
+        self.pieces(dim, split_sizes)
+    }
+
+    /// Consecutive narrows of lengths `lens` along `dim`.
+    fn pieces(&self, dim: isize, lens: &[usize]) -> Result<Vec<Var>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(lens.len())
+            .map_err(|_| Error::OutOfMemory {
+                op: "split",
+                bytes: lens.len() as u128 * core::mem::size_of::<Var>() as u128,
+            })?;
+        let mut start = 0;
+        for &l in lens {
+            out.push(self.narrow(dim, start, l)?);
+            start += l;
+        }
+        Ok(out)
+    }
+
+    /// `x.masked_fill(mask, value)`: `value` where the `Bool` `mask` is true (`mask` and `x`
+    /// broadcast against each other, as [`Tensor::masked_fill`]). The gradient is the output's
+    /// with zeros where the mask is true, summed back to `x`'s shape if `x` was broadcast
+    /// (PyTorch's backward).
+    ///
+    /// # Errors
+    /// As [`Tensor::masked_fill`]: a non-`Bool` mask, shapes that do not broadcast.
+    pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Result<Var> {
+        let v = self.data().masked_fill(mask, value)?;
+        let m = mask.clone();
+        let s = self.shape().to_vec();
+        Ok(Var::from_op("masked_fill", v, &[self], move |g| {
+            Ok(vec![Some(sum_to(&g.masked_fill(&m, 0.0)?, &s)?)])
+        }))
+    }
+
     /// `torch.cat(vars, dim)`.
     ///
     /// # Errors

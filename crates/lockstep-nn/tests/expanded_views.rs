@@ -114,6 +114,23 @@ fn cases() -> Vec<(&'static str, Run)> {
             y.sum()?.backward()?;
             Ok(vec![y.data(), x.grad().unwrap()])
         }),
+        ("masked_fill", |p| {
+            let x = Var::new(p(f(&[3, 4])), true);
+            let m = f(&[1, 4]).gt(&f(&[1, 4]).abs()?.mul_scalar(0.5)?)?;
+            let y = x.masked_fill(&p(m), -1.5)?;
+            y.sum()?.backward()?;
+            Ok(vec![y.data(), x.grad().unwrap()])
+        }),
+        ("split", |p| {
+            let x = Var::new(p(f(&[3, 5])), true);
+            let parts = x.split(2, 1)?;
+            parts[2]
+                .mul_scalar(3.0)?
+                .sum()?
+                .add(&parts[0].sum()?)?
+                .backward()?;
+            Ok(vec![parts[1].data(), x.grad().unwrap()])
+        }),
         ("dropout", |p| {
             let x = Var::new(p(f(&[3, 4])), true);
             let y = x.dropout(0.5, true, Some(&mut Generator::with_seed(30)))?;
