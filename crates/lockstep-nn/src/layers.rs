@@ -377,13 +377,13 @@ impl Module for BatchNorm {
     }
 }
 
-/// `nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True)`.
+/// `nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True)`.
 pub struct LayerNorm {
     /// The trailing shape normalised over.
     pub normalized_shape: Vec<usize>,
     /// 1 at init.
     pub weight: Option<Var>,
-    /// 0 at init.
+    /// 0 at init; `None` with `bias=False` (then `state_dict` holds `weight` only).
     pub bias: Option<Var>,
     /// Added to the variance.
     pub eps: f64,
@@ -391,11 +391,27 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// `nn.LayerNorm(normalized_shape)` (no draws).
+    /// `nn.LayerNorm(normalized_shape, elementwise_affine=elementwise_affine)` (no draws): a
+    /// weight and a bias when `elementwise_affine`, neither otherwise.
     ///
     /// # Errors
     /// An empty `normalized_shape` or one that overflows.
     pub fn new(normalized_shape: &[usize], elementwise_affine: bool) -> Result<Self> {
+        Self::with_options(normalized_shape, elementwise_affine, true)
+    }
+
+    /// `nn.LayerNorm(normalized_shape, elementwise_affine=elementwise_affine, bias=bias)` (no
+    /// draws): with `elementwise_affine`, a weight of ones and, if `bias`, a bias of zeros
+    /// (`bias=False` gives `state_dict` names `weight` only, as PyTorch's); without it, no
+    /// parameters at all, whatever `bias` says (PyTorch ignores `bias` then too).
+    ///
+    /// # Errors
+    /// An empty `normalized_shape` or one that overflows.
+    pub fn with_options(
+        normalized_shape: &[usize],
+        elementwise_affine: bool,
+        bias: bool,
+    ) -> Result<Self> {
         if normalized_shape.is_empty() {
             return Err(invalid(
                 "LayerNorm",
@@ -404,9 +420,14 @@ impl LayerNorm {
             ));
         }
         let (w, b) = if elementwise_affine {
+            let b = if bias {
+                Some(Var::new(Tensor::zeros(normalized_shape, DType::F32)?, true))
+            } else {
+                None
+            };
             (
                 Some(Var::new(Tensor::ones(normalized_shape, DType::F32)?, true)),
-                Some(Var::new(Tensor::zeros(normalized_shape, DType::F32)?, true)),
+                b,
             )
         } else {
             (None, None)

@@ -303,6 +303,27 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("le", |p| one(p(f(&[3, 4])).le(&p(pos(&[3, 4]))))),
         ("gt", |p| one(p(f(&[3, 4])).gt(&p(pos(&[3, 4]))))),
         ("ge", |p| one(p(f(&[3, 4])).ge(&p(pos(&[3, 4]))))),
+        // Issue 28: promotion and scalar forms of the comparisons, masking, triangles, topk.
+        ("eq", |p| one(p(f(&[3, 4])).eq_scalar(-0.22))),
+        ("lt", |p| {
+            one(p(i64s(&[1, -2, 3, 0, 5, 1], &[2, 3])).lt(&p(f(&[2, 3]))))
+        }),
+        ("ge", |p| one(p(f(&[3, 4])).ge(&p(Tensor::scalar(0.5f64))))),
+        ("masked_fill", |p| {
+            let m = f(&[3, 4]).gt(&pos(&[3, 4]))?;
+            one(p(f(&[3, 4])).masked_fill(&p(m), -1.5))
+        }),
+        ("masked_fill", |p| {
+            let m = f(&[1, 4]).gt(&pos(&[1, 4]))?;
+            one(p(f(&[3, 4])).masked_fill(&p(m), f64::NEG_INFINITY))
+        }),
+        ("tril", |p| one(p(f(&[3, 4])).tril(0))),
+        ("tril", |p| one(p(f(&[2, 3, 4])).tril(-1))),
+        ("triu", |p| one(p(f(&[3, 4])).triu(1))),
+        ("triu", |p| one(p(f(&[2, 4, 3])).triu(-2))),
+        ("topk", |p| two(p(f(&[3, 4])).topk(2, 1, true, true))),
+        ("topk", |p| two(p(f(&[3, 4])).topk(3, 0, false, false))),
+        ("topk", |p| two(p(f(&[2, 3, 4])).topk(4, -1, true, false))),
         ("where", |p| {
             let cond = f(&[3, 4]).gt(&pos(&[3, 4]))?;
             one(Tensor::where_(&p(cond), &p(f(&[3, 4])), &p(pos(&[3, 4]))))

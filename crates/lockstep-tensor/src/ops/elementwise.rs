@@ -33,7 +33,7 @@ pub(super) const CHUNK: usize = 1 << 14;
 pub(super) const SERIAL_MAX: usize = 1 << 16;
 
 /// Whether an op with `len` outputs runs on the calling thread.
-fn serial(len: usize, par: &Par) -> bool {
+pub(super) fn serial(len: usize, par: &Par) -> bool {
     len <= SERIAL_MAX || par.threads() == 1
 }
 
@@ -159,7 +159,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 
 /// A zeroed output buffer of `shape`'s size: [`Error::OutOfMemory`] naming `op` when the size
 /// overflows or the allocation fails (a broadcast can ask for far more than its inputs hold).
-fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
+pub(super) fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
     match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
         Some(n) => crate::try_filled_vec(op, n, U::ZERO),
         None => Err(Error::OutOfMemory {
@@ -175,13 +175,13 @@ fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
 
 /// An input read in place, whatever its layout (a view, an expanded tensor): its elements from
 /// its offset on, and its strides in the output's dimensions (0 where it is broadcast).
-struct Src<'a, T> {
-    data: &'a [T],
-    st: Vec<usize>,
+pub(super) struct Src<'a, T> {
+    pub(super) data: &'a [T],
+    pub(super) st: Vec<usize>,
 }
 
 impl<'a, T: Element> Src<'a, T> {
-    fn new(op: &'static str, t: &'a Tensor, out: &[usize]) -> Result<Self> {
+    pub(super) fn new(op: &'static str, t: &'a Tensor, out: &[usize]) -> Result<Self> {
         let s = T::slice(t.storage()).ok_or(Error::DType {
             op,
             expected: T::DTYPE,
@@ -207,7 +207,7 @@ impl<'a, T: Element> Src<'a, T> {
 /// Walks output elements `lo..lo + len` of `shape` in runs along the last dimension: for each
 /// run, `f(position − lo, input offsets of its first element, input strides along the run,
 /// run length)`. Pure index arithmetic: which inputs an element reads never depends on `lo`.
-fn walk<const K: usize>(
+pub(super) fn walk<const K: usize>(
     shape: &[usize],
     st: [&[usize]; K],
     lo: usize,
@@ -286,7 +286,7 @@ fn chunk2<T: Element, U: Element>(
     );
 }
 
-fn check_dtype(op: &'static str, t: &Tensor, want: DType) -> Result<()> {
+pub(super) fn check_dtype(op: &'static str, t: &Tensor, want: DType) -> Result<()> {
     if t.dtype() == want {
         Ok(())
     } else {
@@ -854,16 +854,89 @@ arith! {
     minimum, minimum_scalar, MINIMUM, |a, b| if is_nan(a) || a < b { a } else { b }, |a: i64, b: i64| a.min(b);
 }
 
+/// PyTorch's `promoteTypes` for lockstep's dtypes: `Bool < U8 < I64 < F32 < F64`, the larger
+/// wins (for these five, PyTorch's table is exactly that order).
+fn promote_types(a: DType, b: DType) -> DType {
+    let rank = |d: DType| match d {
+        DType::Bool => 0,
+        DType::U8 => 1,
+        DType::I64 => 2,
+        DType::F32 => 3,
+        DType::F64 => 4,
+    };
+    if rank(a) >= rank(b) { a } else { b }
+}
+
+/// PyTorch's `combine_categories(higher, lower)`: a higher-priority group keeps its dtype unless
+/// the lower group is of a higher category (bool → integer → float), which then promotes it.
+fn combine_categories(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
+    match (higher, lower) {
+        (Some(h), _) if h.is_float() => Some(h),
+        (Some(h), Some(l)) if h == DType::Bool || l.is_float() => Some(promote_types(h, l)),
+        (Some(h), _) => Some(h),
+        (None, l) => l,
+    }
+}
+
+/// `torch.result_type(a, b)` for two tensors: tensors with dimensions decide the dtype; 0-dim
+/// tensors count only when they are of a higher category (an `F64` scalar tensor against an
+/// `F32` matrix gives `F32`; an `F32` scalar tensor against an `I64` vector gives `F32`).
+/// `float_scalar` adds a Python float (a wrapped number, of the default dtype `F32`), which
+/// counts below both.
+pub fn result_type(tensors: &[&Tensor], float_scalar: bool) -> DType {
+    let (mut dim, mut zero): (Option<DType>, Option<DType>) = (None, None);
+    for t in tensors {
+        let slot = if t.ndim() == 0 { &mut zero } else { &mut dim };
+        *slot = Some(slot.map_or(t.dtype(), |d| promote_types(d, t.dtype())));
+    }
+    let wrapped = float_scalar.then_some(DType::F32);
+    combine_categories(dim, combine_categories(zero, wrapped)).unwrap_or(DType::F32)
+}
+
+/// `t` converted to `dtype` (itself when it already is).
+fn promoted(op: &'static str, t: &Tensor, dtype: DType) -> Result<Tensor> {
+    if t.dtype() == dtype {
+        Ok(t.clone())
+    } else {
+        t.try_to_dtype(dtype).map_err(|e| match e {
+            Error::OutOfMemory { bytes, .. } => Error::OutOfMemory { op, bytes },
+            e => e,
+        })
+    }
+}
+
 macro_rules! compare {
-    ($($(#[$doc:meta])* $name:ident, $id:ident, $op:tt;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $scalar:ident, $id:ident, $op:tt;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
                 ///
+                /// Operands of different dtypes are compared in their common dtype
+                /// ([`result_type`], PyTorch's promotion), with broadcasting; the result is
+                /// `Bool`. NaN compares unequal to everything, itself included: only `ne` is
+                /// true for it.
+                ///
                 /// # Errors
-                /// If dtypes differ or shapes do not broadcast.
+                /// If the shapes do not broadcast (an error naming the op), or a promoted copy
+                /// cannot be allocated.
                 pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
-                    crate::with_dtype!(self.dtype(), T => map2(&$id, self, other, |a: T, b: T| a $op b))
+                    let dt = result_type(&[self, other], false);
+                    let (a, b) = (promoted($id.name, self, dt)?, promoted($id.name, other, dt)?);
+                    crate::with_dtype!(dt, T => map2(&$id, &a, &b, |x: T, y: T| x $op y))
+                }
+
+                /// The same against a Python float `other` (`x OP 0.5`): float tensors compare
+                /// in their own dtype (the scalar rounded to it, as PyTorch does), `Bool` and
+                /// integer tensors in `F32`, PyTorch's default dtype. To compare integers
+                /// exactly with an integer, pass `&Tensor::scalar(v as i64)` to the tensor form.
+                ///
+                /// # Errors
+                /// As the tensor form.
+                pub fn $scalar(&self, other: f64) -> Result<Tensor> {
+                    let dt = result_type(&[self], true);
+                    let s = crate::with_dtype!(dt, T => Tensor::scalar(T::from_f64(other)));
+                    let a = promoted($id.name, self, dt)?;
+                    crate::with_dtype!(dt, T => map2(&$id, &a, &s, |x: T, y: T| x $op y))
                 }
             )*
         }
@@ -871,18 +944,18 @@ macro_rules! compare {
 }
 
 compare! {
-    /// `a == b`, elementwise, as `Bool`.
-    eq, EQ, ==;
-    /// `a != b`.
-    ne, NE, !=;
-    /// `a < b`.
-    lt, LT, <;
-    /// `a <= b`.
-    le, LE, <=;
-    /// `a > b`.
-    gt, GT, >;
-    /// `a >= b`.
-    ge, GE, >=;
+    /// `torch.eq(a, b)`: `a == b`, elementwise, as `Bool`.
+    eq, eq_scalar, EQ, ==;
+    /// `torch.ne(a, b)`: `a != b`.
+    ne, ne_scalar, NE, !=;
+    /// `torch.lt(a, b)`: `a < b`.
+    lt, lt_scalar, LT, <;
+    /// `torch.le(a, b)`: `a <= b`.
+    le, le_scalar, LE, <=;
+    /// `torch.gt(a, b)`: `a > b`.
+    gt, gt_scalar, GT, >;
+    /// `torch.ge(a, b)`: `a >= b`.
+    ge, ge_scalar, GE, >=;
 }
 
 #[cfg(test)]

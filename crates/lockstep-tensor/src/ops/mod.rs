@@ -32,16 +32,19 @@ pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod inplace;
+pub mod mask;
 pub mod matmul;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+pub mod split;
+pub mod topk;
 pub mod view;
 
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
 pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 9] = [
+    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 11] = [
         reduce::ops,
         matmul::ops,
         conv::ops,
@@ -51,6 +54,8 @@ pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
         view::ops,
         elementwise::ops,
         inplace::ops,
+        mask::ops,
+        topk::ops,
     ];
     families.into_iter().flat_map(|f| f()).collect()
 }
