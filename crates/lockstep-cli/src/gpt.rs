@@ -333,11 +333,7 @@ impl Module for Gpt {
 
 /// `nn.LayerNorm(n, bias=bias)`: without a bias, the weight only.
 fn layer_norm(n: usize, bias: bool) -> lockstep_nn::Result<LayerNorm> {
-    let mut ln = LayerNorm::new(&[n], true)?;
-    if !bias {
-        ln.bias = None;
-    }
-    Ok(ln)
+    LayerNorm::with_options(&[n], true, bias)
 }
 
 impl Gpt {
@@ -702,19 +698,16 @@ fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxE
         let x = Tensor::from_vec(ctx.to_vec(), &[1, ctx.len()])?;
         let logits = no_grad(|| model.forward(&x))?.data();
         let last = logits.narrow(1, ctx.len() - 1, 1)?.to_vec::<f32>()?;
-        let mut l: Vec<f32> = last.iter().map(|&z| z / temp).collect();
+        let l: Vec<f32> = last.iter().map(|&z| z / temp).collect();
+        let mut l = Tensor::from_vec(l, &[1, v])?;
         if cfg.top_k > 0 {
+            // logits[logits < v[:, [-1]]] = -inf
             let k = cfg.top_k.min(v);
-            let mut sorted = l.clone();
-            sorted.sort_unstable_by(|a, b| b.total_cmp(a));
-            let kth = sorted[k - 1];
-            for z in l.iter_mut() {
-                if *z < kth {
-                    *z = f32::NEG_INFINITY;
-                }
-            }
+            let (top, _) = l.topk(k, -1, true, true)?;
+            let kth = top.narrow(1, k - 1, 1)?;
+            l = l.masked_fill(&l.lt(&kth)?, f64::NEG_INFINITY)?;
         }
-        let probs = Tensor::from_vec(l, &[1, v])?.softmax(-1)?;
+        let probs = l.softmax(-1)?;
         let next = Tensor::multinomial(&probs, 1, false, None)?.to_vec::<i64>()?;
         idx.push(next[0]);
     }
