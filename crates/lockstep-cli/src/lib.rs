@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod distributed;
 pub mod doctor;
+pub mod gpt;
 pub mod sample;
 pub mod sweep;
 pub mod train;

@@ -160,24 +160,24 @@ impl DemoArgs {
     }
 }
 
-/// The flags of torch_train.py.
+/// The flags of torch_train.py and, with `--model gpt`, of torch_gpt.py.
 #[derive(clap::Args)]
 struct TrainArgs {
-    /// mlp | cnn | lstm
+    /// mlp | cnn | lstm | gpt
     #[arg(long, default_value = "mlp")]
     model: String,
-    /// Seed of every generator (below 2^32).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Seed of every generator (below 2^32) [default: 0; gpt: 1337].
+    #[arg(long)]
+    seed: Option<u64>,
     /// Passes over the training split.
     #[arg(long, default_value_t = 10)]
     epochs: usize,
-    /// Samples per step.
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.1)]
-    lr: f64,
+    /// Samples per step [default: 32; gpt: 16 windows per micro-batch].
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Learning rate [default: 0.1; gpt: 0.001, the peak of warmup + cosine].
+    #[arg(long)]
+    lr: Option<f64>,
     /// sgd | adam | adamw
     #[arg(long, default_value = "sgd")]
     optimizer: String,
@@ -187,9 +187,9 @@ struct TrainArgs {
     /// SGD Nesterov momentum.
     #[arg(long)]
     nesterov: bool,
-    /// Weight decay.
-    #[arg(long, default_value_t = 0.0)]
-    weight_decay: f64,
+    /// Weight decay [default: 0; gpt: 0.1, on matrices and embeddings only].
+    #[arg(long)]
+    weight_decay: Option<f64>,
     /// none | step | cosine (stepped once per epoch)
     #[arg(long, default_value = "none")]
     scheduler: String,
@@ -221,7 +221,7 @@ struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// CSV (optionally .gz) of 64 pixels (0..16) and a label per row; default: the embedded
-    /// UCI digits.
+    /// UCI digits. gpt: a .txt or .txt.gz corpus; default: the embedded Tiny Shakespeare.
     #[arg(long)]
     data: Option<std::path::PathBuf>,
     /// Print only the JSON report (torch_train.py's keys).
@@ -259,6 +259,72 @@ struct TrainArgs {
     /// --distributed: 8).
     #[arg(long, default_value_t = 0)]
     micro_batch: usize,
+    /// gpt: transformer blocks [default: 4].
+    #[arg(long)]
+    n_layer: Option<usize>,
+    /// gpt: attention heads, dividing --n-embd [default: 4].
+    #[arg(long)]
+    n_head: Option<usize>,
+    /// gpt: embedding width [default: 128].
+    #[arg(long)]
+    n_embd: Option<usize>,
+    /// gpt: context length in characters [default: 64].
+    #[arg(long)]
+    block_size: Option<usize>,
+    /// gpt: biases in linear layers and LayerNorms, 0 or 1 [default: 1].
+    #[arg(long)]
+    bias: Option<i64>,
+    /// gpt: micro-batches per optimizer step [default: 1].
+    #[arg(long)]
+    grad_accum: Option<usize>,
+    /// gpt: optimizer steps [default: 200].
+    #[arg(long)]
+    max_iters: Option<usize>,
+    /// gpt: learning rate at the end of the cosine [default: 0.0001].
+    #[arg(long)]
+    min_lr: Option<f64>,
+    /// gpt: steps of linear warmup [default: 20].
+    #[arg(long)]
+    warmup_iters: Option<usize>,
+    /// gpt: step where the cosine ends, 0 = --max-iters [default: 0].
+    #[arg(long)]
+    lr_decay_iters: Option<usize>,
+    /// gpt: warmup + cosine (1) or a constant --lr (0) [default: 1].
+    #[arg(long)]
+    decay_lr: Option<i64>,
+    /// gpt: AdamW beta1 [default: 0.9].
+    #[arg(long)]
+    beta1: Option<f64>,
+    /// gpt: AdamW beta2 [default: 0.95].
+    #[arg(long)]
+    beta2: Option<f64>,
+    /// gpt: clip the gradients' total 2-norm to this, 0 = off [default: 1.0].
+    #[arg(long)]
+    grad_clip: Option<f64>,
+    /// gpt: evaluate every N steps, 0 = never [default: 50].
+    #[arg(long)]
+    eval_interval: Option<usize>,
+    /// gpt: windows per split and evaluation [default: 5].
+    #[arg(long)]
+    eval_iters: Option<usize>,
+    /// gpt: characters sampled at the end [default: 200].
+    #[arg(long)]
+    sample_tokens: Option<usize>,
+    /// gpt: sampling temperature [default: 0.8].
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// gpt: sample from the K most likely characters, 0 = all [default: 20].
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// gpt: the sample's prompt [default: a newline].
+    #[arg(long, allow_hyphen_values = true)]
+    prompt: Option<String>,
+    /// gpt: fraction of the text (its end) held out for validation [default: 0.1].
+    #[arg(long)]
+    val_fraction: Option<f64>,
+    /// The flags given on the command line (clap's ids), filled after parsing.
+    #[arg(skip)]
+    given: Vec<String>,
     /// Data-parallel over MPI: `mpirun -np W lockstep train --distributed --seeding invariant
     /// ...` (a build with --features mpi); the same bits for any W.
     #[arg(long)]
@@ -281,7 +347,10 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let cli = Cli::parse();
+    let cli = match parse(std::env::args_os()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Demo(a) => {
             if lockstep_cli::demo::run(&a.config(), a.verify) {
@@ -290,7 +359,18 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Train(a) if a.model == "gpt" => match gpt_config(&a) {
+            Ok(cfg) => lockstep_cli::gpt::main(&cfg, a.json),
+            Err(e) => {
+                eprintln!("error: lockstep train --model gpt: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Train(a) => {
+            if let Err(e) = no_gpt_flags(&a) {
+                eprintln!("error: lockstep train: {e}");
+                return ExitCode::from(2);
+            }
             let cfg = train_config(&a);
             if a.distributed {
                 let opts = match dist_options(&a) {
@@ -411,6 +491,10 @@ fn dist_options(
 /// (`train::check_config`; with `--distributed` also the options, `distributed_config` and,
 /// in a build without MPI, the refusal).
 fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if a.model == "gpt" {
+        return lockstep_cli::gpt::check_config(&gpt_config(a)?);
+    }
+    no_gpt_flags(a)?;
     let cfg = train_config(a);
     if !a.distributed {
         return lockstep_cli::train::check_config(&cfg, 1);
@@ -426,17 +510,154 @@ fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + S
     }
 }
 
+/// Parses the command line, recording which `train` flags were given (not defaulted).
+fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let m = Cli::command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&m)?;
+    if let (Command::Train(a), Some(("train", tm))) = (&mut cli.command, m.subcommand()) {
+        a.given = tm
+            .ids()
+            // The derive's argument group (`TrainArgs`) is listed too: arguments only.
+            .filter(|id| {
+                id.as_str() != "TrainArgs"
+                    && tm.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.as_str().to_string())
+            .collect();
+    }
+    Ok(cli)
+}
+
+/// The flags that only `--model gpt` takes (clap's ids).
+const GPT_ONLY: &[&str] = &[
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "block_size",
+    "bias",
+    "grad_accum",
+    "max_iters",
+    "min_lr",
+    "warmup_iters",
+    "lr_decay_iters",
+    "decay_lr",
+    "beta1",
+    "beta2",
+    "grad_clip",
+    "eval_interval",
+    "eval_iters",
+    "sample_tokens",
+    "temperature",
+    "top_k",
+    "prompt",
+    "val_fraction",
+];
+
+/// `--flag` for a clap id.
+fn flag(id: &str) -> String {
+    format!("--{}", id.replace('_', "-"))
+}
+
+/// Refuses gpt-only flags given to mlp, cnn or lstm.
+fn no_gpt_flags(a: &TrainArgs) -> Result<(), String> {
+    match a.given.iter().find(|g| GPT_ONLY.contains(&g.as_str())) {
+        Some(g) => Err(format!(
+            "{} is a flag of --model gpt only (this run is --model {})",
+            flag(g),
+            a.model
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `--model gpt`'s configuration: torch_gpt.py's defaults, the flags given; flags of the other
+/// models, and those gpt does not support yet, refused by name.
+fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
+    const LATER: &[&str] = &[
+        "checkpoint_dir",
+        "checkpoint_every",
+        "keep",
+        "resume",
+        "init_from",
+        "distributed",
+        "collective_timeout",
+        "reduction",
+    ];
+    for g in &a.given {
+        if LATER.contains(&g.as_str()) || (g == "seeding" && a.seeding != "torch") {
+            let what = if g == "seeding" {
+                format!("--seeding {}", a.seeding)
+            } else {
+                flag(g)
+            };
+            return Err(format!("{what} is not yet supported for gpt"));
+        }
+        let shared = [
+            "model",
+            "seed",
+            "batch_size",
+            "lr",
+            "weight_decay",
+            "dropout",
+            "threads",
+            "data",
+            "json",
+            "seeding",
+            "nondeterministic",
+        ];
+        if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
+            return Err(format!(
+                "{} is not a flag of --model gpt (it belongs to mlp, cnn and lstm)",
+                flag(g)
+            ));
+        }
+    }
+    let d = lockstep_cli::gpt::GptConfig::default();
+    Ok(lockstep_cli::gpt::GptConfig {
+        seed: a.seed.unwrap_or(d.seed),
+        n_layer: a.n_layer.unwrap_or(d.n_layer),
+        n_head: a.n_head.unwrap_or(d.n_head),
+        n_embd: a.n_embd.unwrap_or(d.n_embd),
+        block_size: a.block_size.unwrap_or(d.block_size),
+        bias: a.bias.map_or(d.bias, |b| b != 0),
+        dropout: a.dropout,
+        batch_size: a.batch_size.unwrap_or(d.batch_size),
+        grad_accum: a.grad_accum.unwrap_or(d.grad_accum),
+        max_iters: a.max_iters.unwrap_or(d.max_iters),
+        lr: a.lr.unwrap_or(d.lr),
+        min_lr: a.min_lr.unwrap_or(d.min_lr),
+        warmup_iters: a.warmup_iters.unwrap_or(d.warmup_iters),
+        lr_decay_iters: a.lr_decay_iters.unwrap_or(d.lr_decay_iters),
+        decay_lr: a.decay_lr.map_or(d.decay_lr, |b| b != 0),
+        weight_decay: a.weight_decay.unwrap_or(d.weight_decay),
+        beta1: a.beta1.unwrap_or(d.beta1),
+        beta2: a.beta2.unwrap_or(d.beta2),
+        grad_clip: a.grad_clip.unwrap_or(d.grad_clip),
+        eval_interval: a.eval_interval.unwrap_or(d.eval_interval),
+        eval_iters: a.eval_iters.unwrap_or(d.eval_iters),
+        sample_tokens: a.sample_tokens.unwrap_or(d.sample_tokens),
+        temperature: a.temperature.unwrap_or(d.temperature),
+        top_k: a.top_k.unwrap_or(d.top_k),
+        prompt: a.prompt.clone().unwrap_or(d.prompt),
+        val_fraction: a.val_fraction.unwrap_or(d.val_fraction),
+        threads: a.threads,
+        data: a.data.clone(),
+        nondeterministic: a.nondeterministic,
+    })
+}
+
 fn train_config(a: &TrainArgs) -> lockstep_cli::train::TrainConfig {
     lockstep_cli::train::TrainConfig {
         model: a.model.clone(),
-        seed: a.seed,
+        seed: a.seed.unwrap_or(0),
         epochs: a.epochs,
-        batch_size: a.batch_size,
-        lr: a.lr,
+        batch_size: a.batch_size.unwrap_or(32),
+        lr: a.lr.unwrap_or(0.1),
         optimizer: a.optimizer.clone(),
         momentum: a.momentum,
         nesterov: a.nesterov,
-        weight_decay: a.weight_decay,
+        weight_decay: a.weight_decay.unwrap_or(0.0),
         scheduler: a.scheduler.clone(),
         clip_grad_norm: a.clip_grad_norm,
         dropout: a.dropout,
@@ -465,7 +686,7 @@ fn train_config(a: &TrainArgs) -> lockstep_cli::train::TrainConfig {
 /// (`tests/fuzz_corpus_replay.rs`), which include this file as a module.
 #[allow(dead_code)]
 pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
-    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let cli = parse(argv.iter().cloned()).map_err(|e| e.to_string())?;
     let s = |e: &dyn std::fmt::Display| e.to_string();
     match cli.command {
         Command::Demo(a) => lockstep_cli::demo::check(&a.config()).map_err(|e| s(&e)),

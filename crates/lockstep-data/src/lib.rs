@@ -94,8 +94,9 @@ pub use dataset::{
     tensor_row,
 };
 pub use datasets::{
-    CsvDataset, CsvTable, Digits, MAX_INFLATED_BYTES, Mnist, parse_csv, parse_csv_bytes, parse_idx,
-    parse_npy, parse_npz, read_csv, read_idx, read_npy, read_npz,
+    CsvDataset, CsvTable, Digits, MAX_INFLATED_BYTES, Mnist, TINY_SHAKESPEARE_ATTRIBUTION,
+    parse_csv, parse_csv_bytes, parse_idx, parse_npy, parse_npz, read_csv, read_idx, read_npy,
+    read_npz, read_text,
 };
 pub use error::{Error, Result};
 pub use iterable::{IterableIter, IterableLoader};

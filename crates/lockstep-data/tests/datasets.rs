@@ -203,3 +203,65 @@ fn normalize_and_compose() {
         y.to_vec::<f32>().unwrap()
     );
 }
+
+#[test]
+fn tiny_shakespeare_is_embedded_and_text_files_read_as_python_does() {
+    let text = read_text(None).unwrap();
+    // The corpus's own figures (shared/data/README.md): 1,115,394 characters, 65 distinct.
+    assert_eq!(text.chars().count(), 1_115_394);
+    let mut distinct: Vec<char> = text.chars().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 65);
+    assert!(text.starts_with("First Citizen:\n"));
+    assert!(TINY_SHAKESPEARE_ATTRIBUTION.contains("public domain"));
+    // The shared copy, read as --data PATH.txt.gz, is the same text.
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tinyshakespeare.txt.gz");
+    if shared.exists() {
+        assert_eq!(read_text(Some(&shared)).unwrap(), text);
+    }
+    // A plain .txt: universal newlines, as Python's text mode.
+    let dir = std::env::temp_dir().join(format!("lockstep-text-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("a.txt");
+    std::fs::write(&p, b"ab\r\ncd\ref\n").unwrap();
+    assert_eq!(read_text(Some(&p)).unwrap(), "ab\ncd\nef\n");
+    // Errors name the reader: missing file, bad UTF-8, a .gz that is not gzip.
+    let e = read_text(Some(&dir.join("missing.txt"))).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Io {
+                op: "read_text",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    std::fs::write(&p, b"ok \xff\xfe").unwrap();
+    let e = read_text(Some(&p)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Format {
+                op: "read_text",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let gz = dir.join("b.txt.gz");
+    std::fs::write(&gz, b"plain text").unwrap();
+    let e = read_text(Some(&gz)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Format {
+                op: "read_text",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -1,0 +1,836 @@
+//! `lockstep train --model gpt`: the port of `spec/train/torch_gpt.py` (a character-level
+//! nanoGPT), step for step, in torch-compatible seeding.
+//!
+//! Same flags, same defaults, same JSON report. For the same seed it builds the same
+//! vocabulary and split, the same initial parameters bit for bit (the modules' default
+//! initialisation, then nanoGPT's re-initialisation in `apply` order, the tied matrix drawn
+//! twice, then the scaled `c_proj` draws), the same names, the same training and evaluation
+//! windows (`torch.randint` on the default generator, interleaved with the dropout masks in
+//! program order), the same learning rates (Python's float arithmetic and `math.cos`, which is
+//! the C library's `cos`, as Rust's `f64::cos`), the same AdamW arithmetic over the two weight
+//! decay groups and the same `clip_grad_norm_`. Matrix products, softmax, LayerNorm and
+//! cross-entropy are lockstep's deterministic kernels, so losses equal PyTorch's to rounding
+//! and the run's bits are the same at any thread count.
+
+use crate::train::sha256_of;
+use lockstep::{DType, Tensor};
+use lockstep_nn::layers::{Dropout, Embedding, GELU, LayerNorm, Linear};
+use lockstep_nn::module::ModuleList;
+use lockstep_nn::optim::{self, Optimizer};
+use lockstep_nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
+use serde_json::json;
+use std::path::PathBuf;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The flags of `torch_gpt.py`, with its defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GptConfig {
+    /// `torch.manual_seed(seed)`.
+    pub seed: u64,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads (must divide `n_embd`).
+    pub n_head: usize,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Context length.
+    pub block_size: usize,
+    /// Biases in the linear layers and LayerNorms.
+    pub bias: bool,
+    /// Dropout probability (embedding, attention, residual, MLP).
+    pub dropout: f64,
+    /// Windows per micro-batch.
+    pub batch_size: usize,
+    /// Micro-batches per optimizer step.
+    pub grad_accum: usize,
+    /// Optimizer steps.
+    pub max_iters: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Learning rate after the cosine decay.
+    pub min_lr: f64,
+    /// Steps of linear warmup.
+    pub warmup_iters: usize,
+    /// The step where the cosine ends (0: `max_iters`).
+    pub lr_decay_iters: usize,
+    /// Warmup + cosine (`true`) or a constant `lr`.
+    pub decay_lr: bool,
+    /// AdamW weight decay of matrices and embeddings (biases and LayerNorm weights: none).
+    pub weight_decay: f64,
+    /// AdamW β₁.
+    pub beta1: f64,
+    /// AdamW β₂.
+    pub beta2: f64,
+    /// `clip_grad_norm_` threshold (0: no clipping).
+    pub grad_clip: f64,
+    /// Evaluate every this many steps (0: never).
+    pub eval_interval: usize,
+    /// Windows per split and evaluation.
+    pub eval_iters: usize,
+    /// Tokens sampled at the end.
+    pub sample_tokens: usize,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Keep the `top_k` largest logits when sampling (0: all).
+    pub top_k: usize,
+    /// The sample's prompt.
+    pub prompt: String,
+    /// Fraction of the text held out for validation (its end).
+    pub val_fraction: f64,
+    /// Kernel threads (0: all cores).
+    pub threads: usize,
+    /// A `.txt` or `.txt.gz` corpus; `None`: the embedded Tiny Shakespeare.
+    pub data: Option<PathBuf>,
+    /// Turn deterministic algorithms off.
+    pub nondeterministic: bool,
+}
+
+impl Default for GptConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1337,
+            n_layer: 4,
+            n_head: 4,
+            n_embd: 128,
+            block_size: 64,
+            bias: true,
+            dropout: 0.1,
+            batch_size: 16,
+            grad_accum: 1,
+            max_iters: 200,
+            lr: 1e-3,
+            min_lr: 1e-4,
+            warmup_iters: 20,
+            lr_decay_iters: 0,
+            decay_lr: true,
+            weight_decay: 0.1,
+            beta1: 0.9,
+            beta2: 0.95,
+            grad_clip: 1.0,
+            eval_interval: 50,
+            eval_iters: 5,
+            sample_tokens: 200,
+            temperature: 0.8,
+            top_k: 20,
+            prompt: "\n".into(),
+            val_fraction: 0.1,
+            threads: 0,
+            data: None,
+            nondeterministic: false,
+        }
+    }
+}
+
+/// One evaluation: the mean loss over `eval_iters` random windows of each split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Eval {
+    /// The step it ran before (`max_iters` for the final one).
+    pub iter: usize,
+    /// Mean training-split loss.
+    pub train: f64,
+    /// Mean validation-split loss.
+    pub val: f64,
+}
+
+/// What one run reports (the keys of `torch_gpt.py`'s JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GptReport {
+    /// The seed.
+    pub seed: u64,
+    /// Distinct characters of the corpus.
+    pub vocab_size: usize,
+    /// Parameters (the tied matrix once).
+    pub n_params: usize,
+    /// sha256 over the initial `parameters()`.
+    pub init_sha256: String,
+    /// `named_parameters()` names.
+    pub parameter_names: Vec<String>,
+    /// `state_dict()` names (the tied `lm_head.weight` included).
+    pub state_dict_names: Vec<String>,
+    /// Each step's loss (the sum of its micro-batches' `loss / grad_accum`).
+    pub step_losses: Vec<f64>,
+    /// Each step's learning rate.
+    pub lrs: Vec<f64>,
+    /// Each step's total gradient norm before clipping (empty without clipping).
+    pub grad_norms: Vec<f64>,
+    /// The evaluations.
+    pub evals: Vec<Eval>,
+    /// The sampled token ids (after the prompt).
+    pub sample_ids: Vec<i64>,
+    /// The sampled text.
+    pub sample: String,
+    /// sha256 over the final `parameters()`.
+    pub final_sha256: String,
+}
+
+impl GptReport {
+    /// The JSON object `torch_gpt.py` prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "model": "gpt",
+            "seed": self.seed,
+            "vocab_size": self.vocab_size,
+            "n_params": self.n_params,
+            "init_sha256": self.init_sha256,
+            "parameter_names": self.parameter_names,
+            "state_dict_names": self.state_dict_names,
+            "steps": self.step_losses.len(),
+            "step_losses": self.step_losses,
+            "lrs": self.lrs,
+            "grad_norms": self.grad_norms,
+            "evals": self.evals.iter().map(|e| json!({"iter": e.iter, "train": e.train, "val": e.val})).collect::<Vec<_>>(),
+            "sample_ids": self.sample_ids,
+            "sample": self.sample,
+            "final_sha256": self.final_sha256,
+        })
+    }
+}
+
+/// nanoGPT's `CausalSelfAttention` (the explicit path): `c_attn` makes q, k, v; a causal mask
+/// before the softmax; dropout on the attention weights and on the projected output.
+struct CausalSelfAttention {
+    c_attn: Linear,
+    c_proj: Linear,
+    attn_dropout: Dropout,
+    resid_dropout: Dropout,
+    n_head: usize,
+    /// `[block_size, block_size]`: 0 on and below the diagonal, −∞ above. Added to the scores,
+    /// which gives `masked_fill(causal == 0, -inf)`'s values exactly (`s + 0 = s`).
+    mask: Tensor,
+    training: Training,
+}
+
+impl Module for CausalSelfAttention {
+    fn visit(&self, v: &mut dyn Visitor) {
+        // The `causal` buffer is not persistent: not in the state_dict.
+        v.child("c_attn", &self.c_attn);
+        v.child("c_proj", &self.c_proj);
+        v.child("attn_dropout", &self.attn_dropout);
+        v.child("resid_dropout", &self.resid_dropout);
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+impl Forward for CausalSelfAttention {
+    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+        let (b, t, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+        let (bi, ti, ci, nh) = (b as isize, t as isize, c as isize, self.n_head as isize);
+        let hd = c / self.n_head;
+        let qkv = self.c_attn.forward(x)?.chunk(3, 2)?;
+        let heads = |z: &Var| z.reshape(&[bi, ti, nh, hd as isize])?.transpose(1, 2);
+        let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
+        let att = q
+            .matmul(&k.transpose(-2, -1)?)?
+            .mul_scalar(1.0 / (hd as f64).sqrt())?;
+        let mask = self.mask.narrow(0, 0, t)?.narrow(1, 0, t)?;
+        let att = att.add(&Var::constant(mask))?.softmax(-1)?;
+        let att = self.attn_dropout.forward(&att)?;
+        let y = att.matmul(&v)?.transpose(1, 2)?.reshape(&[bi, ti, ci])?;
+        self.resid_dropout.forward(&self.c_proj.forward(&y)?)
+    }
+}
+
+/// nanoGPT's `MLP`: `c_fc` to 4·C, exact GELU, `c_proj` back, dropout.
+struct Mlp {
+    c_fc: Linear,
+    gelu: GELU,
+    c_proj: Linear,
+    dropout: Dropout,
+    training: Training,
+}
+
+impl Module for Mlp {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child("c_fc", &self.c_fc);
+        v.child("gelu", &self.gelu);
+        v.child("c_proj", &self.c_proj);
+        v.child("dropout", &self.dropout);
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+impl Forward for Mlp {
+    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+        let h = self.gelu.forward(&self.c_fc.forward(x)?)?;
+        self.dropout.forward(&self.c_proj.forward(&h)?)
+    }
+}
+
+/// A pre-LayerNorm block: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`.
+struct Block {
+    ln_1: LayerNorm,
+    attn: CausalSelfAttention,
+    ln_2: LayerNorm,
+    mlp: Mlp,
+    training: Training,
+}
+
+impl Module for Block {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child("ln_1", &self.ln_1);
+        v.child("attn", &self.attn);
+        v.child("ln_2", &self.ln_2);
+        v.child("mlp", &self.mlp);
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+impl Forward for Block {
+    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+        let x = x.add(&self.attn.forward(&self.ln_1.forward(x)?)?)?;
+        x.add(&self.mlp.forward(&self.ln_2.forward(&x)?)?)
+    }
+}
+
+/// `nn.ModuleDict(wte, wpe, drop, h, ln_f)`: the members in their registration order.
+struct Transformer {
+    wte: Embedding,
+    wpe: Embedding,
+    drop: Dropout,
+    h: ModuleList<Block>,
+    ln_f: LayerNorm,
+    training: Training,
+}
+
+impl Module for Transformer {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child("wte", &self.wte);
+        v.child("wpe", &self.wpe);
+        v.child("drop", &self.drop);
+        v.child("h", &self.h);
+        v.child("ln_f", &self.ln_f);
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+/// `torch_gpt.py`'s `Gpt`: the output head's weight is the token embedding's (one [`Var`]
+/// under two names, as PyTorch's tying).
+pub struct Gpt {
+    transformer: Transformer,
+    lm_head: Linear,
+    block_size: usize,
+    training: Training,
+}
+
+impl Module for Gpt {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.child("transformer", &self.transformer);
+        v.child("lm_head", &self.lm_head);
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+/// `nn.LayerNorm(n, bias=bias)`: without a bias, the weight only.
+fn layer_norm(n: usize, bias: bool) -> lockstep_nn::Result<LayerNorm> {
+    LayerNorm::with_options(&[n], true, bias)
+}
+
+impl Gpt {
+    /// `Gpt(a, vocab_size)` after `torch.manual_seed`: the modules' default initialisation
+    /// from the default generator in `__init__` order, the tie, nanoGPT's re-initialisation in
+    /// `apply` order (children before parents; the tied matrix as the Embedding, then as the
+    /// Linear), then `N(0, 0.02/√(2·n_layer))` on every `c_proj.weight` in parameter order.
+    ///
+    /// # Errors
+    /// Sizes the layers refuse (`n_embd` not a multiple of `n_head` is checked by the caller).
+    pub fn new(cfg: &GptConfig, vocab_size: usize) -> Result<Self, BoxError> {
+        let c = cfg.n_embd;
+        let wte = Embedding::new(vocab_size, c, None)?;
+        let wpe = Embedding::new(cfg.block_size, c, None)?;
+        let drop = Dropout::new(cfg.dropout)?;
+        let mut mask = vec![0f32; cfg.block_size * cfg.block_size];
+        for i in 0..cfg.block_size {
+            mask[i * cfg.block_size + i + 1..(i + 1) * cfg.block_size].fill(f32::NEG_INFINITY);
+        }
+        let mask = Tensor::from_vec(mask, &[cfg.block_size, cfg.block_size])?;
+        let mut h = ModuleList::new();
+        for _ in 0..cfg.n_layer {
+            let ln_1 = layer_norm(c, cfg.bias)?;
+            let attn = CausalSelfAttention {
+                c_attn: Linear::new(c, 3 * c, cfg.bias)?,
+                c_proj: Linear::new(c, c, cfg.bias)?,
+                attn_dropout: Dropout::new(cfg.dropout)?,
+                resid_dropout: Dropout::new(cfg.dropout)?,
+                n_head: cfg.n_head,
+                mask: mask.clone(),
+                training: Training::default(),
+            };
+            let ln_2 = layer_norm(c, cfg.bias)?;
+            let mlp = Mlp {
+                c_fc: Linear::new(c, 4 * c, cfg.bias)?,
+                gelu: GELU::new("none")?,
+                c_proj: Linear::new(4 * c, c, cfg.bias)?,
+                dropout: Dropout::new(cfg.dropout)?,
+                training: Training::default(),
+            };
+            h.push(Block {
+                ln_1,
+                attn,
+                ln_2,
+                mlp,
+                training: Training::default(),
+            });
+        }
+        let ln_f = layer_norm(c, cfg.bias)?;
+        let lm_head = Linear::new(c, vocab_size, false)?;
+        let mut transformer = Transformer {
+            wte,
+            wpe,
+            drop,
+            h,
+            ln_f,
+            training: Training::default(),
+        };
+        transformer.wte.weight = lm_head.weight.clone();
+        let gpt = Self {
+            transformer,
+            lm_head,
+            block_size: cfg.block_size,
+            training: Training::default(),
+        };
+        // `self.apply(_init_weights)`: children before parents, in registration order.
+        let normal = |w: &Var, std: f64| lockstep_nn::init::normal_(w, 0.0, std, None);
+        let linear = |l: &Linear| -> lockstep_nn::Result<()> {
+            normal(&l.weight, 0.02)?;
+            if let Some(b) = &l.bias {
+                lockstep_nn::init::zeros_(b)?;
+            }
+            Ok(())
+        };
+        let t = &gpt.transformer;
+        normal(&t.wte.weight, 0.02)?;
+        normal(&t.wpe.weight, 0.02)?;
+        for i in 0..t.h.len() {
+            let b = t.h.get(i).expect("in range");
+            linear(&b.attn.c_attn)?;
+            linear(&b.attn.c_proj)?;
+            linear(&b.mlp.c_fc)?;
+            linear(&b.mlp.c_proj)?;
+        }
+        linear(&gpt.lm_head)?;
+        let std = 0.02 / ((2 * cfg.n_layer) as f64).sqrt();
+        for (name, p) in gpt.named_parameters() {
+            if name.ends_with("c_proj.weight") {
+                normal(&p, std)?;
+            }
+        }
+        Ok(gpt)
+    }
+
+    /// Logits `[B, T, vocab]` for token ids `idx` (`[B, T]`, `i64`, `T ≤ block_size`).
+    ///
+    /// # Errors
+    /// A sequence longer than `block_size`; ids outside the vocabulary.
+    pub fn forward(&self, idx: &Tensor) -> Result<Var, BoxError> {
+        let t = idx.shape()[1];
+        if t > self.block_size {
+            return Err(format!(
+                "sequence of {t} tokens is longer than block_size {}",
+                self.block_size
+            )
+            .into());
+        }
+        let tr = &self.transformer;
+        let pos = Tensor::arange(0.0, t as f64, 1.0, DType::I64)?;
+        let x = tr.wte.lookup(idx)?.add(&tr.wpe.lookup(&pos)?)?;
+        let mut x = tr.drop.forward(&x)?;
+        for i in 0..tr.h.len() {
+            x = tr.h.get(i).expect("in range").forward(&x)?;
+        }
+        Ok(self.lm_head.forward(&tr.ln_f.forward(&x)?)?)
+    }
+
+    /// `F.cross_entropy(logits.view(-1, V), targets.view(-1))`.
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Var, BoxError> {
+        let logits = self.forward(x)?;
+        let v = logits.shape()[2] as isize;
+        Ok(F::cross_entropy(
+            &logits.reshape(&[-1, v])?,
+            &y.reshape(&[-1])?,
+        )?)
+    }
+}
+
+/// The corpus as token ids: the vocabulary (distinct characters in code-point order) and each
+/// character's id.
+pub fn tokenize(text: &str) -> (Vec<char>, Vec<i64>) {
+    let mut chars: Vec<char> = text.chars().collect();
+    let ids_of = chars.clone();
+    chars.sort_unstable();
+    chars.dedup();
+    let ids = ids_of
+        .iter()
+        .map(|c| chars.binary_search(c).expect("from the text") as i64)
+        .collect();
+    (chars, ids)
+}
+
+/// `get_lr(it)`: linear warmup, then cosine down to `min_lr`, in Python's float arithmetic.
+pub fn get_lr(cfg: &GptConfig, it: usize) -> f64 {
+    if !cfg.decay_lr {
+        return cfg.lr;
+    }
+    let decay_iters = decay_iters(cfg);
+    if it < cfg.warmup_iters {
+        return cfg.lr * (it + 1) as f64 / (cfg.warmup_iters + 1) as f64;
+    }
+    if it > decay_iters {
+        return cfg.min_lr;
+    }
+    let ratio = (it - cfg.warmup_iters) as f64 / (decay_iters - cfg.warmup_iters) as f64;
+    let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+    cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
+}
+
+fn decay_iters(cfg: &GptConfig) -> usize {
+    if cfg.lr_decay_iters == 0 {
+        cfg.max_iters
+    } else {
+        cfg.lr_decay_iters
+    }
+}
+
+/// Checks the flags as `torch_gpt.py` would fail on them, plus the values it would accept but
+/// cannot run (each error names its flag). Reads no file and changes no global state.
+///
+/// # Errors
+/// The first bad value.
+pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
+    let bad = |flag: &str, v: String, want: &str| -> BoxError {
+        format!("invalid value {v} for --{flag}: {want}").into()
+    };
+    let pos = |flag: &str, v: usize| -> Result<(), BoxError> {
+        if v == 0 {
+            return Err(bad(flag, "0".into(), "must be at least 1"));
+        }
+        Ok(())
+    };
+    pos("n-head", cfg.n_head)?;
+    pos("n-embd", cfg.n_embd)?;
+    pos("block-size", cfg.block_size)?;
+    pos("batch-size", cfg.batch_size)?;
+    pos("grad-accum", cfg.grad_accum)?;
+    if !cfg.n_embd.is_multiple_of(cfg.n_head) {
+        return Err(bad(
+            "n-embd",
+            cfg.n_embd.to_string(),
+            &format!("must be a multiple of --n-head ({})", cfg.n_head),
+        ));
+    }
+    // Sizes a run could never allocate are refused here rather than failing mid-way.
+    let limits = [
+        ("n-layer", cfg.n_layer, 1 << 12),
+        ("n-embd", cfg.n_embd, 1 << 16),
+        ("block-size", cfg.block_size, 1 << 16),
+        ("batch-size", cfg.batch_size, 1 << 20),
+        ("grad-accum", cfg.grad_accum, 1 << 20),
+        ("threads", cfg.threads, 1024),
+    ];
+    for (flag, v, max) in limits {
+        if v > max {
+            return Err(bad(flag, v.to_string(), &format!("at most {max}")));
+        }
+    }
+    for (flag, v) in [
+        ("lr", cfg.lr),
+        ("min-lr", cfg.min_lr),
+        ("weight-decay", cfg.weight_decay),
+        ("grad-clip", cfg.grad_clip),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad(flag, v.to_string(), "must be finite and >= 0"));
+        }
+    }
+    for (flag, v) in [("beta1", cfg.beta1), ("beta2", cfg.beta2)] {
+        if !(0.0..1.0).contains(&v) {
+            return Err(bad(flag, v.to_string(), "must be in [0, 1)"));
+        }
+    }
+    if !(0.0..=1.0).contains(&cfg.dropout) {
+        return Err(bad("dropout", cfg.dropout.to_string(), "must be in [0, 1]"));
+    }
+    if !(cfg.temperature.is_finite() && cfg.temperature > 0.0) {
+        return Err(bad(
+            "temperature",
+            cfg.temperature.to_string(),
+            "must be finite and > 0",
+        ));
+    }
+    if !(0.0..1.0).contains(&cfg.val_fraction) {
+        return Err(bad(
+            "val-fraction",
+            cfg.val_fraction.to_string(),
+            "must be in [0, 1)",
+        ));
+    }
+    if cfg.sample_tokens > 0 && cfg.prompt.is_empty() {
+        return Err(bad(
+            "prompt",
+            "\"\"".into(),
+            "must have at least one character when --sample-tokens > 0",
+        ));
+    }
+    // torch_gpt.py divides by zero here (the cosine's ratio 0/0 at step warmup_iters).
+    if cfg.decay_lr && decay_iters(cfg) == cfg.warmup_iters && cfg.max_iters > cfg.warmup_iters {
+        return Err(bad(
+            "lr-decay-iters",
+            decay_iters(cfg).to_string(),
+            "must differ from --warmup-iters (the cosine would divide by zero)",
+        ));
+    }
+    Ok(())
+}
+
+/// The corpus split, the vocabulary and what the flags need of them.
+struct Corpus {
+    chars: Vec<char>,
+    train: Vec<i64>,
+    val: Vec<i64>,
+}
+
+fn corpus(cfg: &GptConfig) -> Result<Corpus, BoxError> {
+    let text = lockstep::data::read_text(cfg.data.as_deref())?;
+    let (chars, ids) = tokenize(&text);
+    let n_train = (ids.len() as f64 * (1.0 - cfg.val_fraction)) as usize;
+    let (train, val) = ids.split_at(n_train.min(ids.len()));
+    let c = Corpus {
+        chars,
+        train: train.to_vec(),
+        val: val.to_vec(),
+    };
+    let need_val = cfg.eval_interval > 0 && cfg.eval_iters > 0;
+    for (name, d, used) in [
+        ("training", &c.train, cfg.max_iters > 0 || need_val),
+        ("validation", &c.val, need_val),
+    ] {
+        if used && d.len() <= cfg.block_size {
+            return Err(format!(
+                "invalid value {} for --block-size: the {name} split has {} tokens; it needs more \
+                 than block-size (check --block-size, --val-fraction, --data)",
+                cfg.block_size,
+                d.len()
+            )
+            .into());
+        }
+    }
+    if let Some(bad) = cfg
+        .prompt
+        .chars()
+        .find(|ch| c.chars.binary_search(ch).is_err())
+    {
+        return Err(format!(
+            "invalid value {:?} for --prompt: the character {bad:?} is not in the corpus's \
+             vocabulary",
+            cfg.prompt
+        )
+        .into());
+    }
+    Ok(c)
+}
+
+/// `get_batch(split)`: `torch.randint(len(d) - block_size, (batch_size,))` from the default
+/// generator, then the windows and their next-token targets.
+fn get_batch(d: &[i64], cfg: &GptConfig) -> Result<(Tensor, Tensor), BoxError> {
+    let (b, t) = (cfg.batch_size, cfg.block_size);
+    let ix = Tensor::randint(0, (d.len() - t) as i64, &[b], DType::I64, None)?.to_vec::<i64>()?;
+    let mut x = Vec::with_capacity(b * t);
+    let mut y = Vec::with_capacity(b * t);
+    for &i in &ix {
+        let i = i as usize;
+        x.extend_from_slice(&d[i..i + t]);
+        y.extend_from_slice(&d[i + 1..i + 1 + t]);
+    }
+    Ok((Tensor::from_vec(x, &[b, t])?, Tensor::from_vec(y, &[b, t])?))
+}
+
+/// `estimate_loss()`: the model in eval mode, `eval_iters` windows per split without
+/// gradients, each mean as `torch.zeros(k)` filled with the losses and `.mean()` (f32).
+fn estimate_loss(
+    model: &mut Gpt,
+    c: &Corpus,
+    cfg: &GptConfig,
+    iter: usize,
+) -> Result<Eval, BoxError> {
+    model.eval();
+    let mut out = [0f64; 2];
+    for (o, d) in out.iter_mut().zip([&c.train, &c.val]) {
+        let mut losses = Vec::with_capacity(cfg.eval_iters);
+        for _ in 0..cfg.eval_iters {
+            let (x, y) = get_batch(d, cfg)?;
+            let l = no_grad(|| model.loss(&x, &y))?;
+            losses.push(l.data().item::<f32>()?);
+        }
+        // A few f32 values: PyTorch's sum adds them in order, then divides.
+        *o = (losses.iter().fold(0f32, |a, &l| a + l) / cfg.eval_iters as f32) as f64;
+    }
+    model.train(true);
+    Ok(Eval {
+        iter,
+        train: out[0],
+        val: out[1],
+    })
+}
+
+/// Sampling: the last `block_size` tokens as context, logits / temperature, top-k, softmax,
+/// `torch.multinomial(probs, 1)` from the default generator.
+fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxError> {
+    model.eval();
+    let mut idx: Vec<i64> = cfg
+        .prompt
+        .chars()
+        .map(|ch| c.chars.binary_search(&ch).expect("checked") as i64)
+        .collect();
+    let v = c.chars.len();
+    let temp = cfg.temperature as f32;
+    for _ in 0..cfg.sample_tokens {
+        let ctx = &idx[idx.len().saturating_sub(cfg.block_size)..];
+        let x = Tensor::from_vec(ctx.to_vec(), &[1, ctx.len()])?;
+        let logits = no_grad(|| model.forward(&x))?.data();
+        let last = logits.narrow(1, ctx.len() - 1, 1)?.to_vec::<f32>()?;
+        let l: Vec<f32> = last.iter().map(|&z| z / temp).collect();
+        let mut l = Tensor::from_vec(l, &[1, v])?;
+        if cfg.top_k > 0 {
+            // logits[logits < v[:, [-1]]] = -inf
+            let k = cfg.top_k.min(v);
+            let (top, _) = l.topk(k, -1, true, true)?;
+            let kth = top.narrow(1, k - 1, 1)?;
+            l = l.masked_fill(&l.lt(&kth)?, f64::NEG_INFINITY)?;
+        }
+        let probs = l.softmax(-1)?;
+        let next = Tensor::multinomial(&probs, 1, false, None)?.to_vec::<i64>()?;
+        idx.push(next[0]);
+    }
+    Ok(idx.split_off(cfg.prompt.chars().count()))
+}
+
+/// Runs `torch_gpt.py`'s program.
+///
+/// # Errors
+/// A bad flag (see [`check_config`]), an unreadable corpus, a prompt outside its vocabulary,
+/// a split too short for the block size.
+pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
+    check_config(cfg)?;
+    let c = corpus(cfg)?;
+    if cfg.threads > 0 {
+        lockstep::set_num_threads(cfg.threads);
+    }
+    lockstep::use_deterministic_algorithms(!cfg.nondeterministic);
+    lockstep::manual_seed(cfg.seed);
+    let mut model = Gpt::new(cfg, c.chars.len())?;
+    let named = model.named_parameters();
+    let params: Vec<Var> = named.iter().map(|(_, p)| p.clone()).collect();
+    let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
+
+    // AdamW over two groups: matrices and embeddings decay, biases and LayerNorm weights not.
+    // Two optimizers give the groups' bits: each parameter's update reads only its own state.
+    let (decay, no_decay): (Vec<Var>, Vec<Var>) =
+        params.iter().cloned().partition(|p| p.ndim() >= 2);
+    let adamw = |ps: Vec<Var>, wd: f64| {
+        optim::AdamW::new(
+            ps,
+            optim::AdamWOptions {
+                lr: cfg.lr,
+                betas: (cfg.beta1, cfg.beta2),
+                weight_decay: wd,
+                ..optim::AdamWOptions::default()
+            },
+        )
+    };
+    let mut opts = [adamw(decay, cfg.weight_decay)?, adamw(no_decay, 0.0)?];
+
+    let mut step_losses = Vec::with_capacity(cfg.max_iters);
+    let mut lrs = Vec::with_capacity(cfg.max_iters);
+    let mut grad_norms = Vec::new();
+    let mut evals = Vec::new();
+    let evaluating = cfg.eval_interval > 0 && cfg.eval_iters > 0;
+    model.train(true);
+    for it in 0..cfg.max_iters {
+        lockstep_tensor::trace::set_step(it);
+        let lr = get_lr(cfg, it);
+        for o in opts.iter_mut() {
+            o.set_lr(lr);
+        }
+        lrs.push(lr);
+        if evaluating && it.is_multiple_of(cfg.eval_interval) {
+            evals.push(estimate_loss(&mut model, &c, cfg, it)?);
+        }
+        let mut total = 0.0f64;
+        for _ in 0..cfg.grad_accum {
+            let (x, y) = get_batch(&c.train, cfg)?;
+            let loss = model.loss(&x, &y)?.div_scalar(cfg.grad_accum as f64)?;
+            total += loss.data().item::<f32>()? as f64;
+            loss.backward()?;
+        }
+        if cfg.grad_clip > 0.0 {
+            let n = optim::clip_grad_norm_(&params, cfg.grad_clip, 2.0)?;
+            grad_norms.push(n.item::<f32>()? as f64);
+        }
+        for o in opts.iter_mut() {
+            o.step()?;
+            o.zero_grad();
+        }
+        step_losses.push(total);
+    }
+    if evaluating {
+        evals.push(estimate_loss(&mut model, &c, cfg, cfg.max_iters)?);
+    }
+    let sample_ids = sample(&mut model, &c, cfg)?;
+    let state = model.state_dict();
+    Ok(GptReport {
+        seed: cfg.seed,
+        vocab_size: c.chars.len(),
+        n_params: params.iter().map(|p| p.numel()).sum(),
+        init_sha256,
+        parameter_names: named.into_iter().map(|(n, _)| n).collect(),
+        state_dict_names: state.into_iter().map(|(n, _)| n).collect(),
+        step_losses,
+        lrs,
+        grad_norms,
+        evals,
+        sample: sample_ids.iter().map(|&i| c.chars[i as usize]).collect(),
+        sample_ids,
+        final_sha256: sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter()),
+    })
+}
+
+/// `lockstep train --model gpt`: runs and prints the JSON report (with `json`, only it);
+/// exit 2 with the error otherwise.
+pub fn main(cfg: &GptConfig, json: bool) -> std::process::ExitCode {
+    match run(cfg) {
+        Ok(r) => {
+            if json {
+                println!("{}", r.to_json());
+            } else {
+                for (i, l) in r.step_losses.iter().enumerate() {
+                    if i % 10 == 0 || i + 1 == r.step_losses.len() {
+                        eprintln!("step {i:5}  loss {l:.4}  lr {:.3e}", r.lrs[i]);
+                    }
+                }
+                for e in &r.evals {
+                    eprintln!(
+                        "eval at {:5}: train {:.4}, val {:.4}",
+                        e.iter, e.train, e.val
+                    );
+                }
+                eprintln!("sample: {:?}", r.sample);
+                println!("{}", r.to_json());
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: lockstep train --model gpt: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
