@@ -195,8 +195,8 @@ struct CausalSelfAttention {
     attn_dropout: Dropout,
     resid_dropout: Dropout,
     n_head: usize,
-    /// `[block_size, block_size]`: 0 on and below the diagonal, −∞ above. Added to the scores,
-    /// which gives `masked_fill(causal == 0, -inf)`'s values exactly (`s + 0 = s`).
+    /// `[block_size, block_size]`, `Bool`: true above the diagonal (`causal == 0`), where the
+    /// scores become −∞.
     mask: Tensor,
     training: Training,
 }
@@ -226,7 +226,7 @@ impl Forward for CausalSelfAttention {
             .matmul(&k.transpose(-2, -1)?)?
             .mul_scalar(1.0 / (hd as f64).sqrt())?;
         let mask = self.mask.narrow(0, 0, t)?.narrow(1, 0, t)?;
-        let att = att.add(&Var::constant(mask))?.softmax(-1)?;
+        let att = att.masked_fill(&mask, f64::NEG_INFINITY)?.softmax(-1)?;
         let att = self.attn_dropout.forward(&att)?;
         let y = att.matmul(&v)?.transpose(1, 2)?.reshape(&[bi, ti, ci])?;
         self.resid_dropout.forward(&self.c_proj.forward(&y)?)
@@ -349,11 +349,8 @@ impl Gpt {
         let wte = Embedding::new(vocab_size, c, None)?;
         let wpe = Embedding::new(cfg.block_size, c, None)?;
         let drop = Dropout::new(cfg.dropout)?;
-        let mut mask = vec![0f32; cfg.block_size * cfg.block_size];
-        for i in 0..cfg.block_size {
-            mask[i * cfg.block_size + i + 1..(i + 1) * cfg.block_size].fill(f32::NEG_INFINITY);
-        }
-        let mask = Tensor::from_vec(mask, &[cfg.block_size, cfg.block_size])?;
+        let ones = Tensor::ones(&[cfg.block_size, cfg.block_size], DType::F32)?;
+        let mask = ones.tril(0)?.eq_scalar(0.0)?;
         let mut h = ModuleList::new();
         for _ in 0..cfg.n_layer {
             let ln_1 = layer_norm(c, cfg.bias)?;
@@ -732,12 +729,12 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
     let params: Vec<Var> = named.iter().map(|(_, p)| p.clone()).collect();
     let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
 
-    // AdamW over two groups: matrices and embeddings decay, biases and LayerNorm weights not.
-    // Two optimizers give the groups' bits: each parameter's update reads only its own state.
+    // AdamW over two parameter groups, as `torch.optim.AdamW([{decay}, {no_decay}])`: matrices
+    // and embeddings decay, biases and LayerNorm weights not.
     let (decay, no_decay): (Vec<Var>, Vec<Var>) =
         params.iter().cloned().partition(|p| p.ndim() >= 2);
-    let adamw = |ps: Vec<Var>, wd: f64| {
-        optim::AdamW::new(
+    let group = |ps: Vec<Var>, wd: f64| {
+        optim::Group::new(
             ps,
             optim::AdamWOptions {
                 lr: cfg.lr,
@@ -747,7 +744,8 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
             },
         )
     };
-    let mut opts = [adamw(decay, cfg.weight_decay)?, adamw(no_decay, 0.0)?];
+    let mut opt =
+        optim::AdamW::with_groups(vec![group(decay, cfg.weight_decay), group(no_decay, 0.0)])?;
 
     let mut step_losses = Vec::with_capacity(cfg.max_iters);
     let mut lrs = Vec::with_capacity(cfg.max_iters);
@@ -758,9 +756,7 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
     for it in 0..cfg.max_iters {
         lockstep_tensor::trace::set_step(it);
         let lr = get_lr(cfg, it);
-        for o in opts.iter_mut() {
-            o.set_lr(lr);
-        }
+        opt.set_lr(lr);
         lrs.push(lr);
         if evaluating && it.is_multiple_of(cfg.eval_interval) {
             evals.push(estimate_loss(&mut model, &c, cfg, it)?);
@@ -776,10 +772,8 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
             let n = optim::clip_grad_norm_(&params, cfg.grad_clip, 2.0)?;
             grad_norms.push(n.item::<f32>()? as f64);
         }
-        for o in opts.iter_mut() {
-            o.step()?;
-            o.zero_grad();
-        }
+        opt.step()?;
+        opt.zero_grad();
         step_losses.push(total);
     }
     if evaluating {
