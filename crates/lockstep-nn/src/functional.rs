@@ -875,3 +875,643 @@ pub fn binary_cross_entropy_with_logits(
 pub fn values<T: Element>(t: &Tensor) -> Result<Vec<T>> {
     t.to_vec::<T>()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Activations and pointwise losses of issue 27 (PyTorch's example programs).
+
+/// `x > 0` as a `Bool` tensor (the branch of PyTorch's `leaky_relu` kernels).
+fn positive(x: &Tensor) -> Result<Tensor> {
+    x.gt(&Tensor::zeros(&[], x.dtype())?)
+}
+
+/// `F.leaky_relu(x, negative_slope)`: `x` where `x > 0`, else `x · negative_slope` (PyTorch's
+/// kernel, in the tensor's dtype: the same bits). The gradient is `g` where `x > 0`, else
+/// `g · negative_slope`, as PyTorch's `leaky_relu_backward`. Each step is a tensor op through
+/// dispatch (`gt`, `mul`, `where`): deterministic at any thread count.
+///
+/// # Errors
+/// A dtype that is not float.
+pub fn leaky_relu(x: &Var, negative_slope: f64) -> Result<Var> {
+    float_check("leaky_relu", x)?;
+    let xt = x.data();
+    let pos = positive(&xt)?;
+    let y = Tensor::where_(&pos, &xt, &xt.mul_scalar(negative_slope)?)?;
+    Ok(Var::from_op("leaky_relu", y, &[x], move |g| {
+        Ok(vec![Some(Tensor::where_(
+            &pos,
+            g,
+            &g.mul_scalar(negative_slope)?,
+        )?)])
+    }))
+}
+
+/// `F.silu(x)` (swish): `x / (1 + exp(−x))`, PyTorch's formula in the tensor's dtype (the
+/// portable `exp`, so values may differ from PyTorch's vectorised `exp` in the last bit). The
+/// gradient is PyTorch's `silu_backward`: `g · s · (1 + x · (1 − s))` with
+/// `s = 1 / (1 + exp(−x))`. Tensor ops through dispatch: deterministic at any thread count.
+///
+/// # Errors
+/// A dtype that is not float.
+pub fn silu(x: &Var) -> Result<Var> {
+    float_check("silu", x)?;
+    let xt = x.data();
+    let den = xt.neg()?.exp()?.add_scalar(1.0)?;
+    let y = xt.div(&den)?;
+    Ok(Var::from_op("silu", y, &[x], move |g| {
+        let one = Tensor::ones(&[], den.dtype())?;
+        let s = one.div(&den)?;
+        let right = xt.mul(&one.sub(&s)?)?.add_scalar(1.0)?;
+        Ok(vec![Some(g.mul(&s)?.mul(&right)?)])
+    }))
+}
+
+/// A float tensor's elements mapped one by one in its own precision: `f32` elements by `f`,
+/// `f64` elements by `d` (for the ops whose PyTorch kernel has no tensor-op composition here).
+fn map_float(
+    t: &Tensor,
+    f: impl Fn(usize, f32) -> f32,
+    d: impl Fn(usize, f64) -> f64,
+) -> Result<Tensor> {
+    let t = t.try_contiguous()?;
+    match t.dtype() {
+        DType::F32 => {
+            let v: Vec<f32> = t
+                .data::<f32>()?
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| f(i, x))
+                .collect();
+            Tensor::from_vec(v, t.shape())
+        }
+        _ => {
+            let v: Vec<f64> = t
+                .data::<f64>()?
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| d(i, x))
+                .collect();
+            Tensor::from_vec(v, t.shape())
+        }
+    }
+}
+
+/// `F.softplus(x, beta, threshold)`: `log1p(exp(β·x)) / β`, or `x` where `β·x > threshold`
+/// (PyTorch's defaults: β = 1, threshold = 20), per element in the tensor's own precision
+/// with the portable `exp` and `log1p`. The gradient is PyTorch's `softplus_backward`:
+/// `g · z / (z + 1)` with `z = exp(β·x)`, or `g` above the threshold.
+///
+/// # Errors
+/// A dtype that is not float, or β = 0.
+pub fn softplus(x: &Var, beta: f64, threshold: f64) -> Result<Var> {
+    const OP: &str = "softplus";
+    float_check(OP, x)?;
+    if beta == 0.0 || !beta.is_finite() {
+        return Err(invalid(
+            OP,
+            "beta",
+            format!("expected a finite, nonzero beta, got {beta}"),
+        ));
+    }
+    let xt = x.data().try_contiguous()?;
+    let (b32, t32) = (beta as f32, threshold as f32);
+    let y = map_float(
+        &xt,
+        |_, x| {
+            if x * b32 > t32 {
+                x
+            } else {
+                math::ln_1pf(math::expf(x * b32)) / b32
+            }
+        },
+        |_, x| {
+            if x * beta > threshold {
+                x
+            } else {
+                math::ln_1p(math::exp(x * beta)) / beta
+            }
+        },
+    )?;
+    Ok(Var::from_op(OP, y, &[x], move |g| {
+        let g = g.try_contiguous()?;
+        let (g32, g64) = match g.dtype() {
+            DType::F32 => (g.data::<f32>()?.to_vec(), Vec::new()),
+            _ => (Vec::new(), g.data::<f64>()?.to_vec()),
+        };
+        Ok(vec![Some(map_float(
+            &xt,
+            |i, x| {
+                let z = math::expf(x * b32);
+                if x * b32 > t32 {
+                    g32[i]
+                } else {
+                    g32[i] * z / (z + 1.0)
+                }
+            },
+            |i, x| {
+                let z = math::exp(x * beta);
+                if x * beta > threshold {
+                    g64[i]
+                } else {
+                    g64[i] * z / (z + 1.0)
+                }
+            },
+        )?)])
+    }))
+}
+
+/// A pointwise loss: `f(i, x, t)` gives the per-element value and its derivatives with
+/// respect to `x` and `t`, in f64; the result is reduced in f64 in index order (the mean
+/// divides by the element count, or by `mean_denominator` where given) and rounded once to
+/// the input's dtype. `target` gets a gradient when it is a `Var` that requires one.
+#[allow(clippy::too_many_arguments)]
+fn pointwise_loss(
+    op: &'static str,
+    input: &Var,
+    target: &Tensor,
+    target_var: Option<&Var>,
+    reduction: Reduction,
+    mean_denominator: Option<f64>,
+    f: impl Fn(usize, f64, f64) -> (f64, f64, f64),
+) -> Result<Var> {
+    float_check(op, input)?;
+    if target.dtype() != input.dtype() {
+        return Err(invalid(
+            op,
+            "target",
+            format!(
+                "expected a target of the input's dtype {:?}, got {:?}",
+                input.dtype(),
+                target.dtype()
+            ),
+        ));
+    }
+    if target.shape() != input.shape() {
+        return Err(invalid(
+            op,
+            "target",
+            format!(
+                "Using a target size ({:?}) that is different to the input size ({:?}) is not supported",
+                target.shape(),
+                input.shape()
+            ),
+        ));
+    }
+    let shape = input.shape().to_vec();
+    let x = f64s(&input.data());
+    let t = f64s(target);
+    let k = x.len();
+    let mut per = Vec::with_capacity(k);
+    let mut dx = Vec::with_capacity(k);
+    let mut dt = Vec::with_capacity(k);
+    for i in 0..k {
+        let (v, a, b) = f(i, x[i], t[i]);
+        per.push(v);
+        dx.push(a);
+        dt.push(b);
+    }
+    let denom = mean_denominator.unwrap_or(k as f64);
+    let dtype = input.dtype();
+    let value = match reduction {
+        Reduction::None => from_f64s(per, &shape, dtype)?,
+        Reduction::Sum => from_f64s(vec![per.iter().sum()], &[], dtype)?,
+        Reduction::Mean => from_f64s(vec![per.iter().sum::<f64>() / denom], &[], dtype)?,
+    };
+    let mut inputs = vec![input];
+    inputs.extend(target_var);
+    let with_target = target_var.is_some();
+    Ok(Var::from_op(op, value, &inputs, move |g| {
+        let gs = f64s(g);
+        let scale = |i: usize| match reduction {
+            Reduction::None => gs[i],
+            Reduction::Sum => gs[0],
+            Reduction::Mean => gs[0] / denom,
+        };
+        let gx: Vec<f64> = (0..k).map(|i| dx[i] * scale(i)).collect();
+        let mut out = vec![Some(from_f64s(gx, &shape, dtype)?)];
+        if with_target {
+            let gt: Vec<f64> = (0..k).map(|i| dt[i] * scale(i)).collect();
+            out.push(Some(from_f64s(gt, &shape, dtype)?));
+        }
+        Ok(out)
+    }))
+}
+
+/// Options of [`binary_cross_entropy_with`] (PyTorch's defaults by `Default`).
+#[derive(Clone, Debug, Default)]
+pub struct BinaryCrossEntropy {
+    /// A weight per element, broadcast to the input's shape (`weight=`).
+    pub weight: Option<Tensor>,
+    /// `reduction=` (default mean).
+    pub reduction: Reduction,
+}
+
+/// `F.binary_cross_entropy(input, target)` with PyTorch's defaults (no weight, mean).
+///
+/// # Errors
+/// As [`binary_cross_entropy_with`].
+pub fn binary_cross_entropy(input: &Var, target: &Tensor) -> Result<Var> {
+    binary_cross_entropy_with(input, target, &BinaryCrossEntropy::default())
+}
+
+/// `F.binary_cross_entropy(input, target, weight, reduction)` for probabilities `input` in
+/// `[0, 1]`: `w · ((t − 1)·max(log(1 − x), −100) − t·max(log x, −100))` per element (PyTorch
+/// clamps each log at −100, so a probability of exactly 0 or 1 gives a finite loss), in f64,
+/// reduced in index order and rounded once. The gradient is PyTorch's:
+/// `w · g · (x − t) / max((1 − x)·x, ε)` with ε the `f32` value of 1e−12. The target gets no gradient.
+///
+/// # Errors
+/// A `target` or `weight` whose dtype is not the input's, a `target` not of the input's shape,
+/// a `weight` that does not broadcast to it, an input element outside `[0, 1]`.
+pub fn binary_cross_entropy_with(
+    input: &Var,
+    target: &Tensor,
+    o: &BinaryCrossEntropy,
+) -> Result<Var> {
+    const OP: &str = "binary_cross_entropy";
+    float_check(OP, input)?;
+    let shape = input.shape().to_vec();
+    let w = match &o.weight {
+        Some(w) => {
+            if w.dtype() != input.dtype() {
+                return Err(invalid(
+                    OP,
+                    "weight",
+                    format!(
+                        "expected the input's dtype {:?}, got {:?}",
+                        input.dtype(),
+                        w.dtype()
+                    ),
+                ));
+            }
+            let s = lockstep_tensor::ops::elementwise::broadcast_shapes(OP, w.shape(), &shape);
+            if s.ok().as_ref() != Some(&shape) {
+                return Err(invalid(
+                    OP,
+                    "weight",
+                    format!(
+                        "a weight of shape {:?} does not broadcast to the input's shape {shape:?}",
+                        w.shape()
+                    ),
+                ));
+            }
+            Some(f64s(&crate::ops::expand_to(w, &shape)?))
+        }
+        None => None,
+    };
+    if let Some(bad) = f64s(&input.data())
+        .into_iter()
+        .find(|x| !(0.0..=1.0).contains(x))
+    {
+        return Err(invalid(
+            OP,
+            "input",
+            format!("all elements of input should be between 0 and 1, found {bad}"),
+        ));
+    }
+    pointwise_loss(OP, input, target, None, o.reduction, None, |i, x, t| {
+        let wi = w.as_ref().map_or(1.0, |w| w[i]);
+        let v = (t - 1.0) * math::ln_1p(-x).max(-100.0) - t * math::ln(x).max(-100.0);
+        // PyTorch's EPSILON is the f32 constant 1e-12.
+        let d = (x - t) / ((1.0 - x) * x).max(f64::from(1e-12f32));
+        (wi * v, wi * d, 0.0)
+    })
+}
+
+/// `F.l1_loss(input, target, reduction)`: `|x − t|`, reduced. The gradient is
+/// `sign(x − t)` (0 where they are equal) for the input and its negation for the target.
+///
+/// # Errors
+/// A target of another shape or dtype; a non-float dtype.
+pub fn l1_loss(input: &Var, target: &Var, reduction: Reduction) -> Result<Var> {
+    pointwise_loss(
+        "l1_loss",
+        input,
+        &target.data(),
+        Some(target),
+        reduction,
+        None,
+        |_, x, t| {
+            let d = x - t;
+            let s = if d > 0.0 {
+                1.0
+            } else if d < 0.0 {
+                -1.0
+            } else {
+                0.0
+            };
+            (d.abs(), s, -s)
+        },
+    )
+}
+
+/// Options of [`smooth_l1_loss_with`] (PyTorch's defaults by `Default`: mean, β = 1).
+#[derive(Clone, Copy, Debug)]
+pub struct SmoothL1Loss {
+    /// `reduction=`.
+    pub reduction: Reduction,
+    /// `beta=` (≥ 0): below it the loss is quadratic; 0 makes it [`l1_loss`].
+    pub beta: f64,
+}
+
+impl Default for SmoothL1Loss {
+    fn default() -> Self {
+        Self {
+            reduction: Reduction::Mean,
+            beta: 1.0,
+        }
+    }
+}
+
+/// `F.smooth_l1_loss(input, target)` with PyTorch's defaults.
+///
+/// # Errors
+/// As [`smooth_l1_loss_with`].
+pub fn smooth_l1_loss(input: &Var, target: &Var) -> Result<Var> {
+    smooth_l1_loss_with(input, target, &SmoothL1Loss::default())
+}
+
+/// `F.smooth_l1_loss(input, target, reduction, beta)`: with `d = x − t`, `½·d²/β` where
+/// `|d| < β`, else `|d| − ½·β`; β = 0 is [`l1_loss`], as in PyTorch. Gradients for the input
+/// and the target (`d/β`, or `±1` outside).
+///
+/// # Errors
+/// A negative or non-finite `beta`; a target of another shape or dtype.
+pub fn smooth_l1_loss_with(input: &Var, target: &Var, o: &SmoothL1Loss) -> Result<Var> {
+    const OP: &str = "smooth_l1_loss";
+    let beta = o.beta;
+    if !(beta >= 0.0 && beta.is_finite()) {
+        return Err(invalid(
+            OP,
+            "beta",
+            format!("smooth_l1_loss does not support negative values for beta, got {beta}"),
+        ));
+    }
+    if beta == 0.0 {
+        return l1_loss(input, target, o.reduction);
+    }
+    pointwise_loss(
+        OP,
+        input,
+        &target.data(),
+        Some(target),
+        o.reduction,
+        None,
+        |_, x, t| {
+            let d = x - t;
+            let (v, g) = if d.abs() < beta {
+                (0.5 * d * d / beta, d / beta)
+            } else {
+                (d.abs() - 0.5 * beta, if d > 0.0 { 1.0 } else { -1.0 })
+            };
+            (v, g, -g)
+        },
+    )
+}
+
+/// Options of [`huber_loss_with`] (PyTorch's defaults by `Default`: mean, δ = 1).
+#[derive(Clone, Copy, Debug)]
+pub struct HuberLoss {
+    /// `reduction=`.
+    pub reduction: Reduction,
+    /// `delta=` (> 0): below it the loss is quadratic.
+    pub delta: f64,
+}
+
+impl Default for HuberLoss {
+    fn default() -> Self {
+        Self {
+            reduction: Reduction::Mean,
+            delta: 1.0,
+        }
+    }
+}
+
+/// `F.huber_loss(input, target)` with PyTorch's defaults.
+///
+/// # Errors
+/// As [`huber_loss_with`].
+pub fn huber_loss(input: &Var, target: &Var) -> Result<Var> {
+    huber_loss_with(input, target, &HuberLoss::default())
+}
+
+/// `F.huber_loss(input, target, reduction, delta)`: with `d = x − t`, `½·d²` where
+/// `|d| < δ`, else `δ·(|d| − ½·δ)`. Gradients for the input and the target (`d`, or `±δ`
+/// outside).
+///
+/// # Errors
+/// A `delta` that is not positive and finite; a target of another shape or dtype.
+pub fn huber_loss_with(input: &Var, target: &Var, o: &HuberLoss) -> Result<Var> {
+    const OP: &str = "huber_loss";
+    let delta = o.delta;
+    if !(delta > 0.0 && delta.is_finite()) {
+        return Err(invalid(
+            OP,
+            "delta",
+            format!("huber_loss does not support non-positive values for delta, got {delta}"),
+        ));
+    }
+    pointwise_loss(
+        OP,
+        input,
+        &target.data(),
+        Some(target),
+        o.reduction,
+        None,
+        |_, x, t| {
+            let d = x - t;
+            let (v, g) = if d.abs() < delta {
+                (0.5 * d * d, d)
+            } else {
+                (
+                    delta * (d.abs() - 0.5 * delta),
+                    if d > 0.0 { delta } else { -delta },
+                )
+            };
+            (v, g, -g)
+        },
+    )
+}
+
+/// `reduction=` of [`kl_div_with`]: [`Reduction`]'s three and `batchmean`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KlReduction {
+    /// One value per element.
+    None,
+    /// The mean over every element (PyTorch's default, which PyTorch warns about).
+    #[default]
+    Mean,
+    /// The sum divided by the batch size (the first dimension): the KL divergence's definition.
+    BatchMean,
+    /// The sum.
+    Sum,
+}
+
+/// Options of [`kl_div_with`] (PyTorch's defaults by `Default`: mean, `log_target` false).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KlDiv {
+    /// `reduction=`.
+    pub reduction: KlReduction,
+    /// `log_target=`: the target holds log-probabilities.
+    pub log_target: bool,
+}
+
+/// `F.kl_div(input, target)` with PyTorch's defaults.
+///
+/// # Errors
+/// As [`kl_div_with`].
+pub fn kl_div(input: &Var, target: &Tensor) -> Result<Var> {
+    kl_div_with(input, target, &KlDiv::default())
+}
+
+/// `F.kl_div(input, target, reduction, log_target)` for log-probabilities `input`:
+/// `t·(log t − x)` per element (0 where `t` = 0, PyTorch's `xlogy`), or with `log_target`
+/// `exp(t)·(t − x)`; in f64, reduced in index order and rounded once. The input's gradient is
+/// `−t` (`−exp(t)`); the target gets none.
+///
+/// # Errors
+/// A target of another shape or dtype; a non-float dtype; `batchmean` on a 0-d input.
+pub fn kl_div_with(input: &Var, target: &Tensor, o: &KlDiv) -> Result<Var> {
+    const OP: &str = "kl_div";
+    let (reduction, denom) = match o.reduction {
+        KlReduction::None => (Reduction::None, None),
+        KlReduction::Mean => (Reduction::Mean, None),
+        KlReduction::Sum => (Reduction::Sum, None),
+        KlReduction::BatchMean => {
+            let Some(&b) = input.shape().first() else {
+                return Err(invalid(
+                    OP,
+                    "reduction",
+                    "batchmean needs an input with a batch dimension, got a 0-d input",
+                ));
+            };
+            (Reduction::Mean, Some(b as f64))
+        }
+    };
+    let log_target = o.log_target;
+    pointwise_loss(OP, input, target, None, reduction, denom, |_, x, t| {
+        if log_target {
+            let e = math::exp(t);
+            (e * (t - x), -e, 0.0)
+        } else {
+            let xlogy = if t == 0.0 { 0.0 } else { t * math::ln(t) };
+            (xlogy - t * x, -t, 0.0)
+        }
+    })
+}
+
+/// Stride, padding, dilation and groups of a 1-D convolution (PyTorch's arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv1dParams {
+    /// Default 1.
+    pub stride: usize,
+    /// Zeros added on both sides, default 0.
+    pub padding: usize,
+    /// Default 1.
+    pub dilation: usize,
+    /// Channel groups, default 1.
+    pub groups: usize,
+}
+
+impl Default for Conv1dParams {
+    fn default() -> Self {
+        Self {
+            stride: 1,
+            padding: 0,
+            dilation: 1,
+            groups: 1,
+        }
+    }
+}
+
+impl Conv1dParams {
+    /// The same convolution as a 2-D one over a unit height.
+    fn as_2d(self) -> Conv2dParams {
+        Conv2dParams {
+            stride: (1, self.stride),
+            padding: (0, self.padding),
+            dilation: (1, self.dilation),
+            groups: self.groups,
+        }
+    }
+}
+
+/// `F.conv1d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, L]`,
+/// weight `[Cout, Cin/groups, k]`, bias `[Cout]`. Runs as [`conv2d`] over a unit height
+/// (`[N, Cin, 1, L]`, kernel `1 × k`): the same kernels, deterministic, and gradients through
+/// the views.
+///
+/// # Errors
+/// An input or weight that is not 3-D; otherwise as [`Tensor::conv2d`].
+pub fn conv1d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv1dParams) -> Result<Var> {
+    const OP: &str = "conv1d";
+    if x.ndim() != 3 {
+        return Err(invalid(
+            OP,
+            "input",
+            format!("expected input of shape [N, C_in, L], got {:?}", x.shape()),
+        ));
+    }
+    if weight.ndim() != 3 {
+        return Err(invalid(
+            OP,
+            "weight",
+            format!(
+                "expected weight of shape [C_out, C_in/groups, k], got {:?}",
+                weight.shape()
+            ),
+        ));
+    }
+    conv2d(&x.unsqueeze(2)?, &weight.unsqueeze(2)?, bias, p.as_2d())?.squeeze(2)
+}
+
+/// `F.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)`
+/// (f32): `x` `[N, Cin, H, W]`, weight `[Cin, Cout/groups, kh, kw]`, bias `[Cout]`; see
+/// [`Tensor::conv_transpose2d`]. The input's gradient is `conv2d(g, weight)`, the weight's is
+/// conv2d's weight gradient with the output gradient as the convolution's input and `x` as
+/// its output gradient: the convolution's own kernels (deterministic ones in deterministic
+/// mode).
+///
+/// # Errors
+/// As [`Tensor::conv_transpose2d`].
+pub fn conv_transpose2d(
+    x: &Var,
+    weight: &Var,
+    bias: Option<&Var>,
+    p: Conv2dParams,
+    output_padding: (usize, usize),
+) -> Result<Var> {
+    let (xv, wv) = (x.data(), weight.data());
+    let bv = bias.map(|b| b.data());
+    let y = xv.conv_transpose2d(&wv, bv.as_ref(), p, output_padding)?;
+    let (rx, rw) = (x.requires_grad(), weight.requires_grad());
+    let rb = bias.is_some_and(|b| b.requires_grad());
+    let mut inputs = vec![x, weight];
+    inputs.extend(bias);
+    let has_bias = bias.is_some();
+    Ok(Var::from_op("conv_transpose2d", y, &inputs, move |g| {
+        let gx = if rx {
+            Some(g.conv2d(&wv, None, p)?)
+        } else {
+            None
+        };
+        let gw = if rw {
+            Some(Tensor::conv2d_backward_weight(&xv, g, wv.shape(), p)?)
+        } else {
+            None
+        };
+        let mut out = vec![gx, gw];
+        if has_bias {
+            out.push(if rb {
+                let (n, c) = (g.shape()[0] as isize, g.shape()[1] as isize);
+                Some(
+                    g.reshape(&[n, c, -1])?
+                        .sum_dim(2, false)?
+                        .sum_dim(0, false)?,
+                )
+            } else {
+                None
+            });
+        }
+        Ok(out)
+    }))
+}

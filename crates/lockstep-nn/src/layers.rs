@@ -869,6 +869,375 @@ impl Module for Sequential {
     }
 }
 
+stateless! {
+    /// `nn.SiLU()`: [`F::silu`].
+    SiLU => |x, s| F::silu(x);
+    /// `nn.Identity()`: returns its input (the same `Var`, as PyTorch returns the same tensor).
+    Identity => |x, s| Ok(x.clone());
+}
+
+/// `nn.LeakyReLU(negative_slope=0.01)`: [`F::leaky_relu`].
+#[derive(Clone, Debug)]
+pub struct LeakyReLU {
+    /// The slope for negative inputs.
+    pub negative_slope: f64,
+    training: Training,
+}
+
+impl LeakyReLU {
+    /// `nn.LeakyReLU(negative_slope)`.
+    pub fn new(negative_slope: f64) -> Self {
+        Self {
+            negative_slope,
+            training: Training::default(),
+        }
+    }
+}
+
+impl Default for LeakyReLU {
+    /// PyTorch's default slope, 0.01.
+    fn default() -> Self {
+        Self::new(0.01)
+    }
+}
+
+impl Forward for LeakyReLU {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        F::leaky_relu(x, self.negative_slope)
+    }
+}
+
+impl Module for LeakyReLU {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+/// `nn.Softplus(beta=1, threshold=20)`: [`F::softplus`].
+#[derive(Clone, Debug)]
+pub struct Softplus {
+    /// `beta` (default 1).
+    pub beta: f64,
+    /// `threshold` (default 20): above `beta·x > threshold` the input passes unchanged.
+    pub threshold: f64,
+    training: Training,
+}
+
+impl Softplus {
+    /// `nn.Softplus(beta, threshold)`.
+    pub fn new(beta: f64, threshold: f64) -> Self {
+        Self {
+            beta,
+            threshold,
+            training: Training::default(),
+        }
+    }
+}
+
+impl Default for Softplus {
+    /// PyTorch's defaults: beta 1, threshold 20.
+    fn default() -> Self {
+        Self::new(1.0, 20.0)
+    }
+}
+
+impl Forward for Softplus {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        F::softplus(x, self.beta, self.threshold)
+    }
+}
+
+impl Module for Softplus {
+    fn visit(&self, _: &mut dyn Visitor) {}
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+/// `nn.Conv1d(in, out, kernel_size, stride, padding, dilation, groups, bias)` (f32):
+/// [`F::conv1d`].
+pub struct Conv1d {
+    /// `[out, in/groups, k]`.
+    pub weight: Var,
+    /// `[out]`.
+    pub bias: Option<Var>,
+    /// Stride, padding, dilation, groups.
+    pub params: F::Conv1dParams,
+    training: Training,
+}
+
+/// The `[out, in/groups, k…]` weight of a convolution, checked, with its element count.
+fn conv_weight_shape(
+    name: &'static str,
+    in_channels: usize,
+    out_channels: usize,
+    groups: usize,
+    shape: impl FnOnce() -> Vec<usize>,
+) -> Result<(Vec<usize>, usize)> {
+    if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
+        return Err(invalid(
+            name,
+            "groups",
+            format!(
+                "in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})"
+            ),
+        ));
+    }
+    let shape = shape();
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize / 8)
+        .ok_or_else(|| invalid(name, "kernel_size", format!("{shape:?} is too large")))?;
+    Ok((shape, n))
+}
+
+/// PyTorch's `_ConvNd.reset_parameters`: `kaiming_uniform_(a=√5)` on the weight (fan-in from
+/// the weight's shape: `shape[1]·∏kernel`), then the bias `uniform_(±1/√fan_in)`.
+fn conv_init(
+    g: &mut Generator,
+    shape: &[usize],
+    n: usize,
+    bias: bool,
+    bias_len: usize,
+) -> Result<(Var, Option<Var>)> {
+    let mut w = vec![0f32; n];
+    init::kaiming_uniform_(
+        g,
+        &mut w,
+        shape,
+        5.0f64.sqrt(),
+        init::FanMode::FanIn,
+        "leaky_relu",
+    )?;
+    let fan_in: usize = shape[1..].iter().product();
+    let b = if bias {
+        Some(param(bias_init(g, bias_len, fan_in)?, &[bias_len])?)
+    } else {
+        None
+    };
+    Ok((param(w, shape)?, b))
+}
+
+impl Conv1d {
+    /// `nn.Conv1d(in_channels, out_channels, kernel_size)` (stride 1, no padding, bias),
+    /// initialised from the default generator.
+    ///
+    /// # Errors
+    /// As [`with_options`](Self::with_options).
+    pub fn new(in_channels: usize, out_channels: usize, kernel_size: usize) -> Result<Self> {
+        Self::with_options(
+            &mut lockstep_rng::default_generator(),
+            in_channels,
+            out_channels,
+            kernel_size,
+            F::Conv1dParams::default(),
+            true,
+        )
+    }
+
+    /// Every option, initialised from `g` as PyTorch (`kaiming_uniform_(a=√5)` on the weight,
+    /// then `uniform_(±1/√fan_in)` on the bias).
+    ///
+    /// # Errors
+    /// Zero groups, channels not divisible by `groups`, sizes that overflow.
+    pub fn with_options(
+        g: &mut Generator,
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        params: F::Conv1dParams,
+        bias: bool,
+    ) -> Result<Self> {
+        let (shape, n) =
+            conv_weight_shape("Conv1d", in_channels, out_channels, params.groups, || {
+                vec![
+                    out_channels,
+                    in_channels / params.groups.max(1),
+                    kernel_size,
+                ]
+            })?;
+        let (weight, bias) = conv_init(g, &shape, n, bias, out_channels)?;
+        Ok(Self {
+            weight,
+            bias,
+            params,
+            training: Training::default(),
+        })
+    }
+}
+
+impl Forward for Conv1d {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let s = self.weight.shape();
+        let cin = s[1] * self.params.groups;
+        let describe = || format!("Conv1d({cin}, {}, kernel_size=({},))", s[0], s[2]);
+        if x.ndim() != 3 || x.shape()[1] != cin {
+            return Err(module_error(
+                describe(),
+                format!(
+                    "expected input of shape [N, {cin}, L], got {:?}",
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        check_input_dtype(describe, x, &self.weight)?;
+        F::conv1d(x, &self.weight, self.bias.as_ref(), self.params)
+    }
+}
+
+impl Module for Conv1d {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
+/// `nn.ConvTranspose2d(in, out, kernel_size, stride, padding, output_padding, groups, bias,
+/// dilation)` (f32): [`F::conv_transpose2d`].
+pub struct ConvTranspose2d {
+    /// `[in, out/groups, kh, kw]` (PyTorch's layout for transposed weights).
+    pub weight: Var,
+    /// `[out]`.
+    pub bias: Option<Var>,
+    /// Stride, padding, dilation, groups.
+    pub params: Conv2dParams,
+    /// `(oph, opw)`, each smaller than the stride.
+    pub output_padding: (usize, usize),
+    training: Training,
+}
+
+impl ConvTranspose2d {
+    /// `nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding)` with a
+    /// bias, initialised from the default generator.
+    ///
+    /// # Errors
+    /// As [`with_options`](Self::with_options).
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Self> {
+        let p = Conv2dParams {
+            stride: (stride, stride),
+            padding: (padding, padding),
+            ..Conv2dParams::default()
+        };
+        Self::with_options(
+            &mut lockstep_rng::default_generator(),
+            in_channels,
+            out_channels,
+            (kernel_size, kernel_size),
+            p,
+            (0, 0),
+            true,
+        )
+    }
+
+    /// Every option, initialised from `g` as PyTorch: `kaiming_uniform_(a=√5)` on the
+    /// `[in, out/groups, kh, kw]` weight, whose fan-in PyTorch computes from that shape
+    /// (`out/groups · kh · kw`), then the bias `uniform_(±1/√fan_in)`.
+    ///
+    /// # Errors
+    /// Zero groups, channels not divisible by `groups`, an output padding not smaller than
+    /// the stride (PyTorch also accepts one below the dilation), sizes that overflow.
+    pub fn with_options(
+        g: &mut Generator,
+        in_channels: usize,
+        out_channels: usize,
+        kernel: (usize, usize),
+        params: Conv2dParams,
+        output_padding: (usize, usize),
+        bias: bool,
+    ) -> Result<Self> {
+        if output_padding.0 >= params.stride.0 || output_padding.1 >= params.stride.1 {
+            // PyTorch also allows output padding below the dilation; the kernel here (conv2d's
+            // input gradient) needs it below the stride.
+            return Err(invalid(
+                "ConvTranspose2d",
+                "output_padding",
+                format!(
+                    "output padding {output_padding:?} must be smaller than the stride {:?}",
+                    params.stride
+                ),
+            ));
+        }
+        let (shape, n) = conv_weight_shape(
+            "ConvTranspose2d",
+            in_channels,
+            out_channels,
+            params.groups,
+            || {
+                vec![
+                    in_channels,
+                    out_channels / params.groups.max(1),
+                    kernel.0,
+                    kernel.1,
+                ]
+            },
+        )?;
+        let (weight, bias) = conv_init(g, &shape, n, bias, out_channels)?;
+        Ok(Self {
+            weight,
+            bias,
+            params,
+            output_padding,
+            training: Training::default(),
+        })
+    }
+}
+
+impl Forward for ConvTranspose2d {
+    fn forward(&self, x: &Var) -> Result<Var> {
+        let s = self.weight.shape();
+        let cout = s[1] * self.params.groups;
+        let describe = || {
+            format!(
+                "ConvTranspose2d({}, {cout}, kernel_size=({}, {}))",
+                s[0], s[2], s[3]
+            )
+        };
+        if x.ndim() != 4 || x.shape()[1] != s[0] {
+            return Err(module_error(
+                describe(),
+                format!(
+                    "expected input of shape [N, {}, H, W], got {:?}",
+                    s[0],
+                    x.shape().to_vec()
+                ),
+            ));
+        }
+        check_input_dtype(describe, x, &self.weight)?;
+        F::conv_transpose2d(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.params,
+            self.output_padding,
+        )
+    }
+}
+
+impl Module for ConvTranspose2d {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.param("weight", &self.weight);
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
+    }
+    fn training(&self) -> &Training {
+        &self.training
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

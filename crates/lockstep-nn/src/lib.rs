@@ -19,7 +19,10 @@
 //! | `nn.Linear`, `nn.Conv2d`, `nn.BatchNorm1d/2d`, `nn.LayerNorm`, `nn.Dropout`, `nn.Embedding` | [`layers`] |
 //! | `nn.RNN`, `nn.GRU`, `nn.LSTM` | [`rnn::Rnn`] |
 //! | `nn.MultiheadAttention`, `nn.TransformerEncoderLayer/DecoderLayer`, `nn.RMSNorm`, `F.scaled_dot_product_attention` | [`transformer`], [`functional::scaled_dot_product_attention`] (PyTorch's init bits and dropout draws) |
+//! | `nn.LSTMCell`, `nn.GRUCell`, `nn.RNNCell` | [`cells`] |
 //! | `F.cross_entropy`, `F.nll_loss`, `F.mse_loss`, `F.binary_cross_entropy_with_logits` | [`functional`] |
+//! | `F.binary_cross_entropy`, `F.l1_loss`, `F.smooth_l1_loss`, `F.huber_loss`, `F.kl_div`, `F.leaky_relu`, `F.silu`, `F.softplus`, `F.conv1d`, `F.conv_transpose2d` | [`functional`] |
+//! | `nn.Conv1d`, `nn.ConvTranspose2d`, `nn.LeakyReLU`, `nn.SiLU`, `nn.Softplus`, `nn.Identity` | [`layers`] |
 //! | `torch.optim.SGD/Adam/AdamW`, `lr_scheduler.*`, `clip_grad_norm_` | [`optim`] |
 //! | `nn.init.kaiming_uniform_(w)`, `xavier_normal_`, `trunc_normal_`, `eye_`, … | [`init`] (same draws as PyTorch) |
 //!
@@ -42,6 +45,7 @@
 //! ```
 
 pub mod autograd;
+pub mod cells;
 pub mod functional;
 pub mod gradcheck;
 pub mod init;

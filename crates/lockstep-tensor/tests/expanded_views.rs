@@ -199,6 +199,19 @@ fn cases() -> Vec<(&'static str, Run)> {
                 Conv2dParams::default(),
             ))
         }),
+        ("conv_transpose2d", |p| {
+            let params = Conv2dParams {
+                stride: (2, 2),
+                padding: (1, 1),
+                ..Conv2dParams::default()
+            };
+            one(p(f(&[2, 3, 4, 4])).conv_transpose2d(
+                &p(pos(&[3, 4, 3, 3])),
+                Some(&p(f(&[4]))),
+                params,
+                (1, 1),
+            ))
+        }),
         ("index_add", |p| {
             one(p(f(&[5, 3])).index_add(0, &p(i64s(&[1, 3, 1], &[3])), &p(pos(&[3, 3]))))
         }),

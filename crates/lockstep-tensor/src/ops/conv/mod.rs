@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `conv2d` | `conv2d.im2col_gemm` (thread-invariant), `conv2d.direct_1x1` (1×1, stride 1, no padding: the input is the GEMM operand, no copy), `conv2d.depthwise_direct` (groups = C_in = C_out), `conv2d.winograd_f4x3` (3×3, stride 1: thread-invariant, see [`winograd`](self#winograd)) |
 //! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant), `conv2d_input_grad.winograd_f4x3` |
+//! | `conv_transpose2d` | `conv_transpose2d.gemm_col2im`, `conv_transpose2d.winograd_f4x3`: the input gradient's kernels under their own name (`transpose.rs`) |
 //! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (the batch's tiles cut into ranges fixed by the shape, added in order: thread-invariant, parallel even for one sample) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
@@ -51,7 +52,10 @@ use rayon::prelude::*;
 use std::sync::Mutex;
 
 mod implicit;
+mod transpose;
 mod winograd;
+
+pub use transpose::CONV_TRANSPOSE2D;
 
 /// Stride, padding, dilation and groups of a 2-D convolution (PyTorch's arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -630,6 +634,7 @@ pub fn ops() -> Vec<crate::dispatch::OpInfo> {
         CONV2D.info(),
         CONV2D_INPUT_GRAD.info(),
         CONV2D_WEIGHT_GRAD.info(),
+        CONV_TRANSPOSE2D.info(),
     ]
 }
 
