@@ -23,6 +23,9 @@ OUT = os.path.join(ROOT, "tests", "golden", "examples")
 CASES = {
     # Crosses the epoch boundary: StepLR's first decay and the test loader's seed draw.
     "mnist": ["--epochs", "2", "--max-steps", "30"],
+    # Two epochs (12 steps each, the last a short batch): the samples drawn between them.
+    "vae": ["--epochs", "2"],
+    "dcgan": ["--niter", "1", "--max-steps", "8"],
 }
 
 

@@ -9,6 +9,9 @@
 #[allow(dead_code)]
 #[path = "../examples/mnist.rs"]
 mod mnist;
+#[allow(dead_code)]
+#[path = "../examples/vae.rs"]
+mod vae;
 
 use lockstep::tensor::threads::with_num_threads;
 use serde_json::Value;
@@ -76,6 +79,26 @@ fn mnist_matches_pytorch_and_is_thread_invariant() {
     assert_eq!(one["test_accuracy"], torch["test_accuracy"]);
     for threads in [2, 3] {
         let other = with_num_threads(threads, || mnist::run(&a)).unwrap();
+        assert_eq!(other, one, "{threads} threads");
+    }
+}
+
+#[test]
+fn vae_matches_pytorch_and_is_thread_invariant() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (args, torch) = golden("vae");
+    let mut a = vae::Args::parse(args).unwrap();
+    a.verbose = false;
+    let one = with_num_threads(1, || vae::run(&a)).unwrap();
+    compare(&one, &torch, 1e-4);
+    for (x, y) in floats(&one["test_loss"])
+        .iter()
+        .zip(floats(&torch["test_loss"]))
+    {
+        assert!(rel(*x, y) <= 1e-4, "test loss {x} vs PyTorch {y}");
+    }
+    for threads in [2, 3] {
+        let other = with_num_threads(threads, || vae::run(&a)).unwrap();
         assert_eq!(other, one, "{threads} threads");
     }
 }
