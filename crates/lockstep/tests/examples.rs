@@ -7,6 +7,9 @@
 //! own `run` (its `main` stays unused here).
 
 #[allow(dead_code)]
+#[path = "../examples/dcgan.rs"]
+mod dcgan;
+#[allow(dead_code)]
 #[path = "../examples/mnist.rs"]
 mod mnist;
 #[allow(dead_code)]
@@ -99,6 +102,31 @@ fn vae_matches_pytorch_and_is_thread_invariant() {
     }
     for threads in [2, 3] {
         let other = with_num_threads(threads, || vae::run(&a)).unwrap();
+        assert_eq!(other, one, "{threads} threads");
+    }
+}
+
+#[test]
+fn dcgan_matches_pytorch_and_is_thread_invariant() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (args, torch) = golden("dcgan");
+    let mut a = dcgan::Args::parse(args).unwrap();
+    a.verbose = false;
+    let one = with_num_threads(1, || dcgan::run(&a)).unwrap();
+    assert_eq!(one["fixed_noise_sha256"], torch["fixed_noise_sha256"]);
+    compare(&one, &torch, 1e-4);
+    let (g, tg) = (floats(&one["loss_g"]), floats(&torch["loss_g"]));
+    assert!(
+        rel(g[0], tg[0]) <= 1e-6,
+        "first Loss_G {} vs {}",
+        g[0],
+        tg[0]
+    );
+    for (x, y) in g.iter().zip(tg) {
+        assert!(rel(*x, y) <= 1e-4, "Loss_G {x} vs PyTorch {y}");
+    }
+    for threads in [2, 3] {
+        let other = with_num_threads(threads, || dcgan::run(&a)).unwrap();
         assert_eq!(other, one, "{threads} threads");
     }
 }
