@@ -96,6 +96,7 @@ mod adagrad;
 mod adam;
 mod clip;
 mod extra_state;
+mod lbfgs;
 mod rmsprop;
 mod scheduler;
 mod sgd;
@@ -106,6 +107,7 @@ pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
 pub use clip::{
     clip_grad_l2_norm_, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
 };
+pub use lbfgs::{LBFGS, LBFGSOptions};
 pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use scheduler::{
     CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR,
