@@ -26,6 +26,8 @@ CASES = {
     # Two epochs (12 steps each, the last a short batch): the samples drawn between them.
     "vae": ["--epochs", "2"],
     "dcgan": ["--niter", "1", "--max-steps", "8"],
+    # Two LBFGS steps (20 closure calls each) on 5 short waves, 10 steps of future.
+    "time_sequence_prediction": ["--steps", "2", "--L", "60", "--N", "8", "--future", "10"],
 }
 
 

@@ -13,6 +13,9 @@ mod dcgan;
 #[path = "../examples/mnist.rs"]
 mod mnist;
 #[allow(dead_code)]
+#[path = "../examples/time_sequence_prediction.rs"]
+mod time_sequence_prediction;
+#[allow(dead_code)]
 #[path = "../examples/vae.rs"]
 mod vae;
 
@@ -127,6 +130,22 @@ fn dcgan_matches_pytorch_and_is_thread_invariant() {
     }
     for threads in [2, 3] {
         let other = with_num_threads(threads, || dcgan::run(&a)).unwrap();
+        assert_eq!(other, one, "{threads} threads");
+    }
+}
+
+#[test]
+fn time_sequence_prediction_matches_pytorch_and_is_thread_invariant() {
+    use time_sequence_prediction as tsp;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (args, torch) = golden("time_sequence_prediction");
+    let mut a = tsp::Args::parse(args).unwrap();
+    a.verbose = false;
+    let one = with_num_threads(1, || tsp::run(&a)).unwrap();
+    assert_eq!(one["data_sha256"], torch["data_sha256"], "the waves");
+    compare(&one, &torch, 1e-9);
+    for threads in [2, 3] {
+        let other = with_num_threads(threads, || tsp::run(&a)).unwrap();
         assert_eq!(other, one, "{threads} threads");
     }
 }
