@@ -140,32 +140,9 @@ impl<O: Hyper> Core<O> {
         let op = self.name;
         g.options.check(op)?;
         let start = self.params.len();
+        check_params(op, &g.params, start)?;
         for (k, p) in g.params.iter().enumerate() {
             let i = start + k;
-            if !matches!(p.dtype(), DType::F32 | DType::F64) {
-                return Err(invalid(
-                    op,
-                    "params",
-                    format!(
-                        "parameter {i} has dtype {:?}; optimizers update f32 or f64 tensors",
-                        p.dtype()
-                    ),
-                ));
-            }
-            if !p.is_leaf() {
-                return Err(invalid(
-                    op,
-                    "params",
-                    format!("parameter {i} is not a leaf tensor (it was computed by an op)"),
-                ));
-            }
-            if g.params[..k].iter().any(|q| q.same(p)) {
-                return Err(invalid(
-                    op,
-                    "params",
-                    format!("parameter {i} appears more than once"),
-                ));
-            }
             if self.params.iter().any(|q| q.same(p)) {
                 return Err(invalid(
                     op,
@@ -337,3 +314,39 @@ macro_rules! impl_optimizer {
     };
 }
 pub(crate) use impl_optimizer;
+
+/// That every parameter of `params` (numbered from `start` in errors) is a float leaf, listed
+/// once.
+///
+/// # Errors
+/// `InvalidArgument` naming `params` and the parameter's number.
+pub(crate) fn check_params(op: &'static str, params: &[Var], start: usize) -> Result<()> {
+    for (k, p) in params.iter().enumerate() {
+        let i = start + k;
+        if !matches!(p.dtype(), DType::F32 | DType::F64) {
+            return Err(invalid(
+                op,
+                "params",
+                format!(
+                    "parameter {i} has dtype {:?}; optimizers update f32 or f64 tensors",
+                    p.dtype()
+                ),
+            ));
+        }
+        if !p.is_leaf() {
+            return Err(invalid(
+                op,
+                "params",
+                format!("parameter {i} is not a leaf tensor (it was computed by an op)"),
+            ));
+        }
+        if params[..k].iter().any(|q| q.same(p)) {
+            return Err(invalid(
+                op,
+                "params",
+                format!("parameter {i} appears more than once"),
+            ));
+        }
+    }
+    Ok(())
+}

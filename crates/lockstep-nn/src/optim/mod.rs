@@ -139,6 +139,7 @@ mod adagrad;
 mod adam;
 mod clip;
 mod group;
+mod lbfgs;
 mod rmsprop;
 mod scheduler;
 mod sgd;
@@ -150,6 +151,7 @@ pub use clip::{
     clip_grad_l2_norm_, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
 };
 pub use group::{Group, ParamGroup};
+pub use lbfgs::{LBFGS, LBFGSOptions};
 pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use scheduler::{
     ConstantLR, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, LrScheduler, MultiStepLR,
