@@ -5,7 +5,7 @@
 //! when `64·k ≤ n`, else `std::nth_element` then (if `sorted`) `std::sort` of the first `k − 1`,
 //! with "NaN first, then larger" (or "smaller first, NaN last") as the only comparison. Which
 //! of several equal values comes first is whatever those algorithms leave, so this file ports
-//! them step for step ([`stl`]); the order then matches torch 2.15 on CPU (Linux, libstdc++),
+//! them step for step (`stl`, below); the order then matches torch 2.15 on CPU (Linux, libstdc++),
 //! checked against real torch on tie- and NaN-heavy inputs
 //! (`tools/golden_transformer_prims.py`). Each slice is independent: thread-invariant.
 
