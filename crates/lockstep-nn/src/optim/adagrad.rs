@@ -1,6 +1,6 @@
 //! Adagrad (`torch.optim.Adagrad`), as `_single_tensor_adagrad` computes it (dense gradients).
 
-use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
 use super::{Buf, Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{DType, Result, Tensor};
@@ -144,15 +144,7 @@ impl Adagrad {
         Ok(())
     }
 
-    /// The first group's hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> AdagradOptions {
-        self.group_options(0).expect("an optimizer has a group")
-    }
-
-    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
-    pub fn group_options(&self, g: usize) -> Option<AdagradOptions> {
-        self.core.options(g)
-    }
+    options_accessors!(AdagradOptions);
 
     /// Creates the state of parameters `from..` that have none, as PyTorch's constructor
     /// does for every parameter.

@@ -1,7 +1,7 @@
 //! Adam and AdamW (`torch.optim.Adam`, `torch.optim.AdamW`), as `_single_tensor_adam`
 //! computes them (AdamW is Adam with `decoupled_weight_decay=True`, as in PyTorch).
 
-use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
 use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
@@ -217,15 +217,7 @@ impl Adam {
         self.core.add_group(group)
     }
 
-    /// The first group's hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> AdamOptions {
-        self.group_options(0).expect("an optimizer has a group")
-    }
-
-    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
-    pub fn group_options(&self, g: usize) -> Option<AdamOptions> {
-        self.core.options(g)
-    }
+    options_accessors!(AdamOptions);
 }
 
 impl AdamW {

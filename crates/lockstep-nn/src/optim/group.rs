@@ -315,6 +315,24 @@ macro_rules! impl_optimizer {
 }
 pub(crate) use impl_optimizer;
 
+/// An optimizer's `options()` and `group_options(g)` (inside its `impl` block), read from its
+/// `core`: every optimizer has them, with its own options type.
+macro_rules! options_accessors {
+    ($opts:ty) => {
+        /// The first group's hyperparameters (the learning rate as last set).
+        pub fn options(&self) -> $opts {
+            self.group_options(0).expect("an optimizer has a group")
+        }
+
+        /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last
+        /// group.
+        pub fn group_options(&self, g: usize) -> Option<$opts> {
+            self.core.options(g)
+        }
+    };
+}
+pub(crate) use options_accessors;
+
 /// That every parameter of `params` (numbered from `start` in errors) is a float leaf, listed
 /// once.
 ///

@@ -1,6 +1,6 @@
 //! RMSprop (`torch.optim.RMSprop`), as `_single_tensor_rmsprop` computes it.
 
-use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
 use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use lockstep_tensor::{Result, Tensor};
@@ -131,15 +131,7 @@ impl RMSprop {
         self.core.add_group(group)
     }
 
-    /// The first group's hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> RMSpropOptions {
-        self.group_options(0).expect("an optimizer has a group")
-    }
-
-    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
-    pub fn group_options(&self, g: usize) -> Option<RMSpropOptions> {
-        self.core.options(g)
-    }
+    options_accessors!(RMSpropOptions);
 
     fn step_impl(&mut self) -> Result<()> {
         self.core.for_each_grad(

@@ -1,6 +1,6 @@
 //! Stochastic gradient descent (`torch.optim.SGD`), as `_single_tensor_sgd` computes it.
 
-use super::group::{Core, Group, Hyper, Slots, impl_optimizer};
+use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
 use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::invalid;
@@ -127,15 +127,7 @@ impl Sgd {
         self.core.add_group(group)
     }
 
-    /// The first group's hyperparameters (the learning rate as last set).
-    pub fn options(&self) -> SgdOptions {
-        self.group_options(0).expect("an optimizer has a group")
-    }
-
-    /// Group `g`'s hyperparameters (the learning rate as last set); `None` past the last group.
-    pub fn group_options(&self, g: usize) -> Option<SgdOptions> {
-        self.core.options(g)
-    }
+    options_accessors!(SgdOptions);
 
     fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
         self.core.state = self.core.parse_state(state)?;
