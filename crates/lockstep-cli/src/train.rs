@@ -10,12 +10,12 @@
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
 use crate::distributed::{Local, Shards};
+use lockstep::Tensor;
 use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
 };
 use lockstep::rng::compat::numpy::RandomState;
-use lockstep::{DType, Tensor};
 use lockstep_nn::layers::{
     BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
 };
@@ -25,7 +25,6 @@ use lockstep_nn::rnn::{Rnn, RnnConfig};
 use lockstep_nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
 use lockstep_nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::path::PathBuf;
 
@@ -171,37 +170,7 @@ impl Report {
     }
 }
 
-/// `sha256_of`: the tensors' little-endian bytes, in order.
-pub fn sha256_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> String {
-    let mut h = Sha256::new();
-    for t in tensors {
-        let c = t.contiguous();
-        match c.dtype() {
-            DType::F32 => c
-                .data::<f32>()
-                .expect("dtype checked")
-                .iter()
-                .for_each(|v| h.update(v.to_le_bytes())),
-            DType::F64 => c
-                .data::<f64>()
-                .expect("dtype checked")
-                .iter()
-                .for_each(|v| h.update(v.to_le_bytes())),
-            DType::I64 => c
-                .data::<i64>()
-                .expect("dtype checked")
-                .iter()
-                .for_each(|v| h.update(v.to_le_bytes())),
-            DType::U8 => h.update(c.data::<u8>().expect("dtype checked")),
-            DType::Bool => c
-                .data::<bool>()
-                .expect("dtype checked")
-                .iter()
-                .for_each(|&v| h.update([v as u8])),
-        }
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use lockstep::sha256_of;
 
 /// The images (`[n, 64]`, pixel / 16) and labels of the data set.
 fn load_data(path: Option<&PathBuf>) -> Result<(Vec<f32>, Vec<i64>), BoxError> {

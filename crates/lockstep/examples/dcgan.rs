@@ -23,7 +23,6 @@ use lockstep::nn::{Forward, Module, Training, Var, Visitor};
 use lockstep::tensor::ops::conv::Conv2dParams;
 use lockstep::{DType, Generator, Tensor};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -239,24 +238,13 @@ fn discriminator(a: &Args) -> lockstep::nn::Result<Net> {
     })
 }
 
-/// sha256 over the tensors' little-endian bytes, in order (the twin's `sha256_of`).
-pub fn sha256_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> Result<String, BoxError> {
-    let mut h = Sha256::new();
-    for t in tensors {
-        for v in t.contiguous().to_vec::<f32>()? {
-            h.update(v.to_le_bytes());
-        }
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 fn params_sha(nets: &[&Net]) -> Result<String, BoxError> {
     let data: Vec<Tensor> = nets
         .iter()
         .flat_map(|n| n.parameters())
         .map(|p| p.data())
         .collect();
-    sha256_of(&data)
+    Ok(lockstep::sha256_of(&data))
 }
 
 /// All the digits as `[n, 1, 8, 8]` images, pixel / 16 then `Normalize((0.5,), (0.5,))`.
@@ -374,7 +362,7 @@ pub fn run(opt: &Args) -> Result<serde_json::Value, BoxError> {
     Ok(json!({
         "example": "dcgan",
         "init_sha256": init_sha256,
-        "fixed_noise_sha256": sha256_of([&fixed_noise.data()])?,
+        "fixed_noise_sha256": lockstep::sha256_of([&fixed_noise.data()]),
         "losses": losses_d,
         "loss_g": losses_g,
         "final_sha256": params_sha(&[&net_g, &net_d])?,

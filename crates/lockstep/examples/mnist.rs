@@ -18,7 +18,6 @@ use lockstep::nn::optim::{Adadelta, AdadeltaOptions, LrScheduler, Optimizer, Ste
 use lockstep::nn::{Forward, Module, Training, Var, Visitor, no_grad};
 use lockstep::tensor::ops::pool::Pool2d;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -160,17 +159,6 @@ impl Module for Net {
     }
 }
 
-/// sha256 over the parameters' little-endian bytes, in order (the twin's `sha256_of`).
-pub fn sha256_of(params: &[Var]) -> Result<String, BoxError> {
-    let mut h = Sha256::new();
-    for p in params {
-        for v in p.data().contiguous().to_vec::<f32>()? {
-            h.update(v.to_le_bytes());
-        }
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// The digits as the twin loads them: images `[n, 1, 8, 8]` (pixel / 16, then
 /// torchvision's `Normalize((0.1307,), (0.3081,))` in f32) and labels.
 fn load_digits() -> Result<(Vec<f32>, Vec<i64>), BoxError> {
@@ -248,7 +236,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
 
     let mut model = Net::new(args.conv1, args.conv2)?;
     let params = model.parameters();
-    let init_sha256 = sha256_of(&params)?;
+    let init_sha256 = params_sha256(&params);
     let mut optimizer = Adadelta::new(
         params.clone(),
         AdadeltaOptions {
@@ -301,7 +289,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
         "losses": losses,
         "test_loss": test_losses,
         "test_accuracy": accuracies,
-        "final_sha256": sha256_of(&params)?,
+        "final_sha256": params_sha256(&params),
     }))
 }
 
@@ -316,4 +304,10 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `init_sha256` / `final_sha256`: [`lockstep::sha256_of`] over the parameters' values.
+fn params_sha256(params: &[Var]) -> String {
+    let data: Vec<Tensor> = params.iter().map(|p| p.data()).collect();
+    lockstep::sha256_of(&data)
 }

@@ -17,7 +17,6 @@ use lockstep::nn::optim::{LBFGS, LBFGSOptions};
 use lockstep::nn::{Forward, Module, Training, Var, Visitor, no_grad};
 use lockstep::{DType, Tensor};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -141,20 +140,9 @@ impl Module for Sequence {
     }
 }
 
-/// sha256 over f64 tensors' little-endian bytes, in order (the twin's `sha256_of`).
-pub fn sha256_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> Result<String, BoxError> {
-    let mut h = Sha256::new();
-    for t in tensors {
-        for v in t.contiguous().to_vec::<f64>()? {
-            h.update(v.to_le_bytes());
-        }
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 fn params_sha(m: &Sequence) -> Result<String, BoxError> {
     let data: Vec<Tensor> = m.parameters().iter().map(|p| p.data()).collect();
-    sha256_of(&data)
+    Ok(lockstep::sha256_of(&data))
 }
 
 /// `generate_sine_wave.py`: `N` waves of `L` points, each shifted by
@@ -255,7 +243,7 @@ pub fn run(opt: &Args) -> Result<serde_json::Value, BoxError> {
     let waves = Tensor::from_vec(data, &[n, l])?;
     Ok(json!({
         "example": "time_sequence_prediction",
-        "data_sha256": sha256_of([&waves])?,
+        "data_sha256": lockstep::sha256_of([&waves]),
         "init_sha256": init_sha256,
         "losses": losses,
         "test_loss": test_losses,

@@ -17,7 +17,6 @@ use lockstep::nn::optim::{Adam, AdamOptions, Optimizer};
 use lockstep::nn::{Forward, Module, Training, Var, Visitor, no_grad};
 use lockstep::{DType, Tensor};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -159,17 +158,6 @@ fn loss_function(recon_x: &Var, x: &Tensor, mu: &Var, logvar: &Var) -> lockstep:
     bce.add(&kld)
 }
 
-/// sha256 over the parameters' little-endian bytes, in order (the twin's `sha256_of`).
-pub fn sha256_of(params: &[Var]) -> Result<String, BoxError> {
-    let mut h = Sha256::new();
-    for p in params {
-        for v in p.data().contiguous().to_vec::<f32>()? {
-            h.update(v.to_le_bytes());
-        }
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Digits `range` as `(images [n, 1, 8, 8] = pixel / 16, labels)`.
 fn digits(range: std::ops::Range<usize>) -> Result<TensorDataset, BoxError> {
     let ds = Digits::new()?;
@@ -208,7 +196,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
 
     let mut model = Vae::new()?;
     let params = model.parameters();
-    let init_sha256 = sha256_of(&params)?;
+    let init_sha256 = params_sha256(&params);
     let mut optimizer = Adam::new(
         params.clone(),
         AdamOptions {
@@ -284,7 +272,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
         "init_sha256": init_sha256,
         "losses": losses,
         "test_loss": test_losses,
-        "final_sha256": sha256_of(&params)?,
+        "final_sha256": params_sha256(&params),
     }))
 }
 
@@ -299,4 +287,10 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `init_sha256` / `final_sha256`: [`lockstep::sha256_of`] over the parameters' values.
+fn params_sha256(params: &[Var]) -> String {
+    let data: Vec<Tensor> = params.iter().map(|p| p.data()).collect();
+    lockstep::sha256_of(&data)
 }

@@ -448,6 +448,30 @@ pub fn seed_everything(seed: u64) -> rng::Result<Generator> {
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// sha256 over the tensors' little-endian element bytes, in order (`Bool` as one byte each), as
+/// a lowercase hex string: what `hashlib.sha256` gives over `t.contiguous().numpy().tobytes()`
+/// for each tensor in turn, so a lockstep run and its PyTorch twin can compare their weights
+/// (`init_sha256`, `final_sha256` in `lockstep train`'s report).
+pub fn sha256_of<'a>(tensors: impl IntoIterator<Item = &'a Tensor>) -> String {
+    use sha2::{Digest, Sha256};
+    fn feed<T: Copy, const N: usize>(h: &mut Sha256, v: &[T], bytes: fn(T) -> [u8; N]) {
+        v.iter().for_each(|&x| h.update(bytes(x)));
+    }
+    let mut h = Sha256::new();
+    for t in tensors {
+        let c = t.contiguous();
+        // `data` cannot fail: the dtype is matched first.
+        match c.dtype() {
+            DType::F32 => feed(&mut h, c.data::<f32>().unwrap_or(&[]), f32::to_le_bytes),
+            DType::F64 => feed(&mut h, c.data::<f64>().unwrap_or(&[]), f64::to_le_bytes),
+            DType::I64 => feed(&mut h, c.data::<i64>().unwrap_or(&[]), i64::to_le_bytes),
+            DType::U8 => h.update(c.data::<u8>().unwrap_or(&[])),
+            DType::Bool => feed(&mut h, c.data::<bool>().unwrap_or(&[]), |b| [u8::from(b)]),
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
