@@ -70,6 +70,33 @@ for dtype in (torch.float32, torch.float64):
         case("fill_", lambda o: o.fill_(0.1), [], [0.1])
         case("zero_", lambda o: o.zero_(), [], [])
 
+# Tail cases: an operand constant along the innermost run (a number, a 0-d tensor, a [R, 1]
+# column) with alpha != 1, where PyTorch's remainder loop rounds some positions twice. Runs of
+# every remainder length of both dtypes' 64-byte vectors.
+for dtype in (torch.float32, torch.float64):
+    dn = "f32" if dtype == torch.float32 else "f64"
+    shapes = [([n], []) for n in (3, 4, 5, 6, 9, 13, 15, 21, 31, 47, 70)]
+    shapes += [([4, 37], [4, 1]), ([4, 5, 6], [4, 1, 1]), ([3, 37], []), ([2, 1, 13], [2, 1, 1]),
+               ([9, 7], [9, 1]), ([4, 5, 6], [1, 5, 1]), ([5, 11], [11])]
+    for shape, oshape in shapes:
+        for alpha in (3.7, -0.0123456789):
+            for op, fn in (("add_alpha_", lambda o, b, a=alpha: o.add_(b, alpha=a)),
+                           ("sub_", lambda o, b, a=alpha: o.sub_(b, alpha=a))):
+                s = rnd(g, shape, dtype, "wide")
+                b = rnd(g, oshape, dtype, "wide")
+                out = s.clone()
+                fn(out, b)
+                cases.append({"op": op, "dtype": dn, "shape": shape, "self": bits(s),
+                              "operands": [{"shape": oshape, "bits": bits(b)}],
+                              "scalars": [alpha], "out": bits(out)})
+        if oshape == []:
+            for v in (0.3, -1.7):
+                s = rnd(g, shape, dtype, "wide")
+                out = s.clone()
+                out.add_(v, alpha=3.7)
+                cases.append({"op": "add_scalar_", "dtype": dn, "shape": shape, "self": bits(s),
+                              "operands": [], "scalars": [v, 3.7], "out": bits(out)})
+
 json.dump({"generator": "tools/golden_inplace.py", "torch": torch.__version__,
            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cases": cases},
           open(OUT, "w"))

@@ -767,6 +767,9 @@ impl Tensor {
     /// multiply-add per element, `fma(alpha, other, self)`, which is what PyTorch's CPU
     /// kernel computes (a multiply then an add would round twice and differ on about one
     /// element in eight); `alpha` is converted to the dtype first (op `add_alpha_`, in
+    /// [`inplace`](super::inplace)). Where `other` is constant along the innermost run (a
+    /// `[R, 1]` column, a 0-dimensional tensor), PyTorch's remainder loop rounds a few positions
+    /// past the last whole vector twice, and so does this, position for position (see
     /// [`inplace`](super::inplace)). Both give the same bits at `alpha = 1`.
     ///
     /// # Errors

@@ -11,11 +11,15 @@
 //! two-sided formula with fused multiply-adds. A scalar operand is first converted to the
 //! tensor's dtype, as PyTorch does for a Python number.
 //!
-//! Known gap: with `other` *broadcast* (a `[4, 1]` or 0-dimensional operand) or a number,
-//! PyTorch's `add_`/`sub_` with `alpha ≠ 1` round some elements as `fma` and others as a
-//! multiply then an add (its broadcast loops take other paths); lockstep computes `fma`
-//! throughout, so those forms are not yet bit-equal (same-shape operands, what an update loop
-//! uses, are).
+//! `add_`/`sub_` with `alpha ≠ 1` and an operand that is constant along the innermost run
+//! (a number, a 0-dimensional tensor, `[4, 1]` added to `[4, 37]`) round some elements twice,
+//! as PyTorch does: its loop over such a run computes whole AVX-512 vectors with `fma`, but the
+//! compiler vectorised its scalar remainder with `alpha·other` hoisted out of the loop (rounded
+//! once) and a plain add, leaving the remainder's first element and last few as `fma`. Which
+//! positions those are depends only on the run's length and the dtype ([`two_rounded`]);
+//! measured element by element against PyTorch 2.15 running its AVX-512 kernels on one thread
+//! (`tools/golden_inplace.py`'s tail cases; with more threads or under
+//! `ATEN_CPU_CAPABILITY=avx2` PyTorch's own positions move).
 //!
 //! A write goes to the tensor's own storage when no other handle shares it, else to a private
 //! copy (copy-on-write, as everywhere in this crate); a read-only tensor
@@ -142,16 +146,7 @@ fn apply<T: Real, const N: usize>(
     operands: [&Tensor; N],
     f: impl Fn(T, [T; N]) -> T + Sync,
 ) -> Result<()> {
-    for o in operands {
-        if o.dtype() != dst.dtype() {
-            return Err(Error::DType {
-                op: op.name,
-                expected: dst.dtype(),
-                got: o.dtype(),
-            });
-        }
-    }
-    apply_any(op, dst, operands, f)
+    apply_indexed(op, dst, operands, move |_, x, a| f(x, a))
 }
 
 /// Runs `apply` for `self`'s float dtype.
@@ -186,26 +181,78 @@ fn lerp<T: Real>(x: T, end: T, w: T) -> T {
     }
 }
 
+/// The length of PyTorch's innermost loop run over which an operand of shape `operand` stays
+/// constant when broadcast to `shape` (row-major): the product of the trailing dimensions it
+/// is broadcast along (dimensions of size 1 merge with any), or `None` when it varies along the
+/// innermost non-unit dimension. A number is `operand = []`.
+fn constant_run(shape: &[usize], operand: &[usize]) -> Option<usize> {
+    let pad = shape.len() - operand.len().min(shape.len());
+    let mut run = 1usize;
+    for d in (0..shape.len()).rev() {
+        if shape[d] == 1 {
+            continue;
+        }
+        let o = if d < pad { 1 } else { operand[d - pad] };
+        if o != 1 {
+            return (run > 1).then_some(run);
+        }
+        run *= shape[d];
+    }
+    Some(run)
+}
+
+/// Whether PyTorch rounds position `p` of a constant-operand run of length `run` as
+/// `self + round(alpha·other)` rather than one `fma`, for elements of `size` bytes: past the
+/// last whole 64-byte vector, the remainder's first element is `fma`, then as many 16-byte
+/// groups as fit in the rest are two-rounded, and what is left over is `fma` again.
+fn two_rounded(p: usize, run: usize, size: usize) -> bool {
+    let (vector, group) = (64 / size, 16 / size);
+    let body = run / vector * vector;
+    if p < body {
+        return false;
+    }
+    let (q, rest) = (p - body, run - body);
+    q >= 1 && q <= (rest - 1) / group * group
+}
+
 impl Tensor {
-    /// [`add_`](Self::add_) with `alpha ≠ 1`: `fma(alpha, other, self)` per element.
-    pub(crate) fn add_alpha_impl(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
-        float_apply!(ADD_ALPHA_, self, [other], |x: T, [b]| T::fma(
-            T::cast(alpha),
-            b,
-            x
-        ))
+    /// `self + alpha·other` with PyTorch's per-position rounding (see the module docs): `fma`,
+    /// or, at two-rounded positions of a constant run, `self + round(alpha·other)`.
+    fn add_scaled<T: Real>(
+        &mut self,
+        op: &'static Op<Kernel>,
+        other: &Tensor,
+        alpha: T,
+    ) -> Result<()> {
+        let run = constant_run(self.shape(), other.shape());
+        let size = core::mem::size_of::<T>();
+        apply_indexed(op, self, [other], move |i, x: T, [b]| match run {
+            Some(r) if two_rounded(i % r, r, size) => x + alpha * b,
+            _ => T::fma(alpha, b, x),
+        })
     }
 
-    /// `Tensor.sub_(other, alpha=alpha)`: `fma(−alpha, other, self)`.
+    /// [`add_`](Self::add_) with `alpha ≠ 1`: `fma(alpha, other, self)` per element, two
+    /// roundings where PyTorch's remainder loop has them (module docs).
+    pub(crate) fn add_alpha_impl(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
+        float_self(ADD_ALPHA_.name, self)?;
+        match self.dtype() {
+            DType::F32 => self.add_scaled::<f32>(&ADD_ALPHA_, other, alpha as f32),
+            _ => self.add_scaled::<f64>(&ADD_ALPHA_, other, alpha),
+        }
+    }
+
+    /// `Tensor.sub_(other, alpha=alpha)`: `fma(−alpha, other, self)`, two roundings where
+    /// PyTorch's remainder loop has them (module docs).
     ///
     /// # Errors
     /// As [`add_`](Self::add_).
     pub fn sub_(&mut self, other: &Tensor, alpha: f64) -> Result<()> {
-        float_apply!(SUB_, self, [other], |x: T, [b]| T::fma(
-            -T::cast(alpha),
-            b,
-            x
-        ))
+        float_self(SUB_.name, self)?;
+        match self.dtype() {
+            DType::F32 => self.add_scaled::<f32>(&SUB_, other, -(alpha as f32)),
+            _ => self.add_scaled::<f64>(&SUB_, other, -alpha),
+        }
     }
 
     /// `Tensor.mul_(other)`.
@@ -225,16 +272,16 @@ impl Tensor {
     }
 
     /// `Tensor.add_(s, alpha=alpha)` with a number `s`: `fma(alpha, s, self)`, both converted
-    /// to the dtype first.
+    /// to the dtype first, two roundings where PyTorch's remainder loop has them (module docs).
     ///
     /// # Errors
     /// A non-float or read-only `self`.
     pub fn add_scalar_(&mut self, s: f64, alpha: f64) -> Result<()> {
-        float_apply!(ADD_ALPHA_, self, [], |x: T, []| T::fma(
-            T::cast(alpha),
-            T::cast(s),
-            x
-        ))
+        float_self(ADD_ALPHA_.name, self)?;
+        match self.dtype() {
+            DType::F32 => self.add_scaled(&ADD_ALPHA_, &Tensor::scalar(s as f32), alpha as f32),
+            _ => self.add_scaled(&ADD_ALPHA_, &Tensor::scalar(s), alpha),
+        }
     }
 
     /// `Tensor.mul_(s)` with a number `s` (converted to the dtype).
@@ -371,6 +418,35 @@ fn apply_any<T: Element + Send + Sync, const N: usize>(
     operands: [&Tensor; N],
     f: impl Fn(T, [T; N]) -> T + Sync,
 ) -> Result<()> {
+    apply_any_indexed(op, dst, operands, move |_, x, a| f(x, a))
+}
+
+/// [`apply`] with `f` also given the element's flat (row-major) index.
+fn apply_indexed<T: Real, const N: usize>(
+    op: &'static Op<Kernel>,
+    dst: &mut Tensor,
+    operands: [&Tensor; N],
+    f: impl Fn(usize, T, [T; N]) -> T + Sync,
+) -> Result<()> {
+    for o in operands {
+        if o.dtype() != dst.dtype() {
+            return Err(Error::DType {
+                op: op.name,
+                expected: dst.dtype(),
+                got: o.dtype(),
+            });
+        }
+    }
+    apply_any_indexed(op, dst, operands, f)
+}
+
+/// [`apply_any`] with `f` also given the element's flat (row-major) index.
+fn apply_any_indexed<T: Element + Send + Sync, const N: usize>(
+    op: &'static Op<Kernel>,
+    dst: &mut Tensor,
+    operands: [&Tensor; N],
+    f: impl Fn(usize, T, [T; N]) -> T + Sync,
+) -> Result<()> {
     dst.check_writable(op.name)?;
     let shape = dst.shape().to_vec();
     let mut dense = Vec::with_capacity(N);
@@ -381,7 +457,7 @@ fn apply_any<T: Element + Send + Sync, const N: usize>(
     let run = |i: usize, out: &mut [T]| {
         let lo = i * CHUNK;
         for (k, x) in out.iter_mut().enumerate() {
-            *x = f(*x, core::array::from_fn(|n| srcs[n][lo + k]));
+            *x = f(lo + k, *x, core::array::from_fn(|n| srcs[n][lo + k]));
         }
     };
     op.run_inplace(dst, &operands, |imp, par, dst| {
