@@ -1,8 +1,8 @@
 //! `lockstep doctor`: what on this machine can break reproducibility, and (with `--self-test`)
 //! whether every deterministic kernel gives the same bits at 1, 2, 3 and all threads.
 
-use lockstep_tensor::doctor::{self, SelfTestResult};
-use lockstep_tensor::isa::{self, Isa};
+use lockstep::tensor::doctor::{self, SelfTestResult};
+use lockstep::tensor::isa::{self, Isa};
 use serde_json::json;
 
 /// Refuses a `LOCKSTEP_ISA` that names no instruction-set path or one this CPU cannot run,
@@ -50,7 +50,7 @@ fn platform_math_report() -> serde_json::Value {
 
 /// The environment report as JSON.
 pub fn report() -> serde_json::Value {
-    let features = lockstep_tensor::autotune::cpu_features();
+    let features = lockstep::tensor::autotune::cpu_features();
     let mut notes = Vec::new();
     if !(features.contains(&"avx2") && features.contains(&"fma")) {
         notes.push(
@@ -93,16 +93,16 @@ pub fn report() -> serde_json::Value {
         "isa": isa_report(),
         "platform_math": platform_math_report(),
         "libc": doctor::libc_version(),
-        "threads": lockstep_tensor::get_num_threads(),
+        "threads": lockstep::tensor::get_num_threads(),
         "available_parallelism": available,
         "environment": env,
-        "deterministic_algorithms": lockstep_tensor::are_deterministic_algorithms_enabled(),
-        "warn_only": lockstep_tensor::is_deterministic_algorithms_warn_only_enabled(),
-        "fill_uninitialized_memory": lockstep_tensor::deterministic::fill_uninitialized_memory(),
-        "benchmark": lockstep_tensor::autotune::benchmark(),
-        "conv_deterministic": lockstep_tensor::autotune::conv_deterministic(),
+        "deterministic_algorithms": lockstep::tensor::are_deterministic_algorithms_enabled(),
+        "warn_only": lockstep::tensor::is_deterministic_algorithms_warn_only_enabled(),
+        "fill_uninitialized_memory": lockstep::tensor::deterministic::fill_uninitialized_memory(),
+        "benchmark": lockstep::tensor::autotune::benchmark(),
+        "conv_deterministic": lockstep::tensor::autotune::conv_deterministic(),
         "tracing": std::env::var("LOCKSTEP_TRACE").ok(),
-        "autotune_choices": lockstep_tensor::autotune::choices()
+        "autotune_choices": lockstep::tensor::autotune::choices()
             .into_iter()
             .map(|(op, key, algo)| json!({"op": op, "key": key, "algo": algo}))
             .collect::<Vec<_>>(),
@@ -182,7 +182,7 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
     if kernels == 0 {
         println!(
             "  platform math library:     no deterministic kernel uses it (portable \
-             lockstep_tensor::math)"
+             lockstep::tensor::math)"
         );
     } else {
         println!("  platform math library:     used by {kernels} deterministic kernel(s):");

@@ -4,8 +4,8 @@
 //! its outputs (from a rerun of both settings that dumps that one call) and whether a
 //! deterministic implementation exists.
 
-use lockstep_tensor::dispatch::{Guarantee, find_algo};
-use lockstep_tensor::trace::{self, Record};
+use lockstep::tensor::dispatch::{Guarantee, find_algo};
+use lockstep::tensor::trace::{self, Record};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -246,9 +246,9 @@ pub fn first_difference(a: &[Record], b: &[Record]) -> Option<usize> {
 }
 
 /// The registration of `algo` among the built-in ops of the tensor and training layers.
-fn find_any_algo(algo: &str) -> Option<(lockstep_tensor::dispatch::OpInfo, Guarantee)> {
+fn find_any_algo(algo: &str) -> Option<(lockstep::tensor::dispatch::OpInfo, Guarantee)> {
     find_algo(algo).or_else(|| {
-        lockstep_nn::builtin_ops().into_iter().find_map(|o| {
+        lockstep::nn::builtin_ops().into_iter().find_map(|o| {
             let g = o.impls.iter().find(|(a, _)| *a == algo)?.1;
             Some((o, g))
         })
@@ -264,14 +264,14 @@ pub fn advice(a: Option<&Record>, b: Option<&Record>, train: bool) -> String {
         "run `lockstep train` without --nondeterministic (deterministic mode is its default)"
     } else {
         "call `lockstep::use_deterministic_algorithms(true)` (or run the op inside \
-         `lockstep_tensor::deterministic::scope(true, false, ..)`)"
+         `lockstep::tensor::deterministic::scope(true, false, ..)`)"
     };
     let algos: Vec<&str> = [a, b].iter().flatten().map(|r| r.algo.as_str()).collect();
     let infos: Vec<_> = algos.iter().filter_map(|a| find_any_algo(a)).collect();
     if algos.len() == 2 && algos[0] != algos[1] {
         return format!(
             "the runs chose different implementations ({} vs {}): benchmark mode or a pinned \
-             choice differed; pin one with lockstep_tensor::autotune, or load the same tuning \
+             choice differed; pin one with lockstep::tensor::autotune, or load the same tuning \
              file",
             algos[0], algos[1]
         );
@@ -522,10 +522,10 @@ pub fn main(cfg: &VerifyConfig) -> ExitCode {
 
 /// A test-only custom op with a single implementation that is not guaranteed to repeat: its
 /// partial sums follow the number of threads.
-pub static TEST_CUSTOM_OP: lockstep_tensor::dispatch::Op<fn(&[f32], usize) -> f32> =
-    lockstep_tensor::dispatch::Op {
+pub static TEST_CUSTOM_OP: lockstep::tensor::dispatch::Op<fn(&[f32], usize) -> f32> =
+    lockstep::tensor::dispatch::Op {
         name: "test_custom_nondet_sum",
-        impls: &[lockstep_tensor::dispatch::Impl {
+        impls: &[lockstep::tensor::dispatch::Impl {
             algo: "test_custom_nondet_sum.per_thread_ranges",
             guarantee: Guarantee::NotGuaranteed,
             f: |x, threads| {
@@ -542,28 +542,28 @@ pub static TEST_CUSTOM_OP: lockstep_tensor::dispatch::Op<fn(&[f32], usize) -> f3
 ///
 /// # Errors
 /// A failing op.
-pub fn test_program(custom_op: bool) -> lockstep_tensor::Result<()> {
-    use lockstep_tensor::{DType, Tensor};
+pub fn test_program(custom_op: bool) -> lockstep::tensor::Result<()> {
+    use lockstep::tensor::{DType, Tensor};
     if let Some(t) = std::env::var("LOCKSTEP_NUM_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())
     {
-        lockstep_tensor::set_num_threads(t);
+        lockstep::tensor::set_num_threads(t);
     }
-    lockstep_tensor::use_deterministic_algorithms(false);
-    let mut g = lockstep_rng::Generator::with_seed(0);
+    lockstep::tensor::use_deterministic_algorithms(false);
+    let mut g = lockstep::rng::Generator::with_seed(0);
     // 400,003 values (25 pieces): at 2 threads the completion-order sum adds 13 + 12 pieces,
     // the fixed tree 16 + 9 (a power of two would split both at the half: the same bits).
     let x = Tensor::randn(&[400_003], DType::F32, Some(&mut g))?;
     let y = x.mul_scalar(1.5)?.tanh()?;
     for step in 0..2 {
-        lockstep_tensor::trace::set_step(step);
+        lockstep::tensor::trace::set_step(step);
         let s = if custom_op {
             let c = TEST_CUSTOM_OP.select()?;
             let yc = y.contiguous();
             let v = (c.imp.f)(yc.data::<f32>()?, c.par.threads());
             let s = Tensor::scalar(v);
-            lockstep_tensor::trace::record(TEST_CUSTOM_OP.name, c.imp.algo, &[&y], &s);
+            lockstep::tensor::trace::record(TEST_CUSTOM_OP.name, c.imp.algo, &[&y], &s);
             s
         } else {
             y.sum()?

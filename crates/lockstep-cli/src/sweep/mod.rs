@@ -9,7 +9,7 @@
 //! mean, the sample standard deviation (n − 1), min, max, a 95 % Student t interval
 //! (mean ± t₀.₉₇₅,ₙ₋₁ · s / √n) and a 95 % percentile bootstrap interval of the mean
 //! ([`BOOTSTRAP_RESAMPLES`] resamples whose indices come from
-//! `lockstep_rng::Generator::with_seed(`[`BOOTSTRAP_SEED`]`)`, so the report is reproducible).
+//! `lockstep::rng::Generator::with_seed(`[`BOOTSTRAP_SEED`]`)`, so the report is reproducible).
 //!
 //! Output: a per-seed table and the summary on stdout; `report.json`, `report.csv`,
 //! `loss_curves.{svg,png}` and `final_accuracy.{svg,png}` in the output directory.
@@ -443,7 +443,7 @@ impl SweepReport {
         let mut written = Vec::new();
         let mut put = |name: &str, bytes: &[u8]| -> Result<(), BoxError> {
             let p = dir.join(name);
-            lockstep_tensor::io::write_atomic(&p, bytes)
+            lockstep::tensor::io::write_atomic(&p, bytes)
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             written.push(p);
             Ok(())
@@ -531,7 +531,7 @@ pub fn main(cfg: &SweepConfig) -> ExitCode {
 mod tests {
     use super::stats::t_upper_tail;
     use super::*;
-    use lockstep_rng::Generator;
+    use lockstep::rng::Generator;
 
     #[test]
     fn t_quantiles_match_closed_forms_and_tables() {

@@ -3,7 +3,7 @@
 //! report depends on no platform library.
 
 use super::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
-use lockstep_rng::Generator;
+use lockstep::rng::Generator;
 use serde_json::{Value, json};
 
 /// Mean, spread and intervals of one metric over the seeds.
