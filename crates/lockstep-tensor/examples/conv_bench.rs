@@ -1,5 +1,6 @@
 //! Times conv2d and its two backward primitives at 1 and 2 threads, deterministic and not, and
-//! prints one JSON object per line: `{"name", "mode", "threads", "seconds"}` (best of N).
+//! prints one JSON object per line: `{"name", "mode", "threads", "seconds"}` (best of N), with
+//! `"cpu_seconds"` (the calling thread's on-CPU time) at one thread.
 //! `bench/conv.py` runs this beside PyTorch.
 //!
 //! Usage: `conv_bench [RUNS] [issue|cnn] [FILTER]` (FILTER: time only the rows whose name
@@ -17,15 +18,47 @@ use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
 use std::time::Instant;
 
-fn best(runs: usize, mut f: impl FnMut()) -> f64 {
+/// On-CPU time of the calling thread in seconds (`CLOCK_THREAD_CPUTIME_ID`; x86-64 Linux only):
+/// one-thread timings stay comparable while other processes share the cores.
+fn thread_cpu_secs() -> Option<f64> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let mut ts = [0i64; 2];
+        let ret: i64;
+        // SAFETY: the Linux syscall clock_gettime (228) with CLOCK_THREAD_CPUTIME_ID (3) writes
+        // one `struct timespec` (two i64) to `ts`; `syscall` clobbers only rcx and r11.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") 228i64 => ret,
+                in("rdi") 3i64,
+                in("rsi") ts.as_mut_ptr(),
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        if ret == 0 {
+            return Some(ts[0] as f64 + ts[1] as f64 * 1e-9);
+        }
+    }
+    None
+}
+
+/// Best wall time and best on-CPU time of the calling thread over `runs` runs after a warm-up.
+fn best(runs: usize, mut f: impl FnMut()) -> (f64, Option<f64>) {
     f();
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
+    let (mut wall, mut cpu) = (f64::INFINITY, None::<f64>);
+    for _ in 0..runs {
+        let c = thread_cpu_secs();
+        let t = Instant::now();
+        f();
+        wall = wall.min(t.elapsed().as_secs_f64());
+        if let (Some(c0), Some(c1)) = (c, thread_cpu_secs()) {
+            cpu = Some(cpu.map_or(c1 - c0, |b: f64| b.min(c1 - c0)));
+        }
+    }
+    (wall, cpu)
 }
 
 /// A named benchmark body.
@@ -114,9 +147,15 @@ fn main() {
                 if filter.as_ref().is_some_and(|s| !name.contains(s.as_str())) {
                     continue;
                 }
-                let s = with_num_threads(threads, || scope(det, false, || best(runs, &f)));
+                let (s, cpu) = with_num_threads(threads, || scope(det, false, || best(runs, &f)));
+                // At one thread the work runs on the calling thread, so its CPU time counts it
+                // all (and not the time other processes held the core).
+                let cpu = match cpu {
+                    Some(c) if threads == 1 => format!(", \"cpu_seconds\": {c:.7}"),
+                    _ => String::new(),
+                };
                 println!(
-                    "{{\"name\": \"{name}\", \"mode\": \"{mode}\", \"threads\": {threads}, \"seconds\": {s:.7}}}"
+                    "{{\"name\": \"{name}\", \"mode\": \"{mode}\", \"threads\": {threads}, \"seconds\": {s:.7}{cpu}}}"
                 );
             }
         }

@@ -765,54 +765,90 @@ mod x86 {
         }
     }
 
-    /// Planes of `(h, w)` with `ow` a multiple of 16: each output row in steps of
-    /// 16 outputs, from 32 values of its top and of its bottom input row.
-    ///
-    /// # Safety
-    /// AVX-512F; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many
-    /// elements as `v`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn rows_avx512(
-        s: &[f32],
-        (h, w): (usize, usize),
-        (oh, ow): (usize, usize),
-        v: &mut [f32],
-        ix: &mut [i64],
-    ) {
-        let planes = v.len() / (oh * ow);
-        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h && 2 * ow <= w);
-        let lane_base = lanes(|l| 2 * l);
-        let wv = _mm512_set1_epi64(w as i64);
-        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
-        for pl in 0..planes {
-            for i in 0..oh {
-                let top = pl * h * w + 2 * i * w;
-                let out = (pl * oh + i) * ow;
-                for j in (0..ow).step_by(16) {
-                    // SAFETY: columns 2j..2j + 32 ≤ w of rows 2i, 2i + 1 < h of plane pl, and
-                    // outputs out + j..+16 ≤ (pl·oh + i + 1)·ow, all in bounds (asserted).
-                    unsafe {
-                        let t = sp.add(top + 2 * j);
-                        let (tv, tm) = pairs(_mm512_loadu_ps(t), _mm512_loadu_ps(t.add(16)));
-                        let b = t.add(w);
-                        let (bv, bm) = pairs(_mm512_loadu_ps(b), _mm512_loadu_ps(b.add(16)));
-                        let base = _mm512_set1_epi64((2 * i * w + 2 * j) as i64);
-                        finish(
-                            tv,
-                            tm,
-                            bv,
-                            bm,
-                            base,
-                            lane_base,
-                            wv,
-                            vp.add(out + j),
-                            ip.add(out + j),
-                        );
+    /// Stamps the row-wise kernel for one instruction set from one template: planes of
+    /// `(h, w)` with `ow` a multiple of `$n`, each output row in steps of `$n` outputs, from
+    /// `2·$n` values of its top and of its bottom input row (`$pairs`, then `$finish`).
+    macro_rules! rows_kernel {
+        ($(#[$m:meta])* $name:ident, $feat:literal, $n:literal, $load:ident, $set1:ident,
+         $lanes:ident, $pairs:ident, $finish:ident) => {
+            $(#[$m])*
+            ///
+            /// # Safety
+            /// The CPU has the target feature; `s` holds `v.len() / (oh·ow)` planes of `h·w`
+            /// values and `ix` as many elements as `v`.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $name(
+                s: &[f32],
+                (h, w): (usize, usize),
+                (oh, ow): (usize, usize),
+                v: &mut [f32],
+                ix: &mut [i64],
+            ) {
+                let planes = v.len() / (oh * ow);
+                assert!(
+                    s.len() >= planes * h * w
+                        && ix.len() == v.len()
+                        && 2 * oh <= h
+                        && 2 * ow <= w
+                );
+                let lane_base = $lanes(|l| 2 * l);
+                let wv = $set1(w as i64);
+                let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+                for pl in 0..planes {
+                    for i in 0..oh {
+                        let top = pl * h * w + 2 * i * w;
+                        let out = (pl * oh + i) * ow;
+                        for j in (0..ow).step_by($n) {
+                            // SAFETY: columns 2j..2j + 2·$n ≤ w of rows 2i, 2i + 1 < h of
+                            // plane pl, and outputs out + j..+$n ≤ (pl·oh + i + 1)·ow, all in
+                            // bounds (asserted).
+                            unsafe {
+                                let t = sp.add(top + 2 * j);
+                                let (tv, tm) = $pairs($load(t), $load(t.add($n)));
+                                let b = t.add(w);
+                                let (bv, bm) = $pairs($load(b), $load(b.add($n)));
+                                let base = $set1((2 * i * w + 2 * j) as i64);
+                                $finish(
+                                    tv,
+                                    tm,
+                                    bv,
+                                    bm,
+                                    base,
+                                    lane_base,
+                                    wv,
+                                    vp.add(out + j),
+                                    ip.add(out + j),
+                                );
+                            }
+                        }
                     }
                 }
             }
-        }
+        };
     }
+
+    rows_kernel!(
+        /// AVX-512: 16 outputs per step.
+        rows_avx512,
+        "avx512f",
+        16,
+        _mm512_loadu_ps,
+        _mm512_set1_epi64,
+        lanes,
+        pairs,
+        finish
+    );
+    rows_kernel!(
+        /// AVX2: 8 outputs per step.
+        rows_avx2,
+        "avx2",
+        8,
+        _mm256_loadu_ps,
+        _mm256_set1_epi64x,
+        lanes2,
+        pairs2,
+        finish2
+    );
 
     /// Planes of `(2·oh, 2·ow)` with `ow` one of 1, 2, 4, 8 and `oh·ow` a multiple of 16: the
     /// planes stack into one tall image, and 16 consecutive outputs (`16/ow` output rows of
@@ -1097,54 +1133,6 @@ mod x86 {
                 _mm256_loadu_si256(l.as_ptr().cast()),
                 _mm256_loadu_si256(l.as_ptr().add(4).cast()),
             ]
-        }
-    }
-
-    /// [`rows_avx512`] with AVX2, for `ow` a multiple of 8: 8 outputs per step.
-    ///
-    /// # Safety
-    /// AVX2; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many elements
-    /// as `v`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn rows_avx2(
-        s: &[f32],
-        (h, w): (usize, usize),
-        (oh, ow): (usize, usize),
-        v: &mut [f32],
-        ix: &mut [i64],
-    ) {
-        let planes = v.len() / (oh * ow);
-        assert!(s.len() >= planes * h * w && ix.len() == v.len() && 2 * oh <= h && 2 * ow <= w);
-        let lane_base = lanes2(|l| 2 * l);
-        let wv = _mm256_set1_epi64x(w as i64);
-        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
-        for pl in 0..planes {
-            for i in 0..oh {
-                let top = pl * h * w + 2 * i * w;
-                let out = (pl * oh + i) * ow;
-                for j in (0..ow).step_by(8) {
-                    // SAFETY: columns 2j..2j + 16 ≤ 2·ow ≤ w of rows 2i, 2i + 1 < h of plane
-                    // pl, and outputs out + j..+8 ≤ (pl·oh + i + 1)·ow (asserted).
-                    unsafe {
-                        let t = sp.add(top + 2 * j);
-                        let (tv, tm) = pairs2(_mm256_loadu_ps(t), _mm256_loadu_ps(t.add(8)));
-                        let b = t.add(w);
-                        let (bv, bm) = pairs2(_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)));
-                        let base = _mm256_set1_epi64x((2 * i * w + 2 * j) as i64);
-                        finish2(
-                            tv,
-                            tm,
-                            bv,
-                            bm,
-                            base,
-                            lane_base,
-                            wv,
-                            vp.add(out + j),
-                            ip.add(out + j),
-                        );
-                    }
-                }
-            }
         }
     }
 

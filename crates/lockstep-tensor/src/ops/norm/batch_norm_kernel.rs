@@ -314,34 +314,6 @@ fn planes<T: Element>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn planes_avx512<T: Element>(
-    pass: Pass,
-    consts: &[ChannelConst],
-    x: &[T],
-    g: &[T],
-    s: usize,
-    p0: usize,
-    o: &mut [MaybeUninit<T>],
-) {
-    planes(pass, consts, x, g, s, p0, o)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn planes_avx2<T: Element>(
-    pass: Pass,
-    consts: &[ChannelConst],
-    x: &[T],
-    g: &[T],
-    s: usize,
-    p0: usize,
-    o: &mut [MaybeUninit<T>],
-) {
-    planes(pass, consts, x, g, s, p0, o)
-}
-
 /// [`planes`] built for the instruction set in use (the compiler vectorises the loops).
 fn planes_isa<T: Element>(
     pass: Pass,
@@ -353,12 +325,33 @@ fn planes_isa<T: Element>(
     o: &mut [MaybeUninit<T>],
 ) {
     #[cfg(target_arch = "x86_64")]
-    match Isa::best() {
-        // SAFETY: `Isa::best` is always a path the CPU supports.
-        Isa::Avx512 => return unsafe { planes_avx512(pass, consts, x, g, s, p0, o) },
-        // SAFETY: as above.
-        Isa::Avx2 => return unsafe { planes_avx2(pass, consts, x, g, s, p0, o) },
-        Isa::Portable => {}
+    {
+        // One template, built once per instruction set.
+        macro_rules! build {
+            ($name:ident, $feat:literal) => {
+                #[target_feature(enable = $feat)]
+                fn $name<T: Element>(
+                    pass: Pass,
+                    consts: &[ChannelConst],
+                    x: &[T],
+                    g: &[T],
+                    s: usize,
+                    p0: usize,
+                    o: &mut [MaybeUninit<T>],
+                ) {
+                    planes(pass, consts, x, g, s, p0, o)
+                }
+            };
+        }
+        build!(avx512, "avx512f");
+        build!(avx2, "avx2");
+        match Isa::best() {
+            // SAFETY: `Isa::best` is always a path the CPU supports.
+            Isa::Avx512 => return unsafe { avx512(pass, consts, x, g, s, p0, o) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(pass, consts, x, g, s, p0, o) },
+            Isa::Portable => {}
+        }
     }
     planes(pass, consts, x, g, s, p0, o)
 }

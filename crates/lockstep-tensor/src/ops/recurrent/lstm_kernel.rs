@@ -515,66 +515,42 @@ pub(crate) mod x86 {
         }
     }
 
-    /// [`tile512`] for `mr` rows (1 to 6).
-    ///
-    /// # Safety
-    /// As [`tile512`].
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    pub(crate) unsafe fn tile512_rows(
-        mr: usize,
-        kc: usize,
-        a: *const f32,
-        ars: usize,
-        aks: usize,
-        b: *const f32,
-        bks: usize,
-        out: *mut f32,
-        ors: usize,
-        ovs: usize,
-        init: bool,
-    ) {
-        // SAFETY: forwarded.
-        unsafe {
-            match mr {
-                6 => tile512::<6>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                5 => tile512::<5>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                4 => tile512::<4>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                3 => tile512::<3>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                2 => tile512::<2>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                _ => tile512::<1>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+    /// Stamps `$name(mr, …)`: `$tile::<MR>` for `mr` rows, from the largest `MR` listed
+    /// (for `mr` above it) down to 1.
+    macro_rules! rows_fn {
+        ($name:ident, $tile:ident, $max:literal, [$($mr:literal),*]) => {
+            #[doc = concat!("[`", stringify!($tile), "`] for `mr` rows (1 to ", $max, ").")]
+            ///
+            /// # Safety
+            #[doc = concat!("As [`", stringify!($tile), "`].")]
+            #[allow(clippy::too_many_arguments)]
+            #[inline(always)]
+            pub(crate) unsafe fn $name(
+                mr: usize,
+                kc: usize,
+                a: *const f32,
+                ars: usize,
+                aks: usize,
+                b: *const f32,
+                bks: usize,
+                out: *mut f32,
+                ors: usize,
+                ovs: usize,
+                init: bool,
+            ) {
+                // SAFETY: forwarded.
+                unsafe {
+                    match mr {
+                        $($mr => $tile::<$mr>(kc, a, ars, aks, b, bks, out, ors, ovs, init),)*
+                        _ => $tile::<1>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
+                    }
+                }
             }
-        }
+        };
     }
 
-    /// [`tile256`] for `mr` rows (1 to 3).
-    ///
-    /// # Safety
-    /// As [`tile256`].
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    pub(crate) unsafe fn tile256_rows(
-        mr: usize,
-        kc: usize,
-        a: *const f32,
-        ars: usize,
-        aks: usize,
-        b: *const f32,
-        bks: usize,
-        out: *mut f32,
-        ors: usize,
-        ovs: usize,
-        init: bool,
-    ) {
-        // SAFETY: forwarded.
-        unsafe {
-            match mr {
-                3 => tile256::<3>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                2 => tile256::<2>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-                _ => tile256::<1>(kc, a, ars, aks, b, bks, out, ors, ovs, init),
-            }
-        }
-    }
+    rows_fn!(tile512_rows, tile512, 6, [6, 5, 4, 3, 2]);
+    rows_fn!(tile256_rows, tile256, 3, [3, 2]);
 }
 
 /// The forward pass's inputs (all contiguous, row-major) and outputs.
@@ -635,58 +611,87 @@ pub(crate) struct Backward<'a> {
 
 /// Runs rows `r0..r1` of the forward pass.
 pub(crate) fn forward_rows(simd: Simd, f: &Forward, r0: usize, r1: usize) {
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; the arguments were checked by the caller.
-        Simd::Avx512 => unsafe { forward512(f, r0, r1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { forward256(f, r0, r1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
+    // SAFETY: `Simd::detect` found the features; the arguments were checked by the caller.
+    unsafe { forward_simd(simd, f, r0, r1) }
 }
 
 /// Runs rows `r0..r1` of the backward pass.
 pub(crate) fn backward_rows(simd: Simd, b: &Backward, r0: usize, r1: usize) {
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; the arguments were checked by the caller.
-        Simd::Avx512 => unsafe { backward512(b, r0, r1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { backward256(b, r0, r1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
+    // SAFETY: as in `forward_rows`.
+    unsafe { backward_simd(simd, b, r0, r1) }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn forward512(f: &Forward, r0: usize, r1: usize) {
-    // SAFETY: the caller checked the features and sizes.
-    unsafe { forward_body::<16, 6>(f, r0, r1, x86::tile512_rows) }
+/// Rows per tile of the AVX2 builds (the AVX-512 builds take 6).
+const AVX2_MR: usize = 3;
+
+/// Stamps, for each kernel body, `unsafe fn NAME(simd, ARGS)`: the body (generic over the
+/// lanes `U` and the rows per tile `MR`, with the tile function as its last argument) built
+/// once with AVX-512 (`U` 16, `MR` 6, [`x86::tile512_rows`]) and once with AVX2+FMA (`U` 8,
+/// [`AVX2_MR`], [`x86::tile256_rows`]) from the one template, and the build `simd` names run.
+/// The stamped function's safety contract is its body's, plus: `simd` is available.
+macro_rules! simd_twins {
+    ($($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:ident;)*) => {$(
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(simd: Simd, $($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx512($($arg: $ty),*) {
+                    // SAFETY: forwarded (the caller's contract).
+                    unsafe { $body::<16, 6>($($arg,)* x86::tile512_rows) }
+                }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx2($($arg: $ty),*) {
+                    // SAFETY: forwarded (the caller's contract).
+                    unsafe { $body::<8, AVX2_MR>($($arg,)* x86::tile256_rows) }
+                }
+                match simd {
+                    // SAFETY: the caller passes an available instruction set.
+                    Simd::Avx512 => unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Simd::Avx2 => unsafe { avx2($($arg),*) },
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = ($($arg,)*);
+                unreachable!("no SIMD kernels off x86-64 ({simd:?})")
+            }
+        }
+    )*};
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn forward256(f: &Forward, r0: usize, r1: usize) {
-    // SAFETY: the caller checked the features and sizes.
-    unsafe { forward_body::<8, 3>(f, r0, r1, x86::tile256_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn backward512(b: &Backward, r0: usize, r1: usize) {
-    // SAFETY: the caller checked the features and sizes.
-    unsafe { backward_body::<16, 6>(b, r0, r1, x86::tile512_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn backward256(b: &Backward, r0: usize, r1: usize) {
-    // SAFETY: the caller checked the features and sizes.
-    unsafe { backward_body::<8, 3>(b, r0, r1, x86::tile256_rows) }
+simd_twins! {
+    /// [`forward_body`] on `simd`.
+    fn forward_simd(f: &Forward, r0: usize, r1: usize) => forward_body;
+    /// [`backward_body`] on `simd`.
+    fn backward_simd(b: &Backward, r0: usize, r1: usize) => backward_body;
+    /// [`dw_body`] on `simd`.
+    fn dw_simd(
+        dg: &[f32], g: usize, xs: &[f32], n: usize, k: usize, dw: Out, i0: usize, i1: usize,
+    ) => dw_body;
+    /// [`project_body`] on `simd`.
+    fn project_simd(
+        x: &[f32],
+        k: usize,
+        wt: &[f32],
+        g: usize,
+        bias: Option<&[f32]>,
+        out: Out,
+        r0: usize,
+        r1: usize,
+    ) => project_body;
+    /// [`product_body`] on `simd`.
+    fn product_simd(
+        dg: &[f32], g: usize, w: &[f32], n: usize, out: Out, r0: usize, r1: usize,
+    ) => product_body;
+    /// [`cols_body`] on `simd`.
+    fn cols_simd(
+        dg: &[f32], g: usize, xs: &[f32], n: usize, k: usize, out: Out, b0: usize, b1: usize,
+    ) => cols_body;
 }
 
 pub(crate) type TileFn = unsafe fn(
@@ -1024,50 +1029,8 @@ pub(crate) unsafe fn product_t_rows(
             && i0 <= i1
             && i1 <= g
     );
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` as documented.
-        Simd::Avx512 => unsafe { dw512(dg, g, xs, n, k, dw, i0, i1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { dw256(dg, g, xs, n, k, dw, i0, i1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn dw512(
-    dg: &[f32],
-    g: usize,
-    xs: &[f32],
-    n: usize,
-    k: usize,
-    dw: Out,
-    i0: usize,
-    i1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { dw_body::<16, 6>(dg, g, xs, n, k, dw, i0, i1, x86::tile512_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn dw256(
-    dg: &[f32],
-    g: usize,
-    xs: &[f32],
-    n: usize,
-    k: usize,
-    dw: Out,
-    i0: usize,
-    i1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { dw_body::<8, 3>(dg, g, xs, n, k, dw, i0, i1, x86::tile256_rows) }
+    // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` as documented.
+    unsafe { dw_simd(simd, dg, g, xs, n, k, dw, i0, i1) }
 }
 
 /// See [`product_t_rows`] (`g4` is its `g`, `h` its `n`).
@@ -1248,50 +1211,8 @@ pub(crate) unsafe fn project_rows(
             && r1 * k <= x.len()
             && bias.is_none_or(|b| b.len() == g)
     );
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
-        Simd::Avx512 => unsafe { project512(x, k, wt.as_slice(), g, bias, out, r0, r1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { project256(x, k, wt.as_slice(), g, bias, out, r0, r1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn project512(
-    x: &[f32],
-    k: usize,
-    wt: &[f32],
-    g: usize,
-    bias: Option<&[f32]>,
-    out: Out,
-    r0: usize,
-    r1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { project_body::<16, 6>(x, k, wt, g, bias, out, r0, r1, x86::tile512_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn project256(
-    x: &[f32],
-    k: usize,
-    wt: &[f32],
-    g: usize,
-    bias: Option<&[f32]>,
-    out: Out,
-    r0: usize,
-    r1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { project_body::<8, 3>(x, k, wt, g, bias, out, r0, r1, x86::tile256_rows) }
+    // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+    unsafe { project_simd(simd, x, k, wt.as_slice(), g, bias, out, r0, r1) }
 }
 
 /// See [`project_rows`].
@@ -1372,30 +1293,8 @@ pub(crate) unsafe fn product_rows(
     assert!(
         n.is_multiple_of(NV * simd.lanes()) && w.len() == g * n && r0 <= r1 && r1 * g <= dg.len()
     );
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
-        Simd::Avx512 => unsafe { product512(dg, g, w, n, out, r0, r1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { product256(dg, g, w, n, out, r0, r1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn product512(dg: &[f32], g: usize, w: &[f32], n: usize, out: Out, r0: usize, r1: usize) {
-    // SAFETY: forwarded.
-    unsafe { product_body::<16, 6>(dg, g, w, n, out, r0, r1, x86::tile512_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn product256(dg: &[f32], g: usize, w: &[f32], n: usize, out: Out, r0: usize, r1: usize) {
-    // SAFETY: forwarded.
-    unsafe { product_body::<8, 3>(dg, g, w, n, out, r0, r1, x86::tile256_rows) }
+    // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+    unsafe { product_simd(simd, dg, g, w, n, out, r0, r1) }
 }
 
 /// See [`product_rows`].
@@ -1462,50 +1361,8 @@ pub(crate) unsafe fn product_t_cols(
     let k = xs.len() / n.max(1);
     assert!(g.is_multiple_of(q) && dg.len() == k * g && xs.len() == k * n && b0 <= b1);
     assert!(b1 * q <= g);
-    match simd {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
-        Simd::Avx512 => unsafe { cols512(dg, g, xs, n, k, out, b0, b1) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Simd::Avx2 => unsafe { cols256(dg, g, xs, n, k, out, b0, b1) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("no SIMD kernels off x86-64"),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cols512(
-    dg: &[f32],
-    g: usize,
-    xs: &[f32],
-    n: usize,
-    k: usize,
-    out: Out,
-    b0: usize,
-    b1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { cols_body::<16, 6>(dg, g, xs, n, k, out, b0, b1, x86::tile512_rows) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cols256(
-    dg: &[f32],
-    g: usize,
-    xs: &[f32],
-    n: usize,
-    k: usize,
-    out: Out,
-    b0: usize,
-    b1: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { cols_body::<8, 3>(dg, g, xs, n, k, out, b0, b1, x86::tile256_rows) }
+    // SAFETY: `Simd::detect` found the features; sizes asserted, `out` as documented.
+    unsafe { cols_simd(simd, dg, g, xs, n, k, out, b0, b1) }
 }
 
 /// See [`product_t_cols`].
