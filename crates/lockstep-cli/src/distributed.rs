@@ -9,15 +9,16 @@
 //! computes micro-shards `r, r + W, r + 2W, …`; every process gathers all `G` vectors in
 //! micro-shard order and adds them with [`tree_sum`], whose shape depends on `G` only — never
 //! on `W` or on the order messages arrive — so every process applies the same update, and the
-//! same as one process computing the micro-shards one after the other (`--micro-batch m`;
-//! gpt's invariant seeding always does).
+//! same as one process computing the micro-shards one after the other: in `--seeding
+//! invariant` that is every run's definition of a step's gradient, with `m` =
+//! [`DEFAULT_MICRO_BATCH`] unless `--micro-batch` says otherwise.
 //!
 //! [`Shards`] is the exchange: [`Local`] for one process, `Mpi` (feature `mpi`) over MPI.
 //! The design and its cost model: `docs/distributed.md`.
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The micro-shard size `lockstep train --distributed` and gpt's invariant seeding use
+/// The micro-shard size of `--seeding invariant` (every model, one process or several)
 /// unless `--micro-batch` says otherwise: a constant, so the arithmetic of a step depends on
 /// its global batch only, never on the number of processes or on how the batch is split
 /// into accumulation steps.
@@ -145,8 +146,8 @@ pub fn tree_sum(parts: &[Vec<f32>]) -> Vec<f32> {
     go(parts)
 }
 
-/// The configuration of `--distributed`: `--micro-batch` defaults to
-/// [`DEFAULT_MICRO_BATCH`]; invariant seeding and no loader workers are required.
+/// The configuration of `--distributed`: invariant seeding and no loader workers are
+/// required (the micro-shards are invariant seeding's, as on one process).
 ///
 /// # Errors
 /// Another seeding, workers.
@@ -168,12 +169,8 @@ pub fn distributed_config(
         )
         .into());
     }
-    let mut c = cfg.clone();
-    if c.micro_batch == 0 {
-        c.micro_batch = DEFAULT_MICRO_BATCH;
-    }
-    crate::train::check_micro_batch(&c, 2)?;
-    Ok(c)
+    crate::train::check_micro_batch(cfg, 2)?;
+    Ok(cfg.clone())
 }
 
 /// The configuration of `--model gpt --distributed`: invariant seeding is required.

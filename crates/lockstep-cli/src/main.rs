@@ -254,11 +254,12 @@ struct TrainArgs {
     /// reports without them.
     #[arg(long)]
     nondeterministic: bool,
-    /// Micro-shards of M samples (needs --seeding invariant): each batch's gradient is the
-    /// fixed-order sum of its micro-shards' gradients, BatchNorm's statistics are over the
-    /// batch in a fixed order; the same bits on any number of processes (0 = off;
-    /// --distributed and gpt: 8).
-    #[arg(long, default_value_t = 0)]
+    /// --seeding invariant: micro-shards of M samples (gpt: windows of the global batch,
+    /// --batch-size x --grad-accum). A step's gradient is the fixed-order sum of its
+    /// micro-shards' gradients, BatchNorm's statistics are over the batch in a fixed order:
+    /// the same bits on one process or any number (--distributed), with no other flag
+    /// [default: 8, in invariant seeding; torch seeding has no micro-shards].
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     micro_batch: usize,
     /// gpt: transformer blocks [default: 4].
     #[arg(long)]
