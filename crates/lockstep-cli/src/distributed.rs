@@ -9,16 +9,29 @@
 //! computes micro-shards `r, r + W, r + 2W, …`; every process gathers all `G` vectors in
 //! micro-shard order and adds them with [`tree_sum`], whose shape depends on `G` only — never
 //! on `W` or on the order messages arrive — so every process applies the same update, and the
-//! same as one process computing the micro-shards one after the other (`--micro-batch m`).
+//! same as one process computing the micro-shards one after the other: in `--seeding
+//! invariant` that is every run's definition of a step's gradient, with `m` =
+//! [`DEFAULT_MICRO_BATCH`] unless `--micro-batch` says otherwise.
 //!
 //! [`Shards`] is the exchange: [`Local`] for one process, `Mpi` (feature `mpi`) over MPI.
 //! The design and its cost model: `docs/distributed.md`.
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The micro-shard size `lockstep train --distributed` uses unless `--micro-batch` says
-/// otherwise.
+/// The micro-shard size of `--seeding invariant` (every model, one process or several)
+/// unless `--micro-batch` says otherwise: a constant, so the arithmetic of a step depends on
+/// its global batch only, never on the number of processes or on how the batch is split
+/// into accumulation steps.
 pub const DEFAULT_MICRO_BATCH: usize = 8;
+
+/// The micro-shard size for `--micro-batch requested` (0: [`DEFAULT_MICRO_BATCH`]).
+pub fn micro_batch_size(requested: usize) -> usize {
+    if requested == 0 {
+        DEFAULT_MICRO_BATCH
+    } else {
+        requested
+    }
+}
 
 /// Who computes which micro-shard, and how their vectors meet.
 pub trait Shards {
@@ -133,8 +146,8 @@ pub fn tree_sum(parts: &[Vec<f32>]) -> Vec<f32> {
     go(parts)
 }
 
-/// The configuration of `--distributed`: `--micro-batch` defaults to
-/// [`DEFAULT_MICRO_BATCH`]; invariant seeding and no loader workers are required.
+/// The configuration of `--distributed`: invariant seeding and no loader workers are
+/// required (the micro-shards are invariant seeding's, as on one process).
 ///
 /// # Errors
 /// Another seeding, workers.
@@ -156,12 +169,27 @@ pub fn distributed_config(
         )
         .into());
     }
-    let mut c = cfg.clone();
-    if c.micro_batch == 0 {
-        c.micro_batch = DEFAULT_MICRO_BATCH;
+    crate::train::check_micro_batch(cfg, 2)?;
+    Ok(cfg.clone())
+}
+
+/// The configuration of `--model gpt --distributed`: invariant seeding is required.
+///
+/// # Errors
+/// Another seeding, or what [`crate::gpt::check_config`] refuses.
+pub fn distributed_gpt_config(
+    cfg: &crate::gpt::GptConfig,
+) -> Result<crate::gpt::GptConfig, BoxError> {
+    if cfg.seeding != "invariant" {
+        return Err(format!(
+            "--distributed needs --seeding invariant (each window and dropout mask from its \
+             own stream); got --seeding {}",
+            cfg.seeding
+        )
+        .into());
     }
-    crate::train::check_micro_batch(&c, 2)?;
-    Ok(c)
+    crate::gpt::check_config(cfg)?;
+    Ok(cfg.clone())
 }
 
 /// How the micro-shards' gradients are summed across processes; both give the same bits.
@@ -253,8 +281,22 @@ pub fn main(
     std::process::ExitCode::from(2)
 }
 
+/// `lockstep train --model gpt --distributed` in a build without MPI: the error.
+#[cfg(not(feature = "mpi"))]
+pub fn main_gpt(
+    _cfg: &crate::gpt::GptConfig,
+    _opts: &DistOptions,
+    _json: bool,
+) -> std::process::ExitCode {
+    eprintln!(
+        "error: lockstep train --model gpt --distributed: built without MPI support: rebuild \
+         with --features mpi"
+    );
+    std::process::ExitCode::from(2)
+}
+
 #[cfg(feature = "mpi")]
-pub use with_mpi::{Mpi, main};
+pub use with_mpi::{Mpi, main, main_gpt};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
@@ -535,18 +577,64 @@ mod with_mpi {
     /// `mpirun -np W lockstep train --distributed …`: every process trains (rank 0 reports);
     /// an error on any process aborts the job (`MPI_Abort`) with a message naming the rank.
     pub fn main(cfg: &TrainConfig, opts: &DistOptions, json: bool) -> std::process::ExitCode {
+        on_world(
+            "lockstep train --distributed",
+            opts,
+            || super::distributed_config(cfg),
+            |cfg, rank, shards| {
+                if rank == 0 {
+                    let mut bar = train::Bar::new(json, cfg.batch_size);
+                    let r = train::run_distributed(cfg, &mut bar, shards);
+                    if r.is_err() {
+                        train::Progress::finish(&mut bar);
+                    }
+                    r
+                } else {
+                    train::run_distributed(cfg, &mut Quiet, shards)
+                }
+            },
+            |r| train::print_report(r, json),
+        )
+    }
+
+    /// `mpirun -np W lockstep train --model gpt --seeding invariant --distributed …`: as
+    /// [`main`], with gpt's run and report.
+    pub fn main_gpt(
+        cfg: &crate::gpt::GptConfig,
+        opts: &DistOptions,
+        json: bool,
+    ) -> std::process::ExitCode {
+        on_world(
+            "lockstep train --model gpt --distributed",
+            opts,
+            || super::distributed_gpt_config(cfg),
+            |cfg, _, shards| crate::gpt::run_distributed(cfg, shards),
+            |r| crate::gpt::print_report(r, json),
+        )
+    }
+
+    /// Runs `body` on every process of MPI's world (after `check`, whose error rank 0
+    /// prints before all exit 2); rank 0 prints the result. An error or panic on any process
+    /// aborts the job naming the rank.
+    fn on_world<C, R>(
+        what: &'static str,
+        opts: &DistOptions,
+        check: impl FnOnce() -> Result<C, BoxError>,
+        body: impl FnOnce(&C, i32, &mut Mpi) -> Result<R, BoxError>,
+        print: impl FnOnce(&R),
+    ) -> std::process::ExitCode {
         let Some(universe) = mpi::initialize() else {
-            eprintln!("error: lockstep train --distributed: MPI is already initialized");
+            eprintln!("error: {what}: MPI is already initialized");
             return std::process::ExitCode::from(2);
         };
         let world = universe.world();
         let (rank, size) = (world.rank(), world.size());
         // Errors in the flags are the same on every process: rank 0 says so, all exit.
-        let cfg = match super::distributed_config(cfg) {
+        let cfg = match check() {
             Ok(c) => c,
             Err(e) => {
                 if rank == 0 {
-                    eprintln!("error: lockstep train --distributed: {e}");
+                    eprintln!("error: {what}: {e}");
                 }
                 drop(universe);
                 return std::process::ExitCode::from(2);
@@ -556,11 +644,11 @@ mod with_mpi {
         let default_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             default_hook(info);
-            eprintln!("error: lockstep train --distributed: rank {rank} of {size} panicked");
+            eprintln!("error: {what}: rank {rank} of {size} panicked");
             SimpleCommunicator::world().abort(101);
         }));
         let fail = |e: &dyn std::fmt::Display| -> ! {
-            eprintln!("error: lockstep train --distributed: rank {rank} of {size}: {e}");
+            eprintln!("error: {what}: rank {rank} of {size}: {e}");
             SimpleCommunicator::world().abort(2)
         };
         if std::env::var("LOCKSTEP_TEST_FAIL_RANK").is_ok_and(|v| v == rank.to_string()) {
@@ -575,20 +663,10 @@ mod with_mpi {
             }
         }
         let mut shards = Mpi::new(world, opts);
-        let result = if rank == 0 {
-            let mut bar = train::Bar::new(json, cfg.batch_size);
-            let r = train::run_distributed(&cfg, &mut bar, &mut shards);
-            if r.is_err() {
-                train::Progress::finish(&mut bar);
-            }
-            r
-        } else {
-            train::run_distributed(&cfg, &mut Quiet, &mut shards)
-        };
-        match result {
+        match body(&cfg, rank, &mut shards) {
             Ok(r) => {
                 if rank == 0 {
-                    train::print_report(&r, json);
+                    print(&r);
                 }
                 drop(universe);
                 std::process::ExitCode::SUCCESS

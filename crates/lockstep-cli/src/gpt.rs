@@ -12,6 +12,7 @@
 //! cross-entropy are lockstep's deterministic kernels, so losses equal PyTorch's to rounding
 //! and the run's bits are the same at any thread count.
 
+use crate::distributed::{Local, Shards};
 use crate::train::sha256_of;
 use lockstep::{DType, Tensor};
 use lockstep_nn::layers::{Dropout, Embedding, GELU, LayerNorm, Linear};
@@ -84,6 +85,13 @@ pub struct GptConfig {
     pub data: Option<PathBuf>,
     /// Turn deterministic algorithms off.
     pub nondeterministic: bool,
+    /// `torch` (PyTorch's draws) or `invariant` (windows and dropout masks from per-sample
+    /// streams, the step's gradient a fixed-order sum over micro-shards: one result for
+    /// every split of the global batch, thread count and number of processes).
+    pub seeding: String,
+    /// Invariant seeding: windows per micro-shard (0: the default,
+    /// [`crate::distributed::DEFAULT_MICRO_BATCH`]).
+    pub micro_batch: usize,
 }
 
 impl Default for GptConfig {
@@ -118,6 +126,8 @@ impl Default for GptConfig {
             threads: 0,
             data: None,
             nondeterministic: false,
+            seeding: "torch".into(),
+            micro_batch: 0,
         }
     }
 }
@@ -578,6 +588,29 @@ pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
             "must have at least one character when --sample-tokens > 0",
         ));
     }
+    match cfg.seeding.as_str() {
+        "torch" => {
+            if cfg.micro_batch > 0 {
+                return Err(format!(
+                    "--micro-batch {} needs --seeding invariant (the micro-shard sum is its \
+                     definition of a step's gradient); got --seeding torch",
+                    cfg.micro_batch
+                )
+                .into());
+            }
+        }
+        "invariant" => {}
+        other => {
+            return Err(bad("seeding", format!("{other:?}"), "torch or invariant"));
+        }
+    }
+    if cfg.micro_batch > 1 << 20 {
+        return Err(bad(
+            "micro-batch",
+            cfg.micro_batch.to_string(),
+            &format!("at most {}", 1 << 20),
+        ));
+    }
     // torch_gpt.py divides by zero here (the cosine's ratio 0/0 at step warmup_iters).
     if cfg.decay_lr && decay_iters(cfg) == cfg.warmup_iters && cfg.max_iters > cfg.warmup_iters {
         return Err(bad(
@@ -717,7 +750,25 @@ fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxE
 /// A bad flag (see [`check_config`]), an unreadable corpus, a prompt outside its vocabulary,
 /// a split too short for the block size.
 pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
+    run_distributed(cfg, &mut Local)
+}
+
+/// [`run`] as one of the processes of `shards` (`--seeding invariant` when there are
+/// several): each computes the micro-shards it owns, all apply the same update.
+///
+/// # Errors
+/// As [`run`]; torch seeding on several processes; a failed exchange.
+pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptReport, BoxError> {
     check_config(cfg)?;
+    let invariant = cfg.seeding == "invariant";
+    if shards.size() > 1 && !invariant {
+        return Err(format!(
+            "--distributed needs --seeding invariant (each window and dropout mask from its \
+             own stream); got --seeding {}",
+            cfg.seeding
+        )
+        .into());
+    }
     let c = corpus(cfg)?;
     if cfg.threads > 0 {
         lockstep::set_num_threads(cfg.threads);
@@ -759,15 +810,24 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
         opt.set_lr(lr);
         lrs.push(lr);
         if evaluating && it.is_multiple_of(cfg.eval_interval) {
-            evals.push(estimate_loss(&mut model, &c, cfg, it)?);
+            evals.push(if invariant {
+                invariant::estimate_loss(&mut model, &c, cfg, it)?
+            } else {
+                estimate_loss(&mut model, &c, cfg, it)?
+            });
         }
-        let mut total = 0.0f64;
-        for _ in 0..cfg.grad_accum {
-            let (x, y) = get_batch(&c.train, cfg)?;
-            let loss = model.loss(&x, &y)?.div_scalar(cfg.grad_accum as f64)?;
-            total += loss.data().item::<f32>()? as f64;
-            loss.backward()?;
-        }
+        let total = if invariant {
+            invariant::step_grads(&model, &params, &c.train, cfg, it, shards)?
+        } else {
+            let mut total = 0.0f64;
+            for _ in 0..cfg.grad_accum {
+                let (x, y) = get_batch(&c.train, cfg)?;
+                let loss = model.loss(&x, &y)?.div_scalar(cfg.grad_accum as f64)?;
+                total += loss.data().item::<f32>()? as f64;
+                loss.backward()?;
+            }
+            total
+        };
         if cfg.grad_clip > 0.0 {
             let n = optim::clip_grad_norm_(&params, cfg.grad_clip, 2.0)?;
             grad_norms.push(n.item::<f32>()? as f64);
@@ -777,7 +837,11 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
         step_losses.push(total);
     }
     if evaluating {
-        evals.push(estimate_loss(&mut model, &c, cfg, cfg.max_iters)?);
+        evals.push(if invariant {
+            invariant::estimate_loss(&mut model, &c, cfg, cfg.max_iters)?
+        } else {
+            estimate_loss(&mut model, &c, cfg, cfg.max_iters)?
+        });
     }
     let sample_ids = sample(&mut model, &c, cfg)?;
     let state = model.state_dict();
@@ -798,33 +862,207 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
     })
 }
 
+/// What `lockstep train --model gpt` prints at the end: the JSON report on stdout (without
+/// `json`, also the losses, evaluations and sample on stderr).
+pub fn print_report(r: &GptReport, json: bool) {
+    if !json {
+        for (i, l) in r.step_losses.iter().enumerate() {
+            if i % 10 == 0 || i + 1 == r.step_losses.len() {
+                eprintln!("step {i:5}  loss {l:.4}  lr {:.3e}", r.lrs[i]);
+            }
+        }
+        for e in &r.evals {
+            eprintln!(
+                "eval at {:5}: train {:.4}, val {:.4}",
+                e.iter, e.train, e.val
+            );
+        }
+        eprintln!("sample: {:?}", r.sample);
+    }
+    println!("{}", r.to_json());
+}
+
 /// `lockstep train --model gpt`: runs and prints the JSON report (with `json`, only it);
 /// exit 2 with the error otherwise.
 pub fn main(cfg: &GptConfig, json: bool) -> std::process::ExitCode {
     match run(cfg) {
         Ok(r) => {
-            if json {
-                println!("{}", r.to_json());
-            } else {
-                for (i, l) in r.step_losses.iter().enumerate() {
-                    if i % 10 == 0 || i + 1 == r.step_losses.len() {
-                        eprintln!("step {i:5}  loss {l:.4}  lr {:.3e}", r.lrs[i]);
-                    }
-                }
-                for e in &r.evals {
-                    eprintln!(
-                        "eval at {:5}: train {:.4}, val {:.4}",
-                        e.iter, e.train, e.val
-                    );
-                }
-                eprintln!("sample: {:?}", r.sample);
-                println!("{}", r.to_json());
-            }
+            print_report(&r, json);
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("error: lockstep train --model gpt: {e}");
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+/// `--seeding invariant`: what makes a run's bits independent of how the global batch is cut
+/// (`--batch-size` × `--grad-accum`), of the thread count, the instruction set and the number
+/// of processes.
+///
+/// * The global batch of step `s` is `B = batch_size · grad_accum` windows; window `j` starts
+///   at `integers(0, len(train) − block_size)` drawn from
+///   `numpy.random.default_rng(SeedSequence(seed, spawn_key=(s, j)))`.
+/// * Its dropout masks come from `SeedSequence(seed, spawn_key=(s, j, 1 + site))`
+///   ([`lockstep_nn::rng::SampleKeys`]), where `site` numbers the dropouts in forward order:
+///   0 the embedding's, then for block `l` `1 + 3l` the attention weights', `2 + 3l` the
+///   residual after attention, `3 + 3l` the MLP's.
+/// * The windows are cut by position into micro-shards of `m` (`--micro-batch`, default
+///   [`crate::distributed::DEFAULT_MICRO_BATCH`]); each micro-shard's loss is its tokens' summed cross entropy
+///   times `1 / (B · block_size)`, its gradient computed on its own, and the step's gradient
+///   and loss are the [`crate::distributed::tree_sum`] of the micro-shards' (a tree fixed by
+///   `ceil(B / m)` alone).
+/// * Evaluation at step `s`: iteration `k` of split `p` (0 train, 1 validation) reads `B`
+///   windows, window `i` from `SeedSequence(seed, spawn_key=(EVAL_KEY, s, p, k·B + i))`; its
+///   loss is the same micro-shard sum (without dropout), and the estimate is the mean of the
+///   `eval_iters` losses as in torch seeding.
+mod invariant {
+    use super::{BoxError, Corpus, Eval, Gpt, GptConfig};
+    use crate::distributed::{Shards, micro_batch_size, tree_sum};
+    use lockstep::Tensor;
+    use lockstep_nn::rng::{SampleKeys, with_sample_keys};
+    use lockstep_nn::{Module, Var, functional as F, no_grad};
+    use lockstep_rng::compat::numpy::{SeedSequence, default_rng_from};
+
+    /// The first word of evaluation windows' spawn keys ("eval"), which training keys (two
+    /// words) and dropout keys (three) never have in a key of four words.
+    pub const EVAL_KEY: u128 = 0x6576_616c;
+
+    fn micro_batch(cfg: &GptConfig) -> usize {
+        micro_batch_size(cfg.micro_batch)
+    }
+
+    /// `integers(0, high)` from `default_rng(SeedSequence(seed, spawn_key=key))`.
+    fn draw(seed: u64, key: Vec<u128>, high: usize) -> Result<usize, BoxError> {
+        // NumPy's integer-to-words conversion: little-endian, no high zero word.
+        let entropy = if seed >> 32 == 0 {
+            vec![seed as u32]
+        } else {
+            vec![seed as u32, (seed >> 32) as u32]
+        };
+        let mut g = default_rng_from(SeedSequence::new(entropy, key, 4)?);
+        let mut x = [0i64];
+        g.integers_i64(0, high as i64, false, &mut x)?;
+        Ok(x[0] as usize)
+    }
+
+    /// The windows at `starts` and their next-token targets, `[n, block_size]` each.
+    fn windows(d: &[i64], starts: &[usize], t: usize) -> Result<(Tensor, Tensor), BoxError> {
+        let mut x = Vec::with_capacity(starts.len() * t);
+        let mut y = Vec::with_capacity(starts.len() * t);
+        for &i in starts {
+            x.extend_from_slice(&d[i..i + t]);
+            y.extend_from_slice(&d[i + 1..i + 1 + t]);
+        }
+        let n = starts.len();
+        Ok((Tensor::from_vec(x, &[n, t])?, Tensor::from_vec(y, &[n, t])?))
+    }
+
+    /// A micro-shard's loss: its tokens' summed cross entropy times `scale`.
+    fn shard_loss(model: &Gpt, x: &Tensor, y: &Tensor, scale: f64) -> Result<Var, BoxError> {
+        let logits = model.forward(x)?;
+        let v = logits.shape()[2] as isize;
+        let sum = F::CrossEntropy {
+            reduction: F::Reduction::Sum,
+            ..F::CrossEntropy::default()
+        };
+        Ok(
+            F::cross_entropy_with(&logits.reshape(&[-1, v])?, &y.reshape(&[-1])?, &sum)?
+                .mul_scalar(scale)?,
+        )
+    }
+
+    /// Step `step`'s gradient (set on every parameter) as the fixed-order sum over the
+    /// micro-shards of the global batch, this process computing those `shards` gives it;
+    /// returns the step's loss.
+    pub fn step_grads(
+        model: &Gpt,
+        params: &[Var],
+        d: &[i64],
+        cfg: &GptConfig,
+        step: usize,
+        shards: &mut dyn Shards,
+    ) -> Result<f64, BoxError> {
+        let (t, m) = (cfg.block_size, micro_batch(cfg));
+        let b = cfg.batch_size * cfg.grad_accum;
+        let g = b.div_ceil(m);
+        let sizes: Vec<usize> = params.iter().map(Var::numel).collect();
+        let len = sizes.iter().sum::<usize>() + 1;
+        let scale = 1.0 / (b * t) as f64;
+        let mut own = Vec::new();
+        for k in (0..g).filter(|&k| shards.owns(k)) {
+            let idx: Vec<u64> = (k * m..b.min((k + 1) * m)).map(|j| j as u64).collect();
+            let starts = idx
+                .iter()
+                .map(|&j| draw(cfg.seed, vec![step as u128, j as u128], d.len() - t))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (x, y) = windows(d, &starts, t)?;
+            let keys = SampleKeys::new(cfg.seed, step as u64, idx);
+            let loss = with_sample_keys(keys, || shard_loss(model, &x, &y, scale))?;
+            params.iter().for_each(Var::zero_grad);
+            loss.backward()?;
+            let mut v = Vec::with_capacity(len);
+            for (p, &size) in params.iter().zip(&sizes) {
+                match p.grad() {
+                    Some(gr) => v.extend(gr.contiguous().to_vec::<f32>()?),
+                    None => v.resize(v.len() + size, 0.0),
+                }
+            }
+            v.push(loss.data().item::<f32>()?);
+            own.push(v);
+        }
+        let sum = shards.reduce(&own, g, len)?;
+        shards.after_step(&own);
+        let mut at = 0;
+        for (p, &size) in params.iter().zip(&sizes) {
+            p.set_grad(Some(Tensor::from_vec(
+                sum[at..at + size].to_vec(),
+                p.shape(),
+            )?))?;
+            at += size;
+        }
+        Ok(sum[len - 1] as f64)
+    }
+
+    /// `estimate_loss()` with keyed windows and micro-shard sums (every process computes all
+    /// of it: no exchange).
+    pub fn estimate_loss(
+        model: &mut Gpt,
+        c: &Corpus,
+        cfg: &GptConfig,
+        iter: usize,
+    ) -> Result<Eval, BoxError> {
+        model.eval();
+        let (t, m) = (cfg.block_size, micro_batch(cfg));
+        let b = cfg.batch_size * cfg.grad_accum;
+        let scale = 1.0 / (b * t) as f64;
+        let mut out = [0f64; 2];
+        for (split, (o, d)) in out.iter_mut().zip([&c.train, &c.val]).enumerate() {
+            let mut losses = Vec::with_capacity(cfg.eval_iters);
+            for k in 0..cfg.eval_iters {
+                let mut parts = Vec::with_capacity(b.div_ceil(m));
+                for lo in (0..b).step_by(m) {
+                    let starts = (lo..b.min(lo + m))
+                        .map(|i| {
+                            let key =
+                                vec![EVAL_KEY, iter as u128, split as u128, (k * b + i) as u128];
+                            draw(cfg.seed, key, d.len() - t)
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let (x, y) = windows(d, &starts, t)?;
+                    let l = no_grad(|| shard_loss(model, &x, &y, scale))?;
+                    parts.push(vec![l.data().item::<f32>()?]);
+                }
+                losses.push(tree_sum(&parts)[0]);
+            }
+            *o = (losses.iter().fold(0f32, |a, &l| a + l) / cfg.eval_iters as f32) as f64;
+        }
+        model.train(true);
+        Ok(Eval {
+            iter,
+            train: out[0],
+            val: out[1],
+        })
     }
 }

@@ -227,8 +227,9 @@ struct TrainArgs {
     /// Print only the JSON report (torch_train.py's keys).
     #[arg(long)]
     json: bool,
-    /// torch (PyTorch's draws, the default) | invariant (each sample's noise and dropout
-    /// masks from its own stream: results independent of workers and threads)
+    /// torch (PyTorch's draws, the default) | invariant (each sample's noise, window and
+    /// dropout masks from its own stream, gradients summed over fixed micro-shards: results
+    /// independent of workers, threads, processes and, for gpt, --batch-size x --grad-accum)
     #[arg(long, default_value = "torch")]
     seeding: String,
     /// Directory for checkpoints (ckpt-STEP.safetensors).
@@ -253,11 +254,12 @@ struct TrainArgs {
     /// reports without them.
     #[arg(long)]
     nondeterministic: bool,
-    /// Micro-shards of M samples (needs --seeding invariant): each batch's gradient is the
-    /// fixed-order sum of its micro-shards' gradients, BatchNorm's statistics are over the
-    /// batch in a fixed order; the same bits on any number of processes (0 = off;
-    /// --distributed: 8).
-    #[arg(long, default_value_t = 0)]
+    /// --seeding invariant: micro-shards of M samples (gpt: windows of the global batch,
+    /// --batch-size x --grad-accum). A step's gradient is the fixed-order sum of its
+    /// micro-shards' gradients, BatchNorm's statistics are over the batch in a fixed order:
+    /// the same bits on one process or any number (--distributed), with no other flag
+    /// [default: 8, in invariant seeding; torch seeding has no micro-shards].
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     micro_batch: usize,
     /// gpt: transformer blocks [default: 4].
     #[arg(long)]
@@ -360,6 +362,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Train(a) if a.model == "gpt" => match gpt_config(&a) {
+            Ok(cfg) if a.distributed => match dist_options(&a) {
+                Ok(opts) => lockstep_cli::distributed::main_gpt(&cfg, &opts, a.json),
+                Err(e) => {
+                    eprintln!("error: lockstep train --model gpt --distributed: {e}");
+                    ExitCode::from(2)
+                }
+            },
             Ok(cfg) => lockstep_cli::gpt::main(&cfg, a.json),
             Err(e) => {
                 eprintln!("error: lockstep train --model gpt: {e}");
@@ -492,7 +501,18 @@ fn dist_options(
 /// in a build without MPI, the refusal).
 fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if a.model == "gpt" {
-        return lockstep_cli::gpt::check_config(&gpt_config(a)?);
+        let cfg = gpt_config(a)?;
+        lockstep_cli::gpt::check_config(&cfg)?;
+        if !a.distributed {
+            return Ok(());
+        }
+        dist_options(a)?;
+        lockstep_cli::distributed::distributed_gpt_config(&cfg)?;
+        return if cfg!(feature = "mpi") {
+            Ok(())
+        } else {
+            Err("built without MPI support: rebuild with --features mpi".into())
+        };
     }
     no_gpt_flags(a)?;
     let cfg = train_config(a);
@@ -580,18 +600,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
         "keep",
         "resume",
         "init_from",
-        "distributed",
-        "collective_timeout",
-        "reduction",
     ];
     for g in &a.given {
-        if LATER.contains(&g.as_str()) || (g == "seeding" && a.seeding != "torch") {
-            let what = if g == "seeding" {
-                format!("--seeding {}", a.seeding)
-            } else {
-                flag(g)
-            };
-            return Err(format!("{what} is not yet supported for gpt"));
+        if LATER.contains(&g.as_str()) {
+            return Err(format!("{} is not yet supported for gpt", flag(g)));
         }
         let shared = [
             "model",
@@ -605,6 +617,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
             "json",
             "seeding",
             "nondeterministic",
+            "micro_batch",
+            "distributed",
+            "collective_timeout",
+            "reduction",
         ];
         if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
             return Err(format!(
@@ -644,6 +660,8 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
         threads: a.threads,
         data: a.data.clone(),
         nondeterministic: a.nondeterministic,
+        seeding: a.seeding.clone(),
+        micro_batch: a.micro_batch,
     })
 }
 

@@ -9,7 +9,7 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
-use crate::distributed::{Local, Shards};
+use crate::distributed::{Local, Shards, micro_batch_size};
 use lockstep::Tensor;
 use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
@@ -88,10 +88,11 @@ pub struct TrainConfig {
     pub init_from: Option<PathBuf>,
     /// Turn deterministic algorithms off (they are on by default, as in the PyTorch program).
     pub nondeterministic: bool,
-    /// Micro-shards of this many samples (0 = off; needs `invariant` seeding): each batch's
-    /// gradient is the sum, in a fixed tree over micro-shard index, of the micro-shards'
-    /// gradients (see [`crate::distributed`]), so that any number of processes computes the
-    /// same bits.
+    /// `invariant` seeding's micro-shards of this many samples (0: the default,
+    /// [`crate::distributed::DEFAULT_MICRO_BATCH`]; another value needs `invariant` seeding):
+    /// each batch's gradient is the sum, in a fixed tree over micro-shard index, of the
+    /// micro-shards' gradients (see [`crate::distributed`]), so that one process and any
+    /// number of processes compute the same bits.
     pub micro_batch: usize,
 }
 
@@ -593,10 +594,11 @@ fn identity(cfg: &TrainConfig) -> serde_json::Value {
         // StepLR's step size and the cosine period depend on the number of epochs.
         "epochs_for_scheduler": if cfg.scheduler == "none" { 0 } else { cfg.epochs },
     });
-    // Micro-shards change the arithmetic (not the number of processes, which is free to
-    // change); the key exists only when they are on, so older checkpoints still resume.
-    if cfg.micro_batch > 0 {
-        id["micro_batch"] = json!(cfg.micro_batch);
+    // The micro-shard size is part of invariant seeding's arithmetic (the number of
+    // processes is free to change); torch seeding has none, so its checkpoints keep their
+    // identity.
+    if cfg.seeding == "invariant" {
+        id["micro_batch"] = json!(micro_batch_size(cfg.micro_batch));
     }
     id
 }
@@ -1131,7 +1133,8 @@ pub fn run_distributed(
             let Some(batch) = it.next() else { break };
             let (xb, yb, ib) = batch?;
             lockstep_tensor::trace::set_step(step);
-            let l = if cfg.micro_batch > 0 {
+            let l = if invariant {
+                // The micro-shard sum is invariant seeding's gradient, on one process as on W.
                 let keys = SampleKeys::new(
                     cfg.seed,
                     it.epoch(),
@@ -1141,23 +1144,13 @@ pub fn run_distributed(
                     model.as_ref(),
                     &params,
                     shards,
-                    cfg.micro_batch,
+                    micro_batch_size(cfg.micro_batch),
                     &keys,
                     &xb,
                     &yb,
                 )?
             } else {
-                let xb = Var::constant(xb);
-                let out = if invariant {
-                    let keys = SampleKeys::new(
-                        cfg.seed,
-                        it.epoch(),
-                        ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
-                    );
-                    with_sample_keys(keys, || model.forward(&xb))?
-                } else {
-                    model.forward(&xb)?
-                };
+                let out = model.forward(&Var::constant(xb))?;
                 let loss = F::cross_entropy(&out, &yb)?;
                 opt.zero_grad();
                 loss.backward()?;
@@ -1344,14 +1337,14 @@ pub fn print_report(r: &Report, json: bool) {
     }
 }
 
-/// `--micro-batch` (and `--distributed`, which needs it): invariant seeding.
+/// `--micro-batch` and several processes: invariant seeding.
 ///
 /// # Errors
-/// Torch seeding with micro-shards; several processes without them.
+/// Torch seeding with micro-shards or with several processes.
 pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
     if cfg.micro_batch == 0 {
-        if processes > 1 {
-            return Err("several processes need --micro-batch > 0".into());
+        if processes > 1 && cfg.seeding != "invariant" {
+            return Err("several processes need --seeding invariant".into());
         }
         return Ok(());
     }

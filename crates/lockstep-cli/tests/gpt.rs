@@ -189,7 +189,11 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--epochs", "2"], "--epochs"),
         (&["--optimizer", "sgd"], "--optimizer"),
         (&["--hidden", "8"], "--hidden"),
-        (&["--seeding", "invariant"], "not yet supported for gpt"),
+        (&["--seeding", "jax"], "--seeding"),
+        (
+            &["--micro-batch", "4"],
+            "--micro-batch 4 needs --seeding invariant",
+        ),
         (&["--checkpoint-dir", "/tmp/x"], "not yet supported for gpt"),
         (&["--resume", "/tmp/x"], "not yet supported for gpt"),
     ];

@@ -1,6 +1,6 @@
 //! `lockstep train --distributed` under `mpirun`: the same bits for any number of processes
-//! (mlp, cnn with BatchNorm, lstm; both reductions), and the same as one process with
-//! `--micro-batch`; resuming across world sizes; failing and hanging ranks. Needs Open MPI (`mpirun` on the path):
+//! (mlp, cnn with BatchNorm, lstm, gpt; both reductions), and the same as one process given
+//! the same flags (no `--micro-batch`: invariant seeding's default); resuming across world sizes; failing and hanging ranks. Needs Open MPI (`mpirun` on the path):
 //! `cargo test -p lockstep-cli --features mpi --test mpi`.
 #![cfg(feature = "mpi")]
 
@@ -123,9 +123,10 @@ fn report(out: &Output, what: &str) -> Value {
     serde_json::from_str(lines[0]).expect("JSON report")
 }
 
+/// One process, no flag beyond the run's: invariant seeding's micro-shards are its default.
 fn single(args: &[String]) -> Value {
     let mut cmd = Command::new(BIN);
-    cmd.args(args).args(["--micro-batch", "8"]);
+    cmd.args(args);
     report(
         &run_limited(cmd, Duration::from_secs(120)),
         "single process",
@@ -171,6 +172,95 @@ fn lstm_same_bits_for_one_to_four_processes() {
 fn cnn_same_bits_for_one_to_four_processes() {
     // BatchNorm's statistics over the batch, gathered in micro-shard order.
     same_bits_for_any_world_size("cnn");
+}
+
+#[test]
+fn naming_the_default_micro_shard_changes_nothing() {
+    let a = args("mlp");
+    let mut cmd = Command::new(BIN);
+    cmd.args(&a).args(["--micro-batch", "8"]);
+    let named = report(
+        &run_limited(cmd, Duration::from_secs(120)),
+        "--micro-batch 8",
+    );
+    let base = single(&a);
+    assert_eq!(named["final_sha256"], base["final_sha256"]);
+    let r = distributed(2, &a);
+    assert_eq!(r["final_sha256"], base["final_sha256"]);
+}
+
+/// gpt: a global batch of 4 × 5 = 20 windows (micro-shards of 8, 8 and 4), every dropout on.
+fn gpt_args(batch: &str, accum: &str) -> Vec<String> {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../lockstep-data/data/tinyshakespeare.txt.gz"
+    );
+    [
+        "train",
+        "--model",
+        "gpt",
+        "--seeding",
+        "invariant",
+        "--n-layer",
+        "1",
+        "--n-head",
+        "2",
+        "--n-embd",
+        "16",
+        "--block-size",
+        "16",
+        "--dropout",
+        "0.2",
+        "--max-iters",
+        "3",
+        "--warmup-iters",
+        "1",
+        "--eval-interval",
+        "2",
+        "--eval-iters",
+        "1",
+        "--sample-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+        "--data",
+        data,
+        "--batch-size",
+        batch,
+        "--grad-accum",
+        accum,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn gpt_same_bits_for_one_to_three_processes_and_any_split() {
+    let base = single(&gpt_args("4", "5"));
+    assert_eq!(base["step_losses"].as_array().unwrap().len(), 3);
+    for (w, (b, acc)) in [(1, ("20", "1")), (2, ("4", "5")), (3, ("10", "2"))] {
+        let r = distributed(w, &gpt_args(b, acc));
+        for k in [
+            "final_sha256",
+            "step_losses",
+            "grad_norms",
+            "evals",
+            "sample_ids",
+        ] {
+            assert_eq!(r[k], base[k], "gpt: W = {w}, {b} x {acc}: {k}");
+        }
+    }
+    // Torch seeding cannot be distributed.
+    let mut t = gpt_args("4", "5");
+    t[4] = "torch".into();
+    t.push("--distributed".into());
+    let out = mpirun(2, &t, &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--distributed needs --seeding invariant")
+    );
 }
 
 #[test]

@@ -339,6 +339,31 @@ fn invariant_seeding_does_not_depend_on_workers_or_threads() {
 }
 
 #[test]
+fn invariant_seeding_sums_micro_shards_of_8_by_default() {
+    // The definition `--distributed` computes on W processes, with no flag on one.
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for model in ["mlp", "cnn", "lstm"] {
+        let base = TrainConfig {
+            seeding: "invariant".into(),
+            ..small(model, "sgd", "torch")
+        };
+        let default = run_with(base.clone());
+        let named = run_with(TrainConfig {
+            micro_batch: 8,
+            ..base.clone()
+        });
+        assert_eq!(default.final_sha256, named.final_sha256, "{model}");
+        assert_eq!(default.step_losses, named.step_losses, "{model}");
+        // Another size is another sum.
+        let four = run_with(TrainConfig {
+            micro_batch: 4,
+            ..base
+        });
+        assert_ne!(default.final_sha256, four.final_sha256, "{model}");
+    }
+}
+
+#[test]
 fn bad_checkpoints_are_refused() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tmpdir("bad-ckpt");
