@@ -28,25 +28,41 @@ fn kernels(c: &mut Criterion) {
     let mut g = c.benchmark_group("math_lanes");
     g.throughput(Throughput::Elements(N as u64));
     g.bench_function("expf/scalar", |b| {
-        b.iter(|| o.iter_mut().zip(&x).for_each(|(o, &v)| *o = math::expf(black_box(v))))
+        b.iter(|| {
+            o.iter_mut()
+                .zip(&x)
+                .for_each(|(o, &v)| *o = math::expf(black_box(v)))
+        })
     });
     g.bench_function(format!("expf/lanes_{isa}"), |b| {
         b.iter(|| math::lanes::expf_slice_on(isa, black_box(&x), &mut o))
     });
     g.bench_function("erff/scalar", |b| {
-        b.iter(|| o.iter_mut().zip(&x).for_each(|(o, &v)| *o = math::erff(black_box(v))))
+        b.iter(|| {
+            o.iter_mut()
+                .zip(&x)
+                .for_each(|(o, &v)| *o = math::erff(black_box(v)))
+        })
     });
     g.bench_function(format!("erff/lanes_{isa}"), |b| {
         b.iter(|| math::lanes::erff_slice_on(isa, black_box(&x), &mut o))
     });
     g.bench_function("exp/scalar", |b| {
-        b.iter(|| o64.iter_mut().zip(&x64).for_each(|(o, &v)| *o = math::exp(black_box(v))))
+        b.iter(|| {
+            o64.iter_mut()
+                .zip(&x64)
+                .for_each(|(o, &v)| *o = math::exp(black_box(v)))
+        })
     });
     g.bench_function(format!("exp/lanes_{isa}"), |b| {
         b.iter(|| math::lanes::exp_slice_on(isa, black_box(&x64), &mut o64))
     });
     g.bench_function("erf/scalar", |b| {
-        b.iter(|| o64.iter_mut().zip(&x64).for_each(|(o, &v)| *o = math::erf(black_box(v))))
+        b.iter(|| {
+            o64.iter_mut()
+                .zip(&x64)
+                .for_each(|(o, &v)| *o = math::erf(black_box(v)))
+        })
     });
     g.bench_function(format!("erf/lanes_{isa}"), |b| {
         b.iter(|| math::lanes::erf_slice_on(isa, black_box(&x64), &mut o64))

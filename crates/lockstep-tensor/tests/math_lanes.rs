@@ -286,7 +286,8 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
         cdf + x * (math::exp(-0.5 * x * x) * (0.5 * FRAC_2_SQRT_PI) * FRAC_1_SQRT_2)
     };
     type Op = fn(&Tensor) -> lockstep_tensor::Result<Tensor>;
-    let cases: [(&str, Op, fn(f32) -> f32, fn(f64) -> f64); 4] = [
+    type Case = (&'static str, Op, fn(f32) -> f32, fn(f64) -> f64);
+    let cases: [Case; 4] = [
         ("exp", |t| t.exp(), math::expf, math::exp),
         ("sigmoid", |t| t.sigmoid(), math::sigmoidf, math::sigmoid),
         (
