@@ -158,8 +158,9 @@ pub fn sigmoidf(x: f32) -> f32 {
 /// compiler turns a loop of it into vector code. Only correctly rounded IEEE operations are used
 /// (`+ − × ÷`, exact integer and bit operations, no fused multiply-add), so one element's bits do
 /// not depend on the vector width: the portable path (scalar or SSE2), AVX2 and AVX-512 give the
-/// scalar function's bits for every input (tested exhaustively over all 2³² f32 inputs for
-/// `expf`, see `tests/math_lanes.rs`).
+/// scalar function's bits for every input (tested on every path over about 1.4 million edge,
+/// sweep and random inputs per function; `tests/math_lanes.rs` also has exhaustive checks over
+/// all 2³² f32 inputs, `#[ignore]`d for their run time).
 pub mod lanes {
     use crate::isa::Isa;
 
