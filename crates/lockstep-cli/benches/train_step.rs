@@ -12,7 +12,6 @@ use lockstep_nn::rnn::{Rnn, RnnConfig};
 use lockstep_nn::{Forward, Module, Var, functional as F};
 
 fn train_step(c: &mut Criterion) {
-    lockstep_cli::keep_freed_memory();
     lockstep::use_deterministic_algorithms(true);
     let mut group = c.benchmark_group("train_step");
     group.sample_size(30);

@@ -24,10 +24,7 @@ fn peak_rss_kb() -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // As the `lockstep` binary does (`LOCKSTEP_BENCH_PLAIN_MALLOC=1` measures without it).
-    if std::env::var_os("LOCKSTEP_BENCH_PLAIN_MALLOC").is_none() {
-        lockstep_cli::keep_freed_memory();
-    }
+    // The library keeps freed memory by itself (`LOCKSTEP_KEEP_FREED_MEMORY=0` measures without).
     let a: Vec<String> = std::env::args().collect();
     let model_kind = a.get(1).map_or("mlp", |s| s.as_str());
     let threads: usize = a.get(2).map_or(Ok(1), |s| s.parse())?;

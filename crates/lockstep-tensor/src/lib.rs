@@ -47,6 +47,7 @@ pub mod io;
 pub use lockstep_rng::isa;
 pub mod layout;
 pub mod math;
+pub mod memory;
 pub mod ops;
 mod tensor;
 pub mod threads;

@@ -38,6 +38,10 @@
 //!   formula gives, though the exact value is a (subnormal) positive number below the smallest
 //!   normal one.
 //!
+//! [`lanes`] holds branch-free forms of `expf`, `exp`, `erff` and `erf` with exactly these bits,
+//! which loops turn into vector code (the elementwise `exp`, `sigmoid`, `gelu` and GELU's
+//! gradient use them), so the table above holds for them too.
+//!
 //! The compat samplers (`lockstep_rng::compat`) do *not* use this module: they mirror the
 //! reference library, which calls the platform's functions (see the README's table).
 
@@ -145,6 +149,389 @@ pub fn sigmoid(x: f64) -> f64 {
 #[inline]
 pub fn sigmoidf(x: f32) -> f32 {
     1.0 / (1.0 + expf(-x))
+}
+
+/// Vectorised twins of the f32 functions above: the same bits, many elements at a time.
+///
+/// Each twin follows its scalar function's algorithm (the `libm` crate's) operation for
+/// operation, but computes every branch and selects the result instead of jumping, so the
+/// compiler turns a loop of it into vector code. Only correctly rounded IEEE operations are used
+/// (`+ − × ÷`, exact integer and bit operations, no fused multiply-add), so one element's bits do
+/// not depend on the vector width: the portable path (scalar or SSE2), AVX2 and AVX-512 give the
+/// scalar function's bits for every input (tested on every path over about 1.4 million edge,
+/// sweep and random inputs per function; `tests/math_lanes.rs` also has exhaustive checks over
+/// all 2³² f32 inputs, `#[ignore]`d for their run time).
+pub mod lanes {
+    use crate::isa::Isa;
+
+    /// [`super::expf`] without branches: the same bits for every input.
+    #[inline(always)]
+    pub fn expf(x: f32) -> f32 {
+        // The `libm` crate's constants, as written there.
+        const LN2_HI: f32 = 6.9314575195e-01; // 0x3f317200: k·LN2_HI is exact
+        const LN2_LO: f32 = 1.4286067653e-06; // 0x35bfbe8e
+        const INV_LN2: f32 = 1.4426950216e+00; // 0x3fb8aa3b
+        const P1: f32 = 1.6666625440e-1;
+        const P2: f32 = -2.7667332906e-3;
+        let hx = x.to_bits();
+        let neg = hx >> 31 != 0;
+        let ax = hx & 0x7fff_ffff;
+        // k: the nearest integer to x/ln 2 (|x| > 1.5 ln 2), ±1 (|x| > ln 2 / 2), else 0. Inputs
+        // beyond ±104 (inf, NaN included) are replaced by 0 so that the conversion is in range;
+        // their result is selected below.
+        let xr = if ax > 0x42d0_0000 { 0.0 } else { x };
+        let t = INV_LN2 * xr + if neg { -0.5 } else { 0.5 };
+        // SAFETY: |t| ≤ 104 · 1.45 + 0.5 < 2³¹, and t is not NaN.
+        let kbig = unsafe { t.to_int_unchecked::<i32>() };
+        let k = if ax > 0x3f85_1592 {
+            kbig
+        } else if ax > 0x3eb1_7218 {
+            if neg { -1 } else { 1 }
+        } else {
+            0
+        };
+        let kf = k as f32;
+        let hi = xr - kf * LN2_HI;
+        let lo = kf * LN2_LO;
+        let r = hi - lo;
+        let xx = r * r;
+        let c = r - xx * (P1 + xx * P2);
+        let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
+        // y · 2^k rounded once, as scalbnf: two exact power-of-two factors (each within the
+        // normal range for k in [−150, 128]); the first product is exact, the second rounds.
+        let ka = k >> 1;
+        let kb = k - ka;
+        let pa = f32::from_bits(((ka + 127) as u32) << 23);
+        let pb = f32::from_bits(((kb + 127) as u32) << 23);
+        let v = y * pa * pb;
+        if ax > 0x7f80_0000 {
+            x // NaN, as is
+        } else if !neg && ax >= 0x42b1_7218 {
+            f32::INFINITY // x ≥ 88.722839: overflow
+        } else if neg && ax >= 0x42cf_f1b5 {
+            0.0 // x ≤ −103.972084: underflow
+        } else if ax <= 0x3900_0000 {
+            1.0 + x // |x| ≤ 2⁻¹⁴
+        } else {
+            v
+        }
+    }
+
+    /// [`super::exp`] without branches: the same bits for every input (the algorithm of
+    /// [`expf`] in f64).
+    #[inline(always)]
+    pub fn exp(x: f64) -> f64 {
+        // The `libm` crate's constants, as written there.
+        const LN2HI: f64 = 6.93147180369123816490e-01; // k·LN2HI is exact
+        const LN2LO: f64 = 1.90821492927058770002e-10;
+        const INVLN2: f64 = core::f64::consts::LOG2_E; // libm's 1.44269504088896338700e+00
+        const P1: f64 = 1.66666666666666019037e-01;
+        const P2: f64 = -2.77777777770155933842e-03;
+        const P3: f64 = 6.61375632143793436117e-05;
+        const P4: f64 = -1.65339022054652515390e-06;
+        const P5: f64 = 4.13813679705723846039e-08;
+        let neg = x.to_bits() >> 63 != 0;
+        let hx = (x.to_bits() >> 32) as u32 & 0x7fff_ffff; // the high word of |x|
+        // Beyond ±746 (inf, NaN included) the result is selected below; 0 keeps k in range.
+        let xr = if x.abs() <= 746.0 { x } else { 0.0 };
+        let t = INVLN2 * xr + if neg { -0.5 } else { 0.5 };
+        // SAFETY: |t| ≤ 746 · 1.45 + 0.5 < 2³¹, and t is not NaN.
+        let kbig = unsafe { t.to_int_unchecked::<i32>() };
+        let k = if hx >= 0x3ff0_a2b2 {
+            kbig
+        } else if hx > 0x3fd6_2e42 {
+            if neg { -1 } else { 1 }
+        } else {
+            0
+        };
+        let kf = k as f64;
+        let hi = xr - kf * LN2HI;
+        let lo = kf * LN2LO;
+        let r = hi - lo;
+        let xx = r * r;
+        let c = r - xx * (P1 + xx * (P2 + xx * (P3 + xx * (P4 + xx * P5))));
+        let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
+        // y · 2^k rounded once (k in [−1075, 1025]: two normal factors), as scalbn.
+        let ka = k >> 1;
+        let kb = k - ka;
+        let pa = f64::from_bits(((ka + 1023) as u64) << 52);
+        let pb = f64::from_bits(((kb + 1023) as u64) << 52);
+        let v = y * pa * pb;
+        if x.is_nan() {
+            x
+        } else if x > 709.782712893383973096 {
+            f64::INFINITY
+        } else if x < -745.13321910194110842 {
+            0.0
+        } else if hx <= 0x3e30_0000 {
+            1.0 + x // |x| ≤ 2⁻²⁸
+        } else {
+            v
+        }
+    }
+
+    /// The `libm` crate's coefficients of `erff`, as written there.
+    mod erff_c {
+        pub const ERX: f32 = 8.4506291151e-01;
+        pub const EFX8: f32 = 1.0270333290e+00;
+        pub const PP0: f32 = 1.2837916613e-01;
+        pub const PP1: f32 = -3.2504209876e-01;
+        pub const PP2: f32 = -2.8481749818e-02;
+        pub const PP3: f32 = -5.7702702470e-03;
+        pub const PP4: f32 = -2.3763017452e-05;
+        pub const QQ1: f32 = 3.9791721106e-01;
+        pub const QQ2: f32 = 6.5022252500e-02;
+        pub const QQ3: f32 = 5.0813062117e-03;
+        pub const QQ4: f32 = 1.3249473704e-04;
+        pub const QQ5: f32 = -3.9602282413e-06;
+        pub const PA0: f32 = -2.3621185683e-03;
+        pub const PA1: f32 = 4.1485610604e-01;
+        pub const PA2: f32 = -3.7220788002e-01;
+        pub const PA3: f32 = 3.1834661961e-01;
+        pub const PA4: f32 = -1.1089469492e-01;
+        pub const PA5: f32 = 3.5478305072e-02;
+        pub const PA6: f32 = -2.1663755178e-03;
+        pub const QA1: f32 = 1.0642088205e-01;
+        pub const QA2: f32 = 5.4039794207e-01;
+        pub const QA3: f32 = 7.1828655899e-02;
+        pub const QA4: f32 = 1.2617121637e-01;
+        pub const QA5: f32 = 1.3637083583e-02;
+        pub const QA6: f32 = 1.1984500103e-02;
+        pub const RA0: f32 = -9.8649440333e-03;
+        pub const RA1: f32 = -6.9385856390e-01;
+        pub const RA2: f32 = -1.0558626175e+01;
+        pub const RA3: f32 = -6.2375331879e+01;
+        pub const RA4: f32 = -1.6239666748e+02;
+        pub const RA5: f32 = -1.8460508728e+02;
+        pub const RA6: f32 = -8.1287437439e+01;
+        pub const RA7: f32 = -9.8143291473e+00;
+        pub const SA1: f32 = 1.9651271820e+01;
+        pub const SA2: f32 = 1.3765776062e+02;
+        pub const SA3: f32 = 4.3456588745e+02;
+        pub const SA4: f32 = 6.4538726807e+02;
+        pub const SA5: f32 = 4.2900814819e+02;
+        pub const SA6: f32 = 1.0863500214e+02;
+        pub const SA7: f32 = 6.5702495575e+00;
+        pub const SA8: f32 = -6.0424413532e-02;
+        pub const RB0: f32 = -9.8649431020e-03;
+        pub const RB1: f32 = -7.9928326607e-01;
+        pub const RB2: f32 = -1.7757955551e+01;
+        pub const RB3: f32 = -1.6063638306e+02;
+        pub const RB4: f32 = -6.3756646729e+02;
+        pub const RB5: f32 = -1.0250950928e+03;
+        pub const RB6: f32 = -4.8351919556e+02;
+        pub const SB1: f32 = 3.0338060379e+01;
+        pub const SB2: f32 = 3.2579251099e+02;
+        pub const SB3: f32 = 1.5367296143e+03;
+        pub const SB4: f32 = 3.1998581543e+03;
+        pub const SB5: f32 = 2.5530502930e+03;
+        pub const SB6: f32 = 4.7452853394e+02;
+        pub const SB7: f32 = -2.2440952301e+01;
+    }
+
+    /// The `libm` crate's coefficients of `erf`, as written there.
+    mod erf_c {
+        pub const ERX: f64 = 8.45062911510467529297e-01;
+        pub const EFX8: f64 = 1.02703333676410069053e+00;
+        pub const PP0: f64 = 1.28379167095512558561e-01;
+        pub const PP1: f64 = -3.25042107247001499370e-01;
+        pub const PP2: f64 = -2.84817495755985104766e-02;
+        pub const PP3: f64 = -5.77027029648944159157e-03;
+        pub const PP4: f64 = -2.37630166566501626084e-05;
+        pub const QQ1: f64 = 3.97917223959155352819e-01;
+        pub const QQ2: f64 = 6.50222499887672944485e-02;
+        pub const QQ3: f64 = 5.08130628187576562776e-03;
+        pub const QQ4: f64 = 1.32494738004321644526e-04;
+        pub const QQ5: f64 = -3.96022827877536812320e-06;
+        pub const PA0: f64 = -2.36211856075265944077e-03;
+        pub const PA1: f64 = 4.14856118683748331666e-01;
+        pub const PA2: f64 = -3.72207876035701323847e-01;
+        pub const PA3: f64 = 3.18346619901161753674e-01;
+        pub const PA4: f64 = -1.10894694282396677476e-01;
+        pub const PA5: f64 = 3.54783043256182359371e-02;
+        pub const PA6: f64 = -2.16637559486879084300e-03;
+        pub const QA1: f64 = 1.06420880400844228286e-01;
+        pub const QA2: f64 = 5.40397917702171048937e-01;
+        pub const QA3: f64 = 7.18286544141962662868e-02;
+        pub const QA4: f64 = 1.26171219808761642112e-01;
+        pub const QA5: f64 = 1.36370839120290507362e-02;
+        pub const QA6: f64 = 1.19844998467991074170e-02;
+        pub const RA0: f64 = -9.86494403484714822705e-03;
+        pub const RA1: f64 = -6.93858572707181764372e-01;
+        pub const RA2: f64 = -1.05586262253232909814e+01;
+        pub const RA3: f64 = -6.23753324503260060396e+01;
+        pub const RA4: f64 = -1.62396669462573470355e+02;
+        pub const RA5: f64 = -1.84605092906711035994e+02;
+        pub const RA6: f64 = -8.12874355063065934246e+01;
+        pub const RA7: f64 = -9.81432934416914548592e+00;
+        pub const SA1: f64 = 1.96512716674392571292e+01;
+        pub const SA2: f64 = 1.37657754143519042600e+02;
+        pub const SA3: f64 = 4.34565877475229228821e+02;
+        pub const SA4: f64 = 6.45387271733267880336e+02;
+        pub const SA5: f64 = 4.29008140027567833386e+02;
+        pub const SA6: f64 = 1.08635005541779435134e+02;
+        pub const SA7: f64 = 6.57024977031928170135e+00;
+        pub const SA8: f64 = -6.04244152148580987438e-02;
+        pub const RB0: f64 = -9.86494292470009928597e-03;
+        pub const RB1: f64 = -7.99283237680523006574e-01;
+        pub const RB2: f64 = -1.77579549177547519889e+01;
+        pub const RB3: f64 = -1.60636384855821916062e+02;
+        pub const RB4: f64 = -6.37566443368389627722e+02;
+        pub const RB5: f64 = -1.02509513161107724954e+03;
+        pub const RB6: f64 = -4.83519191608651397019e+02;
+        pub const SB1: f64 = 3.03380607434824582924e+01;
+        pub const SB2: f64 = 3.25792512996573918826e+02;
+        pub const SB3: f64 = 1.53672958608443695994e+03;
+        pub const SB4: f64 = 3.19985821950859553908e+03;
+        pub const SB5: f64 = 2.55305040643316442583e+03;
+        pub const SB6: f64 = 4.74528541206955367215e+02;
+        pub const SB7: f64 = -2.24409524465858183362e+01;
+    }
+
+    /// A branch-free `erf` for one float type: every piece of the `libm` algorithm computed
+    /// (|x| < 0.84375: a rational function; below 1.25: one around 1; below 6: `exp` of the
+    /// Gaussian times a rational function of 1/x², the two parts of x² split as `libm` does;
+    /// beyond: ±(1 − tiny)), the one for the input's range selected.
+    macro_rules! erf_lanes {
+        ($(#[$doc:meta])* $name:ident, $t:ty, $c:ident, $exp:ident, $hi:expr, $zmask:expr,
+         $special:expr, $small:expr, $tiny:expr, $mid:expr, $split:expr, $big:expr, $one_minus:expr) => {
+            $(#[$doc])*
+            #[inline(always)]
+            pub fn $name(x: $t) -> $t {
+                use $c::*;
+                let neg = x.is_sign_negative();
+                let ix: u32 = $hi(x);
+                let a = x.abs();
+                // |x| < 2^-28 (f32: 2^-28 as well): x·(1 + EFX) without underflow.
+                let tiny = 0.125 * (8.0 * x + EFX8 * x);
+                let z = x * x;
+                let r = PP0 + z * (PP1 + z * (PP2 + z * (PP3 + z * PP4)));
+                let s = 1.0 + z * (QQ1 + z * (QQ2 + z * (QQ3 + z * (QQ4 + z * QQ5))));
+                let small = x + x * (r / s);
+                // [0.84375, 1.25)
+                let s1 = a - 1.0;
+                let p = PA0 + s1 * (PA1 + s1 * (PA2 + s1 * (PA3 + s1 * (PA4 + s1 * (PA5 + s1 * PA6)))));
+                let q = 1.0 + s1 * (QA1 + s1 * (QA2 + s1 * (QA3 + s1 * (QA4 + s1 * (QA5 + s1 * QA6)))));
+                let erfc1 = 1.0 - ERX - p / q;
+                // [1.25, 6): one Horner form, its coefficients chosen by range (RB7 = SB8 = 0
+                // adds exact zeros: the bits of the shorter form).
+                let w = 1.0 / (a * a);
+                let ra = ix < $split;
+                let pick = |u: $t, v: $t| if ra { u } else { v };
+                let rr = pick(RA0, RB0)
+                    + w * (pick(RA1, RB1)
+                        + w * (pick(RA2, RB2)
+                            + w * (pick(RA3, RB3)
+                                + w * (pick(RA4, RB4)
+                                    + w * (pick(RA5, RB5) + w * (pick(RA6, RB6) + w * pick(RA7, 0.0)))))));
+                let ss = 1.0
+                    + w * (pick(SA1, SB1)
+                        + w * (pick(SA2, SB2)
+                            + w * (pick(SA3, SB3)
+                                + w * (pick(SA4, SB4)
+                                    + w * (pick(SA5, SB5)
+                                        + w * (pick(SA6, SB6) + w * (pick(SA7, SB7) + w * pick(SA8, 0.0))))))));
+                let zb = <$t>::from_bits(a.to_bits() & $zmask);
+                let tail = $exp(-zb * zb - 0.5625) * $exp((zb - a) * (zb + a) + rr / ss) / a;
+                let y = if ix < $mid {
+                    1.0 - erfc1
+                } else if ix < $big {
+                    1.0 - tail
+                } else {
+                    $one_minus
+                };
+                let special = 1.0 - 2.0 * (if neg { 1.0 } else { 0.0 }) + 1.0 / x;
+                if ix >= $special {
+                    special // erf(NaN) = NaN, erf(±inf) = ±1
+                } else if ix < $tiny {
+                    tiny
+                } else if ix < $small {
+                    small
+                } else if neg {
+                    -y
+                } else {
+                    y
+                }
+            }
+        };
+    }
+
+    erf_lanes!(
+        /// [`super::erff`] without branches: the same bits for every input.
+        erff, f32, erff_c, expf, |x: f32| x.to_bits() & 0x7fff_ffff, 0xffff_e000,
+        0x7f80_0000, 0x3f58_0000, 0x3180_0000, 0x3fa0_0000, 0x4036_db6d, 0x40c0_0000,
+        1.0 - f32::from_bits(0x0380_0000)
+    );
+    erf_lanes!(
+        /// [`super::erf`] without branches: the same bits for every input.
+        erf, f64, erf_c, exp, |x: f64| (x.to_bits() >> 32) as u32 & 0x7fff_ffff,
+        0xffff_ffff_0000_0000, 0x7ff0_0000, 0x3feb_0000, 0x3e30_0000, 0x3ff4_0000, 0x4006_db6d,
+        0x4018_0000, 1.0 - f64::from_bits(0x0010_0000_0000_0000)
+    );
+
+    /// `dst[i] = f(src[i])` for the first `min(len)` elements, compiled for the instructions of
+    /// `isa` (the portable loop if the CPU lacks them).
+    #[inline(always)]
+    pub(crate) fn map_on<T: Copy, U>(
+        isa: Isa,
+        src: &[T],
+        dst: &mut [U],
+        f: impl Fn(T) -> U + Copy,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512<T: Copy, U>(src: &[T], dst: &mut [U], f: impl Fn(T) -> U + Copy) {
+                map_generic(src, dst, f)
+            }
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2<T: Copy, U>(src: &[T], dst: &mut [U], f: impl Fn(T) -> U + Copy) {
+                map_generic(src, dst, f)
+            }
+            match isa {
+                // SAFETY: the CPU has AVX-512F (checked).
+                Isa::Avx512 if isa.available() => return unsafe { avx512(src, dst, f) },
+                // SAFETY: the CPU has AVX2 and FMA (checked).
+                Isa::Avx2 if isa.available() => return unsafe { avx2(src, dst, f) },
+                _ => {}
+            }
+        }
+        let _ = isa;
+        map_generic(src, dst, f)
+    }
+
+    #[inline(always)]
+    fn map_generic<T: Copy, U>(src: &[T], dst: &mut [U], f: impl Fn(T) -> U) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f(s);
+        }
+    }
+
+    /// `dst[i] = exp(src[i])` (the bits of [`super::exp`]) on the path `isa`.
+    pub fn exp_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+        map_on(isa, src, dst, exp)
+    }
+
+    /// `dst[i] = erff(src[i])` (the bits of [`super::erff`]) on the path `isa`.
+    pub fn erff_slice_on(isa: Isa, src: &[f32], dst: &mut [f32]) {
+        map_on(isa, src, dst, erff)
+    }
+
+    /// `dst[i] = erf(src[i])` (the bits of [`super::erf`]) on the path `isa`.
+    pub fn erf_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+        map_on(isa, src, dst, erf)
+    }
+
+    /// `dst[i] = expf(src[i])` (the bits of [`super::expf`]) on the path `isa`.
+    pub fn expf_slice_on(isa: Isa, src: &[f32], dst: &mut [f32]) {
+        map_on(isa, src, dst, expf)
+    }
+
+    /// `dst[i] = expf(src[i])` (the bits of [`super::expf`]) on the path in use
+    /// ([`Isa::best`]), for the first `min(src.len(), dst.len())` elements.
+    pub fn expf_slice(src: &[f32], dst: &mut [f32]) {
+        expf_slice_on(Isa::best(), src, dst)
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>>
 impl Tensor {
     /// A tensor over `storage` with `layout` (crate-internal: the caller keeps it in bounds).
     pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Self {
+        crate::memory::on_first_tensor();
         Self {
             storage,
             layout,

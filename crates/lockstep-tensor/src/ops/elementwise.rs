@@ -352,6 +352,44 @@ pub fn map1<T: Element, U: Element>(
     })
 }
 
+/// [`map1`] for a float function with a branch-free vectorisable form (`crate::math::lanes`):
+/// a dense input runs `f` over blocks with the vector instructions of the path in use
+/// ([`Isa::best`](crate::isa::Isa::best)); `f` gives the same bits on every path, so the result
+/// is [`map1`]'s with the same `f`. A view is read through its strides, one element at a time.
+fn map1_lanes<T: Element>(
+    op: &'static Op<Kernel>,
+    x: &Tensor,
+    f: impl Fn(T) -> T + Copy + Sync,
+) -> Result<Tensor> {
+    if !x.is_contiguous() {
+        return map1(op, x, f);
+    }
+    check_dtype(op.name, x, T::DTYPE)?;
+    op.run(&[x], |imp, par| {
+        let d = x.data::<T>()?;
+        let isa = crate::isa::Isa::best();
+        let Kernel::Chunked = imp.f;
+        if serial(d.len(), par) {
+            // Blocks through an L1 buffer into an unfilled vector: no zero-fill first.
+            const B: usize = 512;
+            let mut out = crate::tensor::try_with_capacity(op.name, d.len())?;
+            let mut buf = [T::ZERO; B];
+            for c in d.chunks(B) {
+                let b = &mut buf[..c.len()];
+                math::lanes::map_on(isa, c, b, f);
+                out.extend_from_slice(b);
+            }
+            return Tensor::from_vec(out, x.shape());
+        }
+        let mut out = out_buf::<T>(op.name, x.shape())?;
+        par.for_each_chunk_mut(&mut out, CHUNK, |i, o| {
+            let lo = i * CHUNK;
+            math::lanes::map_on(isa, &d[lo..lo + o.len()], o, f);
+        });
+        Tensor::from_vec(out, x.shape())
+    })
+}
+
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`), as the
 /// elementwise op `op` (see [`map1`]). Broadcast inputs are read in place, not expanded.
 ///
@@ -476,7 +514,7 @@ fn inplace2<T: Element>(
 }
 
 macro_rules! float_unary {
-    ($($(#[$doc:meta])* $name:ident, $op:ident => |$x:ident| $f32:expr, $f64:expr;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $op:ident, $map:ident => |$x:ident| $f32:expr, $f64:expr;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
@@ -485,8 +523,8 @@ macro_rules! float_unary {
                 /// If the dtype is not `F32` or `F64`.
                 pub fn $name(&self) -> Result<Tensor> {
                     match self.dtype() {
-                        DType::F32 => map1(&$op, self, |$x: f32| $f32),
-                        DType::F64 => map1(&$op, self, |$x: f64| $f64),
+                        DType::F32 => $map(&$op, self, |$x: f32| $f32),
+                        DType::F64 => $map(&$op, self, |$x: f64| $f64),
                         got => Err(Error::DType { op: $op.name, expected: DType::F32, got }),
                     }
                 }
@@ -498,22 +536,25 @@ macro_rules! float_unary {
 use crate::math;
 
 float_unary! {
-    /// `torch.exp` (portable: [`math::expf`] / [`math::exp`]).
-    exp, EXP => |x| math::expf(x), math::exp(x);
+    /// `torch.exp` (portable: [`math::expf`] / [`math::exp`]; f32 vectorised, the same bits).
+    exp, EXP, map1_lanes => |x| math::lanes::expf(x), math::lanes::exp(x);
     /// `torch.log` (natural; portable: [`math::lnf`] / [`math::ln`]).
-    log, LOG => |x| math::lnf(x), math::ln(x);
+    log, LOG, map1 => |x| math::lnf(x), math::ln(x);
     /// `torch.sqrt` (correctly rounded).
-    sqrt, SQRT => |x| x.sqrt(), x.sqrt();
-    /// `torch.sigmoid`: `1 / (1 + exp(−x))` (portable).
-    sigmoid, SIGMOID => |x| math::sigmoidf(x), math::sigmoid(x);
+    sqrt, SQRT, map1 => |x| x.sqrt(), x.sqrt();
+    /// `torch.sigmoid`: `1 / (1 + exp(−x))` (portable; f32 vectorised, the bits of
+    /// [`math::sigmoidf`]).
+    sigmoid, SIGMOID, map1_lanes => |x| 1.0 / (1.0 + math::lanes::expf(-x)),
+        1.0 / (1.0 + math::lanes::exp(-x));
     /// `torch.tanh` (portable: [`math::tanhf`] / [`math::tanh`]).
-    tanh, TANH => |x| math::tanhf(x), math::tanh(x);
-    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` (portable erf).
-    gelu, GELU => |x| x * 0.5 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
-        x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
+    tanh, TANH, map1 => |x| math::tanhf(x), math::tanh(x);
+    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` (portable erf, vectorised: the
+    /// bits of [`math::erff`] / [`math::erf`]).
+    gelu, GELU, map1_lanes => |x| x * 0.5 * (1.0 + math::lanes::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
+        x * 0.5 * (1.0 + math::lanes::erf(x * core::f64::consts::FRAC_1_SQRT_2));
     /// `F.gelu(x, approximate='tanh')`: `½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, PyTorch's
     /// formula in the tensor's own precision (portable tanh).
-    gelu_tanh, GELU => |x| gelu_tanh_f32(x), gelu_tanh_f64(x);
+    gelu_tanh, GELU, map1 => |x| gelu_tanh_f32(x), gelu_tanh_f64(x);
 }
 
 /// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
@@ -549,10 +590,12 @@ macro_rules! gelu_tanh_fns {
 gelu_tanh_fns!(f32, math::tanhf, gelu_tanh_f32, gelu_tanh_grad_f32);
 gelu_tanh_fns!(f64, math::tanh, gelu_tanh_f64, gelu_tanh_grad_f64);
 
-/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`, in f64 (portable erf and exp).
+/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`, in f64 (portable erf and exp, in their branch-free
+/// forms, so that it vectorises: the bits of [`math::erf`] and [`math::exp`]).
+#[inline(always)]
 fn gelu_grad(x: f64) -> f64 {
-    let cdf = 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
-    let pdf = math::exp(-0.5 * x * x)
+    let cdf = 0.5 * (1.0 + math::lanes::erf(x * core::f64::consts::FRAC_1_SQRT_2));
+    let pdf = math::lanes::exp(-0.5 * x * x)
         * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
         * core::f64::consts::FRAC_1_SQRT_2;
     cdf + x * pdf
@@ -619,8 +662,10 @@ impl Tensor {
     /// A dtype that is not float.
     pub fn gelu_derivative(&self, tanh: bool) -> Result<Tensor> {
         match (self.dtype(), tanh) {
-            (DType::F32, false) => map1(&GELU_BACKWARD, self, |x: f32| gelu_grad(x as f64) as f32),
-            (DType::F64, false) => map1(&GELU_BACKWARD, self, gelu_grad),
+            (DType::F32, false) => {
+                map1_lanes(&GELU_BACKWARD, self, |x: f32| gelu_grad(x as f64) as f32)
+            }
+            (DType::F64, false) => map1_lanes(&GELU_BACKWARD, self, gelu_grad),
             (DType::F32, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f32),
             (DType::F64, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f64),
             (got, _) => Err(Error::DType {
