@@ -3,7 +3,7 @@
 into BENCHMARKS.md (each between its BEGIN/END markers).
 
 Usage (from the repository root; needs `pip install torch numpy`):
-    python3 bench/compare.py [--runs 5] [--no-write] [--all]
+    python3 bench/compare.py [--runs 5] [--no-write] [--all] [--isa avx2]
 
 Without --all: the random streams only (this file). With --all, also the other comparison
 scripts in this folder, one after the other in the same run: tensor_ops.py (reductions and
@@ -13,8 +13,25 @@ section.
 Our side is `cargo run --release --example bench_streams` (best of N runs per row); the
 reference side is timed here the same way: best of N, output tensors preallocated, one thread
 (PyTorch's and NumPy's samplers are serial, as ours are, except the Philox fill).
+
+`--isa avx2` runs both sides on their AVX2 paths (`LOCKSTEP_ISA=avx2` for lockstep,
+`ATEN_CPU_CAPABILITY=avx2` for PyTorch, set for this process and every script and binary it
+starts), so an AVX-512 machine measures what an AVX2-only one would run; the tables then go to
+sections of their own (`<!-- BEGIN rng-avx2 -->` …), beside the default ones.
 """
 import argparse, json, os, platform, subprocess, sys, time
+
+# What `--isa NAME` sets: lockstep's instruction-set switch and PyTorch's (ATen's) kernel choice.
+ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+           "avx512": {"LOCKSTEP_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"}}
+
+
+def apply_isa(isa):
+    """Sets the environment for `--isa` before torch is imported (ATen reads it once)."""
+    if isa != "default":
+        os.environ.update(ISA_ENV[isa])
+    return "" if isa == "default" else "-" + isa
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 10_000_000
@@ -96,7 +113,7 @@ def write_section(name, title, body):
     os.replace(tmp, path)
 
 
-def run_others(write):
+def run_others(write, suffix=""):
     here = os.path.dirname(os.path.abspath(__file__))
     for name, title, cmd in SECTIONS:
         print(f"== {title}", flush=True)
@@ -108,7 +125,9 @@ def run_others(write):
         if write:
             stamp = time.strftime("%Y-%m-%d")
             body = out if out.lstrip().startswith("|") else "```\n" + out.rstrip() + "\n```\n"
-            write_section(name, title, f"Measured {stamp} by `python3 bench/compare.py --all`.\n\n" + body)
+            flag = f" --isa {suffix[1:]}" if suffix else ""
+            write_section(name + suffix, title + (f" ({suffix[1:].upper()} path)" if suffix else ""),
+                          f"Measured {stamp} by `python3 bench/compare.py --all{flag}`.\n\n" + body)
 
 
 def main():
@@ -116,7 +135,11 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--isa", choices=["default", "avx2", "avx512"], default="default",
+                    help="run lockstep and PyTorch on this instruction-set path (LOCKSTEP_ISA and "
+                         "ATEN_CPU_CAPABILITY); the tables go to their own sections")
     a = ap.parse_args()
+    suffix = apply_isa(a.isa)
     rows = ours(a.runs)
     ref = reference_timings(a.runs)
     cpu = platform.processor() or platform.machine()
@@ -126,13 +149,13 @@ def main():
     except (OSError, StopIteration):
         pass
     body = (f"Measured {time.strftime('%Y-%m-%d')} on {cpu}, {os.cpu_count()} cores, by "
-            f"`python3 bench/compare.py --runs {a.runs}` (best of {a.runs}; same machine, same run; "
+            f"`python3 bench/compare.py --runs {a.runs}{' --isa ' + a.isa if suffix else ''}` (best of {a.runs}; same machine, same run; "
             f"this machine is shared, so expect ±15 %).\n\n" + table(rows, ref) + "\n")
     print(body)
     if not a.no_write:
-        write_section("rng", "Random streams", body)
+        write_section("rng" + suffix, "Random streams" + (f" ({a.isa.upper()} path)" if suffix else ""), body)
     if a.all:
-        run_others(not a.no_write)
+        run_others(not a.no_write, suffix)
 
 
 if __name__ == "__main__":
