@@ -11,11 +11,18 @@
 3. A whole run: `torch_train.py` vs `lockstep train` with the same flags (2 epochs, 0 workers).
 
 Usage (from the repository root; needs `pip install torch numpy` and a release build):
-    python3 bench/train.py [--steps 200] [--rounds 3] [--spec ../shared/spec/train/torch_train.py]
+    python3 bench/train.py [--steps 200] [--rounds 3] [--spec ../shared/spec/train/torch_train.py] [--isa avx2]
+
+`--isa avx2` runs both sides on their AVX2 paths (`LOCKSTEP_ISA=avx2`, `ATEN_CPU_CAPABILITY=avx2`,
+inherited by every process this script starts); the FMA peak line is then that path's peak.
+Binaries are looked for under `$CARGO_TARGET_DIR` (default `target/`).
 """
 import argparse, json, os, resource, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+           "avx512": {"LOCKSTEP_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"}}
 SIZES = {"mlp": (256, 64), "cnn": (64, 64), "lstm": (128, 32), "gru": (128, 32), "rnn": (128, 32)}
 
 TORCH_STEP = r'''
@@ -50,7 +57,7 @@ print(json.dumps({"best": best, "mean": total / steps, "peak_rss_kb": resource.g
 
 
 def ours(kind, threads, mode, steps, fast=False):
-    exe = os.path.join(ROOT, "target", "release", "examples", "train_bench")
+    exe = os.path.join(TARGET, "release", "examples", "train_bench")
     out = subprocess.run([exe, kind, str(threads), mode, str(steps)] + (["fast"] if fast else []),
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
@@ -79,11 +86,15 @@ def lstm_macs(h, b, steps=8, inputs=8, classes=10):
     return fwd, bwd
 
 
-def fma_peak():
-    """One core's f32 multiply-adds per second, from `gemm_bench peak` (its best instruction set)."""
-    exe = os.path.join(ROOT, "target", "release", "examples", "gemm_bench")
+def fma_peak(isa="default"):
+    """One core's f32 multiply-adds per second, from `gemm_bench peak`: its best instruction set,
+    or the one `--isa` names."""
+    exe = os.path.join(TARGET, "release", "examples", "gemm_bench")
     out = subprocess.run([exe, "peak"], check=True, capture_output=True, text=True).stdout
-    return max(json.loads(l)["gflops"] for l in out.splitlines() if l.startswith("{")) * 1e9 / 2
+    peaks = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    if isa != "default":
+        peaks = [p for p in peaks if p.get("isa") == isa] or peaks
+    return max(p["gflops"] for p in peaks) * 1e9 / 2
 
 
 def wall(cmd, env=None):
@@ -99,7 +110,12 @@ def main():
                     help="measure every configuration this many times, interleaved (lockstep det, nondet, "
                          "PyTorch, again); the table shows the best of the rounds and each round's ratio")
     ap.add_argument("--spec", default=os.path.join(ROOT, "..", "shared", "spec", "train", "torch_train.py"))
+    ap.add_argument("--isa", choices=["default", "avx2", "avx512"], default="default",
+                    help="run lockstep and PyTorch on this instruction-set path (LOCKSTEP_ISA and "
+                         "ATEN_CPU_CAPABILITY, set before torch is imported)")
     a = ap.parse_args()
+    if a.isa != "default":
+        os.environ.update(ISA_ENV[a.isa])
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--example", "train_bench",
                     "--bin", "lockstep"], cwd=ROOT, check=True)
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-tensor", "--example", "gemm_bench"],
@@ -107,7 +123,8 @@ def main():
     import torch
     print(f"One training step (forward + backward + SGD momentum), best and mean over {a.steps} steps after 10 "
           f"warm-up steps (on a loaded machine compare the best-of figures); peak RSS of the process. "
-          f"`cnn fast`: lockstep with `set_allow_fast_conv(true)` (Winograd). PyTorch {torch.__version__}.\n")
+          f"`cnn fast`: lockstep with `set_allow_fast_conv(true)` (Winograd). PyTorch {torch.__version__}"
+          f" ({torch.backends.cpu.get_cpu_capability()} kernels; lockstep path {os.environ.get('LOCKSTEP_ISA', 'default')}).\n")
     print("| model | threads | lockstep det best / mean | lockstep nondet best / mean | det / nondet (best) | "
           "PyTorch best / mean | PyTorch / det (best) | per round | peak RSS lockstep | peak RSS PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -132,7 +149,7 @@ def main():
                   f"{t['peak_rss_kb']/1024:.0f} MiB |", flush=True)
     h, b = SIZES["lstm"]
     fwd, bwd = lstm_macs(h, b)
-    peak = fma_peak()
+    peak = fma_peak(a.isa)
     print(f"\nlstm floor: its step's products are {(fwd + bwd) / 1e6:.1f} M multiply-adds (forward {fwd / 1e6:.1f} M, "
           f"backward {bwd / 1e6:.1f} M; step 0's zero-state products left out); at this machine's FMA peak of "
           f"{peak / 1e9:.1f} G multiply-adds/s on one core (`gemm_bench peak`) they alone take "
@@ -142,7 +159,7 @@ def main():
           "including start-up.\n")
     print("| model | threads | lockstep train | torch_train.py | ratio |")
     print("|---|---|---|---|---|")
-    exe = os.path.join(ROOT, "target", "release", "lockstep")
+    exe = os.path.join(TARGET, "release", "lockstep")
     for kind in ("mlp", "cnn", "lstm"):
         for threads in (1, 2):
             flags = ["--model", kind, "--epochs", "2", "--threads", str(threads)]

@@ -2,7 +2,7 @@
 //! The PyTorch side of the comparison is `bench/compare.py`, which writes BENCHMARKS.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_rng::compat::torch;
+use lockstep_rng::compat::{glibc_math, torch};
 use lockstep_rng::isa::{Isa, set_isa};
 use lockstep_rng::{Generator, Mt19937, Philox4x32};
 use std::hint::black_box;
@@ -25,6 +25,33 @@ fn torch_samplers(c: &mut Criterion) {
 
 /// `fill_u32` of 2^16 words (105 twists) on each instruction-set path: the raw words behind
 /// every PyTorch CPU draw (dropout masks, `rand`).
+/// `randn` f64 (the glibc `log`/`sin`/`cos` ports behind its Box–Muller transform) and the
+/// ports' slice forms on each instruction-set path: eight lanes with AVX-512, four with AVX2.
+fn randn_f64(c: &mut Criterion) {
+    const N: usize = 1 << 20;
+    let mut group = c.benchmark_group("randn_f64");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N as u64));
+    let mut out = vec![0f64; N];
+    let x: Vec<f64> = (0..N).map(|i| (i as f64 + 0.5) / N as f64).collect();
+    let (mut s, mut co) = (vec![0f64; N], vec![0f64; N]);
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        let mut g = Generator::with_seed(0);
+        group.bench_function(format!("normal_2^20_{}", isa.name()), |b| {
+            b.iter(|| torch::normal_(&mut g, black_box(&mut out), 0.0, 1.0).unwrap())
+        });
+        group.bench_function(format!("log_all_2^20_{}", isa.name()), |b| {
+            b.iter(|| glibc_math::log_all(black_box(&x), &mut out))
+        });
+        group.bench_function(format!("sin_cos_all_2^20_{}", isa.name()), |b| {
+            b.iter(|| glibc_math::sin_cos_all(black_box(&x), &mut s, &mut co))
+        });
+    }
+    set_isa(None).unwrap();
+    group.finish();
+}
+
 fn mt19937_fill(c: &mut Criterion) {
     const N: usize = 1 << 16;
     let mut group = c.benchmark_group("mt19937");
@@ -60,5 +87,11 @@ fn philox_fill(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, torch_samplers, mt19937_fill, philox_fill);
+criterion_group!(
+    benches,
+    torch_samplers,
+    randn_f64,
+    mt19937_fill,
+    philox_fill
+);
 criterion_main!(benches);

@@ -1,27 +1,65 @@
 //! Times lockstep's random streams and prints one JSON object per line:
 //! `{"name": ..., "seconds": best of N runs, "elements": ..., "threads": ...}`.
 //! `bench/compare.py` runs this beside PyTorch and NumPy and writes BENCHMARKS.md;
-//! the criterion benches in `benches/` are the detailed, statistical view.
+//! the criterion benches in `benches/` are the detailed, statistical view. Each row also gives
+//! `cpu_seconds`: the best on-CPU time of the calling thread (x86-64 Linux; else the wall
+//! time), which stays comparable while other processes share the cores (one-thread rows only).
 
 use lockstep_rng::compat::{numpy, torch};
 use lockstep_rng::{Generator, Philox4x32};
 use std::hint::black_box;
 use std::time::Instant;
 
+/// On-CPU time of the calling thread in seconds (`CLOCK_THREAD_CPUTIME_ID`), or `None` where
+/// it is not implemented here (anything but x86-64 Linux).
+fn thread_cpu_secs() -> Option<f64> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let mut ts = [0i64; 2];
+        let ret: i64;
+        // SAFETY: the Linux syscall clock_gettime (228) with CLOCK_THREAD_CPUTIME_ID (3) writes
+        // one `struct timespec` (two i64) to `ts`; `syscall` clobbers only rcx and r11.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") 228i64 => ret,
+                in("rdi") 3i64,
+                in("rsi") ts.as_mut_ptr(),
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        (ret == 0).then(|| ts[0] as f64 + ts[1] as f64 * 1e-9)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    None
+}
+
+thread_local! {
+    /// The best on-CPU time of the last `best_of`, for the next `row`.
+    static CPU: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
+}
+
 fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm up: page in the output buffer, load the code
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
+    let (mut wall, mut cpu) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..runs {
+        let (t, c) = (Instant::now(), thread_cpu_secs());
+        f();
+        let w = t.elapsed().as_secs_f64();
+        wall = wall.min(w);
+        cpu = cpu.min(thread_cpu_secs().zip(c).map_or(w, |(b, a)| b - a));
+    }
+    CPU.with(|c| c.set(cpu));
+    wall
 }
 
 fn row(name: &str, seconds: f64, elements: usize, threads: usize) {
+    let cpu = CPU.with(|c| c.replace(f64::NAN));
+    let cpu = if cpu.is_nan() { seconds } else { cpu };
     println!(
-        "{{\"name\": \"{name}\", \"seconds\": {seconds:.6}, \"elements\": {elements}, \"threads\": {threads}}}"
+        "{{\"name\": \"{name}\", \"seconds\": {seconds:.6}, \"cpu_seconds\": {cpu:.6}, \"elements\": {elements}, \"threads\": {threads}}}"
     );
 }
 

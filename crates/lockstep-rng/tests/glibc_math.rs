@@ -79,6 +79,92 @@ fn scalar_and_slice_forms_agree_on_every_isa() {
     let _ = set_isa(None);
 }
 
+/// The edges of every branch of the ports: the `log` near-one interval and the normal range's
+/// limits, `sin`/`cos`'s argument thresholds (the small-argument returns, `do_sin`/`do_cos`,
+/// the π/2 fold, the reduction, the scalar fallback) and the Taylor/table switch at 0.126,
+/// multiples of π/2 and of 1/128 (table knots), each ±64 ulp and both signs.
+fn edge_inputs() -> Vec<f64> {
+    let mut centres: Vec<f64> = [
+        0x3fee_0000_0000_0000u64,
+        0x3ff1_0900_0000_0000,
+        0x0010_0000_0000_0000,
+        0x7fef_ffff_ffff_ffff,
+        0x3e50_0000_0000_0000,
+        0x3e40_0000_0000_0000,
+        0x3feb_6000_0000_0000,
+        0x4003_68fd_0000_0000,
+        0x4199_21fb_0000_0000,
+    ]
+    .iter()
+    .map(|&b| f64::from_bits(b))
+    .collect();
+    centres.extend([0.126, 1.0, 0.5, 2.0]);
+    centres.extend((1..=4000).map(|k| k as f64 * std::f64::consts::FRAC_PI_2));
+    centres.extend((1..=110).map(|k| k as f64 / 128.0));
+    centres.extend((-1074..1024).map(|e| 2f64.powi(e)));
+    let mut v = Vec::new();
+    for c in centres {
+        for d in -64i64..=64 {
+            let x = f64::from_bits((c.to_bits() as i64 + d) as u64);
+            v.extend([x, -x]);
+        }
+    }
+    v
+}
+
+/// Millions of random and edge inputs: the four-lane (AVX2) and eight-lane (AVX-512) forms
+/// give the scalar ports' bits on every path the CPU has, at every position in a vector
+/// (lengths not a multiple of the lane count, so the scalar tails run too).
+#[test]
+fn vector_forms_equal_the_scalar_ports_on_millions_of_inputs() {
+    let mut x = edge_inputs();
+    x.extend(inputs(11, 600_000, f64::from_bits));
+    x.extend(inputs(12, 400_000, |z| 1.0 - unit(z)));
+    x.extend(inputs(13, 400_000, |z| std::f64::consts::TAU * unit(z)));
+    x.extend(inputs(14, 200_000, |z| (unit(z) - 0.5) * 4e8));
+    x.extend(inputs(15, 200_000, |z| 1.0 + (unit(z) - 0.5) * 0.25));
+    x.push(0.3);
+    assert!(x.len() > 2_000_000 && !x.len().is_multiple_of(8));
+    let n = x.len();
+    let want_l: Vec<f64> = x.iter().map(|&v| gm::log(v)).collect();
+    let want_s: Vec<f64> = x.iter().map(|&v| gm::sin(v)).collect();
+    let want_c: Vec<f64> = x.iter().map(|&v| gm::cos(v)).collect();
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        let _ = set_isa(Some(isa)).unwrap();
+        for off in [0, 3] {
+            let (mut l, mut s, mut c) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            gm::log_all(&x[off..], &mut l[off..]);
+            gm::sin_cos_all(&x[off..], &mut s[off..], &mut c[off..]);
+            for i in off..n {
+                assert!(same(l[i], want_l[i]), "{isa} log({:e})", x[i]);
+                assert!(same(s[i], want_s[i]), "{isa} sin({:e})", x[i]);
+                assert!(same(c[i], want_c[i]), "{isa} cos({:e})", x[i]);
+            }
+        }
+    }
+    let _ = set_isa(None);
+}
+
+/// `randn` f64 gives the portable path's bits on every path, for lengths around the 16-block
+/// and chunk boundaries (the redrawn last block included), with a mean and std.
+#[test]
+fn torch_normal_f64_same_bits_on_every_isa() {
+    for n in [16, 17, 31, 48, 2047, 2048 + 5, 100_003] {
+        let run = |isa: Isa| {
+            let _ = set_isa(Some(isa)).unwrap();
+            let mut g = Generator::with_seed(n as u64);
+            let mut v = vec![0f64; n];
+            torch::normal_(&mut g, &mut v, 0.25, 3.0).unwrap();
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        let want = run(Isa::Portable);
+        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+            assert_eq!(run(isa), want, "{isa} n {n}");
+        }
+    }
+    let _ = set_isa(None);
+}
+
 #[test]
 fn equal_to_the_platform_on_glibc_x86_64_with_fma() {
     if !platform_is_ported_glibc() {

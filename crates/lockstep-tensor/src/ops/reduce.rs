@@ -57,7 +57,9 @@ pub fn copied_vec<T: Element + Default>(v: &[T]) -> Vec<T> {
     o
 }
 
-fn advise_huge<T>(v: &[T]) {
+/// Advises the pages of a large buffer as transparent-huge-page candidates (see
+/// [`zeroed_vec`]).
+pub(crate) fn advise_huge<T>(v: &[T]) {
     #[cfg(target_os = "linux")]
     {
         const MIN: usize = 4 << 20;
@@ -110,6 +112,11 @@ impl Float for f32 {
         if isa == Isa::Avx512 && isa.available() && x.len() == 4 * CHUNK {
             // SAFETY: the CPU supports AVX-512F and the length is checked.
             return Some(unsafe { x86::sums4_f32_avx512(x) });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx2 && isa.available() && x.len() == 4 * CHUNK {
+            // SAFETY: the CPU supports AVX2 and the length is checked.
+            return Some(unsafe { x86::sums4_f32_avx2(x) });
         }
         let _ = (x, isa);
         None
@@ -241,6 +248,50 @@ mod x86 {
         for (o, a) in out.iter_mut().zip([a0, a1, a2, a3]) {
             // SAFETY: `o` holds 16 floats.
             unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) };
+        }
+        out
+    }
+
+    /// [`sums4_f32_avx512`] with 256-bit vectors: each piece's 16 lanes are two registers, so
+    /// eight chains of additions are in flight (a single piece's two chains are bound by the add
+    /// latency at about the read bandwidth, and fall behind it on AVX2-only CPUs).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and `x.len()` must be `4 * CHUNK`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn sums4_f32_avx2(x: &[f32]) -> [[f32; LANES]; 4] {
+        use super::CHUNK;
+        debug_assert_eq!(x.len(), 4 * CHUNK);
+        let p = x.as_ptr();
+        let q = [
+            p,
+            p.wrapping_add(CHUNK),
+            p.wrapping_add(2 * CHUNK),
+            p.wrapping_add(3 * CHUNK),
+        ];
+        let mut lo = [_mm256_setzero_ps(); 4];
+        let mut hi = [_mm256_setzero_ps(); 4];
+        let mut k = 0;
+        while k < CHUNK {
+            for q in q {
+                prefetch(q.cast::<u8>().wrapping_add(k * 4 + PF), 0..1, true);
+            }
+            for j in 0..4 {
+                // SAFETY: k + 16 <= CHUNK, so both loads lie inside piece j.
+                unsafe {
+                    lo[j] = _mm256_add_ps(lo[j], _mm256_loadu_ps(q[j].add(k)));
+                    hi[j] = _mm256_add_ps(hi[j], _mm256_loadu_ps(q[j].add(k + 8)));
+                }
+            }
+            k += LANES;
+        }
+        let mut out = [[0f32; LANES]; 4];
+        for (j, o) in out.iter_mut().enumerate() {
+            // SAFETY: `o` holds 16 floats.
+            unsafe {
+                _mm256_storeu_ps(o.as_mut_ptr(), lo[j]);
+                _mm256_storeu_ps(o.as_mut_ptr().add(8), hi[j]);
+            }
         }
         out
     }
@@ -1815,6 +1866,40 @@ mod tests {
                 want[i % LANES] += x;
             }
             assert_eq!(want.map(f32::to_bits), r32, "n={n}");
+        }
+    }
+
+    /// The four-piece kernels (AVX-512 and AVX2) give each piece the portable lane sums, and
+    /// `piece_sums` the same bits on every path, across quads and a ragged tail.
+    #[test]
+    fn every_isa_path_gives_the_same_piece_sums() {
+        let v = data(9 * CHUNK + 37);
+        let quad = &v[..4 * CHUNK];
+        let want: Vec<[u32; LANES]> = quad
+            .chunks(CHUNK)
+            .map(|c| f32::lane_sums(c, Isa::Portable).map(f32::to_bits))
+            .collect();
+        let mut portable = vec![0f32; v.len().div_ceil(CHUNK)];
+        piece_sums(&v, &mut portable, Isa::Portable);
+        for &isa in &isas() {
+            if let Some(got) = f32::lane_sums4(quad, isa) {
+                let got: Vec<[u32; LANES]> = got.iter().map(|l| l.map(f32::to_bits)).collect();
+                assert_eq!(got, want, "{isa:?}");
+            }
+            let mut p = vec![0f32; portable.len()];
+            piece_sums(&v, &mut p, isa);
+            assert_eq!(
+                p.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                portable.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "{isa:?}"
+            );
+        }
+        #[cfg(target_arch = "x86_64")]
+        if Isa::Avx2.available() {
+            assert!(
+                f32::lane_sums4(quad, Isa::Avx2).is_some(),
+                "AVX2 four-piece path"
+            );
         }
     }
 

@@ -6,7 +6,8 @@
 //! PyTorch's `randn` for `float64` and NumPy's samplers call the C library's `log`, `sin`,
 //! `cos`, `pow`, `exp`; to give their bits, lockstep used to call the platform's functions too. These ports
 //! give the same bits as that glibc build on every platform (musl, macOS, Windows, ARM, a CPU
-//! without FMA), and let the transform run eight lanes at a time.
+//! without FMA), and let the transform run eight lanes at a time (AVX-512) or four (AVX2:
+//! `log`, `sin`, `cos`).
 //!
 //! * `log`: Arm's optimized-routines algorithm (glibc `sysdeps/ieee754/dbl-64/e_log.c`): a
 //!   128-entry table and a degree-6 polynomial, with a separate degree-12 polynomial for
@@ -71,6 +72,8 @@ mod pow_exp;
 mod tables;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_avx2;
 
 pub use pow_exp::{exp, pow};
 /// The ports without the run-time FMA dispatch of [`pow`], [`exp`], [`log`], [`sin`], [`cos`]:
@@ -355,7 +358,8 @@ pub(crate) fn cos_generic(x: f64) -> f64 {
 }
 
 /// `out[i] = log(x[i])` for `i < min(x.len(), out.len())`, eight lanes at a time where the CPU
-/// has AVX-512 (and [`crate::isa::Isa`] allows it). Same bits as [`log`] on every path.
+/// has AVX-512, four with AVX2 and FMA (as [`crate::isa::Isa`] allows). Same bits as [`log`]
+/// on every path.
 pub fn log_all(x: &[f64], out: &mut [f64]) {
     let n = x.len().min(out.len());
     let (x, out) = (&x[..n], &mut out[..n]);
@@ -364,14 +368,19 @@ pub fn log_all(x: &[f64], out: &mut [f64]) {
         // SAFETY: AVX-512F is available (checked by `enabled`).
         return unsafe { x86::log_all(x, out) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.enabled() {
+        // SAFETY: AVX2 and FMA are available (checked by `enabled`).
+        return unsafe { x86_avx2::log_all(x, out) };
+    }
     for (o, &v) in out.iter_mut().zip(x) {
         *o = log(v);
     }
 }
 
 /// `(sin[i], cos[i]) = (sin(x[i]), cos(x[i]))` for `i` below the shortest length, eight lanes at
-/// a time where the CPU has AVX-512 (and [`crate::isa::Isa`] allows it). Same bits as [`sin`]
-/// and [`cos`] on every path.
+/// a time where the CPU has AVX-512, four with AVX2 and FMA (as [`crate::isa::Isa`] allows).
+/// Same bits as [`sin`] and [`cos`] on every path.
 pub fn sin_cos_all(x: &[f64], sin_out: &mut [f64], cos_out: &mut [f64]) {
     let n = x.len().min(sin_out.len()).min(cos_out.len());
     let (x, so, co) = (&x[..n], &mut sin_out[..n], &mut cos_out[..n]);
@@ -379,6 +388,11 @@ pub fn sin_cos_all(x: &[f64], sin_out: &mut [f64], cos_out: &mut [f64]) {
     if crate::isa::Isa::Avx512.enabled() {
         // SAFETY: AVX-512F is available (checked by `enabled`).
         return unsafe { x86::sin_cos_all(x, so, co) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.enabled() {
+        // SAFETY: AVX2 and FMA are available (checked by `enabled`).
+        return unsafe { x86_avx2::sin_cos_all(x, so, co) };
     }
     for i in 0..n {
         so[i] = sin(x[i]);
