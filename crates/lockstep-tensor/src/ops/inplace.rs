@@ -16,7 +16,7 @@
 //! as PyTorch does: its loop over such a run computes whole AVX-512 vectors with `fma`, but the
 //! compiler vectorised its scalar remainder with `alpha·other` hoisted out of the loop (rounded
 //! once) and a plain add, leaving the remainder's first element and last few as `fma`. Which
-//! positions those are depends only on the run's length and the dtype ([`two_rounded`]);
+//! positions those are depends only on the run's length and the dtype (`two_rounded`);
 //! measured element by element against PyTorch 2.15 running its AVX-512 kernels on one thread
 //! (`tools/golden_inplace.py`'s tail cases; with more threads or under
 //! `ATEN_CPU_CAPABILITY=avx2` PyTorch's own positions move).
