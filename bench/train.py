@@ -9,6 +9,8 @@
 2. The lstm step's floor: its multiply-adds at this machine's measured FMA peak (`gemm_bench
    peak`), beside 2x PyTorch's best at one thread (the issue-10 goal).
 3. A whole run: `torch_train.py` vs `lockstep train` with the same flags (2 epochs, 0 workers).
+4. The gpt training step (spec defaults) against `torch_gpt.py`, deterministic and not, at 1 and 2
+   threads, wall and CPU time per step (`--gpt-only` runs just this row).
 
 Usage (from the repository root; needs `pip install torch numpy` and a release build):
     python3 bench/train.py [--steps 200] [--rounds 3] [--spec ../shared/spec/train/torch_train.py] [--isa avx2]
@@ -103,6 +105,49 @@ def wall(cmd, env=None):
     return time.perf_counter() - t
 
 
+def timed(cmd, env=None):
+    """(wall, CPU) seconds of one child process (its user + system time, from its rusage)."""
+    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    w, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return w, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def gpt_rows(a):
+    """The gpt training step (the spec's defaults: 4 layers, 4 heads, width 128, block 64, batch 16;
+    no evaluation, no sampling): the time of `--max-iters HI` minus `--max-iters LO`, over HI - LO
+    steps (start-up, data loading and the first steps cancel), wall and CPU, best of the rounds;
+    lockstep deterministic and nondeterministic against torch_gpt.py, same flags, same run."""
+    lo, hi = a.gpt_iters
+    exe = os.path.join(ROOT, "target", "release", "lockstep")
+    data = os.path.join(ROOT, "crates", "lockstep-data", "data", "tinyshakespeare.txt.gz")
+    common = ["--eval-interval", "0", "--sample-tokens", "0"]
+    print(f"\ngpt, one training step (default config, no evaluation or sampling): "
+          f"(time of {hi} steps − time of {lo}) / {hi - lo}, wall / CPU, best of {a.rounds} rounds.\n")
+    print("| threads | lockstep det | lockstep nondet | det / nondet | PyTorch | PyTorch / det (wall) | "
+          "PyTorch / det (CPU) |")
+    print("|---|---|---|---|---|---|---|")
+    for threads in (1, 2):
+        t = ["--threads", str(threads)]
+        cmds = {
+            "det": lambda n: ([exe, "train", "--model", "gpt", "--json", "--max-iters", str(n)] + common + t, None),
+            "nondet": lambda n: ([exe, "train", "--model", "gpt", "--json", "--nondeterministic",
+                                  "--max-iters", str(n)] + common + t, None),
+            "torch": lambda n: ([sys.executable, a.gpt_spec, "--data", data, "--max-iters", str(n)] + common + t,
+                                dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads))),
+        }
+        best = {k: (float("inf"), float("inf")) for k in cmds}
+        for _ in range(a.rounds):
+            for k, c in cmds.items():
+                (w0, c0), (w1, c1) = timed(*c(lo)), timed(*c(hi))
+                w, cpu = (w1 - w0) / (hi - lo), (c1 - c0) / (hi - lo)
+                best[k] = (min(best[k][0], w), min(best[k][1], cpu))
+        f = lambda k: f"{best[k][0]*1e3:.1f} / {best[k][1]*1e3:.1f} ms"
+        (dw, dc), (nw, _), (tw, tc) = best["det"], best["nondet"], best["torch"]
+        print(f"| {threads} | {f('det')} | {f('nondet')} | {dw/nw:.2f}× | {f('torch')} | **{tw/dw:.2f}×** | "
+              f"{tc/dc:.2f}× |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
@@ -113,9 +158,18 @@ def main():
     ap.add_argument("--isa", choices=["default", "avx2", "avx512"], default="default",
                     help="run lockstep and PyTorch on this instruction-set path (LOCKSTEP_ISA and "
                          "ATEN_CPU_CAPABILITY, set before torch is imported)")
+    ap.add_argument("--gpt-spec", default=os.path.join(ROOT, "..", "shared", "spec", "train", "torch_gpt.py"))
+    ap.add_argument("--gpt-iters", type=int, nargs=2, default=(10, 50), metavar=("LO", "HI"),
+                    help="the gpt row times HI minus LO optimizer steps")
+    ap.add_argument("--gpt-only", action="store_true", help="only the gpt row")
     a = ap.parse_args()
     if a.isa != "default":
         os.environ.update(ISA_ENV[a.isa])
+    if a.gpt_only:
+        subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--bin", "lockstep"],
+                       cwd=ROOT, check=True)
+        gpt_rows(a)
+        return
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-cli", "--example", "train_bench",
                     "--bin", "lockstep"], cwd=ROOT, check=True)
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lockstep-tensor", "--example", "gemm_bench"],
@@ -166,6 +220,7 @@ def main():
             ours_t = wall([exe, "train", "--json"] + flags)
             theirs_t = wall([sys.executable, a.spec, "--data", data] + flags, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
             print(f"| {kind} | {threads} | {ours_t:.2f} s | {theirs_t:.2f} s | **{theirs_t/ours_t:.2f}×** |", flush=True)
+    gpt_rows(a)
 
 
 if __name__ == "__main__":

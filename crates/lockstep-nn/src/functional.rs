@@ -345,55 +345,51 @@ pub fn layer_norm(
         check_param(OP, name, p, normalized_shape, x)?;
     }
     let l: usize = normalized_shape.iter().product();
-    let xs = f64s(&x.data());
-    let rows = xs.len().checked_div(l).unwrap_or(0);
     let w = weight.map(|w| f64s(&w.data()));
     let b = bias.map(|b| f64s(&b.data()));
-    let mut xhat = vec![0.0; xs.len()];
-    let mut invstd = vec![0.0; rows];
-    let mut y = vec![0.0; xs.len()];
-    for r in 0..rows {
-        let row = &xs[r * l..(r + 1) * l];
-        let mu = row.iter().sum::<f64>() / l as f64;
-        let var = row.iter().map(|&v| (v - mu) * (v - mu)).sum::<f64>() / l as f64;
-        let is = 1.0 / (var + eps).sqrt();
-        invstd[r] = is;
-        for j in 0..l {
-            let h = (row[j] - mu) * is;
-            xhat[r * l + j] = h;
-            y[r * l + j] = h * w.as_ref().map_or(1.0, |w| w[j]) + b.as_ref().map_or(0.0, |b| b[j]);
-        }
-    }
+    let xd = x.data().try_contiguous()?;
     let dtype = x.dtype();
     let shape = x.shape().to_vec();
+    let (y, stats) = match dtype {
+        DType::F32 => {
+            let (y, st) = ln_forward(xd.data::<f32>()?, l, w.as_deref(), b.as_deref(), eps);
+            (Tensor::from_vec(y, &shape)?, st)
+        }
+        _ => {
+            let (y, st) = ln_forward(xd.data::<f64>()?, l, w.as_deref(), b.as_deref(), eps);
+            (Tensor::from_vec(y, &shape)?, st)
+        }
+    };
     let ns = normalized_shape.to_vec();
-    let y = from_f64s(y, &shape, dtype)?;
     let mut inputs = vec![x];
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
     inputs.extend(weight);
     inputs.extend(bias);
     Ok(Var::from_op(OP, y, &inputs, move |g| {
-        let gs = f64s(g);
-        let mut gx = vec![0.0; gs.len()];
-        let mut gw = vec![0.0; l];
-        let mut gb = vec![0.0; l];
-        for r in 0..rows {
-            let (mut a, mut bb) = (0.0, 0.0);
-            for j in 0..l {
-                let k = r * l + j;
-                let gwv = gs[k] * w.as_ref().map_or(1.0, |w| w[j]);
-                a += gwv;
-                bb += gwv * xhat[k];
-                gw[j] += gs[k] * xhat[k];
-                gb[j] += gs[k];
+        let gc = g.try_contiguous()?;
+        let (gx, gw, gb) = match (dtype, gc.dtype()) {
+            (DType::F32, DType::F32) => {
+                let (gx, gw, gb) = ln_backward(
+                    xd.data::<f32>()?,
+                    gc.data::<f32>()?,
+                    l,
+                    &stats,
+                    w.as_deref(),
+                );
+                (Tensor::from_vec(gx, &shape)?, gw, gb)
             }
-            for j in 0..l {
-                let k = r * l + j;
-                let gwv = gs[k] * w.as_ref().map_or(1.0, |w| w[j]);
-                gx[k] = invstd[r] / l as f64 * (l as f64 * gwv - a - xhat[k] * bb);
+            (DType::F32, _) => {
+                let gs = f64s(&gc);
+                let (gx, gw, gb) = ln_backward(xd.data::<f32>()?, &gs, l, &stats, w.as_deref());
+                (Tensor::from_vec(gx, &shape)?, gw, gb)
             }
-        }
-        let mut out = vec![Some(from_f64s(gx, &shape, dtype)?)];
+            _ => {
+                let gs = f64s(&gc);
+                let (gx, gw, gb) = ln_backward(xd.data::<f64>()?, &gs, l, &stats, w.as_deref());
+                (Tensor::from_vec(gx, &shape)?, gw, gb)
+            }
+        };
+        let mut out = vec![Some(gx)];
         if has_w {
             out.push(Some(from_f64s(gw, &ns, dtype)?));
         }
@@ -402,6 +398,146 @@ pub fn layer_norm(
         }
         Ok(out)
     }))
+}
+
+/// Rows whose sums LayerNorm computes together: each row's sum is still one chain in column
+/// order (the bits of a row do not depend on its neighbours), but `LN_ROWS` independent chains
+/// interleaved keep the adder busy instead of waiting on one chain's latency.
+const LN_ROWS: usize = 8;
+
+/// Per row, in column order from `-0.0` (as `Iterator::sum`): `Σ f(row, j)` for the `N` rows
+/// starting at row `r0`.
+#[inline(always)]
+fn ln_row_sums<const N: usize>(l: usize, r0: usize, f: impl Fn(usize, usize) -> f64) -> [f64; N] {
+    let mut s = [-0.0f64; N];
+    for j in 0..l {
+        for (q, s) in s.iter_mut().enumerate() {
+            *s += f(r0 + q, j);
+        }
+    }
+    s
+}
+
+/// LayerNorm's forward over rows of `l` elements: `y = (x − μ)·σ⁻¹·w + b` per element (`w`
+/// 1 and `b` +0 when absent, as before: `−0` becomes `+0`), with `μ` and the biased variance
+/// each a sum in column order. Returns `y` and each row's `(μ, 1/√(var + eps))`.
+fn ln_forward<T: Element>(
+    xs: &[T],
+    l: usize,
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+    eps: f64,
+) -> (Vec<T>, Vec<(f64, f64)>) {
+    let rows = xs.len().checked_div(l).unwrap_or(0);
+    let mut stats = vec![(0.0, 0.0); rows];
+    let x = |r: usize, j: usize| xs[r * l + j].to_f64();
+    let mut r0 = 0;
+    while r0 < rows {
+        let n = if rows - r0 >= LN_ROWS { LN_ROWS } else { 1 };
+        let mut st = [(0.0, 0.0); LN_ROWS];
+        if n == LN_ROWS {
+            let mu = ln_row_sums::<LN_ROWS>(l, r0, x).map(|s| s / l as f64);
+            let var = ln_row_sums::<LN_ROWS>(l, r0, |r, j| {
+                let d = x(r, j) - mu[r - r0];
+                d * d
+            });
+            for q in 0..LN_ROWS {
+                st[q] = (mu[q], 1.0 / (var[q] / l as f64 + eps).sqrt());
+            }
+        } else {
+            let mu = ln_row_sums::<1>(l, r0, x)[0] / l as f64;
+            let var = ln_row_sums::<1>(l, r0, |r, j| {
+                let d = x(r, j) - mu;
+                d * d
+            })[0];
+            st[0] = (mu, 1.0 / (var / l as f64 + eps).sqrt());
+        }
+        stats[r0..r0 + n].copy_from_slice(&st[..n]);
+        r0 += n;
+    }
+    let mut y = Vec::with_capacity(xs.len());
+    for (row, &(mu, is)) in xs.chunks_exact(l.max(1)).zip(&stats) {
+        let h = row.iter().map(|&v| (v.to_f64() - mu) * is);
+        match (w, b) {
+            (Some(w), Some(b)) => y.extend(
+                h.zip(w.iter().zip(b))
+                    .map(|(h, (&w, &b))| T::from_f64(h * w + b)),
+            ),
+            (Some(w), None) => y.extend(h.zip(w).map(|(h, &w)| T::from_f64(h * w + 0.0))),
+            (None, Some(b)) => y.extend(h.zip(b).map(|(h, &b)| T::from_f64(h * 1.0 + b))),
+            (None, None) => y.extend(h.map(|h| T::from_f64(h * 1.0 + 0.0))),
+        }
+    }
+    (y, stats)
+}
+
+/// LayerNorm's backward from the saved input and row statistics (the normalised row
+/// `x̂ = (x − μ)·σ⁻¹` recomputed, the same bits as when it was kept): per row `a = Σ g·w`,
+/// `b = Σ g·w·x̂` in column order, `∂x = σ⁻¹/l · (l·g·w − a − x̂·b)`; `∂w = Σ g·x̂` and
+/// `∂b = Σ g` over rows in row order.
+fn ln_backward<T: Element, G: Element>(
+    xs: &[T],
+    gs: &[G],
+    l: usize,
+    stats: &[(f64, f64)],
+    w: Option<&[f64]>,
+) -> (Vec<T>, Vec<f64>, Vec<f64>) {
+    let rows = stats.len();
+    let lf = l as f64;
+    // `g·1` is `g`: a missing weight reads as ones, the same bits.
+    let ones;
+    let wv = match w {
+        Some(w) => w,
+        None => {
+            ones = vec![1.0; l];
+            &ones
+        }
+    };
+    let mut gx = Vec::with_capacity(xs.len());
+    let mut gw = vec![0.0; l];
+    let mut gb = vec![0.0; l];
+    let row = |r: usize| (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
+    let mut r0 = 0;
+    while r0 < rows {
+        let n = if rows - r0 >= LN_ROWS { LN_ROWS } else { 1 };
+        // `a` and `b` start from +0 (an explicit fold, not `Iterator::sum`).
+        let mut a = [0.0f64; LN_ROWS];
+        let mut bb = [0.0f64; LN_ROWS];
+        if n == LN_ROWS {
+            let rs: [_; LN_ROWS] = core::array::from_fn(|q| row(r0 + q));
+            let st: [_; LN_ROWS] = core::array::from_fn(|q| stats[r0 + q]);
+            for (j, &wj) in wv.iter().enumerate() {
+                for q in 0..LN_ROWS {
+                    let (xr, gr) = rs[q];
+                    let v = gr[j].to_f64() * wj;
+                    a[q] += v;
+                    bb[q] += v * ((xr[j].to_f64() - st[q].0) * st[q].1);
+                }
+            }
+        } else {
+            let ((xr, gr), (mu, is)) = (row(r0), stats[r0]);
+            for ((&x, &g), &wj) in xr.iter().zip(gr).zip(wv) {
+                let v = g.to_f64() * wj;
+                a[0] += v;
+                bb[0] += v * ((x.to_f64() - mu) * is);
+            }
+        }
+        for q in 0..n {
+            let ((xr, gr), (mu, is)) = (row(r0 + q), stats[r0 + q]);
+            let (a, bb) = (a[q], bb[q]);
+            let cols = xr.iter().zip(gr).zip(wv);
+            gx.extend(cols.zip(gw.iter_mut().zip(gb.iter_mut())).map(
+                |(((&x, &g), &wj), (gwj, gbj))| {
+                    let (g, h) = (g.to_f64(), (x.to_f64() - mu) * is);
+                    *gwj += g * h;
+                    *gbj += g;
+                    T::from_f64(is / lf * (lf * (g * wj) - a - h * bb))
+                },
+            ));
+        }
+        r0 += n;
+    }
+    (gx, gw, gb)
 }
 
 /// `F.embedding(indices, weight, padding_idx)`: rows of the `[V, D]` weight for `i64`

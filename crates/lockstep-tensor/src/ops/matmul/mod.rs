@@ -235,12 +235,18 @@ fn run<T: GemmFloat>(
             op: "matmul",
             bytes: offs_a.len() as u128 * mn as u128 * core::mem::size_of::<T>() as u128,
         })?;
-    let mut out = crate::try_filled_vec("matmul", len, T::ZERO)?;
     if mn == 0 {
-        return Ok(out);
+        return Ok(Vec::new());
     }
+    // Not zero-filled first: every product below writes each of its outputs (beta = 0, zeros
+    // for k = 0) without reading C's previous values, so a fill would only be overwritten.
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        op: "matmul",
+        bytes: len as u128 * core::mem::size_of::<T>() as u128,
+    })?;
     let kern = T::kernel(Isa::best());
-    let one = |oa: usize, ob: usize, c: &mut [T], par: Option<&Par>| {
+    let one = |oa: usize, ob: usize, c: &mut [core::mem::MaybeUninit<T>], par: Option<&Par>| {
         let p = Problem {
             m,
             n,
@@ -252,6 +258,12 @@ fn run<T: GemmFloat>(
         };
         #[cfg(feature = "gemm-crate")]
         if algo == Algo::GemmCrate {
+            // The `gemm` crate takes an initialised slice.
+            c.iter_mut().for_each(|x| {
+                x.write(T::ZERO);
+            });
+            // SAFETY: every element was just written.
+            let c = unsafe { &mut *(c as *mut [core::mem::MaybeUninit<T>] as *mut [T]) };
             return external::product(
                 (m, n, k),
                 p.a,
@@ -262,7 +274,7 @@ fn run<T: GemmFloat>(
                 par.unwrap_or(&Par::new(1)),
             );
         }
-        let ptr = SyncPtr(c.as_mut_ptr());
+        let ptr = SyncPtr(c.as_mut_ptr() as *mut T);
         match (algo, par) {
             (Algo::SplitKFixed, Some(par)) if is_skinny(m, n, k) => {
                 gemm::splitk_fixed(&kern, &p, ptr, (n, 1), par)
@@ -282,15 +294,20 @@ fn run<T: GemmFloat>(
     {
         // Many small products: one per task (the bits do not depend on who computes what).
         par.install(|| {
-            out.par_chunks_mut(mn)
+            out.spare_capacity_mut()[..len]
+                .par_chunks_mut(mn)
                 .zip(offs_a.par_iter().zip(&offs_b))
                 .try_for_each(|(c, (&oa, &ob))| one(oa, ob, c, None))
         })?;
     } else {
-        for ((c, &oa), &ob) in out.chunks_mut(mn).zip(&offs_a).zip(&offs_b) {
+        let spare = &mut out.spare_capacity_mut()[..len];
+        for ((c, &oa), &ob) in spare.chunks_mut(mn).zip(&offs_a).zip(&offs_b) {
             one(oa, ob, c, Some(par))?;
         }
     }
+    // SAFETY: the products above wrote all `len` elements (one `m × n` block each, every
+    // element of it; an error returned before this line).
+    unsafe { out.set_len(len) };
     Ok(out)
 }
 
