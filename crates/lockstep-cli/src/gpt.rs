@@ -84,6 +84,14 @@ pub struct GptConfig {
     pub data: Option<PathBuf>,
     /// Turn deterministic algorithms off.
     pub nondeterministic: bool,
+    /// Where checkpoints go (`ckpt-{step:08}.safetensors`; see [`crate::gpt_checkpoint`]).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Save a checkpoint every this many steps (0 = never).
+    pub checkpoint_every: usize,
+    /// Keep only the newest this many checkpoints (0 = all).
+    pub keep: usize,
+    /// Resume from this checkpoint, or from the newest of this run in this directory.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for GptConfig {
@@ -118,6 +126,10 @@ impl Default for GptConfig {
             threads: 0,
             data: None,
             nondeterministic: false,
+            checkpoint_dir: None,
+            checkpoint_every: 0,
+            keep: 0,
+            resume: None,
         }
     }
 }
@@ -490,7 +502,7 @@ pub fn get_lr(cfg: &GptConfig, it: usize) -> f64 {
     cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
 }
 
-fn decay_iters(cfg: &GptConfig) -> usize {
+pub(crate) fn decay_iters(cfg: &GptConfig) -> usize {
     if cfg.lr_decay_iters == 0 {
         cfg.max_iters
     } else {
@@ -586,7 +598,7 @@ pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
             "must differ from --warmup-iters (the cosine would divide by zero)",
         ));
     }
-    Ok(())
+    crate::gpt_checkpoint::check(cfg)
 }
 
 /// The corpus split, the vocabulary and what the flags need of them.
@@ -719,6 +731,8 @@ fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxE
 pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
     check_config(cfg)?;
     let c = corpus(cfg)?;
+    // Checkpoint hooks (gpt_checkpoint.rs): the directory's lock and the `--resume` file.
+    let mut hooks = crate::gpt_checkpoint::Hooks::start(cfg)?;
     if cfg.threads > 0 {
         lockstep::set_num_threads(cfg.threads);
     }
@@ -752,8 +766,13 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
     let mut grad_norms = Vec::new();
     let mut evals = Vec::new();
     let evaluating = cfg.eval_interval > 0 && cfg.eval_iters > 0;
+    let mut start = 0;
+    if let Some(r) = hooks.resume(cfg, &model, &mut opt, &c.chars, &init_sha256)? {
+        start = r.step;
+        (step_losses, lrs, grad_norms, evals) = (r.step_losses, r.lrs, r.grad_norms, r.evals);
+    }
     model.train(true);
-    for it in 0..cfg.max_iters {
+    for it in start..cfg.max_iters {
         lockstep_tensor::trace::set_step(it);
         let lr = get_lr(cfg, it);
         opt.set_lr(lr);
@@ -775,6 +794,16 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
         opt.step()?;
         opt.zero_grad();
         step_losses.push(total);
+        if cfg.checkpoint_every > 0 && (it + 1).is_multiple_of(cfg.checkpoint_every) {
+            let so_far = crate::gpt_checkpoint::SoFar {
+                step: it + 1,
+                step_losses: step_losses.clone(),
+                lrs: lrs.clone(),
+                grad_norms: grad_norms.clone(),
+                evals: evals.clone(),
+            };
+            hooks.after_step(cfg, &model, &opt, &c.chars, &init_sha256, &so_far)?;
+        }
     }
     if evaluating {
         evals.push(estimate_loss(&mut model, &c, cfg, cfg.max_iters)?);

@@ -4,6 +4,7 @@ pub mod demo;
 pub mod distributed;
 pub mod doctor;
 pub mod gpt;
+pub mod gpt_checkpoint;
 pub mod sample;
 pub mod sweep;
 pub mod train;

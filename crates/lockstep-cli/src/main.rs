@@ -575,10 +575,6 @@ fn no_gpt_flags(a: &TrainArgs) -> Result<(), String> {
 /// models, and those gpt does not support yet, refused by name.
 fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
     const LATER: &[&str] = &[
-        "checkpoint_dir",
-        "checkpoint_every",
-        "keep",
-        "resume",
         "init_from",
         "distributed",
         "collective_timeout",
@@ -605,6 +601,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
             "json",
             "seeding",
             "nondeterministic",
+            "checkpoint_dir",
+            "checkpoint_every",
+            "keep",
+            "resume",
         ];
         if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
             return Err(format!(
@@ -644,6 +644,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
         threads: a.threads,
         data: a.data.clone(),
         nondeterministic: a.nondeterministic,
+        checkpoint_dir: a.checkpoint_dir.clone(),
+        checkpoint_every: a.checkpoint_every,
+        keep: a.keep,
+        resume: a.resume.clone(),
     })
 }
 
