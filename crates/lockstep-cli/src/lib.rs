@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod distributed;
 pub mod doctor;
+pub mod generate;
 pub mod gpt;
 pub mod gpt_checkpoint;
 pub mod sample;
