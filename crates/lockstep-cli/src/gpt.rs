@@ -92,6 +92,14 @@ pub struct GptConfig {
     /// Invariant seeding: windows per micro-shard (0: the default,
     /// [`crate::distributed::DEFAULT_MICRO_BATCH`]).
     pub micro_batch: usize,
+    /// Where checkpoints go (`ckpt-{step:08}.safetensors`; see [`crate::gpt_checkpoint`]).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Save a checkpoint every this many steps (0 = never).
+    pub checkpoint_every: usize,
+    /// Keep only the newest this many checkpoints (0 = all).
+    pub keep: usize,
+    /// Resume from this checkpoint, or from the newest of this run in this directory.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for GptConfig {
@@ -128,6 +136,10 @@ impl Default for GptConfig {
             nondeterministic: false,
             seeding: "torch".into(),
             micro_batch: 0,
+            checkpoint_dir: None,
+            checkpoint_every: 0,
+            keep: 0,
+            resume: None,
         }
     }
 }
@@ -500,7 +512,7 @@ pub fn get_lr(cfg: &GptConfig, it: usize) -> f64 {
     cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)
 }
 
-fn decay_iters(cfg: &GptConfig) -> usize {
+pub(crate) fn decay_iters(cfg: &GptConfig) -> usize {
     if cfg.lr_decay_iters == 0 {
         cfg.max_iters
     } else {
@@ -619,7 +631,7 @@ pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
             "must differ from --warmup-iters (the cosine would divide by zero)",
         ));
     }
-    Ok(())
+    crate::gpt_checkpoint::check(cfg)
 }
 
 /// The corpus split, the vocabulary and what the flags need of them.
@@ -769,7 +781,16 @@ pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptRe
         )
         .into());
     }
+    if shards.size() > 1 && (cfg.checkpoint_dir.is_some() || cfg.resume.is_some()) {
+        return Err(
+            "--checkpoint-dir and --resume are not yet supported for gpt under \
+                    --distributed on several processes"
+                .into(),
+        );
+    }
     let c = corpus(cfg)?;
+    // Checkpoint hooks (gpt_checkpoint.rs): the directory's lock and the `--resume` file.
+    let mut hooks = crate::gpt_checkpoint::Hooks::start(cfg)?;
     if cfg.threads > 0 {
         lockstep::set_num_threads(cfg.threads);
     }
@@ -803,8 +824,13 @@ pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptRe
     let mut grad_norms = Vec::new();
     let mut evals = Vec::new();
     let evaluating = cfg.eval_interval > 0 && cfg.eval_iters > 0;
+    let mut start = 0;
+    if let Some(r) = hooks.resume(cfg, &model, &mut opt, &c.chars, &init_sha256)? {
+        start = r.step;
+        (step_losses, lrs, grad_norms, evals) = (r.step_losses, r.lrs, r.grad_norms, r.evals);
+    }
     model.train(true);
-    for it in 0..cfg.max_iters {
+    for it in start..cfg.max_iters {
         lockstep_tensor::trace::set_step(it);
         let lr = get_lr(cfg, it);
         opt.set_lr(lr);
@@ -835,6 +861,16 @@ pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptRe
         opt.step()?;
         opt.zero_grad();
         step_losses.push(total);
+        if cfg.checkpoint_every > 0 && (it + 1).is_multiple_of(cfg.checkpoint_every) {
+            let so_far = crate::gpt_checkpoint::SoFar {
+                step: it + 1,
+                step_losses: step_losses.clone(),
+                lrs: lrs.clone(),
+                grad_norms: grad_norms.clone(),
+                evals: evals.clone(),
+            };
+            hooks.after_step(cfg, &model, &opt, &c.chars, &init_sha256, &so_far)?;
+        }
     }
     if evaluating {
         evals.push(if invariant {

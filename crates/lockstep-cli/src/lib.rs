@@ -3,7 +3,9 @@
 pub mod demo;
 pub mod distributed;
 pub mod doctor;
+pub mod generate;
 pub mod gpt;
+pub mod gpt_checkpoint;
 pub mod sample;
 pub mod sweep;
 pub mod train;

@@ -82,6 +82,15 @@ enum Command {
         #[arg(long)]
         custom_op: bool,
     },
+    /// Generate text from a gpt checkpoint (`train --model gpt --checkpoint-dir …`),
+    /// batch-invariant: row 0's logits and tokens are the same bits for any --batch, with or
+    /// without --kv-cache, at any --threads.
+    ///
+    /// Example: `lockstep generate --checkpoint ckpt/ckpt-00000200.safetensors --prompt "ROMEO:"
+    /// --tokens 200 --batch 8 --json`. Rows 1.. start from the validation text at offsets
+    /// (r−1)·997 mod (len(val) − L + 1), L the prompt's length; row r samples from its own
+    /// generator keyed by (seed, r). --temperature 0 is greedy (argmax).
+    Generate(GenerateArgs),
     /// Report what on this machine can break reproducibility.
     Doctor {
         /// Also run every deterministic kernel at 1, 2, 3 and all threads and compare bits.
@@ -156,6 +165,61 @@ impl DemoArgs {
             lr: self.lr,
             threads: self.threads,
             workers: self.workers,
+        }
+    }
+}
+
+/// The flags of `lockstep generate`.
+#[derive(clap::Args)]
+struct GenerateArgs {
+    /// A gpt checkpoint file (ckpt-STEP.safetensors).
+    #[arg(long)]
+    checkpoint: std::path::PathBuf,
+    /// Row 0's prompt (characters of the checkpoint's vocabulary).
+    #[arg(long, default_value = "\n", allow_hyphen_values = true)]
+    prompt: String,
+    /// Tokens to generate per row (the context is cropped to block_size, as nanoGPT).
+    #[arg(long, default_value_t = 200)]
+    tokens: usize,
+    /// Seed: row 0 samples as torch.Generator().manual_seed(SEED).
+    #[arg(long, default_value_t = 1337)]
+    seed: u64,
+    /// Sampling temperature; 0 = greedy (argmax).
+    #[arg(long, default_value_t = 0.8, allow_hyphen_values = true)]
+    temperature: f64,
+    /// Sample from the K largest logits (0 = all).
+    #[arg(long, default_value_t = 20)]
+    top_k: usize,
+    /// Sequences generated together; rows 1.. take their prompts from the validation text.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Reuse cached keys and values (true) or recompute the context every step (false).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    kv_cache: bool,
+    /// Kernel threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The corpus of the other rows' prompts [default: the checkpoint's --data].
+    #[arg(long)]
+    data: Option<std::path::PathBuf>,
+    /// Print only the JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+impl GenerateArgs {
+    fn config(&self) -> lockstep_cli::generate::GenerateConfig {
+        lockstep_cli::generate::GenerateConfig {
+            checkpoint: self.checkpoint.clone(),
+            prompt: self.prompt.clone(),
+            tokens: self.tokens,
+            seed: self.seed,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            batch: self.batch,
+            kv_cache: self.kv_cache,
+            threads: self.threads,
+            data: self.data.clone(),
         }
     }
 }
@@ -429,6 +493,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Generate(a) => lockstep_cli::generate::main(&a.config(), a.json),
         Command::Doctor { self_test, json } => {
             if lockstep_cli::doctor::run(self_test, json) {
                 ExitCode::SUCCESS
@@ -594,13 +659,7 @@ fn no_gpt_flags(a: &TrainArgs) -> Result<(), String> {
 /// `--model gpt`'s configuration: torch_gpt.py's defaults, the flags given; flags of the other
 /// models, and those gpt does not support yet, refused by name.
 fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
-    const LATER: &[&str] = &[
-        "checkpoint_dir",
-        "checkpoint_every",
-        "keep",
-        "resume",
-        "init_from",
-    ];
+    const LATER: &[&str] = &["init_from"];
     for g in &a.given {
         if LATER.contains(&g.as_str()) {
             return Err(format!("{} is not yet supported for gpt", flag(g)));
@@ -621,6 +680,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
             "distributed",
             "collective_timeout",
             "reduction",
+            "checkpoint_dir",
+            "checkpoint_every",
+            "keep",
+            "resume",
         ];
         if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
             return Err(format!(
@@ -662,6 +725,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
         nondeterministic: a.nondeterministic,
         seeding: a.seeding.clone(),
         micro_batch: a.micro_batch,
+        checkpoint_dir: a.checkpoint_dir.clone(),
+        checkpoint_every: a.checkpoint_every,
+        keep: a.keep,
+        resume: a.resume.clone(),
     })
 }
 
@@ -740,6 +807,9 @@ pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
             json,
             command,
         } => verify_config(threads, workers, runs, cmd, json, command).map(drop),
+        Command::Generate(a) => {
+            lockstep_cli::generate::check_config(&a.config()).map_err(|e| s(&e))
+        }
         Command::VerifyTestProgram { .. } | Command::Doctor { .. } => Ok(()),
     }
 }

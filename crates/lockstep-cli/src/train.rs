@@ -709,12 +709,12 @@ fn load_state_dict_strict(
     Ok(())
 }
 
-fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
+pub(crate) fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
     dir.join(format!("ckpt-{step:08}.safetensors"))
 }
 
 /// The checkpoints in `dir` (`ckpt-STEP.safetensors`), newest (highest step) first.
-fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
+pub(crate) fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
     let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read checkpoint directory {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -737,7 +737,7 @@ fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
 /// (`.ckpt-STEP.safetensors.XXXXXX.tmp`): they are never read, but would take a checkpoint's
 /// space each. A live writer's file is locked and kept
 /// (`lockstep_tensor::io::remove_stale_temporaries`).
-fn remove_stale_temporaries(dir: &std::path::Path) {
+pub(crate) fn remove_stale_temporaries(dir: &std::path::Path) {
     lockstep_tensor::io::remove_stale_temporaries(dir, |n| {
         n.starts_with(".ckpt-") && n.contains(".safetensors.")
     });
@@ -751,7 +751,9 @@ fn remove_stale_temporaries(dir: &std::path::Path) {
 ///
 /// # Errors
 /// Another live run holds the lock.
-fn lock_checkpoint_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, BoxError> {
+pub(crate) fn lock_checkpoint_dir(
+    dir: &std::path::Path,
+) -> Result<Option<std::fs::File>, BoxError> {
     if cfg!(not(unix)) {
         return Ok(None);
     }
@@ -852,7 +854,7 @@ fn resumed_of(meta: &serde_json::Value) -> Result<Resumed, String> {
 }
 
 /// The settings of a checkpoint's run that differ from this run's (`seed 1, lr 0.05`).
-fn differences(theirs: &serde_json::Value, ours: &serde_json::Value) -> String {
+pub(crate) fn differences(theirs: &serde_json::Value, ours: &serde_json::Value) -> String {
     let Some(o) = ours.as_object() else {
         return String::new();
     };

@@ -194,8 +194,11 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["--micro-batch", "4"],
             "--micro-batch 4 needs --seeding invariant",
         ),
-        (&["--checkpoint-dir", "/tmp/x"], "not yet supported for gpt"),
-        (&["--resume", "/tmp/x"], "not yet supported for gpt"),
+        (&["--checkpoint-every", "5"], "--checkpoint-every"),
+        (
+            &["--resume", "/nonexistent/lockstep-ckpt.safetensors"],
+            "/nonexistent/lockstep-ckpt.safetensors",
+        ),
     ];
     let mut args: Vec<String> = small.iter().map(|s| s.to_string()).collect();
     let base = args.len();

@@ -418,6 +418,14 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("topk", |p| two(p(f(&[3, 4])).topk(2, 1, true, true))),
         ("topk", |p| two(p(f(&[3, 4])).topk(3, 0, false, false))),
         ("topk", |p| two(p(f(&[2, 3, 4])).topk(4, -1, true, false))),
+        ("causal_attention", |p| {
+            let (q, k, v) = (f(&[1, 2, 3, 4]), pos(&[1, 2, 3, 4]), f(&[1, 2, 3, 4]));
+            one(p(q).causal_attention(&p(k), &p(v), 0, 0.5))
+        }),
+        ("causal_attention", |p| {
+            let (q, k, v) = (f(&[2, 1, 1, 9]), pos(&[2, 1, 5, 9]), f(&[2, 1, 5, 9]));
+            one(p(q).causal_attention(&p(k), &p(v), 3, 0.3))
+        }),
         ("where", |p| {
             let cond = f(&[3, 4]).gt(&pos(&[3, 4]))?;
             one(Tensor::where_(&p(cond), &p(f(&[3, 4])), &p(pos(&[3, 4]))))

@@ -28,6 +28,7 @@ macro_rules! chunked_ops {
     };
 }
 
+pub mod attention;
 pub mod conv;
 pub mod elementwise;
 pub mod index;
@@ -46,7 +47,7 @@ pub mod view;
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
 pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 13] = [
+    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 14] = [
         reduce::ops,
         matmul::ops,
         conv::ops,
@@ -60,6 +61,7 @@ pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
         norm::ops,
         mask::ops,
         topk::ops,
+        attention::ops,
     ];
     families.into_iter().flat_map(|f| f()).collect()
 }
