@@ -302,7 +302,7 @@ pub use with_mpi::{Mpi, main, main_gpt};
 mod with_mpi {
     use super::{BoxError, DistOptions, Reduction, Shards, check_own, own_count, tree_sum};
     use crate::train::{self, Quiet, TrainConfig};
-    use lockstep_tensor::try_filled_vec;
+    use lockstep::tensor::try_filled_vec;
     use mpi::collective::SystemOperation;
     use mpi::datatype::Equivalence;
     use mpi::topology::SimpleCommunicator;

@@ -31,10 +31,10 @@
 use crate::gpt::tokenize;
 use crate::gpt_checkpoint;
 use lockstep::checkpoint::Checkpoint;
+use lockstep::nn::{Var, functional as F, no_grad};
 use lockstep::rng::Generator;
 use lockstep::rng::compat::numpy::SeedSequence;
 use lockstep::{DType, Tensor};
-use lockstep_nn::{Var, functional as F, no_grad};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;

@@ -14,11 +14,11 @@
 
 use crate::distributed::{Local, Shards};
 use crate::train::sha256_of;
+use lockstep::nn::layers::{Dropout, Embedding, GELU, LayerNorm, Linear};
+use lockstep::nn::module::ModuleList;
+use lockstep::nn::optim::{self, Optimizer};
+use lockstep::nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
 use lockstep::{DType, Tensor};
-use lockstep_nn::layers::{Dropout, Embedding, GELU, LayerNorm, Linear};
-use lockstep_nn::module::ModuleList;
-use lockstep_nn::optim::{self, Optimizer};
-use lockstep_nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -237,7 +237,7 @@ impl Module for CausalSelfAttention {
 }
 
 impl Forward for CausalSelfAttention {
-    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+    fn forward(&self, x: &Var) -> lockstep::nn::Result<Var> {
         let (b, t, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
         let (bi, ti, ci, nh) = (b as isize, t as isize, c as isize, self.n_head as isize);
         let hd = c / self.n_head;
@@ -277,7 +277,7 @@ impl Module for Mlp {
 }
 
 impl Forward for Mlp {
-    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+    fn forward(&self, x: &Var) -> lockstep::nn::Result<Var> {
         let h = self.gelu.forward(&self.c_fc.forward(x)?)?;
         self.dropout.forward(&self.c_proj.forward(&h)?)
     }
@@ -305,7 +305,7 @@ impl Module for Block {
 }
 
 impl Forward for Block {
-    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+    fn forward(&self, x: &Var) -> lockstep::nn::Result<Var> {
         let x = x.add(&self.attn.forward(&self.ln_1.forward(x)?)?)?;
         x.add(&self.mlp.forward(&self.ln_2.forward(&x)?)?)
     }
@@ -354,7 +354,7 @@ impl Module for Gpt {
 }
 
 /// `nn.LayerNorm(n, bias=bias)`: without a bias, the weight only.
-fn layer_norm(n: usize, bias: bool) -> lockstep_nn::Result<LayerNorm> {
+fn layer_norm(n: usize, bias: bool) -> lockstep::nn::Result<LayerNorm> {
     LayerNorm::with_options(&[n], true, bias)
 }
 
@@ -419,11 +419,11 @@ impl Gpt {
             training: Training::default(),
         };
         // `self.apply(_init_weights)`: children before parents, in registration order.
-        let normal = |w: &Var, std: f64| lockstep_nn::init::normal_(w, 0.0, std, None);
-        let linear = |l: &Linear| -> lockstep_nn::Result<()> {
+        let normal = |w: &Var, std: f64| lockstep::nn::init::normal_(w, 0.0, std, None);
+        let linear = |l: &Linear| -> lockstep::nn::Result<()> {
             normal(&l.weight, 0.02)?;
             if let Some(b) = &l.bias {
-                lockstep_nn::init::zeros_(b)?;
+                lockstep::nn::init::zeros_(b)?;
             }
             Ok(())
         };
@@ -831,7 +831,7 @@ pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptRe
     }
     model.train(true);
     for it in start..cfg.max_iters {
-        lockstep_tensor::trace::set_step(it);
+        lockstep::tensor::trace::set_step(it);
         let lr = get_lr(cfg, it);
         opt.set_lr(lr);
         lrs.push(lr);
@@ -941,7 +941,7 @@ pub fn main(cfg: &GptConfig, json: bool) -> std::process::ExitCode {
 ///   at `integers(0, len(train) − block_size)` drawn from
 ///   `numpy.random.default_rng(SeedSequence(seed, spawn_key=(s, j)))`.
 /// * Its dropout masks come from `SeedSequence(seed, spawn_key=(s, j, 1 + site))`
-///   ([`lockstep_nn::rng::SampleKeys`]), where `site` numbers the dropouts in forward order:
+///   ([`lockstep::nn::rng::SampleKeys`]), where `site` numbers the dropouts in forward order:
 ///   0 the embedding's, then for block `l` `1 + 3l` the attention weights', `2 + 3l` the
 ///   residual after attention, `3 + 3l` the MLP's.
 /// * The windows are cut by position into micro-shards of `m` (`--micro-batch`, default
@@ -957,9 +957,9 @@ mod invariant {
     use super::{BoxError, Corpus, Eval, Gpt, GptConfig};
     use crate::distributed::{Shards, micro_batch_size, tree_sum};
     use lockstep::Tensor;
-    use lockstep_nn::rng::{SampleKeys, with_sample_keys};
-    use lockstep_nn::{Module, Var, functional as F, no_grad};
-    use lockstep_rng::compat::numpy::{SeedSequence, default_rng_from};
+    use lockstep::nn::rng::{SampleKeys, with_sample_keys};
+    use lockstep::nn::{Module, Var, functional as F, no_grad};
+    use lockstep::rng::compat::numpy::{SeedSequence, default_rng_from};
 
     /// The first word of evaluation windows' spawn keys ("eval"), which training keys (two
     /// words) and dropout keys (three) never have in a key of four words.

@@ -20,8 +20,8 @@ use crate::train::{
     checkpoint_path, checkpoints_in, differences, lock_checkpoint_dir, remove_stale_temporaries,
 };
 use lockstep::checkpoint::Checkpoint;
-use lockstep_nn::Module;
-use lockstep_nn::optim::Optimizer;
+use lockstep::nn::Module;
+use lockstep::nn::optim::Optimizer;
 use serde_json::{Value, json};
 use std::path::Path;
 

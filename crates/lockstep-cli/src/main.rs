@@ -407,7 +407,7 @@ struct TrainArgs {
 }
 
 fn main() -> ExitCode {
-    // Freed memory stays in the process: lockstep_tensor::memory, at the first tensor.
+    // Freed memory stays in the process: lockstep::tensor::memory, at the first tensor.
     // A bad LOCKSTEP_ISA is refused up front (the library alone would warn and fall back).
     if let Err(e) = lockstep_cli::doctor::check_isa_env() {
         eprintln!("error: {e}");

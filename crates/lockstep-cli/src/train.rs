@@ -15,15 +15,15 @@ use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
 };
-use lockstep::rng::compat::numpy::RandomState;
-use lockstep_nn::layers::{
+use lockstep::nn::layers::{
     BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
 };
-use lockstep_nn::optim::{self, LrScheduler, Optimizer};
-use lockstep_nn::rng::{SampleKeys, with_sample_keys};
-use lockstep_nn::rnn::{Rnn, RnnConfig};
-use lockstep_nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
-use lockstep_nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
+use lockstep::nn::optim::{self, LrScheduler, Optimizer};
+use lockstep::nn::rng::{SampleKeys, with_sample_keys};
+use lockstep::nn::rnn::{Rnn, RnnConfig};
+use lockstep::nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
+use lockstep::nn::{Forward, Module, Training, Var, Visitor, functional as F, no_grad};
+use lockstep::rng::compat::numpy::RandomState;
 use serde_json::json;
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -309,7 +309,7 @@ struct SequenceNet {
 }
 
 impl Forward for SequenceNet {
-    fn forward(&self, x: &Var) -> lockstep_nn::Result<Var> {
+    fn forward(&self, x: &Var) -> lockstep::nn::Result<Var> {
         let out = self.rnn.forward(&x.reshape(&[-1, 8, 8])?)?;
         let last = out.shape()[1] - 1;
         self.head.forward(&out.select(1, last)?)
@@ -736,9 +736,9 @@ pub(crate) fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxE
 /// Removes the temporary files killed runs left while writing a checkpoint
 /// (`.ckpt-STEP.safetensors.XXXXXX.tmp`): they are never read, but would take a checkpoint's
 /// space each. A live writer's file is locked and kept
-/// (`lockstep_tensor::io::remove_stale_temporaries`).
+/// (`lockstep::tensor::io::remove_stale_temporaries`).
 pub(crate) fn remove_stale_temporaries(dir: &std::path::Path) {
-    lockstep_tensor::io::remove_stale_temporaries(dir, |n| {
+    lockstep::tensor::io::remove_stale_temporaries(dir, |n| {
         n.starts_with(".ckpt-") && n.contains(".safetensors.")
     });
 }
@@ -1134,7 +1134,7 @@ pub fn run_distributed(
         while !done(step) {
             let Some(batch) = it.next() else { break };
             let (xb, yb, ib) = batch?;
-            lockstep_tensor::trace::set_step(step);
+            lockstep::tensor::trace::set_step(step);
             let l = if invariant {
                 // The micro-shard sum is invariant seeding's gradient, on one process as on W.
                 let keys = SampleKeys::new(
@@ -1370,10 +1370,10 @@ impl StatsExchange for StatsOver<'_> {
         own: &[Vec<f64>],
         g: usize,
         len: usize,
-    ) -> lockstep_tensor::Result<Vec<Vec<f64>>> {
+    ) -> lockstep::tensor::Result<Vec<Vec<f64>>> {
         self.0
             .gather_f64(own, g, len)
-            .map_err(|e| lockstep_tensor::Error::InvalidArgument {
+            .map_err(|e| lockstep::tensor::Error::InvalidArgument {
                 op: "sync_batch_norm",
                 arg: "exchange",
                 reason: e.to_string(),

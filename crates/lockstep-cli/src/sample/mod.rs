@@ -28,8 +28,8 @@ impl fmt::Display for SampleError {
 
 impl std::error::Error for SampleError {}
 
-impl From<lockstep_rng::Error> for SampleError {
-    fn from(e: lockstep_rng::Error) -> Self {
+impl From<lockstep::rng::Error> for SampleError {
+    fn from(e: lockstep::rng::Error) -> Self {
         SampleError(e.to_string())
     }
 }
@@ -412,7 +412,7 @@ fn run_parts(
         "torch" => {
             let seed = torch::seed_arg(&opts)?;
             torch::run(
-                &mut lockstep_rng::Generator::with_seed(seed),
+                &mut lockstep::rng::Generator::with_seed(seed),
                 func,
                 &opts,
                 repeat,
@@ -481,7 +481,7 @@ pub fn run_to(
 /// Runs torch function `func` with `args` on the caller's generator `g` (not reseeded), for
 /// tests that inspect the generator state afterwards. `--seed` is accepted and ignored.
 pub fn torch_on(
-    g: &mut lockstep_rng::Generator,
+    g: &mut lockstep::rng::Generator,
     func: &str,
     args: &[String],
 ) -> Result<Values, SampleError> {

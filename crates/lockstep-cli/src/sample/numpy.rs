@@ -186,7 +186,7 @@ const BYTES: FnDoc = FnDoc {
 fn bytes_calls(
     opts: &Opts,
     repeat: usize,
-    mut draw: impl FnMut(usize) -> lockstep_rng::Result<Vec<u8>>,
+    mut draw: impl FnMut(usize) -> lockstep::rng::Result<Vec<u8>>,
 ) -> Result<Values, SampleError> {
     let length: usize = opts.require("length")?;
     let then: Option<usize> = opts.get("then")?;
@@ -345,7 +345,7 @@ const GENERATOR_FNS: [FnDoc; 15 + DISTS.len()] = concat(
 fn f64_calls(
     repeat: usize,
     n: usize,
-    mut fill: impl FnMut(&mut [f64]) -> lockstep_rng::Result<()>,
+    mut fill: impl FnMut(&mut [f64]) -> lockstep::rng::Result<()>,
 ) -> Result<Values, SampleError> {
     repeat_calls(repeat, || {
         let mut v = vec![0.0; n];
@@ -353,11 +353,11 @@ fn f64_calls(
         Ok(Values::F64(v))
     })
 }
-use lockstep_rng::compat::numpy::{
+use lockstep::rng::compat::numpy::{
     BitGenerator, CheckValid, Distributions, Generator, IntDtype, MemoryOrder, MvhgMethod, MvnDraw,
     MvnMethod, Pcg64Dxsm, Philox, RandomState, SeedSequence, Sfc64,
 };
-use lockstep_rng::engines::{Mt19937, Pcg64};
+use lockstep::rng::engines::{Mt19937, Pcg64};
 
 /// The number of values in `--shape` (one when absent), checked so that all `--repeat`
 /// calls stay within the print cap.
@@ -633,7 +633,7 @@ impl BitGenOps for Mt19937 {
     fn jumped_by(&self, jumps: u128) -> Result<Self, SampleError> {
         let jumps = u64::try_from(jumps)
             .map_err(|_| SampleError(format!("MT19937: jumped({jumps}) is too many jumps")))?;
-        Ok(lockstep_rng::compat::numpy::mt19937_jumped(self, jumps))
+        Ok(lockstep::rng::compat::numpy::mt19937_jumped(self, jumps))
     }
     fn state_ints(&self) -> Vec<String> {
         let mut v: Vec<String> = self.state().iter().map(u32::to_string).collect();
@@ -1143,13 +1143,13 @@ trait IntDraw {
         low: i128,
         high: i128,
         out: &mut [T],
-    ) -> lockstep_rng::Result<()>;
+    ) -> lockstep::rng::Result<()>;
     fn array<T: IntDtype>(
         &mut self,
         low: &Bound,
         high: &Bound,
         size: Option<&[usize]>,
-    ) -> lockstep_rng::Result<Vec<T>>;
+    ) -> lockstep::rng::Result<Vec<T>>;
 }
 
 /// `RandomState.randint` (open interval, masked rejection).
@@ -1161,7 +1161,7 @@ impl<B: BitGenerator> IntDraw for LegacyInts<'_, B> {
         low: i128,
         high: i128,
         out: &mut [T],
-    ) -> lockstep_rng::Result<()> {
+    ) -> lockstep::rng::Result<()> {
         self.0.randint(low, high, out)
     }
     fn array<T: IntDtype>(
@@ -1169,7 +1169,7 @@ impl<B: BitGenerator> IntDraw for LegacyInts<'_, B> {
         low: &Bound,
         high: &Bound,
         size: Option<&[usize]>,
-    ) -> lockstep_rng::Result<Vec<T>> {
+    ) -> lockstep::rng::Result<Vec<T>> {
         let (v, _) =
             self.0
                 .randint_array((&low.data, &low.shape), (&high.data, &high.shape), size)?;
@@ -1186,7 +1186,7 @@ impl<B: BitGenerator> IntDraw for GenInts<'_, B> {
         low: i128,
         high: i128,
         out: &mut [T],
-    ) -> lockstep_rng::Result<()> {
+    ) -> lockstep::rng::Result<()> {
         self.0.integers(low, high, self.1, out)
     }
     fn array<T: IntDtype>(
@@ -1194,7 +1194,7 @@ impl<B: BitGenerator> IntDraw for GenInts<'_, B> {
         low: &Bound,
         high: &Bound,
         size: Option<&[usize]>,
-    ) -> lockstep_rng::Result<Vec<T>> {
+    ) -> lockstep::rng::Result<Vec<T>> {
         let (v, _) = self.0.integers_array(
             (&low.data, &low.shape),
             (&high.data, &high.shape),
@@ -1390,7 +1390,7 @@ fn run_dist<D: Distributions>(
             }
             "standard_cauchy" => floats!(size(false)?, |v| {
                 d.standard_cauchy(&mut v);
-                Ok::<(), lockstep_rng::Error>(())
+                Ok::<(), lockstep::rng::Error>(())
             }),
             "standard_gamma" => {
                 let shape = req("shape")?;

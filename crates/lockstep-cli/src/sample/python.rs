@@ -11,7 +11,7 @@ use super::{
     FnDoc, LibDoc, Opts, SampleError, Values, check_count, fail, opt, repeat_calls,
     unknown_function,
 };
-use lockstep_rng::compat::python::Random;
+use lockstep::rng::compat::python::Random;
 
 /// `lockstep sample python FN`: what `r = random.Random(S)` then one call on `r` draws.
 pub(super) const LIB: LibDoc = LibDoc {

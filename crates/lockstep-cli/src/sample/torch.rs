@@ -5,8 +5,8 @@
 use super::{
     FnDoc, LibDoc, MAX_VALUES, Opts, SampleError, Values, fail, opt, repeat_calls, unknown_function,
 };
-use lockstep_rng::Generator;
-use lockstep_rng::compat::torch::{self as t, Float, init};
+use lockstep::rng::Generator;
+use lockstep::rng::compat::torch::{self as t, Float, init};
 
 /// `--seed`, any integer PyTorch's `manual_seed` accepts (`-2^63 ..= 2^64-1`), mod 2^64.
 pub fn seed_arg(opts: &Opts) -> Result<u64, SampleError> {
