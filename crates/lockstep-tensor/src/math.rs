@@ -39,8 +39,9 @@
 //!   normal one.
 //!
 //! [`lanes`] holds branch-free forms of `expf`, `exp`, `erff` and `erf` with exactly these bits,
-//! which loops turn into vector code (the elementwise `exp`, `sigmoid`, `gelu` and GELU's
-//! gradient use them), so the table above holds for them too.
+//! which loops turn into vector code (the elementwise `exp` and `sigmoid` use them; GELU does
+//! not, its closure around the erf form was not inlined into the vector loop and ran slower
+//! than the scalar function), so the table above holds for them too.
 //!
 //! The compat samplers (`lockstep_rng::compat`) do *not* use this module: they mirror the
 //! reference library, which calls the platform's functions (see the README's table).

@@ -138,6 +138,9 @@ fn same_bits_at_1_2_3_8_threads() {
         with_num_threads(t, || {
             let mut x = a.clone();
             x.add_(&b, -0.0123).unwrap();
+            // Constant operands: positions past the last whole vector round twice, by index.
+            x.add_scalar_(0.3, 3.7).unwrap();
+            x.sub_(&Tensor::scalar(1.5f32), 0.77).unwrap();
             x.addcmul_(&b, &c, 0.5).unwrap();
             x.lerp_(&c, 0.7).unwrap();
             x.clamp_(Some(-50.0), Some(50.0)).unwrap();
