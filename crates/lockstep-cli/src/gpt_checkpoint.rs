@@ -15,7 +15,7 @@
 //! state, so a run stopped at `s` and resumed gives the uninterrupted run's report and final
 //! weights bit for bit (at any thread count: the kernels are thread-invariant).
 
-use crate::gpt::{Eval, GptConfig};
+use crate::gpt_config::{Eval, GptConfig, decay_iters};
 use crate::train::{
     checkpoint_path, checkpoints_in, differences, lock_checkpoint_dir, remove_stale_temporaries,
 };
@@ -41,7 +41,7 @@ pub fn identity(cfg: &GptConfig) -> Value {
         "dropout": cfg.dropout, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
         "lr": cfg.lr, "min_lr": cfg.min_lr, "warmup_iters": cfg.warmup_iters,
         // The step where the cosine ends (`--max-iters` when `--lr-decay-iters` is 0).
-        "lr_decay_iters": if cfg.decay_lr { crate::gpt::decay_iters(cfg) } else { 0 },
+        "lr_decay_iters": if cfg.decay_lr { decay_iters(cfg) } else { 0 },
         "decay_lr": cfg.decay_lr, "weight_decay": cfg.weight_decay, "beta1": cfg.beta1,
         "beta2": cfg.beta2, "grad_clip": cfg.grad_clip, "eval_interval": cfg.eval_interval,
         "eval_iters": cfg.eval_iters, "val_fraction": cfg.val_fraction,
@@ -53,7 +53,7 @@ pub fn identity(cfg: &GptConfig) -> Value {
         let global = cfg.batch_size * cfg.grad_accum;
         id["batch_size"] = json!(global);
         id["grad_accum"] = json!(1);
-        id["micro_batch"] = json!(crate::distributed::micro_batch_size(cfg.micro_batch));
+        id["micro_batch"] = json!(crate::shards::micro_batch_size(cfg.micro_batch));
     }
     id
 }

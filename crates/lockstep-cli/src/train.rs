@@ -9,7 +9,7 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
-use crate::distributed::{Local, Shards, micro_batch_size};
+use crate::shards::{Local, Shards, micro_batch_size};
 use lockstep::Tensor;
 use lockstep::checkpoint::Checkpoint;
 use lockstep::data::{
@@ -955,168 +955,57 @@ pub fn run_distributed(
 ) -> Result<Report, BoxError> {
     let Checked { aug, invariant } = check_flags(cfg, shards.size())?;
     // Held until the run returns; only rank 0 writes checkpoints.
-    let mut _dir_lock = None;
-    if let Some(d) = &cfg.checkpoint_dir {
-        std::fs::create_dir_all(d)
-            .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
-        if shards.rank() == 0 {
-            _dir_lock = lock_checkpoint_dir(d)?;
-            remove_stale_temporaries(d);
-        }
-    }
+    let _dir_lock = prepare_checkpoint_dir(cfg, shards.rank())?;
     let resume = match &cfg.resume {
         Some(p) => resume_checkpoint(p, &identity(cfg))?,
         None => None,
     };
-    if cfg.threads > 0 {
-        lockstep::set_num_threads(cfg.threads);
-    }
-    // The tutorials' seed_everything, in this order; deterministic algorithms on.
-    lockstep::seed_everything(cfg.seed)?;
-    lockstep::use_deterministic_algorithms(!cfg.nondeterministic);
-
-    let (x, y) = load_data(cfg.data.as_ref())?;
-    let n = y.len();
-    check_test_size(cfg.test_size, n)?;
-    let split_gen = SharedGenerator::with_seed(cfg.seed);
-    let perm = split_gen.with(|g| lockstep::rng::compat::torch::randperm(g, n));
-    let (train_idx, test_idx) = perm.split_at(n - cfg.test_size);
-    let gather = |idx: &[i64]| {
-        let mut xs = Vec::with_capacity(idx.len() * 64);
-        let mut ys = Vec::with_capacity(idx.len());
-        for &i in idx {
-            let i = i as usize;
-            xs.extend_from_slice(&x[i * 64..(i + 1) * 64]);
-            ys.push(y[i]);
-        }
-        (xs, ys)
-    };
-    let (train_x, train_y) = gather(train_idx);
-    let (test_x, test_y) = gather(test_idx);
-    let train_ds = NoisyDigits {
-        x: train_x,
-        y: train_y,
-        aug,
-        noise: cfg.noise,
-    };
-    let x_test = Var::constant(Tensor::from_vec(test_x, &[test_y.len(), 64])?);
-
-    let mut model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
-    if let Some(p) = &cfg.init_from {
-        let state = lockstep::checkpoint::read_state_dict(p)?;
-        load_state_dict_strict(model.as_ref(), &cfg.model, state)
-            .map_err(|e| format!("--init-from {}: {e}", p.display()))?;
-    }
+    set_up_globals(cfg)?;
+    let Split {
+        train_ds,
+        x_test,
+        test_y,
+    } = split_data(cfg, aug)?;
+    let mut model = initial_model(cfg)?;
     let params = model.parameters();
-    let mut init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
-
+    let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
     let numpy_skip: NumpySkip = Default::default();
-    let skip = numpy_skip.clone();
-    let mut loader = DataLoader::builder(train_ds)
-        .batch_size(cfg.batch_size)
-        .shuffle(true)
-        .generator(SharedGenerator::with_seed(cfg.seed))
-        .num_workers(cfg.workers)
-        .seeding(if invariant {
-            Seeding::PerSample { seed: cfg.seed }
-        } else {
-            Seeding::TorchCompatible
-        })
-        .worker_init_fn(move |_| {
-            // seed_worker: np.random.seed(torch.initial_seed() % 2**32) (and random.seed).
-            let info = get_worker_info();
-            let seed = info.as_ref().map_or(0, |w| w.seed);
-            let mut rs = RandomState::new((seed % (1 << 32)) as u32);
-            // Resuming mid-epoch: replay the Gaussians this worker drew before the checkpoint.
-            let replay = info.and_then(|w| {
-                let mut g = skip.lock().unwrap_or_else(|e| e.into_inner());
-                g.as_mut().and_then(|v| v.get_mut(w.id).map(std::mem::take))
-            });
-            if let Some(k) = replay {
-                let mut sink = vec![0f64; 64];
-                for _ in 0..k {
-                    rs.normal(0.0, 1.0, &mut sink)?;
-                }
-            }
-            WORKER_NUMPY.with(|w| *w.borrow_mut() = Some(rs));
-            Ok(())
-        })
-        .build()?;
+    let mut loader = build_loader(cfg, invariant, train_ds, numpy_skip.clone())?;
     let mut opt = build_optimizer(cfg, params.clone())?;
     let mut sched = build_scheduler(cfg, opt.as_mut())?;
 
-    let mut step_losses: Vec<f64> = Vec::new();
-    let mut test_accuracy: Vec<f64> = Vec::new();
-    let mut step = 0usize;
-    let mut first_epoch = 0usize;
+    let mut so_far = Resumed {
+        step: 0,
+        epoch: 0,
+        step_losses: Vec::new(),
+        test_accuracy: Vec::new(),
+        init_sha256,
+    };
     if let Some((ck, resumed)) = resume {
-        let meta = ck.meta();
-        if meta["config"] != identity(cfg) {
-            return Err(format!(
-                "the checkpoint is from another run: its configuration {} differs from this one {}",
-                meta["config"],
-                identity(cfg)
-            )
-            .into());
-        }
-        let mut known: Vec<String> = model.named_all().into_iter().map(|n| n.name).collect();
-        ck.load_module(model.as_ref())?;
-        ck.load_optimizer(opt.as_mut())?;
-        known.extend(
-            opt.state()
-                .into_iter()
-                .map(|(k, _)| format!("optimizer.{k}")),
-        );
-        if let Some(s) = sched.as_mut() {
-            ck.load_scheduler(s.as_mut())?;
-        }
-        let ls = ck.loader()?;
-        if !invariant && ls.in_pass && aug == Aug::Numpy && cfg.workers > 0 {
-            // Samples each worker fetched this epoch: batch k went to worker k mod W.
-            let mut per = vec![0usize; cfg.workers];
-            for (k, b) in ls.batches[..ls.batches_done].iter().enumerate() {
-                per[k % cfg.workers] += b.len();
-            }
-            *numpy_skip.lock().unwrap_or_else(|e| e.into_inner()) = Some(per);
-        }
-        loader.load_state_dict(ls)?;
-        ck.restore_global_rngs()?;
-        known.extend(
-            ["loader.state", "rng.torch", "rng.python", "rng.numpy"]
-                .iter()
-                .map(|s| s.to_string()),
-        );
-        let extra: Vec<&str> = ck
-            .names()
-            .filter(|k| !known.iter().any(|n| n == k) && !k.starts_with("rng.registered."))
-            .collect();
-        if !extra.is_empty() {
-            return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
-        }
-        // The step must fall inside its epoch: (epoch·P, (epoch + 1)·P] for P steps per epoch.
-        let per_epoch = loader.len();
-        let (lo, hi) = (
-            resumed.epoch.saturating_mul(per_epoch),
-            resumed.epoch.saturating_add(1).saturating_mul(per_epoch),
-        );
-        if !(lo < resumed.step && resumed.step <= hi) {
-            return Err(format!(
-                "checkpoint metadata contradicts itself: step {} is not in epoch {} ({per_epoch} \
-                 steps per epoch: steps {}..={hi})",
-                resumed.step,
-                resumed.epoch,
-                lo + 1
-            )
-            .into());
-        }
-        Resumed {
-            step,
-            epoch: first_epoch,
-            step_losses,
-            test_accuracy,
-            init_sha256,
-        } = resumed;
+        let mut parts = Parts {
+            model: model.as_ref(),
+            opt: opt.as_mut(),
+            sched: sched.as_deref_mut(),
+        };
+        restore(
+            cfg,
+            &ck,
+            &mut parts,
+            &mut loader,
+            &numpy_skip,
+            aug,
+            invariant,
+        )?;
+        check_resumed_step(&resumed, loader.len())?;
+        so_far = resumed;
     }
+    let Resumed {
+        mut step,
+        epoch: first_epoch,
+        mut step_losses,
+        mut test_accuracy,
+        init_sha256,
+    } = so_far;
 
     let per_epoch = loader.len();
     let total = if cfg.max_steps > 0 {
@@ -1170,15 +1059,12 @@ pub fn run_distributed(
                 && cfg.checkpoint_every > 0
                 && step.is_multiple_of(cfg.checkpoint_every)
             {
-                let mut ck = Checkpoint::new();
-                ck.put_module(model.as_ref());
-                ck.put_optimizer(opt.as_ref());
-                if let Some(s) = &sched {
-                    ck.put_scheduler(s.as_ref());
-                }
-                ck.put_loader(&it.state_dict());
-                ck.put_global_rngs();
-                ck.set_meta(&json!({
+                let parts = Parts {
+                    model: model.as_ref(),
+                    opt: opt.as_mut(),
+                    sched: sched.as_deref_mut(),
+                };
+                let meta = json!({
                     "config": identity(cfg),
                     "step": step,
                     "epoch": epoch,
@@ -1189,13 +1075,8 @@ pub fn run_distributed(
                     "benchmark": lockstep::tensor::autotune::benchmark(),
                     "threads": lockstep::get_num_threads(),
                     "workers": cfg.workers,
-                }));
-                ck.save(checkpoint_path(dir, step))?;
-                if cfg.keep > 0 {
-                    for old in checkpoints_in(dir)?.into_iter().skip(cfg.keep) {
-                        let _ = std::fs::remove_file(old);
-                    }
-                }
+                });
+                save_checkpoint(cfg, dir, step, &parts, &it.state_dict(), &meta)?;
             }
         }
         drop(it);
@@ -1206,13 +1087,7 @@ pub fn run_distributed(
         if let Some(s) = sched.as_mut() {
             s.step(opt.as_mut());
         }
-        model.eval();
-        let pred = no_grad(|| model.forward(&x_test))?
-            .data()
-            .argmax(Some(1), false)?;
-        let pred = pred.to_vec::<i64>()?;
-        let correct = pred.iter().zip(&test_y).filter(|(a, b)| a == b).count();
-        let acc = correct as f64 / test_y.len() as f64;
+        let acc = evaluate(model.as_mut(), &x_test, &test_y)?;
         test_accuracy.push(acc);
         progress.epoch(epoch + 1, acc);
         if done(step) {
@@ -1221,11 +1096,286 @@ pub fn run_distributed(
     }
     progress.finish();
     shards.finish();
+    Ok(report(
+        cfg,
+        model.as_ref(),
+        step,
+        init_sha256,
+        step_losses,
+        test_accuracy,
+    ))
+}
+
+/// Creates `--checkpoint-dir`; on rank 0 also takes its lock (held while the returned file
+/// lives) and removes killed runs' temporaries. Only rank 0 writes checkpoints.
+///
+/// # Errors
+/// The directory cannot be created, or another run holds it.
+fn prepare_checkpoint_dir(
+    cfg: &TrainConfig,
+    rank: usize,
+) -> Result<Option<std::fs::File>, BoxError> {
+    let Some(d) = &cfg.checkpoint_dir else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(d)
+        .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let lock = lock_checkpoint_dir(d)?;
+    remove_stale_temporaries(d);
+    Ok(lock)
+}
+
+/// The process-wide settings of the run: threads, then the tutorials' `seed_everything` in
+/// this order, then deterministic algorithms (on unless `--nondeterministic`).
+fn set_up_globals(cfg: &TrainConfig) -> Result<(), BoxError> {
+    if cfg.threads > 0 {
+        lockstep::set_num_threads(cfg.threads);
+    }
+    lockstep::seed_everything(cfg.seed)?;
+    lockstep::use_deterministic_algorithms(!cfg.nondeterministic);
+    Ok(())
+}
+
+/// The training set and the test inputs and labels.
+struct Split {
+    train_ds: NoisyDigits,
+    x_test: Var,
+    test_y: Vec<i64>,
+}
+
+/// Loads the data and splits it as `torch_train.py`: a `randperm` of its own generator seeded
+/// with `--seed`, the last `--test-size` rows for testing.
+fn split_data(cfg: &TrainConfig, aug: Aug) -> Result<Split, BoxError> {
+    let (x, y) = load_data(cfg.data.as_ref())?;
+    let n = y.len();
+    check_test_size(cfg.test_size, n)?;
+    let split_gen = SharedGenerator::with_seed(cfg.seed);
+    let perm = split_gen.with(|g| lockstep::rng::compat::torch::randperm(g, n));
+    let (train_idx, test_idx) = perm.split_at(n - cfg.test_size);
+    let gather = |idx: &[i64]| {
+        let mut xs = Vec::with_capacity(idx.len() * 64);
+        let mut ys = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let i = i as usize;
+            xs.extend_from_slice(&x[i * 64..(i + 1) * 64]);
+            ys.push(y[i]);
+        }
+        (xs, ys)
+    };
+    let (train_x, train_y) = gather(train_idx);
+    let (test_x, test_y) = gather(test_idx);
+    let train_ds = NoisyDigits {
+        x: train_x,
+        y: train_y,
+        aug,
+        noise: cfg.noise,
+    };
+    let x_test = Var::constant(Tensor::from_vec(test_x, &[test_y.len(), 64])?);
+    Ok(Split {
+        train_ds,
+        x_test,
+        test_y,
+    })
+}
+
+/// The model of `--model`, its initial weights from `--init-from` if given.
+fn initial_model(cfg: &TrainConfig) -> Result<Box<dyn Forward>, BoxError> {
+    let model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
+    if let Some(p) = &cfg.init_from {
+        let state = lockstep::checkpoint::read_state_dict(p)?;
+        load_state_dict_strict(model.as_ref(), &cfg.model, state)
+            .map_err(|e| format!("--init-from {}: {e}", p.display()))?;
+    }
+    Ok(model)
+}
+
+/// The training loader: shuffled by its own generator seeded with `--seed`, per-sample
+/// streams in invariant seeding, and `torch_train.py`'s `seed_worker` in each worker (with
+/// `numpy_skip`'s replay when resuming mid-epoch).
+fn build_loader(
+    cfg: &TrainConfig,
+    invariant: bool,
+    train_ds: NoisyDigits,
+    skip: NumpySkip,
+) -> Result<DataLoader<NoisyDigits>, BoxError> {
+    Ok(DataLoader::builder(train_ds)
+        .batch_size(cfg.batch_size)
+        .shuffle(true)
+        .generator(SharedGenerator::with_seed(cfg.seed))
+        .num_workers(cfg.workers)
+        .seeding(if invariant {
+            Seeding::PerSample { seed: cfg.seed }
+        } else {
+            Seeding::TorchCompatible
+        })
+        .worker_init_fn(move |_| {
+            // seed_worker: np.random.seed(torch.initial_seed() % 2**32) (and random.seed).
+            let info = get_worker_info();
+            let seed = info.as_ref().map_or(0, |w| w.seed);
+            let mut rs = RandomState::new((seed % (1 << 32)) as u32);
+            // Resuming mid-epoch: replay the Gaussians this worker drew before the checkpoint.
+            let replay = info.and_then(|w| {
+                let mut g = skip.lock().unwrap_or_else(|e| e.into_inner());
+                g.as_mut().and_then(|v| v.get_mut(w.id).map(std::mem::take))
+            });
+            if let Some(k) = replay {
+                let mut sink = vec![0f64; 64];
+                for _ in 0..k {
+                    rs.normal(0.0, 1.0, &mut sink)?;
+                }
+            }
+            WORKER_NUMPY.with(|w| *w.borrow_mut() = Some(rs));
+            Ok(())
+        })
+        .build()?)
+}
+
+/// What a checkpoint holds besides the loader and the generators.
+struct Parts<'a> {
+    model: &'a dyn Forward,
+    opt: &'a mut dyn Optimizer,
+    sched: Option<&'a mut (dyn LrScheduler + 'static)>,
+}
+
+/// Loads a checkpoint of this run into the model, optimizer, scheduler, loader and the
+/// global generators; refuses one of another run or with tensors nothing reads.
+#[allow(clippy::too_many_arguments)]
+fn restore(
+    cfg: &TrainConfig,
+    ck: &Checkpoint,
+    parts: &mut Parts<'_>,
+    loader: &mut DataLoader<NoisyDigits>,
+    numpy_skip: &NumpySkip,
+    aug: Aug,
+    invariant: bool,
+) -> Result<(), BoxError> {
+    let meta = ck.meta();
+    if meta["config"] != identity(cfg) {
+        return Err(format!(
+            "the checkpoint is from another run: its configuration {} differs from this one {}",
+            meta["config"],
+            identity(cfg)
+        )
+        .into());
+    }
+    let mut known: Vec<String> = parts
+        .model
+        .named_all()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    ck.load_module(parts.model)?;
+    ck.load_optimizer(parts.opt)?;
+    known.extend(
+        parts
+            .opt
+            .state()
+            .into_iter()
+            .map(|(k, _)| format!("optimizer.{k}")),
+    );
+    if let Some(s) = parts.sched.as_deref_mut() {
+        ck.load_scheduler(s)?;
+    }
+    let ls = ck.loader()?;
+    if !invariant && ls.in_pass && aug == Aug::Numpy && cfg.workers > 0 {
+        // Samples each worker fetched this epoch: batch k went to worker k mod W.
+        let mut per = vec![0usize; cfg.workers];
+        for (k, b) in ls.batches[..ls.batches_done].iter().enumerate() {
+            per[k % cfg.workers] += b.len();
+        }
+        *numpy_skip.lock().unwrap_or_else(|e| e.into_inner()) = Some(per);
+    }
+    loader.load_state_dict(ls)?;
+    ck.restore_global_rngs()?;
+    known.extend(
+        ["loader.state", "rng.torch", "rng.python", "rng.numpy"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let extra: Vec<&str> = ck
+        .names()
+        .filter(|k| !known.iter().any(|n| n == k) && !k.starts_with("rng.registered."))
+        .collect();
+    if !extra.is_empty() {
+        return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
+    }
+    Ok(())
+}
+
+/// The step must fall inside its epoch: `(epoch·P, (epoch + 1)·P]` for `P` steps per epoch.
+fn check_resumed_step(resumed: &Resumed, per_epoch: usize) -> Result<(), BoxError> {
+    let (lo, hi) = (
+        resumed.epoch.saturating_mul(per_epoch),
+        resumed.epoch.saturating_add(1).saturating_mul(per_epoch),
+    );
+    if !(lo < resumed.step && resumed.step <= hi) {
+        return Err(format!(
+            "checkpoint metadata contradicts itself: step {} is not in epoch {} ({per_epoch} \
+             steps per epoch: steps {}..={hi})",
+            resumed.step,
+            resumed.epoch,
+            lo + 1
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Writes `ckpt-STEP.safetensors` into `dir`, then keeps only the newest `--keep` ones.
+fn save_checkpoint(
+    cfg: &TrainConfig,
+    dir: &std::path::Path,
+    step: usize,
+    parts: &Parts<'_>,
+    loader: &lockstep::data::LoaderState,
+    meta: &serde_json::Value,
+) -> Result<(), BoxError> {
+    let mut ck = Checkpoint::new();
+    ck.put_module(parts.model);
+    ck.put_optimizer(&*parts.opt);
+    if let Some(s) = &parts.sched {
+        ck.put_scheduler(&**s);
+    }
+    ck.put_loader(loader);
+    ck.put_global_rngs();
+    ck.set_meta(meta);
+    ck.save(checkpoint_path(dir, step))?;
+    if cfg.keep > 0 {
+        for old in checkpoints_in(dir)?.into_iter().skip(cfg.keep) {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+    Ok(())
+}
+
+/// The test accuracy of `model` in eval mode.
+fn evaluate(model: &mut dyn Forward, x_test: &Var, test_y: &[i64]) -> Result<f64, BoxError> {
+    model.eval();
+    let pred = no_grad(|| model.forward(x_test))?
+        .data()
+        .argmax(Some(1), false)?;
+    let pred = pred.to_vec::<i64>()?;
+    let correct = pred.iter().zip(test_y).filter(|(a, b)| a == b).count();
+    Ok(correct as f64 / test_y.len() as f64)
+}
+
+/// The run's report: its losses and accuracies, the model's names and hashes.
+fn report(
+    cfg: &TrainConfig,
+    model: &dyn Forward,
+    steps: usize,
+    init_sha256: String,
+    step_losses: Vec<f64>,
+    test_accuracy: Vec<f64>,
+) -> Report {
     let state = model.state_dict();
-    Ok(Report {
+    Report {
         model: cfg.model.clone(),
         seed: cfg.seed,
-        steps: step,
+        steps,
         init_sha256,
         parameter_names: model
             .named_parameters()
@@ -1236,7 +1386,7 @@ pub fn run_distributed(
         step_losses,
         test_accuracy,
         final_sha256: sha256_of(state.iter().map(|(_, t)| t)),
-    })
+    }
 }
 
 /// Terminal progress: a bar (steps, loss, samples/s) when stdout is a terminal, else nothing.
@@ -1385,7 +1535,7 @@ impl StatsExchange for StatsOver<'_> {
 /// rows `k·m .. min((k+1)·m, B)` of the batch; its loss is the sum-reduced cross entropy
 /// times `1 / B` (so the micro-shards' losses add up to the batch mean); this process computes
 /// the micro-shards `shards` gives it, the exchange gathers all of them in order, and
-/// [`crate::distributed::tree_sum`] adds them. BatchNorm's statistics are over the whole
+/// [`crate::shards::tree_sum`] adds them. BatchNorm's statistics are over the whole
 /// batch, gathered the same way ([`SyncStep`]); a process that owns no micro-shard runs one
 /// as a shadow (for BatchNorm's exchanges and running statistics) and contributes nothing.
 /// Sets every parameter's gradient; returns the batch loss.
