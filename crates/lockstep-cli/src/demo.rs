@@ -46,7 +46,7 @@ impl Default for DemoConfig {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The widest hidden layer the demo builds.
 pub const MAX_HIDDEN: usize = 1 << 16;
@@ -58,26 +58,29 @@ pub const MAX_WORKERS: usize = 256;
 ///
 /// # Errors
 /// A message naming the flag.
-pub fn check(cfg: &DemoConfig) -> Result<(), BoxError> {
+pub fn check(cfg: &DemoConfig) -> Result<()> {
     if cfg.epochs == 0 || cfg.batch_size == 0 || cfg.hidden == 0 {
-        return Err("--epochs, --batch-size and --hidden must be positive".into());
+        return Err(Error::config(
+            "--epochs, --batch-size and --hidden must be positive",
+        ));
     }
     if !(cfg.lr > 0.0 && cfg.lr.is_finite()) {
-        return Err(format!("--lr={} must be a positive finite number", cfg.lr).into());
+        return Err(Error::config(format!(
+            "--lr={} must be a positive finite number",
+            cfg.lr
+        )));
     }
     if cfg.hidden > MAX_HIDDEN {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--hidden={} is more than the demo builds ({MAX_HIDDEN})",
             cfg.hidden
-        )
-        .into());
+        )));
     }
     if cfg.workers > MAX_WORKERS {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--workers={} is more than the demo starts ({MAX_WORKERS})",
             cfg.workers
-        )
-        .into());
+        )));
     }
     if let Some(t) = cfg.threads {
         lockstep::tensor::threads::resolve_num_threads(t)?;
@@ -144,7 +147,7 @@ impl Progress for EpochLines {
 ///
 /// # Errors
 /// Invalid options or a training error.
-pub fn train_once(cfg: &DemoConfig, threads: usize, workers: usize) -> Result<Report, BoxError> {
+pub fn train_once(cfg: &DemoConfig, threads: usize, workers: usize) -> Result<Report> {
     check(cfg)?;
     let mut p = EpochLines {
         losses: Vec::new(),

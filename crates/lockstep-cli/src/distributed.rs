@@ -20,30 +20,26 @@ pub use crate::shards::{
     DEFAULT_MICRO_BATCH, Local, Shards, micro_batch_size, own_count, tree_sum,
 };
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The configuration of `--distributed`: invariant seeding and no loader workers are
 /// required (the micro-shards are invariant seeding's, as on one process).
 ///
 /// # Errors
 /// Another seeding, workers.
-pub fn distributed_config(
-    cfg: &crate::train::TrainConfig,
-) -> Result<crate::train::TrainConfig, BoxError> {
+pub fn distributed_config(cfg: &crate::train::TrainConfig) -> Result<crate::train::TrainConfig> {
     if cfg.seeding != "invariant" {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each sample's noise and dropout masks from \
              its own stream); got --seeding {}",
             cfg.seeding
-        )
-        .into());
+        )));
     }
     if cfg.workers != 0 {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--distributed needs --workers 0 (got {}): every process loads the batch itself",
             cfg.workers
-        )
-        .into());
+        )));
     }
     crate::train::check_micro_batch(cfg, 2)?;
     Ok(cfg.clone())
@@ -53,16 +49,13 @@ pub fn distributed_config(
 ///
 /// # Errors
 /// Another seeding, or what [`crate::gpt::check_config`] refuses.
-pub fn distributed_gpt_config(
-    cfg: &crate::gpt::GptConfig,
-) -> Result<crate::gpt::GptConfig, BoxError> {
+pub fn distributed_gpt_config(cfg: &crate::gpt::GptConfig) -> Result<crate::gpt::GptConfig> {
     if cfg.seeding != "invariant" {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each window and dropout mask from its \
              own stream); got --seeding {}",
             cfg.seeding
-        )
-        .into());
+        )));
     }
     crate::gpt::check_config(cfg)?;
     Ok(cfg.clone())
@@ -119,22 +112,20 @@ impl DistOptions {
     ///
     /// # Errors
     /// A timeout that is not a number of seconds in `(0, 10⁶]`; an unknown reduction.
-    pub fn new(timeout_s: Option<f64>, reduction: Option<&str>) -> Result<Self, BoxError> {
+    pub fn new(timeout_s: Option<f64>, reduction: Option<&str>) -> Result<Self> {
         let t = timeout_s.unwrap_or(DEFAULT_COLLECTIVE_TIMEOUT_S);
         if !(t > 0.0 && t <= 1e6) {
-            return Err(format!(
+            return Err(Error::config(format!(
                 "invalid value {t} for --collective-timeout: seconds, more than 0 and at most 1000000"
-            )
-            .into());
+            )));
         }
         let reduction = match reduction.unwrap_or("gather") {
             "gather" => Reduction::Gather,
             "reduce-scatter" => Reduction::ReduceScatter,
             other => {
-                return Err(format!(
+                return Err(Error::config(format!(
                     "invalid value {other:?} for --reduction: gather or reduce-scatter"
-                )
-                .into());
+                )));
             }
         };
         Ok(Self {
@@ -176,9 +167,10 @@ pub use with_mpi::{Mpi, main, main_gpt};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::{BoxError, DistOptions, Reduction, Shards, own_count, tree_sum};
+    use super::{DistOptions, Reduction, Shards, own_count, tree_sum};
     use crate::shards::check_own;
     use crate::train::{self, Quiet, TrainConfig};
+    use lockstep::Result;
     use lockstep::tensor::try_filled_vec;
     use mpi::collective::SystemOperation;
     use mpi::datatype::Equivalence;
@@ -314,7 +306,7 @@ mod with_mpi {
             own: &[Vec<T>],
             g: usize,
             len: usize,
-        ) -> Result<Vec<Vec<T>>, BoxError> {
+        ) -> Result<Vec<Vec<T>>> {
             check_own(own, own_count(g, self.rank, self.size), len)?;
             let slots = g.div_ceil(self.size);
             let mut send = try_filled_vec("distributed gather", slots * len, T::default())?;
@@ -339,12 +331,7 @@ mod with_mpi {
         /// all-to-all gives process `j` chunk `j` of every micro-shard's vector, it adds them
         /// with [`tree_sum`] (element-wise, so the same bits as summing whole vectors), and an
         /// all-gather of the summed chunks gives everyone the whole sum.
-        fn reduce_scatter(
-            &mut self,
-            own: &[Vec<f32>],
-            g: usize,
-            len: usize,
-        ) -> Result<Vec<f32>, BoxError> {
+        fn reduce_scatter(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>> {
             check_own(own, own_count(g, self.rank, self.size), len)?;
             let (w, slots, chunk) = (self.size, g.div_ceil(self.size), len.div_ceil(self.size));
             // To rank q: this rank's micro-shards' chunk q, `slots` blocks of `chunk` floats.
@@ -382,23 +369,13 @@ mod with_mpi {
         fn size(&self) -> usize {
             self.size
         }
-        fn gather(
-            &mut self,
-            own: &[Vec<f32>],
-            g: usize,
-            len: usize,
-        ) -> Result<Vec<Vec<f32>>, BoxError> {
+        fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<Vec<f32>>> {
             self.gather_blocks(own, g, len)
         }
-        fn gather_f64(
-            &mut self,
-            own: &[Vec<f64>],
-            g: usize,
-            len: usize,
-        ) -> Result<Vec<Vec<f64>>, BoxError> {
+        fn gather_f64(&mut self, own: &[Vec<f64>], g: usize, len: usize) -> Result<Vec<Vec<f64>>> {
             self.gather_blocks(own, g, len)
         }
-        fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>, BoxError> {
+        fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>> {
             if self.bench {
                 // Timed from when every process is ready: the exchange, not the wait for the
                 // slowest process's backward.
@@ -496,8 +473,8 @@ mod with_mpi {
     fn on_world<C, R>(
         what: &'static str,
         opts: &DistOptions,
-        check: impl FnOnce() -> Result<C, BoxError>,
-        body: impl FnOnce(&C, i32, &mut Mpi) -> Result<R, BoxError>,
+        check: impl FnOnce() -> Result<C>,
+        body: impl FnOnce(&C, i32, &mut Mpi) -> Result<R>,
         print: impl FnOnce(&R),
     ) -> std::process::ExitCode {
         let Some(universe) = mpi::initialize() else {

@@ -10,9 +10,10 @@ use serde_json::json;
 /// `lockstep` binary calls this before running any command.
 ///
 /// # Errors
-/// The message, naming the variable, its value and the paths this CPU can run.
-pub fn check_isa_env() -> Result<(), String> {
-    isa::isa_from_env().map(|_| ()).map_err(|e| e.to_string())
+/// [`lockstep::Error::Rng`], naming the variable, its value and the paths this CPU can run.
+pub fn check_isa_env() -> lockstep::Result<()> {
+    isa::isa_from_env()?;
+    Ok(())
 }
 
 /// The instruction-set section of the report: the path in use, where it came from, and the

@@ -30,7 +30,7 @@
 
 use crate::gpt::tokenize;
 use crate::gpt_checkpoint;
-use lockstep::checkpoint::Checkpoint;
+use lockstep::checkpoint::{Checkpoint, CheckpointError};
 use lockstep::nn::{Var, functional as F, no_grad};
 use lockstep::rng::Generator;
 use lockstep::rng::compat::numpy::SeedSequence;
@@ -39,7 +39,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The offset stride of the other rows' prompts in the validation text (a prime).
 pub const ROW_STRIDE: usize = 997;
@@ -108,9 +108,9 @@ pub struct GenerateReport {
 /// # Errors
 /// `--batch 0`, a negative or non-finite `--temperature`, an empty `--prompt`, sizes past
 /// what could run.
-pub fn check_config(cfg: &GenerateConfig) -> Result<(), BoxError> {
-    let bad = |flag: &str, v: String, want: &str| -> BoxError {
-        format!("invalid value {v} for --{flag}: {want}").into()
+pub fn check_config(cfg: &GenerateConfig) -> Result<()> {
+    let bad = |flag: &str, v: String, want: &str| -> Error {
+        Error::config(format!("invalid value {v} for --{flag}: {want}"))
     };
     if cfg.batch == 0 {
         return Err(bad("batch", "0".into(), "must be at least 1"));
@@ -163,16 +163,22 @@ struct Model {
     block_size: usize,
 }
 
-fn count(cfg: &serde_json::Value, k: &str) -> Result<usize, BoxError> {
+fn count(cfg: &serde_json::Value, k: &str) -> Result<usize> {
     cfg[k]
         .as_u64()
         .and_then(|v| usize::try_from(v).ok())
         .filter(|&v| v > 0 && v <= 1 << 16)
-        .ok_or_else(|| format!("checkpoint: bad {k} in its configuration: {}", cfg[k]).into())
+        .ok_or_else(|| {
+            CheckpointError::invalid(
+                "config",
+                format!("bad {k} in its configuration: {}", cfg[k]),
+            )
+            .into()
+        })
 }
 
 impl Model {
-    fn load(ck: &Checkpoint, cfg: &serde_json::Value, vocab: usize) -> Result<Self, BoxError> {
+    fn load(ck: &Checkpoint, cfg: &serde_json::Value, vocab: usize) -> Result<Self> {
         let (n_layer, n_head, c, block_size) = (
             count(cfg, "n_layer")?,
             count(cfg, "n_head")?,
@@ -180,35 +186,38 @@ impl Model {
             count(cfg, "block_size")?,
         );
         if !c.is_multiple_of(n_head) {
-            return Err(
-                format!("checkpoint: n_embd {c} is not a multiple of n_head {n_head}").into(),
-            );
+            return Err(CheckpointError::invalid(
+                "config",
+                format!("n_embd {c} is not a multiple of n_head {n_head}"),
+            )
+            .into());
         }
-        let bias = cfg["bias"].as_bool().ok_or("checkpoint: no bias flag")?;
-        let get = |name: &str, shape: &[usize]| -> Result<Tensor, BoxError> {
+        let bias = cfg["bias"]
+            .as_bool()
+            .ok_or_else(|| CheckpointError::Missing("bias flag".into()))?;
+        let get = |name: &str, shape: &[usize]| -> Result<Tensor> {
             let t = ck
                 .tensor(name)
-                .ok_or_else(|| format!("checkpoint: no tensor {name}"))?;
+                .ok_or_else(|| CheckpointError::Missing(format!("tensor {name}")))?;
             if t.shape() != shape || t.dtype() != DType::F32 {
-                return Err(format!(
-                    "checkpoint: {name} is {:?} {:?}, expected F32 {shape:?}",
-                    t.dtype(),
-                    t.shape()
-                )
+                return Err(CheckpointError::Tensor {
+                    name: name.into(),
+                    reason: format!("is {:?} {:?}, expected F32 {shape:?}", t.dtype(), t.shape()),
+                }
                 .into());
             }
             Ok(t.contiguous())
         };
-        let opt = |name: String, shape: &[usize]| -> Result<Option<Tensor>, BoxError> {
+        let opt = |name: String, shape: &[usize]| -> Result<Option<Tensor>> {
             bias.then(|| get(&name, shape)).transpose()
         };
-        let lin = |p: &str, o: usize, i: usize| -> Result<(Tensor, Option<Tensor>), BoxError> {
+        let lin = |p: &str, o: usize, i: usize| -> Result<(Tensor, Option<Tensor>)> {
             Ok((
                 get(&format!("{p}.weight"), &[o, i])?,
                 opt(format!("{p}.bias"), &[o])?,
             ))
         };
-        let ln = |p: &str| -> Result<(Var, Option<Var>), BoxError> {
+        let ln = |p: &str| -> Result<(Var, Option<Var>)> {
             Ok((
                 Var::constant(get(&format!("{p}.weight"), &[c])?),
                 opt(format!("{p}.bias"), &[c])?.map(Var::constant),
@@ -238,7 +247,7 @@ impl Model {
         })
     }
 
-    fn layer_norm(&self, x: &Tensor, (w, b): &(Var, Option<Var>)) -> Result<Tensor, BoxError> {
+    fn layer_norm(&self, x: &Tensor, (w, b): &(Var, Option<Var>)) -> Result<Tensor> {
         let y = F::layer_norm(
             &Var::constant(x.clone()),
             &[self.n_embd],
@@ -257,14 +266,14 @@ impl Model {
         idx: &Tensor,
         start: usize,
         cache: &mut Vec<(Tensor, Tensor)>,
-    ) -> Result<Tensor, BoxError> {
+    ) -> Result<Tensor> {
         let (b, t) = (idx.shape()[0], idx.shape()[1]);
         let (c, nh) = (self.n_embd, self.n_head);
         let hd = c / nh;
         let pos = Tensor::arange(start as f64, (start + t) as f64, 1.0, DType::I64)?;
         let mut x = self.wte.embedding(idx)?.add(&self.wpe.embedding(&pos)?)?;
         let lin = |x: &Tensor, (w, bias): &(Tensor, Option<Tensor>)| x.linear(w, bias.as_ref());
-        let heads = |z: Tensor| -> Result<Tensor, BoxError> {
+        let heads = |z: Tensor| -> Result<Tensor> {
             Ok(
                 z.reshape(&[b as isize, t as isize, nh as isize, hd as isize])?
                     .transpose(1, 2)?
@@ -310,7 +319,7 @@ impl Model {
 }
 
 /// The next token of one row from its logits.
-fn next_token(logits: &[f32], cfg: &GenerateConfig, g: &mut Generator) -> Result<i64, BoxError> {
+fn next_token(logits: &[f32], cfg: &GenerateConfig, g: &mut Generator) -> Result<i64> {
     if cfg.temperature == 0.0 {
         let mut best = 0;
         for (i, &z) in logits.iter().enumerate() {
@@ -336,7 +345,7 @@ fn next_token(logits: &[f32], cfg: &GenerateConfig, g: &mut Generator) -> Result
 }
 
 /// Row `r`'s generator (see the module documentation).
-pub fn row_generator(seed: u64, row: usize) -> Result<Generator, BoxError> {
+pub fn row_generator(seed: u64, row: usize) -> Result<Generator> {
     if row == 0 {
         return Ok(Generator::with_seed(seed));
     }
@@ -349,24 +358,23 @@ pub fn row_generator(seed: u64, row: usize) -> Result<Generator, BoxError> {
 /// # Errors
 /// A bad flag; a missing, corrupt or non-gpt checkpoint; prompt characters outside the
 /// vocabulary; a validation text shorter than the prompt (with `--batch` > 1).
-pub fn run(cfg: &GenerateConfig) -> Result<GenerateReport, BoxError> {
+pub fn run(cfg: &GenerateConfig) -> Result<GenerateReport> {
     check_config(cfg)?;
-    let (ck, meta) =
-        gpt_checkpoint::load(&cfg.checkpoint).map_err(|e| format!("--checkpoint {e}"))?;
+    let (ck, meta) = gpt_checkpoint::load(&cfg.checkpoint)?;
     let vocab = &meta.vocab;
     let prompt: Vec<i64> = cfg
         .prompt
         .chars()
         .map(|ch| {
             vocab.binary_search(&ch).map(|i| i as i64).map_err(|_| {
-                format!(
+                Error::config(format!(
                     "invalid value {:?} for --prompt: the character {ch:?} is not in the \
                      checkpoint's vocabulary",
                     cfg.prompt
-                )
+                ))
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_>>()?;
     let model = Model::load(&ck, &meta.config, vocab.len())?;
     let l = prompt.len();
     let mut rows = vec![prompt];
@@ -376,23 +384,27 @@ pub fn run(cfg: &GenerateConfig) -> Result<GenerateReport, BoxError> {
             .data
             .clone()
             .or_else(|| meta.config["data"].as_str().map(PathBuf::from));
-        let text = lockstep::data::read_text(data.as_deref())
-            .map_err(|e| format!("the other rows' prompts come from the corpus (--data): {e}"))?;
+        let text = lockstep::data::read_text(data.as_deref()).map_err(|e| {
+            Error::config(format!(
+                "the other rows' prompts come from the corpus (--data): {e}"
+            ))
+        })?;
         let (chars, ids) = tokenize(&text);
         if chars != *vocab {
-            return Err("--data: the corpus's vocabulary differs from the checkpoint's".into());
+            return Err(Error::config(
+                "--data: the corpus's vocabulary differs from the checkpoint's",
+            ));
         }
         let vf = meta.config["val_fraction"].as_f64().unwrap_or(0.1);
         let n_train = (ids.len() as f64 * (1.0 - vf)) as usize;
         let val = &ids[n_train.min(ids.len())..];
         if val.len() < l {
-            return Err(format!(
+            return Err(Error::config(format!(
                 "invalid value {} for --batch: the other rows' prompts are {l} tokens of the \
                  validation text, which has {}",
                 cfg.batch,
                 val.len()
-            )
-            .into());
+            )));
         }
         for r in 1..cfg.batch {
             let o = (r - 1) * ROW_STRIDE % (val.len() - l + 1);

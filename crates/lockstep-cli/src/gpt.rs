@@ -23,7 +23,7 @@ use lockstep::nn::{Forward, Module, Training, Var, Visitor, functional as F, no_
 use lockstep::{DType, Tensor};
 use serde_json::json;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// What one run reports (the keys of `torch_gpt.py`'s JSON).
 #[derive(Clone, Debug, PartialEq)]
@@ -236,7 +236,7 @@ impl Gpt {
     ///
     /// # Errors
     /// Sizes the layers refuse (`n_embd` not a multiple of `n_head` is checked by the caller).
-    pub fn new(cfg: &GptConfig, vocab_size: usize) -> Result<Self, BoxError> {
+    pub fn new(cfg: &GptConfig, vocab_size: usize) -> Result<Self> {
         let c = cfg.n_embd;
         let wte = Embedding::new(vocab_size, c, None)?;
         let wpe = Embedding::new(cfg.block_size, c, None)?;
@@ -321,13 +321,17 @@ impl Gpt {
     ///
     /// # Errors
     /// A sequence longer than `block_size`; ids outside the vocabulary.
-    pub fn forward(&self, idx: &Tensor) -> Result<Var, BoxError> {
+    pub fn forward(&self, idx: &Tensor) -> Result<Var> {
         let t = idx.shape()[1];
         if t > self.block_size {
-            return Err(format!(
-                "sequence of {t} tokens is longer than block_size {}",
-                self.block_size
-            )
+            return Err(lockstep::tensor::Error::InvalidArgument {
+                op: "gpt.forward",
+                arg: "idx",
+                reason: format!(
+                    "sequence of {t} tokens is longer than block_size {}",
+                    self.block_size
+                ),
+            }
             .into());
         }
         let tr = &self.transformer;
@@ -341,7 +345,7 @@ impl Gpt {
     }
 
     /// `F.cross_entropy(logits.view(-1, V), targets.view(-1))`.
-    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Var, BoxError> {
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Var> {
         let logits = self.forward(x)?;
         let v = logits.shape()[2] as isize;
         Ok(F::cross_entropy(
@@ -387,11 +391,11 @@ pub fn get_lr(cfg: &GptConfig, it: usize) -> f64 {
 ///
 /// # Errors
 /// The first bad value.
-pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
-    let bad = |flag: &str, v: String, want: &str| -> BoxError {
-        format!("invalid value {v} for --{flag}: {want}").into()
+pub fn check_config(cfg: &GptConfig) -> Result<()> {
+    let bad = |flag: &str, v: String, want: &str| -> Error {
+        Error::config(format!("invalid value {v} for --{flag}: {want}"))
     };
-    let pos = |flag: &str, v: usize| -> Result<(), BoxError> {
+    let pos = |flag: &str, v: usize| -> Result<()> {
         if v == 0 {
             return Err(bad(flag, "0".into(), "must be at least 1"));
         }
@@ -465,12 +469,11 @@ pub fn check_config(cfg: &GptConfig) -> Result<(), BoxError> {
     match cfg.seeding.as_str() {
         "torch" => {
             if cfg.micro_batch > 0 {
-                return Err(format!(
+                return Err(Error::config(format!(
                     "--micro-batch {} needs --seeding invariant (the micro-shard sum is its \
                      definition of a step's gradient); got --seeding torch",
                     cfg.micro_batch
-                )
-                .into());
+                )));
             }
         }
         "invariant" => {}
@@ -503,7 +506,7 @@ struct Corpus {
     val: Vec<i64>,
 }
 
-fn corpus(cfg: &GptConfig) -> Result<Corpus, BoxError> {
+fn corpus(cfg: &GptConfig) -> Result<Corpus> {
     let text = lockstep::data::read_text(cfg.data.as_deref())?;
     let (chars, ids) = tokenize(&text);
     let n_train = (ids.len() as f64 * (1.0 - cfg.val_fraction)) as usize;
@@ -519,13 +522,12 @@ fn corpus(cfg: &GptConfig) -> Result<Corpus, BoxError> {
         ("validation", &c.val, need_val),
     ] {
         if used && d.len() <= cfg.block_size {
-            return Err(format!(
+            return Err(Error::config(format!(
                 "invalid value {} for --block-size: the {name} split has {} tokens; it needs more \
                  than block-size (check --block-size, --val-fraction, --data)",
                 cfg.block_size,
                 d.len()
-            )
-            .into());
+            )));
         }
     }
     if let Some(bad) = cfg
@@ -533,19 +535,18 @@ fn corpus(cfg: &GptConfig) -> Result<Corpus, BoxError> {
         .chars()
         .find(|ch| c.chars.binary_search(ch).is_err())
     {
-        return Err(format!(
+        return Err(Error::config(format!(
             "invalid value {:?} for --prompt: the character {bad:?} is not in the corpus's \
              vocabulary",
             cfg.prompt
-        )
-        .into());
+        )));
     }
     Ok(c)
 }
 
 /// `get_batch(split)`: `torch.randint(len(d) - block_size, (batch_size,))` from the default
 /// generator, then the windows and their next-token targets.
-fn get_batch(d: &[i64], cfg: &GptConfig) -> Result<(Tensor, Tensor), BoxError> {
+fn get_batch(d: &[i64], cfg: &GptConfig) -> Result<(Tensor, Tensor)> {
     let (b, t) = (cfg.batch_size, cfg.block_size);
     let ix = Tensor::randint(0, (d.len() - t) as i64, &[b], DType::I64, None)?.to_vec::<i64>()?;
     let mut x = Vec::with_capacity(b * t);
@@ -560,12 +561,7 @@ fn get_batch(d: &[i64], cfg: &GptConfig) -> Result<(Tensor, Tensor), BoxError> {
 
 /// `estimate_loss()`: the model in eval mode, `eval_iters` windows per split without
 /// gradients, each mean as `torch.zeros(k)` filled with the losses and `.mean()` (f32).
-fn estimate_loss(
-    model: &mut Gpt,
-    c: &Corpus,
-    cfg: &GptConfig,
-    iter: usize,
-) -> Result<Eval, BoxError> {
+fn estimate_loss(model: &mut Gpt, c: &Corpus, cfg: &GptConfig, iter: usize) -> Result<Eval> {
     model.eval();
     let mut out = [0f64; 2];
     for (o, d) in out.iter_mut().zip([&c.train, &c.val]) {
@@ -588,7 +584,7 @@ fn estimate_loss(
 
 /// Sampling: the last `block_size` tokens as context, logits / temperature, top-k, softmax,
 /// `torch.multinomial(probs, 1)` from the default generator.
-fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxError> {
+fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>> {
     model.eval();
     let mut idx: Vec<i64> = cfg
         .prompt
@@ -623,7 +619,7 @@ fn sample(model: &mut Gpt, c: &Corpus, cfg: &GptConfig) -> Result<Vec<i64>, BoxE
 /// # Errors
 /// A bad flag (see [`check_config`]), an unreadable corpus, a prompt outside its vocabulary,
 /// a split too short for the block size.
-pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
+pub fn run(cfg: &GptConfig) -> Result<GptReport> {
     run_distributed(cfg, &mut Local)
 }
 
@@ -632,23 +628,21 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport, BoxError> {
 ///
 /// # Errors
 /// As [`run`]; torch seeding on several processes; a failed exchange.
-pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptReport, BoxError> {
+pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptReport> {
     check_config(cfg)?;
     let invariant = cfg.seeding == "invariant";
     if shards.size() > 1 && !invariant {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each window and dropout mask from its \
              own stream); got --seeding {}",
             cfg.seeding
-        )
-        .into());
+        )));
     }
     if shards.size() > 1 && (cfg.checkpoint_dir.is_some() || cfg.resume.is_some()) {
-        return Err(
-            "--checkpoint-dir and --resume are not yet supported for gpt under \
-                    --distributed on several processes"
-                .into(),
-        );
+        return Err(Error::config(
+            "--checkpoint-dir and --resume are not yet supported for gpt under --distributed on \
+             several processes",
+        ));
     }
     let c = corpus(cfg)?;
     // Checkpoint hooks (gpt_checkpoint.rs): the directory's lock and the `--resume` file.
@@ -816,8 +810,9 @@ pub fn main(cfg: &GptConfig, json: bool) -> std::process::ExitCode {
 ///   loss is the same micro-shard sum (without dropout), and the estimate is the mean of the
 ///   `eval_iters` losses as in torch seeding.
 mod invariant {
-    use super::{BoxError, Corpus, Eval, Gpt, GptConfig};
+    use super::{Corpus, Eval, Gpt, GptConfig};
     use crate::shards::{Shards, micro_batch_size, tree_sum};
+    use lockstep::Result;
     use lockstep::Tensor;
     use lockstep::nn::rng::{SampleKeys, with_sample_keys};
     use lockstep::nn::{Module, Var, functional as F, no_grad};
@@ -832,7 +827,7 @@ mod invariant {
     }
 
     /// `integers(0, high)` from `default_rng(SeedSequence(seed, spawn_key=key))`.
-    fn draw(seed: u64, key: Vec<u128>, high: usize) -> Result<usize, BoxError> {
+    fn draw(seed: u64, key: Vec<u128>, high: usize) -> Result<usize> {
         // NumPy's integer-to-words conversion: little-endian, no high zero word.
         let entropy = if seed >> 32 == 0 {
             vec![seed as u32]
@@ -846,7 +841,7 @@ mod invariant {
     }
 
     /// The windows at `starts` and their next-token targets, `[n, block_size]` each.
-    fn windows(d: &[i64], starts: &[usize], t: usize) -> Result<(Tensor, Tensor), BoxError> {
+    fn windows(d: &[i64], starts: &[usize], t: usize) -> Result<(Tensor, Tensor)> {
         let mut x = Vec::with_capacity(starts.len() * t);
         let mut y = Vec::with_capacity(starts.len() * t);
         for &i in starts {
@@ -858,7 +853,7 @@ mod invariant {
     }
 
     /// A micro-shard's loss: its tokens' summed cross entropy times `scale`.
-    fn shard_loss(model: &Gpt, x: &Tensor, y: &Tensor, scale: f64) -> Result<Var, BoxError> {
+    fn shard_loss(model: &Gpt, x: &Tensor, y: &Tensor, scale: f64) -> Result<Var> {
         let logits = model.forward(x)?;
         let v = logits.shape()[2] as isize;
         let sum = F::CrossEntropy {
@@ -881,7 +876,7 @@ mod invariant {
         cfg: &GptConfig,
         step: usize,
         shards: &mut dyn Shards,
-    ) -> Result<f64, BoxError> {
+    ) -> Result<f64> {
         let (t, m) = (cfg.block_size, micro_batch(cfg));
         let b = cfg.batch_size * cfg.grad_accum;
         let g = b.div_ceil(m);
@@ -930,7 +925,7 @@ mod invariant {
         c: &Corpus,
         cfg: &GptConfig,
         iter: usize,
-    ) -> Result<Eval, BoxError> {
+    ) -> Result<Eval> {
         model.eval();
         let (t, m) = (cfg.block_size, micro_batch(cfg));
         let b = cfg.batch_size * cfg.grad_accum;

@@ -17,15 +17,16 @@
 
 use crate::gpt_config::{Eval, GptConfig, decay_iters};
 use crate::train::{
-    checkpoint_path, checkpoints_in, differences, lock_checkpoint_dir, remove_stale_temporaries,
+    checkpoint_path, checkpoints_in, differences, in_file, lock_checkpoint_dir,
+    remove_stale_temporaries,
 };
-use lockstep::checkpoint::Checkpoint;
+use lockstep::checkpoint::{Checkpoint, CheckpointError, FlagDifference};
 use lockstep::nn::Module;
 use lockstep::nn::optim::Optimizer;
 use serde_json::{Value, json};
 use std::path::Path;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The configuration a checkpoint must share with the run that resumes it: every flag that
 /// shapes the model, the data, the random streams or the arithmetic. Not `--threads` (the bits
@@ -93,22 +94,27 @@ pub struct Hooks {
     _lock: Option<std::fs::File>,
 }
 
-fn num(meta: &Value, k: &str) -> Result<usize, String> {
+fn num(meta: &Value, k: &str) -> Result<usize, CheckpointError> {
     meta[k]
         .as_u64()
         .and_then(|v| usize::try_from(v).ok())
-        .ok_or_else(|| format!("checkpoint: no {k}, or not a count: {}", meta[k]))
+        .ok_or_else(|| {
+            let v = &meta[k];
+            CheckpointError::invalid(k, format!("no {k}, or not a count: {v}"))
+        })
 }
 
-fn floats(meta: &Value, k: &str) -> Result<Vec<f64>, String> {
+fn floats(meta: &Value, k: &str) -> Result<Vec<f64>, CheckpointError> {
     meta[k]
         .as_array()
-        .ok_or_else(|| format!("checkpoint: no {k}"))?
+        .ok_or_else(|| CheckpointError::Missing(k.into()))?
         .iter()
         // A NaN (a diverged loss) is written as null.
         .map(|v| match v {
             Value::Null => Ok(f64::NAN),
-            v => v.as_f64().ok_or_else(|| format!("checkpoint: bad {k}")),
+            v => v
+                .as_f64()
+                .ok_or_else(|| CheckpointError::invalid(k, "not a number")),
         })
         .collect()
 }
@@ -118,19 +124,19 @@ fn floats(meta: &Value, k: &str) -> Result<Vec<f64>, String> {
 ///
 /// # Errors
 /// A checkpoint of another model (mlp, cnn, lstm), or metadata that contradicts itself.
-pub fn meta_of(meta: &Value) -> Result<(GptMeta, SoFar, String), String> {
+pub fn meta_of(meta: &Value) -> Result<(GptMeta, SoFar, String), CheckpointError> {
     if meta["kind"] != "gpt" {
         let what = meta["config"]["model"]
             .as_str()
             .map_or("not a gpt model".to_string(), |m| format!("--model {m}"));
-        return Err(format!(
+        return Err(CheckpointError::OtherModel(format!(
             "not a gpt checkpoint (it holds {what}); write one with `lockstep train --model gpt \
              --checkpoint-dir DIR --checkpoint-every N`"
-        ));
+        )));
     }
     let evals = meta["evals"]
         .as_array()
-        .ok_or("checkpoint: no evals")?
+        .ok_or_else(|| CheckpointError::Missing("evals".into()))?
         .iter()
         .map(|e| {
             Some(Eval {
@@ -140,7 +146,7 @@ pub fn meta_of(meta: &Value) -> Result<(GptMeta, SoFar, String), String> {
             })
         })
         .collect::<Option<Vec<_>>>()
-        .ok_or("checkpoint: bad evals")?;
+        .ok_or_else(|| CheckpointError::invalid("evals", "not a list of evaluations"))?;
     let s = SoFar {
         step: num(meta, "step")?,
         step_losses: floats(meta, "step_losses")?,
@@ -150,14 +156,14 @@ pub fn meta_of(meta: &Value) -> Result<(GptMeta, SoFar, String), String> {
     };
     let vocab: Vec<char> = meta["vocab"]
         .as_str()
-        .ok_or("checkpoint: no vocab")?
+        .ok_or_else(|| CheckpointError::Missing("vocab".into()))?
         .chars()
         .collect();
     let init = meta["init_sha256"]
         .as_str()
-        .ok_or("checkpoint: no init_sha256")?
+        .ok_or_else(|| CheckpointError::Missing("init_sha256".into()))?
         .to_string();
-    let bad = |what: String| Err(format!("checkpoint metadata contradicts itself: {what}"));
+    let bad = |what: String| Err(CheckpointError::Contradiction(what));
     if s.step_losses.len() != s.step || s.lrs.len() != s.step {
         return bad(format!(
             "step {} but {} step losses and {} learning rates",
@@ -190,13 +196,13 @@ pub fn meta_of(meta: &Value) -> Result<(GptMeta, SoFar, String), String> {
     Ok((m, s, init))
 }
 
-/// `--flag A (checkpoint) vs B (this run)` for each setting that differs.
-fn flag_differences(theirs: &Value, ours: &Value) -> String {
+/// `--flag A (checkpoint) vs B (this run)` for each setting that differs (none: settings
+/// only the checkpoint has).
+fn flag_differences(theirs: &Value, ours: &Value) -> Vec<FlagDifference> {
     let Some(o) = ours.as_object() else {
-        return differences(theirs, ours);
+        return Vec::new();
     };
-    let d: Vec<String> = o
-        .iter()
+    o.iter()
         .filter(|(k, v)| theirs.get(k.as_str()) != Some(*v))
         .map(|(k, v)| {
             let flag = match k.as_str() {
@@ -206,17 +212,25 @@ fn flag_differences(theirs: &Value, ours: &Value) -> String {
                     .to_string(),
                 k => format!("--{}", k.replace('_', "-")),
             };
-            format!(
-                "{flag} {} in the checkpoint, {v} in this run",
-                theirs.get(k.as_str()).unwrap_or(&Value::Null)
-            )
+            FlagDifference {
+                flag,
+                checkpoint: theirs.get(k.as_str()).unwrap_or(&Value::Null).to_string(),
+                run: v.to_string(),
+            }
         })
-        .collect();
+        .collect()
+}
+
+/// [`flag_differences`] as one line (train's `key value` list when no flag differs).
+fn flag_line(theirs: &Value, ours: &Value) -> String {
+    let d = flag_differences(theirs, ours);
     if d.is_empty() {
-        differences(theirs, ours)
-    } else {
-        d.join("; ")
+        return differences(theirs, ours);
     }
+    d.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Loads a checkpoint file and checks that it is a consistent gpt checkpoint.
@@ -224,24 +238,22 @@ fn flag_differences(theirs: &Value, ours: &Value) -> String {
 /// # Errors
 /// Unreadable, truncated or corrupt (train's reader: checksum, format version), not gpt,
 /// inconsistent metadata; each message names the file.
-pub fn load(path: &Path) -> Result<(Checkpoint, GptMeta), BoxError> {
-    let ck = Checkpoint::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (m, _, _) = meta_of(&ck.meta()).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<(Checkpoint, GptMeta)> {
+    let ck = Checkpoint::load(path)?;
+    let (m, _, _) = meta_of(&ck.meta()).map_err(|e| in_file(path, e))?;
     Ok((ck, m))
 }
 
 /// `--resume PATH`: the file, or the newest checkpoint of this run in the directory (others
 /// skipped with a warning; `None` when it holds none).
-fn pick(path: &Path, id: &Value) -> Result<Option<Checkpoint>, BoxError> {
+fn pick(path: &Path, id: &Value) -> Result<Option<Checkpoint>> {
     if !path.is_dir() {
         let (ck, m) = load(path)?;
         if m.config != *id {
-            return Err(format!(
-                "--resume {}: the checkpoint is from a run with other settings: {}",
-                path.display(),
-                flag_differences(&m.config, id)
-            )
-            .into());
+            return Err(in_file(
+                path,
+                CheckpointError::OtherFlags(flag_differences(&m.config, id)),
+            ));
         }
         return Ok(Some(ck));
     }
@@ -251,7 +263,7 @@ fn pick(path: &Path, id: &Value) -> Result<Option<Checkpoint>, BoxError> {
         match load(&p) {
             Ok((ck, m)) if m.config == *id => return Ok(Some(ck)),
             Ok((_, m)) => {
-                let d = flag_differences(&m.config, id);
+                let d = flag_line(&m.config, id);
                 eprintln!(
                     "warning: skipping {}: another run's checkpoint ({d})",
                     p.display()
@@ -268,16 +280,19 @@ fn pick(path: &Path, id: &Value) -> Result<Option<Checkpoint>, BoxError> {
         }
     }
     if !others.is_empty() {
-        return Err(format!(
-            "no checkpoint of this run in {}: it holds checkpoint(s) of other runs: {}. Resume \
-             with the flags of that run, or use another --checkpoint-dir",
-            path.display(),
-            others.join("; ")
-        )
+        return Err(CheckpointError::NoneOfThisRun {
+            dir: path.to_path_buf(),
+            others,
+            ours: None,
+        }
         .into());
     }
     match last_err {
-        Some(e) => Err(format!("no valid checkpoint in {}: {e}", path.display()).into()),
+        Some(e) => Err(CheckpointError::NoneValid {
+            dir: path.to_path_buf(),
+            last: Box::new(e),
+        }
+        .into()),
         None => Ok(None),
     }
 }
@@ -289,12 +304,12 @@ impl Hooks {
     /// # Errors
     /// `--checkpoint-every` without `--checkpoint-dir`; a directory that cannot be created or
     /// that another live run holds; a checkpoint that does not load or is another run's.
-    pub fn start(cfg: &GptConfig) -> Result<Self, BoxError> {
+    pub fn start(cfg: &GptConfig) -> Result<Self> {
         check(cfg)?;
         let mut lock = None;
         if let Some(d) = &cfg.checkpoint_dir {
             std::fs::create_dir_all(d)
-                .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
+                .map_err(|e| Error::io("create checkpoint directory", d, &e))?;
             lock = lock_checkpoint_dir(d)?;
             remove_stale_temporaries(d);
         }
@@ -324,31 +339,27 @@ impl Hooks {
         opt: &mut dyn Optimizer,
         vocab: &[char],
         init_sha256: &str,
-    ) -> Result<Option<SoFar>, BoxError> {
+    ) -> Result<Option<SoFar>> {
         let Some(ck) = self.resume.take() else {
             return Ok(None);
         };
         let (m, so_far, init) = meta_of(&ck.meta())?;
         if m.vocab != vocab {
-            return Err(
-                "--resume: the checkpoint's vocabulary differs from this corpus's \
-                        (another --data)"
-                    .into(),
-            );
+            return Err(Error::config(
+                "--resume: the checkpoint's vocabulary differs from this corpus's (another --data)",
+            ));
         }
         if init != init_sha256 {
-            return Err(format!(
+            return Err(Error::config(format!(
                 "--resume: the checkpoint's run started from other weights (init_sha256 {init}, \
                  this run {init_sha256})"
-            )
-            .into());
+            )));
         }
         if so_far.step > cfg.max_iters {
-            return Err(format!(
+            return Err(Error::config(format!(
                 "invalid value {} for --max-iters: the checkpoint is at step {}",
                 cfg.max_iters, so_far.step
-            )
-            .into());
+            )));
         }
         let mut known: Vec<String> = model.named_all().into_iter().map(|n| n.name).collect();
         ck.load_module(model)?;
@@ -365,7 +376,9 @@ impl Hooks {
             .filter(|k| !known.iter().any(|n| n == k) && !k.starts_with("rng.registered."))
             .collect();
         if !extra.is_empty() {
-            return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
+            return Err(
+                CheckpointError::Unexpected(extra.into_iter().map(String::from).collect()).into(),
+            );
         }
         Ok(Some(so_far))
     }
@@ -383,7 +396,7 @@ impl Hooks {
         vocab: &[char],
         init_sha256: &str,
         so_far: &SoFar,
-    ) -> Result<(), BoxError> {
+    ) -> Result<()> {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -426,9 +439,9 @@ impl Hooks {
 ///
 /// # Errors
 /// `--checkpoint-every` without `--checkpoint-dir`.
-pub fn check(cfg: &GptConfig) -> Result<(), BoxError> {
+pub fn check(cfg: &GptConfig) -> Result<()> {
     if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
-        return Err("--checkpoint-every needs --checkpoint-dir".into());
+        return Err(Error::config("--checkpoint-every needs --checkpoint-dir"));
     }
     Ok(())
 }

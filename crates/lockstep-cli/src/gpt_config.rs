@@ -73,7 +73,7 @@ pub struct GptConfig {
     /// Invariant seeding: windows per micro-shard (0: the default,
     /// [`crate::shards::DEFAULT_MICRO_BATCH`]).
     pub micro_batch: usize,
-    /// Where checkpoints go (`ckpt-{step:08}.safetensors`; see [`crate::gpt_checkpoint`]).
+    /// Where checkpoints go (`ckpt-{step:08}.safetensors`; see the `gpt_checkpoint` module).
     pub checkpoint_dir: Option<PathBuf>,
     /// Save a checkpoint every this many steps (0 = never).
     pub checkpoint_every: usize,

@@ -1,4 +1,15 @@
 //! The `lockstep` command line, as a library so that its subcommands can be tested in-process.
+//!
+//! Every fallible function returns [`lockstep::Result`]: a refused flag is
+//! [`lockstep::Error::Config`] (the message names the flag), a checkpoint that cannot be used is
+//! [`lockstep::Error::Checkpoint`] with its kind ([`lockstep::checkpoint::CheckpointError`]).
+//! (`sample` keeps its own `SampleError`; `verify` and `sweep`, which run child processes,
+//! still report their failures as text.)
+//!
+//! Modules import one another in one direction only: [`shards`] (the micro-shard exchange) and
+//! [`gpt_config`] depend on no other module; [`train`] builds on `shards`; [`gpt_checkpoint`]
+//! on `train` and `gpt_config`; [`gpt`] on all of these; [`distributed`] (MPI and
+//! `--distributed`), [`generate`] and [`demo`] on those.
 
 pub mod demo;
 pub mod distributed;

@@ -555,16 +555,14 @@ fn verify_config(
 }
 
 /// `--collective-timeout` and `--reduction` of `train --distributed`.
-fn dist_options(
-    a: &TrainArgs,
-) -> Result<lockstep_cli::distributed::DistOptions, Box<dyn std::error::Error + Send + Sync>> {
+fn dist_options(a: &TrainArgs) -> lockstep::Result<lockstep_cli::distributed::DistOptions> {
     lockstep_cli::distributed::DistOptions::new(a.collective_timeout, a.reduction.as_deref())
 }
 
 /// Every check `lockstep train` makes of its flags before it starts, without training
 /// (`train::check_config`; with `--distributed` also the options, `distributed_config` and,
 /// in a build without MPI, the refusal).
-fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn check_train(a: &TrainArgs) -> lockstep::Result<()> {
     if a.model == "gpt" {
         let cfg = gpt_config(a)?;
         lockstep_cli::gpt::check_config(&cfg)?;
@@ -576,7 +574,9 @@ fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + S
         return if cfg!(feature = "mpi") {
             Ok(())
         } else {
-            Err("built without MPI support: rebuild with --features mpi".into())
+            Err(lockstep::Error::config(
+                "built without MPI support: rebuild with --features mpi",
+            ))
         };
     }
     no_gpt_flags(a)?;
@@ -591,7 +591,9 @@ fn check_train(a: &TrainArgs) -> Result<(), Box<dyn std::error::Error + Send + S
     if cfg!(feature = "mpi") {
         Ok(())
     } else {
-        Err("built without MPI support: rebuild with --features mpi".into())
+        Err(lockstep::Error::config(
+            "built without MPI support: rebuild with --features mpi",
+        ))
     }
 }
 
@@ -645,24 +647,27 @@ fn flag(id: &str) -> String {
 }
 
 /// Refuses gpt-only flags given to mlp, cnn or lstm.
-fn no_gpt_flags(a: &TrainArgs) -> Result<(), String> {
+fn no_gpt_flags(a: &TrainArgs) -> lockstep::Result<()> {
     match a.given.iter().find(|g| GPT_ONLY.contains(&g.as_str())) {
-        Some(g) => Err(format!(
+        Some(g) => Err(lockstep::Error::config(format!(
             "{} is a flag of --model gpt only (this run is --model {})",
             flag(g),
             a.model
-        )),
+        ))),
         None => Ok(()),
     }
 }
 
 /// `--model gpt`'s configuration: torch_gpt.py's defaults, the flags given; flags of the other
 /// models, and those gpt does not support yet, refused by name.
-fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
+fn gpt_config(a: &TrainArgs) -> lockstep::Result<lockstep_cli::gpt::GptConfig> {
     const LATER: &[&str] = &["init_from"];
     for g in &a.given {
         if LATER.contains(&g.as_str()) {
-            return Err(format!("{} is not yet supported for gpt", flag(g)));
+            return Err(lockstep::Error::config(format!(
+                "{} is not yet supported for gpt",
+                flag(g)
+            )));
         }
         let shared = [
             "model",
@@ -686,10 +691,10 @@ fn gpt_config(a: &TrainArgs) -> Result<lockstep_cli::gpt::GptConfig, String> {
             "resume",
         ];
         if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
-            return Err(format!(
+            return Err(lockstep::Error::config(format!(
                 "{} is not a flag of --model gpt (it belongs to mlp, cnn and lstm)",
                 flag(g)
-            ));
+            )));
         }
     }
     let d = lockstep_cli::gpt::GptConfig::default();

@@ -4,9 +4,9 @@
 //!
 //! Its own module so that imports run one way: `train` and `gpt` compute micro-shards through
 //! it, and `distributed` (the MPI exchange and `--distributed`'s entry points) builds on
-//! `train`, `gpt` and this. The design: [`crate::distributed`] and `docs/distributed.md`.
+//! `train`, `gpt` and this. The design: the `distributed` module and `docs/distributed.md`.
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The micro-shard size of `--seeding invariant` (every model, one process or several)
 /// unless `--micro-batch` says otherwise: a constant, so the arithmetic of a step depends on
@@ -38,23 +38,17 @@ pub trait Shards {
     ///
     /// # Errors
     /// A vector of the wrong length, or a failed exchange.
-    fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize)
-    -> Result<Vec<Vec<f32>>, BoxError>;
+    fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<Vec<f32>>>;
     /// [`gather`](Self::gather) for `f64` vectors (BatchNorm's partial statistics).
     ///
     /// # Errors
     /// As [`gather`](Self::gather).
-    fn gather_f64(
-        &mut self,
-        own: &[Vec<f64>],
-        g: usize,
-        len: usize,
-    ) -> Result<Vec<Vec<f64>>, BoxError>;
+    fn gather_f64(&mut self, own: &[Vec<f64>], g: usize, len: usize) -> Result<Vec<Vec<f64>>>;
     /// The sum of all `g` micro-shards' vectors: [`gather`](Self::gather), then [`tree_sum`].
     ///
     /// # Errors
     /// As [`gather`](Self::gather).
-    fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>, BoxError> {
+    fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>> {
         Ok(tree_sum(&self.gather(own, g, len)?))
     }
     /// Called once per step with this process's own vectors (for benchmarks: the MPI
@@ -75,21 +69,11 @@ impl Shards for Local {
     fn size(&self) -> usize {
         1
     }
-    fn gather(
-        &mut self,
-        own: &[Vec<f32>],
-        g: usize,
-        len: usize,
-    ) -> Result<Vec<Vec<f32>>, BoxError> {
+    fn gather(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<Vec<f32>>> {
         check_own(own, own_count(g, 0, 1), len)?;
         Ok(own.to_vec())
     }
-    fn gather_f64(
-        &mut self,
-        own: &[Vec<f64>],
-        g: usize,
-        len: usize,
-    ) -> Result<Vec<Vec<f64>>, BoxError> {
+    fn gather_f64(&mut self, own: &[Vec<f64>], g: usize, len: usize) -> Result<Vec<Vec<f64>>> {
         check_own(own, own_count(g, 0, 1), len)?;
         Ok(own.to_vec())
     }
@@ -100,14 +84,13 @@ pub fn own_count(g: usize, rank: usize, w: usize) -> usize {
     if rank >= g { 0 } else { (g - rank).div_ceil(w) }
 }
 
-pub(crate) fn check_own<T>(own: &[Vec<T>], count: usize, len: usize) -> Result<(), BoxError> {
+pub(crate) fn check_own<T>(own: &[Vec<T>], count: usize, len: usize) -> Result<()> {
     if own.len() != count || own.iter().any(|v| v.len() != len) {
-        return Err(format!(
+        return Err(Error::Exchange(format!(
             "micro-shard exchange: expected {count} vectors of {len} floats, got {} (lengths {:?})",
             own.len(),
             own.iter().map(Vec::len).collect::<Vec<_>>()
-        )
-        .into());
+        )));
     }
     Ok(())
 }

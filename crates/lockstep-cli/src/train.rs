@@ -11,7 +11,7 @@
 
 use crate::shards::{Local, Shards, micro_batch_size};
 use lockstep::Tensor;
-use lockstep::checkpoint::Checkpoint;
+use lockstep::checkpoint::{Checkpoint, CheckpointError};
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
 };
@@ -28,7 +28,7 @@ use serde_json::json;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use lockstep::{Error, Result};
 
 /// The flags of `torch_train.py`, with its defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,9 +89,9 @@ pub struct TrainConfig {
     /// Turn deterministic algorithms off (they are on by default, as in the PyTorch program).
     pub nondeterministic: bool,
     /// `invariant` seeding's micro-shards of this many samples (0: the default,
-    /// [`crate::distributed::DEFAULT_MICRO_BATCH`]; another value needs `invariant` seeding):
+    /// [`crate::shards::DEFAULT_MICRO_BATCH`]; another value needs `invariant` seeding):
     /// each batch's gradient is the sum, in a fixed tree over micro-shard index, of the
-    /// micro-shards' gradients (see [`crate::distributed`]), so that one process and any
+    /// micro-shards' gradients (see the `distributed` module), so that one process and any
     /// number of processes compute the same bits.
     pub micro_batch: usize,
 }
@@ -174,7 +174,7 @@ impl Report {
 pub use lockstep::sha256_of;
 
 /// The images (`[n, 64]`, pixel / 16) and labels of the data set.
-fn load_data(path: Option<&PathBuf>) -> Result<(Vec<f32>, Vec<i64>), BoxError> {
+fn load_data(path: Option<&PathBuf>) -> Result<(Vec<f32>, Vec<i64>)> {
     match path {
         None => {
             let ds = Digits::new()?;
@@ -189,37 +189,40 @@ fn load_data(path: Option<&PathBuf>) -> Result<(Vec<f32>, Vec<i64>), BoxError> {
         }
         Some(p) => {
             let table = lockstep::data::read_csv(p, false)?;
+            let bad_row = |reason: String| -> Error {
+                lockstep::data::Error::Format {
+                    op: "lockstep train --data",
+                    path: p.clone(),
+                    format: "digits CSV",
+                    reason,
+                }
+                .into()
+            };
             let mut x = Vec::with_capacity(table.rows.len() * 64);
             let mut y = Vec::with_capacity(table.rows.len());
             for (i, row) in table.rows.iter().enumerate() {
                 if row.len() != 65 {
-                    return Err(format!(
-                        "{}: row {} has {} columns; expected 64 pixels and a label",
-                        p.display(),
+                    return Err(bad_row(format!(
+                        "row {} has {} columns; expected 64 pixels and a label",
                         i + 1,
                         row.len()
-                    )
-                    .into());
+                    )));
                 }
                 for &v in &row[..64] {
                     if !(v.fract() == 0.0 && (0.0..=16.0).contains(&v)) {
-                        return Err(format!(
-                            "{}: row {}: pixel value {v} is not an integer in 0..=16",
-                            p.display(),
+                        return Err(bad_row(format!(
+                            "row {}: pixel value {v} is not an integer in 0..=16",
                             i + 1
-                        )
-                        .into());
+                        )));
                     }
                     x.push(v as f32 / 16.0);
                 }
                 let l = row[64];
                 if !(l.fract() == 0.0 && (0.0..=9.0).contains(&l)) {
-                    return Err(format!(
-                        "{}: row {}: label {l} is not a class in 0..=9",
-                        p.display(),
+                    return Err(bad_row(format!(
+                        "row {}: label {l} is not a class in 0..=9",
                         i + 1
-                    )
-                    .into());
+                    )));
                 }
                 y.push(l as i64);
             }
@@ -332,7 +335,7 @@ impl Module for SequenceNet {
 ///
 /// # Errors
 /// A head that cannot be built (a zero hidden size).
-pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Forward>, BoxError> {
+pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Forward>> {
     let head = Linear::new(rnn.config().hidden_size, 10, true)?;
     Ok(Box::new(SequenceNet {
         rnn,
@@ -346,7 +349,7 @@ pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Forward>, 
 ///
 /// # Errors
 /// An unknown kind or invalid sizes.
-pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>, BoxError> {
+pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>> {
     Ok(match kind {
         "mlp" => Box::new(
             Sequential::new()
@@ -378,13 +381,17 @@ pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>
             })?;
             return sequence_model(lstm, "lstm");
         }
-        other => return Err(format!("unknown model {other:?} (mlp, cnn, lstm)").into()),
+        other => {
+            return Err(Error::config(format!(
+                "unknown model {other:?} (mlp, cnn, lstm)"
+            )));
+        }
     })
 }
 
-fn check(cfg: &TrainConfig) -> Result<Aug, BoxError> {
-    let bad = |flag: &str, v: String, want: &str| -> BoxError {
-        format!("invalid value {v} for --{flag}: {want}").into()
+fn check(cfg: &TrainConfig) -> Result<Aug> {
+    let bad = |flag: &str, v: String, want: &str| -> Error {
+        Error::config(format!("invalid value {v} for --{flag}: {want}"))
     };
     if !["mlp", "cnn", "lstm"].contains(&cfg.model.as_str()) {
         return Err(bad("model", format!("{:?}", cfg.model), "mlp, cnn or lstm"));
@@ -439,7 +446,9 @@ fn check(cfg: &TrainConfig) -> Result<Aug, BoxError> {
         return Err(bad("dropout", cfg.dropout.to_string(), "must be in [0, 1]"));
     }
     if cfg.nesterov && cfg.momentum <= 0.0 {
-        return Err("--nesterov requires a momentum > 0 (as PyTorch's SGD)".into());
+        return Err(Error::config(
+            "--nesterov requires a momentum > 0 (as PyTorch's SGD)",
+        ));
     }
     if cfg.workers > 256 {
         return Err(bad("workers", cfg.workers.to_string(), "at most 256"));
@@ -464,12 +473,11 @@ struct Checked {
 }
 
 /// `--test-size` against the data set's `n` rows.
-fn check_test_size(test_size: usize, n: usize) -> Result<(), BoxError> {
+fn check_test_size(test_size: usize, n: usize) -> Result<()> {
     if test_size >= n {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--test-size {test_size} leaves no training sample (the data set has {n})"
-        )
-        .into());
+        )));
     }
     Ok(())
 }
@@ -487,24 +495,24 @@ fn check_test_size(test_size: usize, n: usize) -> Result<(), BoxError> {
 ///
 /// # Errors
 /// The first flag or combination that `run` would refuse, with the same message.
-pub fn check_config(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
+pub fn check_config(cfg: &TrainConfig, processes: usize) -> Result<()> {
     check_flags(cfg, processes).map(drop)
 }
 
-fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked, BoxError> {
+fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked> {
     let aug = check(cfg)?;
     check_micro_batch(cfg, processes)?;
     let invariant = match cfg.seeding.as_str() {
         "torch" => false,
         "invariant" => true,
         other => {
-            return Err(
-                format!("invalid value {other:?} for --seeding: torch or invariant").into(),
-            );
+            return Err(Error::config(format!(
+                "invalid value {other:?} for --seeding: torch or invariant"
+            )));
         }
     };
     if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
-        return Err("--checkpoint-every needs --checkpoint-dir".into());
+        return Err(Error::config("--checkpoint-every needs --checkpoint-dir"));
     }
     if cfg.data.is_none() {
         check_test_size(cfg.test_size, Digits::LEN)?;
@@ -516,7 +524,7 @@ fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked, BoxError>
     Ok(Checked { aug, invariant })
 }
 
-fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimizer>, BoxError> {
+fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimizer>> {
     Ok(match cfg.optimizer.as_str() {
         "sgd" => Box::new(optim::Sgd::new(
             params,
@@ -550,7 +558,7 @@ fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimi
 fn build_scheduler(
     cfg: &TrainConfig,
     opt: &mut dyn Optimizer,
-) -> Result<Option<Box<dyn LrScheduler>>, BoxError> {
+) -> Result<Option<Box<dyn LrScheduler>>> {
     Ok(match cfg.scheduler.as_str() {
         "step" => Some(Box::new(optim::StepLR::new(
             opt,
@@ -634,7 +642,7 @@ fn load_state_dict_strict(
     model: &dyn Module,
     kind: &str,
     state: Vec<(String, Tensor)>,
-) -> Result<(), BoxError> {
+) -> Result<()> {
     let (class, modules) = module_tree(kind);
     let mine = model.named_all();
     let mut errors = Vec::new();
@@ -699,11 +707,10 @@ fn load_state_dict_strict(
         }
     }
     if !errors.is_empty() {
-        return Err(format!(
+        return Err(Error::config(format!(
             "Error(s) in loading state_dict for {class}:\n\t{}",
             errors.join("\n\t")
-        )
-        .into());
+        )));
     }
     model.load_state_dict(&plan)?;
     Ok(())
@@ -714,9 +721,9 @@ pub(crate) fn checkpoint_path(dir: &std::path::Path, step: usize) -> PathBuf {
 }
 
 /// The checkpoints in `dir` (`ckpt-STEP.safetensors`), newest (highest step) first.
-pub(crate) fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>, BoxError> {
+pub(crate) fn checkpoints_in(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
     let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read checkpoint directory {}: {e}", dir.display()))?
+        .map_err(|e| Error::io("read checkpoint directory", dir, &e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter_map(|p| {
             let step = p
@@ -751,23 +758,20 @@ pub(crate) fn remove_stale_temporaries(dir: &std::path::Path) {
 ///
 /// # Errors
 /// Another live run holds the lock.
-pub(crate) fn lock_checkpoint_dir(
-    dir: &std::path::Path,
-) -> Result<Option<std::fs::File>, BoxError> {
+pub(crate) fn lock_checkpoint_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>> {
     if cfg!(not(unix)) {
         return Ok(None);
     }
-    let f = std::fs::File::open(dir)
-        .map_err(|e| format!("cannot open checkpoint directory {}: {e}", dir.display()))?;
+    let f =
+        std::fs::File::open(dir).map_err(|e| Error::io("open checkpoint directory", dir, &e))?;
     match f.try_lock() {
         Ok(()) => Ok(Some(f)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::config(format!(
             "checkpoint directory {} is in use by another running `lockstep train` (it holds \
              the directory's lock); give each run its own --checkpoint-dir, or wait until \
              that run ends",
             dir.display()
-        )
-        .into()),
+        ))),
         Err(std::fs::TryLockError::Error(e)) => {
             eprintln!(
                 "warning: cannot lock checkpoint directory {} ({e}); make sure no other run \
@@ -793,22 +797,26 @@ struct Resumed {
 /// `epoch`, before its evaluation), at most one epoch per step, accuracies in [0, 1], a
 /// SHA-256 in hex. A checksum only says the file is as written, not that what was written
 /// makes sense.
-fn resumed_of(meta: &serde_json::Value) -> Result<Resumed, String> {
+fn resumed_of(meta: &serde_json::Value) -> Result<Resumed, CheckpointError> {
     let num = |k: &str| {
         meta[k]
             .as_u64()
             .and_then(|v| usize::try_from(v).ok())
-            .ok_or_else(|| format!("checkpoint: no {k}, or not a count: {}", meta[k]))
+            .ok_or_else(|| {
+                CheckpointError::invalid(k, format!("no {k}, or not a count: {}", meta[k]))
+            })
     };
-    let floats = |k: &str| -> Result<Vec<f64>, String> {
+    let floats = |k: &str| -> Result<Vec<f64>, CheckpointError> {
         meta[k]
             .as_array()
-            .ok_or_else(|| format!("checkpoint: no {k}"))?
+            .ok_or_else(|| CheckpointError::Missing(k.into()))?
             .iter()
             // A NaN (a diverged loss) is written as null.
             .map(|v| match v {
                 serde_json::Value::Null => Ok(f64::NAN),
-                v => v.as_f64().ok_or_else(|| format!("checkpoint: bad {k}")),
+                v => v
+                    .as_f64()
+                    .ok_or_else(|| CheckpointError::invalid(k, "not a number")),
             })
             .collect()
     };
@@ -819,10 +827,10 @@ fn resumed_of(meta: &serde_json::Value) -> Result<Resumed, String> {
         test_accuracy: floats("test_accuracy")?,
         init_sha256: meta["init_sha256"]
             .as_str()
-            .ok_or("checkpoint: no init_sha256")?
+            .ok_or_else(|| CheckpointError::Missing("init_sha256".into()))?
             .to_string(),
     };
-    let bad = |what: String| Err(format!("checkpoint metadata contradicts itself: {what}"));
+    let bad = |what: String| Err(CheckpointError::Contradiction(what));
     if r.step_losses.len() != r.step {
         return bad(format!(
             "step {} but {} step losses",
@@ -881,21 +889,19 @@ pub(crate) fn differences(theirs: &serde_json::Value, ours: &serde_json::Value) 
 fn resume_checkpoint(
     path: &std::path::Path,
     identity: &serde_json::Value,
-) -> Result<Option<(Checkpoint, Resumed)>, BoxError> {
+) -> Result<Option<(Checkpoint, Resumed)>> {
     if !path.is_dir() {
         let ck = Checkpoint::load(path)?;
-        let r = resumed_of(&ck.meta()).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r = resumed_of(&ck.meta()).map_err(|e| in_file(path, e))?;
         return Ok(Some((ck, r)));
     }
     let mut last_err = None;
     let mut others = Vec::new();
     for p in checkpoints_in(path)? {
-        let loaded = Checkpoint::load(&p)
-            .map_err(|e| e.to_string())
-            .and_then(|ck| {
-                let r = resumed_of(&ck.meta()).map_err(|e| format!("{}: {e}", p.display()))?;
-                Ok((ck, r))
-            });
+        let loaded = Checkpoint::load(&p).and_then(|ck| {
+            let r = resumed_of(&ck.meta()).map_err(|e| in_file(&p, e))?;
+            Ok((ck, r))
+        });
         match loaded {
             Ok((ck, r)) if ck.meta()["config"] == *identity => return Ok(Some((ck, r))),
             Ok((ck, _)) => {
@@ -916,21 +922,30 @@ fn resume_checkpoint(
         }
     }
     if !others.is_empty() {
-        return Err(format!(
-            "no checkpoint of this run in {}: it holds {} checkpoint(s) of other runs: {}; \
-             this run has {}. Resume with the flags of that run, or use another \
-             --checkpoint-dir",
-            path.display(),
-            others.len(),
-            others.join("; "),
-            identity
-        )
+        return Err(CheckpointError::NoneOfThisRun {
+            dir: path.to_path_buf(),
+            others,
+            ours: Some(identity.to_string()),
+        }
         .into());
     }
     match last_err {
-        Some(e) => Err(format!("no valid checkpoint in {}: {e}", path.display()).into()),
+        Some(e) => Err(CheckpointError::NoneValid {
+            dir: path.to_path_buf(),
+            last: Box::new(e),
+        }
+        .into()),
         None => Ok(None),
     }
+}
+
+/// `error` as the error of the checkpoint file at `path`.
+pub(crate) fn in_file(path: &std::path::Path, error: CheckpointError) -> Error {
+    CheckpointError::InFile {
+        path: path.to_path_buf(),
+        error: Box::new(error),
+    }
+    .into()
 }
 
 /// Trains once with `cfg` (the whole program of `torch_train.py`) and returns its report.
@@ -938,7 +953,7 @@ fn resume_checkpoint(
 /// # Errors
 /// Invalid flags, an unreadable data file or checkpoint, or an op error (naming the op and
 /// shapes).
-pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report, BoxError> {
+pub fn run(cfg: &TrainConfig, progress: &mut dyn Progress) -> Result<Report> {
     run_distributed(cfg, progress, &mut Local)
 }
 
@@ -952,7 +967,7 @@ pub fn run_distributed(
     cfg: &TrainConfig,
     progress: &mut dyn Progress,
     shards: &mut dyn Shards,
-) -> Result<Report, BoxError> {
+) -> Result<Report> {
     let Checked { aug, invariant } = check_flags(cfg, shards.size())?;
     // Held until the run returns; only rank 0 writes checkpoints.
     let _dir_lock = prepare_checkpoint_dir(cfg, shards.rank())?;
@@ -1111,15 +1126,11 @@ pub fn run_distributed(
 ///
 /// # Errors
 /// The directory cannot be created, or another run holds it.
-fn prepare_checkpoint_dir(
-    cfg: &TrainConfig,
-    rank: usize,
-) -> Result<Option<std::fs::File>, BoxError> {
+fn prepare_checkpoint_dir(cfg: &TrainConfig, rank: usize) -> Result<Option<std::fs::File>> {
     let Some(d) = &cfg.checkpoint_dir else {
         return Ok(None);
     };
-    std::fs::create_dir_all(d)
-        .map_err(|e| format!("cannot create checkpoint directory {}: {e}", d.display()))?;
+    std::fs::create_dir_all(d).map_err(|e| Error::io("create checkpoint directory", d, &e))?;
     if rank != 0 {
         return Ok(None);
     }
@@ -1130,7 +1141,7 @@ fn prepare_checkpoint_dir(
 
 /// The process-wide settings of the run: threads, then the tutorials' `seed_everything` in
 /// this order, then deterministic algorithms (on unless `--nondeterministic`).
-fn set_up_globals(cfg: &TrainConfig) -> Result<(), BoxError> {
+fn set_up_globals(cfg: &TrainConfig) -> Result<()> {
     if cfg.threads > 0 {
         lockstep::set_num_threads(cfg.threads);
     }
@@ -1148,7 +1159,7 @@ struct Split {
 
 /// Loads the data and splits it as `torch_train.py`: a `randperm` of its own generator seeded
 /// with `--seed`, the last `--test-size` rows for testing.
-fn split_data(cfg: &TrainConfig, aug: Aug) -> Result<Split, BoxError> {
+fn split_data(cfg: &TrainConfig, aug: Aug) -> Result<Split> {
     let (x, y) = load_data(cfg.data.as_ref())?;
     let n = y.len();
     check_test_size(cfg.test_size, n)?;
@@ -1182,12 +1193,12 @@ fn split_data(cfg: &TrainConfig, aug: Aug) -> Result<Split, BoxError> {
 }
 
 /// The model of `--model`, its initial weights from `--init-from` if given.
-fn initial_model(cfg: &TrainConfig) -> Result<Box<dyn Forward>, BoxError> {
+fn initial_model(cfg: &TrainConfig) -> Result<Box<dyn Forward>> {
     let model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
     if let Some(p) = &cfg.init_from {
         let state = lockstep::checkpoint::read_state_dict(p)?;
         load_state_dict_strict(model.as_ref(), &cfg.model, state)
-            .map_err(|e| format!("--init-from {}: {e}", p.display()))?;
+            .map_err(|e| Error::config(format!("--init-from {}: {e}", p.display())))?;
     }
     Ok(model)
 }
@@ -1200,7 +1211,7 @@ fn build_loader(
     invariant: bool,
     train_ds: NoisyDigits,
     skip: NumpySkip,
-) -> Result<DataLoader<NoisyDigits>, BoxError> {
+) -> Result<DataLoader<NoisyDigits>> {
     Ok(DataLoader::builder(train_ds)
         .batch_size(cfg.batch_size)
         .shuffle(true)
@@ -1251,14 +1262,13 @@ fn restore(
     numpy_skip: &NumpySkip,
     aug: Aug,
     invariant: bool,
-) -> Result<(), BoxError> {
+) -> Result<()> {
     let meta = ck.meta();
     if meta["config"] != identity(cfg) {
-        return Err(format!(
-            "the checkpoint is from another run: its configuration {} differs from this one {}",
-            meta["config"],
-            identity(cfg)
-        )
+        return Err(CheckpointError::OtherRun {
+            theirs: meta["config"].to_string(),
+            ours: identity(cfg).to_string(),
+        }
         .into());
     }
     let mut known: Vec<String> = parts
@@ -1300,25 +1310,26 @@ fn restore(
         .filter(|k| !known.iter().any(|n| n == k) && !k.starts_with("rng.registered."))
         .collect();
     if !extra.is_empty() {
-        return Err(format!("the checkpoint has unexpected tensors {extra:?}").into());
+        return Err(
+            CheckpointError::Unexpected(extra.into_iter().map(String::from).collect()).into(),
+        );
     }
     Ok(())
 }
 
 /// The step must fall inside its epoch: `(epoch·P, (epoch + 1)·P]` for `P` steps per epoch.
-fn check_resumed_step(resumed: &Resumed, per_epoch: usize) -> Result<(), BoxError> {
+fn check_resumed_step(resumed: &Resumed, per_epoch: usize) -> Result<()> {
     let (lo, hi) = (
         resumed.epoch.saturating_mul(per_epoch),
         resumed.epoch.saturating_add(1).saturating_mul(per_epoch),
     );
     if !(lo < resumed.step && resumed.step <= hi) {
-        return Err(format!(
-            "checkpoint metadata contradicts itself: step {} is not in epoch {} ({per_epoch} \
-             steps per epoch: steps {}..={hi})",
+        return Err(CheckpointError::Contradiction(format!(
+            "step {} is not in epoch {} ({per_epoch} steps per epoch: steps {}..={hi})",
             resumed.step,
             resumed.epoch,
             lo + 1
-        )
+        ))
         .into());
     }
     Ok(())
@@ -1332,7 +1343,7 @@ fn save_checkpoint(
     parts: &Parts<'_>,
     loader: &lockstep::data::LoaderState,
     meta: &serde_json::Value,
-) -> Result<(), BoxError> {
+) -> Result<()> {
     let mut ck = Checkpoint::new();
     ck.put_module(parts.model);
     ck.put_optimizer(&*parts.opt);
@@ -1352,7 +1363,7 @@ fn save_checkpoint(
 }
 
 /// The test accuracy of `model` in eval mode.
-fn evaluate(model: &mut dyn Forward, x_test: &Var, test_y: &[i64]) -> Result<f64, BoxError> {
+fn evaluate(model: &mut dyn Forward, x_test: &Var, test_y: &[i64]) -> Result<f64> {
     model.eval();
     let pred = no_grad(|| model.forward(x_test))?
         .data()
@@ -1493,20 +1504,19 @@ pub fn print_report(r: &Report, json: bool) {
 ///
 /// # Errors
 /// Torch seeding with micro-shards or with several processes.
-pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<(), BoxError> {
+pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<()> {
     if cfg.micro_batch == 0 {
         if processes > 1 && cfg.seeding != "invariant" {
-            return Err("several processes need --seeding invariant".into());
+            return Err(Error::config("several processes need --seeding invariant"));
         }
         return Ok(());
     }
     if cfg.seeding != "invariant" {
-        return Err(format!(
+        return Err(Error::config(format!(
             "--micro-batch {} needs --seeding invariant (each sample's noise and dropout masks \
              from its own stream); got --seeding {}",
             cfg.micro_batch, cfg.seeding
-        )
-        .into());
+        )));
     }
     Ok(())
 }
@@ -1547,7 +1557,7 @@ fn micro_batch_grads(
     keys: &SampleKeys,
     xb: &Tensor,
     yb: &Tensor,
-) -> Result<f64, BoxError> {
+) -> Result<f64> {
     let b = yb.shape()[0];
     let g = b.div_ceil(m);
     let sizes: Vec<usize> = params.iter().map(Var::numel).collect();

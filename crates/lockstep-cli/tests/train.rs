@@ -417,3 +417,68 @@ fn bad_checkpoints_are_refused() {
         assert!(e.contains("checkpoint"), "{e}");
     }
 }
+
+/// The library's errors say what kind of thing is wrong: a flag (named), a checkpoint file (by
+/// kind, with its path), another run's checkpoint.
+#[test]
+fn errors_are_typed() {
+    use lockstep::Error;
+    use lockstep::checkpoint::CheckpointError;
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let bad_lr = TrainConfig {
+        lr: f64::INFINITY,
+        ..quick("mlp")
+    };
+    match lockstep_cli::train::check_config(&bad_lr, 1) {
+        Err(Error::Config(m)) => assert!(m.contains("--lr"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let dir = tmpdir("typed-errors");
+    let junk = dir.join("junk.safetensors");
+    std::fs::write(&junk, b"not a checkpoint").unwrap();
+    let resume = |p: &std::path::Path, hidden: usize| {
+        run(
+            &TrainConfig {
+                resume: Some(p.to_path_buf()),
+                hidden,
+                ..quick("mlp")
+            },
+            &mut Quiet,
+        )
+        .unwrap_err()
+    };
+    match resume(&junk, 16) {
+        Error::Checkpoint(CheckpointError::InFile { path, error }) => {
+            assert_eq!(path, junk);
+            assert!(
+                matches!(*error, CheckpointError::NotSafetensors(_)),
+                "{error:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let ckpt_dir = dir.join("ckpts");
+    run_with(TrainConfig {
+        checkpoint_dir: Some(ckpt_dir.clone()),
+        checkpoint_every: 2,
+        ..quick("mlp")
+    });
+    let file = ckpt_dir.join("ckpt-00000002.safetensors");
+    match resume(&file, 13) {
+        Error::Checkpoint(CheckpointError::OtherRun { theirs, ours }) => {
+            assert!(theirs.contains("\"hidden\":16") && ours.contains("\"hidden\":13"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A directory of other runs' checkpoints only: each file named.
+    match resume(&ckpt_dir, 13) {
+        Error::Checkpoint(CheckpointError::NoneOfThisRun { dir, others, .. }) => {
+            assert_eq!(dir, ckpt_dir);
+            assert!(
+                others[0].starts_with("ckpt-00000004.safetensors (hidden 16"),
+                "{others:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

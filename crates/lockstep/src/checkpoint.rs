@@ -36,13 +36,194 @@ use safetensors::{Dtype, SafeTensors, View};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The checkpoint format version this lockstep writes and reads.
 pub const FORMAT_VERSION: &str = "1";
 
-fn bad(reason: impl Into<String>) -> Error {
-    Error::Checkpoint(reason.into())
+/// What is wrong with a checkpoint, by kind ([`Error::Checkpoint`] carries it). Its message
+/// names the file, the entry, the setting or the tensor concerned, so a user can tell a
+/// damaged file from another run's or another version's.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The file (or its directory) cannot be read or written: the action (`read`, `write`,
+    /// `create directory`, …), the path and the operating system's message.
+    #[error("cannot {action} {}: {message}", path.display())]
+    Io {
+        /// What was attempted, e.g. `read`.
+        action: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// An error in the file at `path`.
+    #[error("{}: {error}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        error: Box<CheckpointError>,
+    },
+    /// Not a safetensors file, or a truncated one: the parser's message.
+    #[error("not a valid safetensors file: {0}")]
+    NotSafetensors(String),
+    /// A safetensors file without `lockstep.format`: not written by lockstep.
+    #[error("not a lockstep checkpoint (no lockstep.format)")]
+    NotLockstep,
+    /// A checkpoint of another format version.
+    #[error("format version {found}; this lockstep reads version {FORMAT_VERSION}")]
+    Version {
+        /// The version the file declares.
+        found: String,
+    },
+    /// The file has no checksum.
+    #[error("no checksum")]
+    NoChecksum,
+    /// The checksum does not match the contents: the file was changed or damaged.
+    #[error("checksum mismatch: the file is corrupt")]
+    ChecksumMismatch,
+    /// An entry the reader needs is absent (e.g. `optimizer`, `rng.torch`).
+    #[error("no {0} in the checkpoint")]
+    Missing(String),
+    /// A tensor whose bytes are not a valid value of its dtype, or whose dtype is not
+    /// supported.
+    #[error("tensor {name}: {reason}")]
+    Tensor {
+        /// The tensor's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An entry that is present but invalid (e.g. a generator state of the wrong length).
+    #[error("{entry}: {reason}")]
+    Invalid {
+        /// The entry (`optimizer`, `scheduler`, `rng.python`, a metadata key, …).
+        entry: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The checkpoint's tensors do not fit the model it is loaded into.
+    #[error("the checkpoint is for another model: {0}")]
+    OtherModel(String),
+    /// The checkpoint was written by a run with other settings: each setting that differs
+    /// (`seed 1, lr 0.05`: the checkpoint's values).
+    #[error(
+        "the checkpoint is from another run: its configuration {theirs} differs from this one \
+         {ours}"
+    )]
+    OtherRun {
+        /// The checkpoint's configuration.
+        theirs: String,
+        /// This run's configuration.
+        ours: String,
+    },
+    /// The checkpoint was written by a run whose named flags differ from this run's.
+    #[error("the checkpoint is from a run with other settings: {}", list_flags(.0))]
+    OtherFlags(Vec<FlagDifference>),
+    /// Tensors that nothing of the run reads (another kind of run wrote it).
+    #[error("the checkpoint has unexpected tensors {0:?}")]
+    Unexpected(Vec<String>),
+    /// A checkpoint directory that holds only other runs' checkpoints: each file with the
+    /// settings that differ, and this run's settings where known.
+    #[error(
+        "no checkpoint of this run in {}: it holds {} checkpoint(s) of other runs: {}{}. \
+         Resume with the flags of that run, or use another --checkpoint-dir",
+        dir.display(),
+        others.len(),
+        others.join("; "),
+        ours.as_ref().map_or(String::new(), |o| format!("; this run has {o}"))
+    )]
+    NoneOfThisRun {
+        /// The directory.
+        dir: PathBuf,
+        /// `FILE (differences)` for each checkpoint of another run.
+        others: Vec<String>,
+        /// This run's settings.
+        ours: Option<String>,
+    },
+    /// A checkpoint directory where no checkpoint loads: the last file's error.
+    #[error("no valid checkpoint in {}: {last}", dir.display())]
+    NoneValid {
+        /// The directory.
+        dir: PathBuf,
+        /// Why the last checkpoint tried did not load.
+        last: Box<Error>,
+    },
+    /// The metadata contradicts itself (e.g. a step outside its epoch).
+    #[error("metadata contradicts itself: {0}")]
+    Contradiction(String),
+    /// The checkpoint cannot be serialized.
+    #[error("cannot serialize: {0}")]
+    Serialize(String),
+}
+
+/// One flag whose value in a checkpoint's run differs from this run's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlagDifference {
+    /// The flag, e.g. `--seed` (with a note where the flag is derived).
+    pub flag: String,
+    /// Its value in the checkpoint's run (JSON).
+    pub checkpoint: String,
+    /// Its value in this run (JSON).
+    pub run: String,
+}
+
+impl std::fmt::Display for FlagDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} in the checkpoint, {} in this run",
+            self.flag, self.checkpoint, self.run
+        )
+    }
+}
+
+fn list_flags(d: &[FlagDifference]) -> String {
+    if d.is_empty() {
+        // Keys only the checkpoint has (a newer or older lockstep).
+        return "other settings".into();
+    }
+    d.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl CheckpointError {
+    /// [`CheckpointError::Io`] from an I/O error.
+    pub fn io(action: impl Into<String>, path: &Path, e: &std::io::Error) -> Self {
+        Self::Io {
+            action: action.into(),
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    }
+
+    /// [`CheckpointError::Invalid`].
+    pub fn invalid(entry: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            entry: entry.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<CheckpointError> for Error {
+    fn from(e: CheckpointError) -> Self {
+        Error::Checkpoint(e)
+    }
+}
+
+use CheckpointError as E;
+
+fn tensor_err(name: &str, reason: impl ToString) -> Error {
+    E::Tensor {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    }
+    .into()
 }
 
 /// The contents of one checkpoint: named tensors and metadata.
@@ -125,19 +306,18 @@ fn from_le_bytes(name: &str, dtype: Dtype, shape: &[usize], data: &[u8]) -> Resu
         Dtype::U8 => Tensor::from_vec(data.to_vec(), shape),
         Dtype::BOOL => {
             if data.iter().any(|&b| b > 1) {
-                return Err(bad(format!(
-                    "tensor {name}: a bool that is neither 0 nor 1"
-                )));
+                return Err(tensor_err(name, "a bool that is neither 0 nor 1"));
             }
             Tensor::from_vec(data.iter().map(|&b| b == 1).collect::<Vec<bool>>(), shape)
         }
         other => {
-            return Err(bad(format!(
-                "tensor {name}: dtype {other:?} is not supported"
-            )));
+            return Err(tensor_err(
+                name,
+                format!("dtype {other:?} is not supported"),
+            ));
         }
     };
-    t.map_err(|e| bad(format!("tensor {name}: {e}")))
+    t.map_err(|e| tensor_err(name, e))
 }
 
 pub(crate) fn mt_state_bytes(words: &[u32], pos: usize, gauss: Option<f64>) -> Vec<u8> {
@@ -162,11 +342,11 @@ pub(crate) fn mt_state_parse_rng(b: &[u8]) -> lockstep_rng::Result<(Vec<u32>, us
 
 fn mt_state_parse(name: &str, b: &[u8]) -> Result<(Vec<u32>, usize, Option<f64>), Error> {
     if b.len() != 624 * 4 + 17 {
-        return Err(bad(format!(
-            "{name}: {} bytes, expected {}",
-            b.len(),
-            624 * 4 + 17
-        )));
+        return Err(E::invalid(
+            name,
+            format!("{} bytes, expected {}", b.len(), 624 * 4 + 17),
+        )
+        .into());
     }
     let words = b[..2496]
         .chunks_exact(4)
@@ -178,9 +358,9 @@ fn mt_state_parse(name: &str, b: &[u8]) -> Result<(Vec<u32>, usize, Option<f64>)
         1 => Some(f64::from_le_bytes(
             b[2505..2513].try_into().expect("8 bytes"),
         )),
-        _ => return Err(bad(format!("{name}: invalid Gaussian flag"))),
+        _ => return Err(E::invalid(name, "invalid Gaussian flag").into()),
     };
-    let pos = usize::try_from(pos).map_err(|_| bad(format!("{name}: position out of range")))?;
+    let pos = usize::try_from(pos).map_err(|_| E::invalid(name, "position out of range"))?;
     Ok((words, pos, gauss))
 }
 
@@ -240,12 +420,10 @@ impl Checkpoint {
             }
         }
         if !missing.is_empty() {
-            return Err(bad(format!(
-                "the checkpoint is for another model: missing {missing:?}"
-            )));
+            return Err(E::OtherModel(format!("missing {missing:?}")).into());
         }
         m.load_state_dict(&state)
-            .map_err(|e| bad(format!("the checkpoint is for another model: {e}")))
+            .map_err(|e| E::OtherModel(e.to_string()).into())
     }
 
     /// Adds an optimizer's state (`optimizer.state.…`) and its learning rates (each
@@ -284,26 +462,30 @@ impl Checkpoint {
             .meta
             .get("lockstep.optimizer")
             .and_then(|s| serde_json::from_str(s).ok())
-            .ok_or_else(|| bad("no optimizer in the checkpoint"))?;
+            .ok_or_else(|| E::Missing("optimizer".into()))?;
         let lr = j["lr"]
             .as_f64()
-            .ok_or_else(|| bad("optimizer: no learning rate"))?;
+            .ok_or_else(|| E::invalid("optimizer", "no learning rate"))?;
         let n = opt.param_groups().len();
         // Per-group rates; a checkpoint from before parameter groups has only `lr`.
         let lrs: Vec<(f64, Option<f64>)> = match j["lrs"].as_array() {
             Some(a) => {
                 let init = j["initial_lrs"].as_array();
                 if a.len() != n || init.is_some_and(|i| i.len() != n) {
-                    return Err(bad(format!(
-                        "optimizer: the checkpoint has {} parameter group(s), the optimizer {n}",
-                        a.len()
-                    )));
+                    return Err(E::invalid(
+                        "optimizer",
+                        format!(
+                            "the checkpoint has {} parameter group(s), the optimizer {n}",
+                            a.len()
+                        ),
+                    )
+                    .into());
                 }
                 let mut v = Vec::with_capacity(n);
                 for (g, x) in a.iter().enumerate() {
                     let lr = x
                         .as_f64()
-                        .ok_or_else(|| bad("optimizer: a bad learning rate"))?;
+                        .ok_or_else(|| E::invalid("optimizer", "a bad learning rate"))?;
                     v.push((lr, init.and_then(|i| i[g].as_f64())));
                 }
                 v
@@ -339,7 +521,7 @@ impl Checkpoint {
             .meta
             .get("lockstep.scheduler")
             .and_then(|s| serde_json::from_str(s).ok())
-            .ok_or_else(|| bad("no scheduler in the checkpoint"))?;
+            .ok_or_else(|| E::Missing("scheduler".into()))?;
         // One rate per group (`base_lrs`, `_last_lr` lists); checkpoints from before
         // parameter groups hold one number each (`base_lr`, `_last_lr`).
         let rates = |v: &serde_json::Value| -> Option<Vec<f64>> {
@@ -353,11 +535,14 @@ impl Checkpoint {
         } else {
             &j["base_lrs"]
         };
+        let bad = |k: &str| E::invalid("scheduler", format!("no {k}, or not a number"));
         let st = SchedulerState {
-            last_epoch: j["last_epoch"].as_i64().ok_or_else(|| bad("scheduler"))?,
-            step_count: j["_step_count"].as_u64().ok_or_else(|| bad("scheduler"))?,
-            base_lrs: rates(base).ok_or_else(|| bad("scheduler"))?,
-            last_lrs: rates(&j["_last_lr"]).ok_or_else(|| bad("scheduler"))?,
+            last_epoch: j["last_epoch"].as_i64().ok_or_else(|| bad("last_epoch"))?,
+            step_count: j["_step_count"]
+                .as_u64()
+                .ok_or_else(|| bad("_step_count"))?,
+            base_lrs: rates(base).ok_or_else(|| bad("base_lrs"))?,
+            last_lrs: rates(&j["_last_lr"]).ok_or_else(|| bad("_last_lr"))?,
         };
         s.load_state(&st)?;
         Ok(())
@@ -378,7 +563,7 @@ impl Checkpoint {
         let t = self
             .tensors
             .get("loader.state")
-            .ok_or_else(|| bad("no loader state in the checkpoint"))?;
+            .ok_or_else(|| E::Missing("loader state".into()))?;
         Ok(LoaderState::from_bytes(&t.to_vec::<u8>()?)?)
     }
 
@@ -425,7 +610,7 @@ impl Checkpoint {
             Ok(self
                 .tensors
                 .get(k)
-                .ok_or_else(|| bad(format!("no {k} in the checkpoint")))?
+                .ok_or_else(|| E::Missing(k.into()))?
                 .to_vec::<u8>()?)
         };
         let torch = get("rng.torch")?;
@@ -523,7 +708,7 @@ impl Checkpoint {
             .collect();
         let meta: HashMap<String, String> = me.meta.into_iter().collect();
         safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), Some(meta))
-            .map_err(|e| bad(format!("cannot serialize: {e}")))
+            .map_err(|e| E::Serialize(e.to_string()).into())
     }
 
     /// Parses and checks a file's bytes.
@@ -532,10 +717,9 @@ impl Checkpoint {
     /// Not a safetensors file, truncated, another format version, a checksum that does not
     /// match, an unsupported dtype.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
-        let st = SafeTensors::deserialize(bytes)
-            .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
-        let (_, header) = SafeTensors::read_metadata(bytes)
-            .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+        let st = SafeTensors::deserialize(bytes).map_err(|e| E::NotSafetensors(e.to_string()))?;
+        let (_, header) =
+            SafeTensors::read_metadata(bytes).map_err(|e| E::NotSafetensors(e.to_string()))?;
         let meta: BTreeMap<String, String> = header
             .metadata()
             .clone()
@@ -544,12 +728,8 @@ impl Checkpoint {
             .collect();
         match meta.get("lockstep.format").map(String::as_str) {
             Some(FORMAT_VERSION) => {}
-            Some(v) => {
-                return Err(bad(format!(
-                    "format version {v}; this lockstep reads version {FORMAT_VERSION}"
-                )));
-            }
-            None => return Err(bad("not a lockstep checkpoint (no lockstep.format)")),
+            Some(v) => return Err(E::Version { found: v.into() }.into()),
+            None => return Err(E::NotLockstep.into()),
         }
         let mut parts = Vec::new();
         let mut tensors = BTreeMap::new();
@@ -565,12 +745,9 @@ impl Checkpoint {
         }
         parts.sort_by(|a, b| a.0.cmp(&b.0));
         let me = Self { tensors, meta };
-        let want = me
-            .meta
-            .get("lockstep.checksum")
-            .ok_or_else(|| bad("no checksum"))?;
+        let want = me.meta.get("lockstep.checksum").ok_or(E::NoChecksum)?;
         if me.checksum(&parts) != *want {
-            return Err(bad("checksum mismatch: the file is corrupt"));
+            return Err(E::ChecksumMismatch.into());
         }
         Ok(me)
     }
@@ -582,8 +759,7 @@ impl Checkpoint {
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
         let bytes = self.to_bytes()?;
-        lockstep_tensor::io::write_atomic(path, &bytes)
-            .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))
+        lockstep_tensor::io::write_atomic(path, &bytes).map_err(|e| E::io("write", path, &e).into())
     }
 
     /// Reads and checks the checkpoint at `path`.
@@ -592,9 +768,15 @@ impl Checkpoint {
     /// I/O errors and everything [`from_bytes`](Self::from_bytes) refuses.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let bytes =
-            std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-        Self::from_bytes(&bytes).map_err(|e| bad(format!("{}: {e}", path.display())))
+        let bytes = std::fs::read(path).map_err(|e| E::io("read", path, &e))?;
+        Self::from_bytes(&bytes).map_err(|e| match e {
+            Error::Checkpoint(e) => E::InFile {
+                path: path.to_path_buf(),
+                error: Box::new(e),
+            }
+            .into(),
+            e => e,
+        })
     }
 }
 
@@ -605,13 +787,10 @@ impl Checkpoint {
 /// An unreadable or invalid file, or an unsupported dtype.
 pub fn read_state_dict(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>, Error> {
     let path = path.as_ref();
-    let bytes =
-        std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| {
-        bad(format!(
-            "{}: not a valid safetensors file: {e}",
-            path.display()
-        ))
+    let bytes = std::fs::read(path).map_err(|e| E::io("read", path, &e))?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| E::InFile {
+        path: path.to_path_buf(),
+        error: Box::new(E::NotSafetensors(e.to_string())),
     })?;
     let mut out = Vec::new();
     for (name, v) in st.tensors() {

@@ -84,7 +84,9 @@
 //!
 //! Each layer returns its own error ([`rng::Error`], [`tensor::Error`], [`data::Error`]);
 //! [`Error`] converts from all three, so `?` works across layers in a function returning
-//! [`Result`], and a match finds the layer that raised the error:
+//! [`Result`], and a match finds the layer that raised the error. Checkpoints say what is
+//! wrong by kind ([`Error::Checkpoint`] holds a [`checkpoint::CheckpointError`]); a program's
+//! own refusals have [`Error::Config`] (a named flag or setting) and [`Error::Io`] (a path):
 //!
 //! ```
 //! use lockstep::{DType, Error, Tensor};
@@ -193,9 +195,47 @@ pub enum Error {
     /// From [`data`]: data sets, samplers, loaders, workers, file readers.
     #[error(transparent)]
     Data(lockstep_data::Error),
-    /// From [`checkpoint`]: a file that cannot be written, read or trusted.
+    /// From [`checkpoint`]: a file that cannot be written, read or trusted, and why
+    /// ([`checkpoint::CheckpointError`]: I/O with the path, not safetensors, another format
+    /// version, a checksum mismatch, a missing or invalid entry, another run's settings, …).
     #[error("checkpoint: {0}")]
-    Checkpoint(String),
+    Checkpoint(checkpoint::CheckpointError),
+    /// A refused setting: a flag or configuration value out of its range, or settings that
+    /// cannot go together. The message names the flag (`--lr`) or setting and what it must
+    /// be; nothing has run yet when a program checks its settings first.
+    #[error("{0}")]
+    Config(String),
+    /// A file or directory that cannot be read, written, created or locked: what was
+    /// attempted, the path and the operating system's message.
+    #[error("cannot {action} {}: {message}", path.display())]
+    Io {
+        /// What was attempted, e.g. `read data file`.
+        action: String,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A failed exchange between the processes of a distributed run (vectors of the wrong
+    /// length, a failed collective).
+    #[error("{0}")]
+    Exchange(String),
+}
+
+impl Error {
+    /// [`Error::Config`] with `message`.
+    pub fn config(message: impl Into<String>) -> Self {
+        Error::Config(message.into())
+    }
+
+    /// [`Error::Io`] for an I/O error while doing `action` on `path`.
+    pub fn io(action: impl Into<String>, path: &std::path::Path, e: &std::io::Error) -> Self {
+        Error::Io {
+            action: action.into(),
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    }
 }
 
 impl From<lockstep_rng::Error> for Error {

@@ -1,7 +1,7 @@
 //! Checkpoint files: round trip, and every corruption or truncation refused without a panic.
 
-use lockstep::checkpoint::Checkpoint;
-use lockstep::{DType, Tensor};
+use lockstep::checkpoint::{Checkpoint, CheckpointError};
+use lockstep::{DType, Error, Tensor};
 use proptest::prelude::*;
 
 fn sample() -> Checkpoint {
@@ -58,6 +58,84 @@ fn save_is_atomic_and_load_checks_the_file() {
     bytes = s.into_bytes();
     std::fs::write(&plain, bytes).unwrap();
     assert!(Checkpoint::load(&plain).is_err());
+}
+
+/// Each refusal says what is wrong, by kind, with the file's path where there is a file.
+#[test]
+fn each_refusal_names_its_kind() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ckpt-kinds");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kind = |r: Result<Checkpoint, Error>| match r {
+        Err(Error::Checkpoint(e)) => e,
+        other => panic!("not a checkpoint error: {other:?}"),
+    };
+    // No file: an I/O error naming the action and the path.
+    let missing = dir.join("missing.safetensors");
+    match kind(Checkpoint::load(&missing)) {
+        CheckpointError::Io { action, path, .. } => {
+            assert_eq!((action.as_str(), path), ("read", missing));
+        }
+        e => panic!("{e:?}"),
+    }
+    let good = sample().to_bytes().unwrap();
+    // Truncated: not a safetensors file; through `load`, inside the file's path.
+    assert!(matches!(
+        kind(Checkpoint::from_bytes(&good[..good.len() / 2])),
+        CheckpointError::NotSafetensors(_)
+    ));
+    let short = dir.join("short.safetensors");
+    std::fs::write(&short, &good[..good.len() / 2]).unwrap();
+    match kind(Checkpoint::load(&short)) {
+        CheckpointError::InFile { path, error } => {
+            assert_eq!(path, short);
+            assert!(matches!(*error, CheckpointError::NotSafetensors(_)));
+        }
+        e => panic!("{e:?}"),
+    }
+    // Same-length edits of the header's bytes.
+    let edit = |from: &str, to: &str| {
+        let (from, to) = (from.as_bytes(), to.as_bytes());
+        assert_eq!(from.len(), to.len());
+        let at = good
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("in the header");
+        let mut b = good.clone();
+        b[at..at + from.len()].copy_from_slice(to);
+        b
+    };
+    // Without lockstep's format key, and of another format version.
+    assert_eq!(
+        kind(Checkpoint::from_bytes(&edit(
+            "lockstep.format",
+            "lockstep.formxt"
+        ))),
+        CheckpointError::NotLockstep
+    );
+    let version = edit("\"lockstep.format\":\"1\"", "\"lockstep.format\":\"7\"");
+    assert_eq!(
+        kind(Checkpoint::from_bytes(&version)),
+        CheckpointError::Version { found: "7".into() }
+    );
+    // A changed tensor byte (the last byte is data): the checksum catches it.
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    assert_eq!(
+        kind(Checkpoint::from_bytes(&flipped)),
+        CheckpointError::ChecksumMismatch
+    );
+    // A missing entry is named.
+    let c = Checkpoint::from_bytes(&good).unwrap();
+    match c.loader() {
+        Err(Error::Checkpoint(CheckpointError::Missing(what))) => assert_eq!(what, "loader state"),
+        other => panic!("{other:?}"),
+    }
+    // The messages stay readable.
+    assert_eq!(
+        Error::from(CheckpointError::ChecksumMismatch).to_string(),
+        "checkpoint: checksum mismatch: the file is corrupt"
+    );
 }
 
 proptest! {
