@@ -1253,7 +1253,6 @@ struct Parts<'a> {
 
 /// Loads a checkpoint of this run into the model, optimizer, scheduler, loader and the
 /// global generators; refuses one of another run or with tensors nothing reads.
-#[allow(clippy::too_many_arguments)]
 fn restore(
     cfg: &TrainConfig,
     ck: &Checkpoint,
