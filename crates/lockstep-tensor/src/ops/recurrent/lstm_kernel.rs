@@ -345,6 +345,22 @@ fn pack_panels(
                     unsafe { x86::transpose16(src[p0..].as_ptr(), k, dst.as_mut_ptr(), NV * u) };
                     continue;
                 }
+                #[cfg(target_arch = "x86_64")]
+                if simd == Simd::Avx2 && nu == 8 && pn.is_multiple_of(8) {
+                    for c in (0..pn).step_by(8) {
+                        // SAFETY: AVX2 found by `Simd::detect`; 8 rows of 8 from `k` apart in
+                        // `src` (columns p0 + c.. < k), 8 lines of 8 from `NV·U` apart in `dst`.
+                        unsafe {
+                            x86::transpose8(
+                                src[p0 + c..].as_ptr(),
+                                k,
+                                dst[c * NV * u..].as_mut_ptr(),
+                                NV * u,
+                            )
+                        };
+                    }
+                    continue;
+                }
                 for q in 0..pn {
                     let line = &mut dst[q * NV * u..][..u];
                     for (l, d) in line.iter_mut().enumerate() {
@@ -511,6 +527,45 @@ pub(crate) mod x86 {
                 _mm512_storeu_ps(dst.add((8 + m) * ds), _mm512_shuffle_f32x4::<0xdd>(a, c));
                 _mm512_storeu_ps(dst.add((4 + m) * ds), _mm512_shuffle_f32x4::<0x88>(b, d));
                 _mm512_storeu_ps(dst.add((12 + m) * ds), _mm512_shuffle_f32x4::<0xdd>(b, d));
+            }
+        }
+    }
+
+    /// Stores the transpose of the 8 × 8 block at `src` (rows `ss` apart) to `dst` (rows `ds`
+    /// apart): an exact copy of each value (the AVX2 twin of [`transpose16`]).
+    ///
+    /// # Safety
+    /// The CPU supports AVX; both blocks are inside their buffers.
+    #[target_feature(enable = "avx")]
+    pub(crate) unsafe fn transpose8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+        // SAFETY (whole body): as documented.
+        unsafe {
+            let r: [__m256; 8] = core::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ss)));
+            // t: pairs of rows interleaved; s[4·h + m]: column m (128-bit lane 0) and m + 4
+            // (lane 1) of rows 4·h..4·h + 4.
+            let t: [__m256; 8] = core::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i % 2 == 0 {
+                    _mm256_unpacklo_ps(a, b)
+                } else {
+                    _mm256_unpackhi_ps(a, b)
+                }
+            });
+            let mut s = [_mm256_setzero_ps(); 8];
+            for h in 0..2 {
+                let (a0, a1, b0, b1) = (t[4 * h], t[4 * h + 1], t[4 * h + 2], t[4 * h + 3]);
+                s[4 * h] = _mm256_shuffle_ps::<0x44>(a0, b0);
+                s[4 * h + 1] = _mm256_shuffle_ps::<0xee>(a0, b0);
+                s[4 * h + 2] = _mm256_shuffle_ps::<0x44>(a1, b1);
+                s[4 * h + 3] = _mm256_shuffle_ps::<0xee>(a1, b1);
+            }
+            for m in 0..4 {
+                let (lo, hi) = (s[m], s[4 + m]);
+                _mm256_storeu_ps(dst.add(m * ds), _mm256_permute2f128_ps::<0x20>(lo, hi));
+                _mm256_storeu_ps(
+                    dst.add((m + 4) * ds),
+                    _mm256_permute2f128_ps::<0x31>(lo, hi),
+                );
             }
         }
     }
