@@ -11,10 +11,12 @@ width 128, block 64):
   un-sharded step, plus the gradients' copy through the exchange);
 * `old` (with `--old BIN`, a build from before the change; mlp, cnn, lstm): invariant seeding
   without micro-shards, the whole batch's mean loss in one backward;
-* gpt `torch`: torch seeding (PyTorch's draws), the same sizes.
+* `torch`: torch seeding (PyTorch's draws, no micro-shards), the same sizes;
+* `before` (with `--before BIN`, another build, e.g. from before a speed-up): its `default`,
+  timed in the same run.
 The ratio is `default` over the un-sharded run (`old` where given, else `one shard`).
 
-Usage (repository root, a release build): python3 bench/invariant_cost.py [--old BIN]
+Usage (repository root, a release build): python3 bench/invariant_cost.py [--old BIN] [--before BIN]
 """
 import argparse, os, subprocess, sys
 
@@ -41,6 +43,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/lockstep"))
     ap.add_argument("--old", help="a lockstep binary from before the micro-shard default")
+    ap.add_argument("--before", help="another lockstep binary whose default is timed too")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     common = ["--seeding", "invariant", "--batch-size", "64", "--threads", "1", "--json"]
@@ -51,21 +54,22 @@ def main():
         "gpt": ["train", "--model", "gpt", "--max-iters", "4", "--eval-interval", "0",
                 "--sample-tokens", "0", "--data", DATA],
     }
-    print("| model | steps | default (8 micro-shards) | one shard (`--micro-batch 64`) | old, no micro-shards | gpt torch seeding | default / un-sharded |")
-    print("|---|---|---|---|---|---|---|")
+    before_col = " before (default) |" if a.before else ""
+    print("| model | steps |" + before_col + " default (8 micro-shards) | one shard (`--micro-batch 64`) | old, no micro-shards | torch seeding | default / un-sharded |")
+    print("|---|---|" + ("---|" if a.before else "") + "---|---|---|---|---|")
     for model, args in runs.items():
         cmd = [a.bin] + args + common
         d = best(cmd, a.rounds)
+        before = best([a.before] + args + common, a.rounds) if a.before else None
         one = best(cmd + ["--micro-batch", "64"], a.rounds)
         old = best([a.old] + args + common, a.rounds) if a.old and model != "gpt" else None
-        torch = None
-        if model == "gpt":
-            t = [a.bin] + args + [x if x != "invariant" else "torch" for x in common]
-            torch = best(t, a.rounds)
+        t = [a.bin] + args + [x if x != "invariant" else "torch" for x in common]
+        torch = best(t, a.rounds)
         steps = {"mlp": "50 epochs × 23", "cnn": "20 × 23", "lstm": "5 × 23", "gpt": "4"}[model]
         ref = old if old is not None else one
         f = lambda v: "–" if v is None else f"{v:.2f} s"
-        print(f"| {model} | {steps} | {f(d)} | {f(one)} | {f(old)} | {f(torch)} | **{d / ref:.2f}×** |")
+        bc = f" {f(before)} |" if a.before else ""
+        print(f"| {model} | {steps} |{bc} {f(d)} | {f(one)} | {f(old)} | {f(torch)} | **{d / ref:.2f}×** |")
 
 
 if __name__ == "__main__":

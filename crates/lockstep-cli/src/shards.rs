@@ -51,6 +51,12 @@ pub trait Shards {
     fn reduce(&mut self, own: &[Vec<f32>], g: usize, len: usize) -> Result<Vec<f32>> {
         Ok(tree_sum(&self.gather(own, g, len)?))
     }
+    /// Whether this process may compute the step as one pass over the whole batch whose
+    /// parameter-gradient reductions add micro-shard blocks in the fixed tree (the same bits
+    /// as every micro-shard on its own: one process owning them all). Default: one process.
+    fn whole_batch(&self) -> bool {
+        self.size() == 1
+    }
     /// Called once per step with this process's own vectors (for benchmarks: the MPI
     /// exchange compares its cost with a plain all-reduce of their sum there).
     fn after_step(&mut self, _own: &[Vec<f32>]) {}

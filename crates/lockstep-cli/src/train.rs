@@ -15,6 +15,7 @@ use lockstep::checkpoint::{Checkpoint, CheckpointError};
 use lockstep::data::{
     DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
 };
+use lockstep::nn::batch_blocks::with_batch_blocks;
 use lockstep::nn::layers::{
     BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
 };
@@ -1046,15 +1047,14 @@ pub fn run_distributed(
                     it.epoch(),
                     ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
                 );
-                micro_batch_grads(
-                    model.as_ref(),
-                    &params,
-                    shards,
-                    micro_batch_size(cfg.micro_batch),
-                    &keys,
-                    &xb,
-                    &yb,
-                )?
+                let m = micro_batch_size(cfg.micro_batch);
+                // mlp and cnn are made of the ops `with_batch_blocks` covers; the lstm's
+                // fused layers sum their weight gradients over time inside one kernel.
+                if shards.whole_batch() && cfg.model != "lstm" {
+                    whole_batch_grads(model.as_ref(), &params, m, keys, &xb, &yb)?
+                } else {
+                    micro_batch_grads(model.as_ref(), &params, shards, m, &keys, &xb, &yb)?
+                }
             } else {
                 let out = model.forward(&Var::constant(xb))?;
                 let loss = F::cross_entropy(&out, &yb)?;
@@ -1616,4 +1616,51 @@ fn micro_batch_grads(
         at += size;
     }
     Ok(sum[len - 1] as f64)
+}
+
+/// [`micro_batch_grads`] on one process owning every micro-shard, in one pass: the model's
+/// forward and backward over the whole batch inside
+/// [`with_batch_blocks`](lockstep::nn::batch_blocks::with_batch_blocks), whose ops reduce the
+/// batch into the parameter gradients micro-shard by micro-shard and add them in the fixed
+/// tree, and BatchNorm merges the micro-shards' statistics as [`SyncStep`] does; the loss is
+/// each micro-shard's sum-reduced cross entropy times `1 / B`, added in the same tree. The
+/// same bits as [`micro_batch_grads`] for models made of the ops it covers (mlp, cnn).
+fn whole_batch_grads(
+    model: &dyn Forward,
+    params: &[Var],
+    m: usize,
+    keys: SampleKeys,
+    xb: &Tensor,
+    yb: &Tensor,
+) -> Result<f64> {
+    let b = yb.shape()[0];
+    let inv_b = 1.0 / b as f64;
+    let sum_loss = F::CrossEntropy {
+        reduction: F::Reduction::Sum,
+        ..F::CrossEntropy::default()
+    };
+    params.iter().for_each(Var::zero_grad);
+    let out = with_batch_blocks(b, m, || {
+        let out = with_sample_keys(keys, || model.forward(&Var::constant(xb.clone())))?;
+        F::cross_entropy_with(&out, yb, &sum_loss)?
+            .mul_scalar(inv_b)?
+            .backward()?;
+        Ok(out)
+    })?;
+    // The loss as the micro-shards computed it: each one's sum times 1 / B, then the tree.
+    let logits = out.data();
+    let mut losses = Vec::with_capacity(b.div_ceil(m));
+    for start in (0..b).step_by(m) {
+        let n = m.min(b - start);
+        let y = yb.narrow(0, start, n)?.contiguous();
+        let x = Var::constant(logits.narrow(0, start, n)?);
+        let l = no_grad(|| F::cross_entropy_with(&x, &y, &sum_loss)?.mul_scalar(inv_b))?;
+        losses.push(vec![l.data().item::<f32>()?]);
+    }
+    for p in params {
+        if p.grad().is_none() {
+            p.set_grad(Some(Tensor::zeros(p.shape(), p.dtype())?))?;
+        }
+    }
+    Ok(crate::shards::tree_sum(&losses)[0] as f64)
 }

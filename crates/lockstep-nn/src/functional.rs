@@ -30,28 +30,45 @@ pub fn conv2d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv2dParams) -> Res
     let mut inputs = vec![x, weight];
     inputs.extend(bias);
     let has_bias = bias.is_some();
+    // Inside `with_batch_blocks`: the weight and bias gradients in blocks of the batch.
+    let blocks = if xv.ndim() == 4 {
+        crate::batch_blocks::for_batch(xv.shape()[0])
+    } else {
+        None
+    };
     Ok(Var::from_op("conv2d", y, &inputs, move |g| {
         let gx = if rx {
             Some(Tensor::conv2d_backward_input(g, xv.shape(), &wv, p)?)
         } else {
             None
         };
+        let weight_grad =
+            |g: &Tensor, x: &Tensor| Tensor::conv2d_backward_weight(g, x, wv.shape(), p);
         let gw = if rw {
-            Some(Tensor::conv2d_backward_weight(g, &xv, wv.shape(), p)?)
+            Some(match blocks {
+                None => weight_grad(g, &xv)?,
+                Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                    weight_grad(&g.narrow(0, s, n)?, &xv.narrow(0, s, n)?)
+                })?,
+            })
         } else {
             None
+        };
+        // Each (n, c) plane in one row sum, then over the batch: two passes, not three (the
+        // first of which summed rows of W elements, one call each).
+        let bias_grad = |g: &Tensor| {
+            let (n, c) = (g.shape()[0] as isize, g.shape()[1] as isize);
+            g.reshape(&[n, c, -1])?.sum_dim(2, false)?.sum_dim(0, false)
         };
         let mut out = vec![gx, gw];
         if has_bias {
             out.push(if rb {
-                // Each (n, c) plane in one row sum, then over the batch: two passes, not
-                // three (the first of which summed rows of W elements, one call each).
-                let (n, c) = (g.shape()[0] as isize, g.shape()[1] as isize);
-                Some(
-                    g.reshape(&[n, c, -1])?
-                        .sum_dim(2, false)?
-                        .sum_dim(0, false)?,
-                )
+                Some(match blocks {
+                    None => bias_grad(g)?,
+                    Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                        bias_grad(&g.narrow(0, s, n)?)
+                    })?,
+                })
             } else {
                 None
             });

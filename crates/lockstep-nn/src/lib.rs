@@ -45,6 +45,7 @@
 //! ```
 
 pub mod autograd;
+pub mod batch_blocks;
 pub mod cells;
 pub mod functional;
 pub mod gradcheck;

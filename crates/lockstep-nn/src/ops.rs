@@ -4,6 +4,7 @@
 //! summed back to the input's shape.
 
 use crate::autograd::Var;
+use crate::batch_blocks::rows;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op, OpInfo};
 use lockstep_tensor::{DType, Error, Result, Tensor};
 
@@ -416,20 +417,39 @@ impl Var {
         let mut inputs = vec![self, weight];
         inputs.extend(bias);
         let has_bias = bias.is_some();
+        // Inside `with_batch_blocks`, the weight and bias gradients reduce the batch in blocks
+        // (each sample's rows are contiguous: the input's first dimension is the batch).
+        let blocks = if x.ndim() >= 2 {
+            crate::batch_blocks::for_batch(x.shape()[0])
+        } else {
+            None
+        };
         Ok(Var::from_op("linear", v, &inputs, move |g| {
             let (o, i) = (w.shape()[0], w.shape()[1]);
             let g2 = g.reshape(&[-1, o as isize])?;
             let gx = if rx { Some(g.matmul(&w)?) } else { None };
+            let per = blocks.map_or(1, |b| g2.shape()[0] / b.batch);
             let gw = if rw {
                 let x2 = x.reshape(&[-1, i as isize])?;
-                Some(g2.transpose(0, 1)?.matmul(&x2)?)
+                Some(match blocks {
+                    None => g2.transpose(0, 1)?.matmul(&x2)?,
+                    Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                        let (gk, xk) = (rows(&g2, per, s, n)?, rows(&x2, per, s, n)?);
+                        gk.transpose(0, 1)?.matmul(&xk)
+                    })?,
+                })
             } else {
                 None
             };
             let mut out = vec![gx, gw];
             if has_bias {
                 out.push(if rb {
-                    Some(g2.sum_dim(0, false)?)
+                    Some(match blocks {
+                        None => g2.sum_dim(0, false)?,
+                        Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                            rows(&g2, per, s, n)?.sum_dim(0, false)
+                        })?,
+                    })
                 } else {
                     None
                 });

@@ -483,49 +483,87 @@ fn tensor_as(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
     Ok(Tensor::from_vec(v, shape)?.to_dtype(dtype))
 }
 
-/// BatchNorm in training mode inside a [`SyncStep`]: `Ok(None)` when none is running (the
-/// layer then computes plain batch statistics); else the normalised output, or the pause that
-/// stops a forward pass at the BatchNorm being gathered. `x` is `[N, C, …]`, checked by the
-/// layer.
+/// BatchNorm in training mode inside a [`SyncStep`], or recorded inside
+/// [`with_batch_blocks`](crate::batch_blocks::with_batch_blocks) over the whole batch:
+/// `Ok(None)` when neither applies (the layer then computes plain batch statistics); else the
+/// normalised output, or the pause that stops a forward pass at the BatchNorm being gathered.
+/// `x` is `[N, C, …]`, checked by the layer.
+///
+/// Over the whole batch, block `k` stands for micro-shard `k`: its partial moments, its
+/// `Σdy` and `Σdy·(x − mean)` and its share of the weight and bias gradients are computed as
+/// the micro-shard's own, and merged or added in the same tree, so the values are a
+/// [`SyncStep`]'s bits.
 pub(crate) fn batch_norm_hook(x: &Var, bn: &BatchNormRefs<'_>) -> Result<Option<Var>> {
-    let Some((l, mode, pos, known)) = with_ctx(|c| {
+    let in_step = with_ctx(|c| {
         let l = c.calls;
         c.calls += 1;
         (l, c.mode, c.pos, c.stats.get(l).cloned())
-    }) else {
-        return Ok(None);
-    };
+    });
     let shape = x.shape().to_vec();
+    let blocks = match in_step {
+        Some(_) => None,
+        None => match crate::batch_blocks::for_batch(shape[0]) {
+            Some(b) => Some(b),
+            None => return Ok(None),
+        },
+    };
     let (n, c) = (shape[0], shape[1]);
     let inner: usize = shape[2..].iter().product();
     let xs = f64_data(&x.data())?;
-    let Some(st) = known else {
-        if mode != Mode::Forward(l) {
-            return Err(internal(format!(
-                "BatchNorm call {l} without statistics ({mode:?})"
-            )));
+    // The step's call index `l` inside a SyncStep; `None` over the whole batch.
+    let (st, l) = match (in_step, blocks) {
+        (Some((l, mode, pos, known)), _) => {
+            let Some(st) = known else {
+                if mode != Mode::Forward(l) {
+                    return Err(internal(format!(
+                        "BatchNorm call {l} without statistics ({mode:?})"
+                    )));
+                }
+                let partial = Moments::of(&xs, n, c, inner).to_vec();
+                with_ctx(|ctx| ctx.partial = Some(partial));
+                return Err(pause());
+            };
+            if st.mean.len() != c {
+                return Err(internal(format!(
+                    "BatchNorm call {l} has {c} channels, {} when its statistics were gathered",
+                    st.mean.len()
+                )));
+            }
+            // Once per step: in the first pass that knows call l's statistics, on the first
+            // listed micro-shard (every process has one, owned or shadow).
+            if mode == Mode::Forward(l + 1) && pos == 0 {
+                update_running(bn, &st)?;
+            }
+            (st, Some(l))
         }
-        let partial = Moments::of(&xs, n, c, inner).to_vec();
-        with_ctx(|ctx| ctx.partial = Some(partial));
-        return Err(pause());
+        (None, Some(b)) => {
+            let per = c * inner;
+            let parts: Vec<Moments> = b
+                .ranges()
+                .map(|(s, k)| Moments::of(&xs[s * per..(s + k) * per], k, c, inner))
+                .collect();
+            let st = combine_moments(&parts);
+            if st.count <= 1.0 {
+                return Err(invalid(
+                    "batch_norm",
+                    "input",
+                    format!(
+                        "Expected more than 1 value per channel when training (the whole batch has {} per channel)",
+                        st.count
+                    ),
+                ));
+            }
+            update_running(bn, &st)?;
+            (Arc::new(st), None)
+        }
+        (None, None) => return Ok(None),
     };
-    if st.mean.len() != c {
-        return Err(internal(format!(
-            "BatchNorm call {l} has {c} channels, {} when its statistics were gathered",
-            st.mean.len()
-        )));
-    }
     let big_n = st.count;
     let invstd: Vec<f64> = st
         .m2
         .iter()
         .map(|&m2| 1.0 / (m2 / big_n + bn.eps).sqrt())
         .collect();
-    // Once per step: in the first pass that knows call l's statistics, on the first listed
-    // micro-shard (every process has one, owned or shadow).
-    if mode == Mode::Forward(l + 1) && pos == 0 {
-        update_running(bn, &st)?;
-    }
     let w = f64_data(&bn.weight.data())?;
     let b = f64_data(&bn.bias.data())?;
     let mut y = lockstep_tensor::try_filled_vec("sync_batch_norm", xs.len(), 0f64)?;
@@ -548,38 +586,52 @@ pub(crate) fn batch_norm_hook(x: &Var, bn: &BatchNormRefs<'_>) -> Result<Option<
         &[x, bn.weight, bn.bias],
         move |dy: &Tensor| {
             let dys = f64_data(dy)?;
-            // This micro-shard's Σdy and Σdy·(x − mean), per channel, in order.
-            let mut local = vec![0f64; 2 * c];
-            for ch in 0..c {
-                let (mut sd, mut sdx) = (0f64, 0f64);
-                for i in 0..n {
-                    let at = (i * c + ch) * inner;
-                    for (&g, &v) in dys[at..at + inner].iter().zip(&xs[at..at + inner]) {
-                        sd += g;
-                        sdx += g * (v - mean[ch]);
+            // Samples `first..first + k`'s Σdy and Σdy·(x − mean), per channel, in order.
+            let local = |first: usize, k: usize| {
+                let mut v = vec![0f64; 2 * c];
+                for ch in 0..c {
+                    let (mut sd, mut sdx) = (0f64, 0f64);
+                    for i in first..first + k {
+                        let at = (i * c + ch) * inner;
+                        for (&g, &v) in dys[at..at + inner].iter().zip(&xs[at..at + inner]) {
+                            sd += g;
+                            sdx += g * (v - mean[ch]);
+                        }
                     }
+                    v[ch] = sd;
+                    v[c + ch] = sdx;
                 }
-                local[ch] = sd;
-                local[c + ch] = sdx;
-            }
-            let global = with_ctx(|ctx| match ctx.sums.get(l).cloned().flatten() {
-                Some(s) => Ok(Some(s)),
-                None if ctx.mode == Mode::Backward(l) => {
-                    ctx.partial = Some(local.clone());
-                    Ok(None)
+                v
+            };
+            // This micro-shard's or every block's sums.
+            let locals: Vec<Vec<f64>> = match blocks {
+                None => vec![local(0, n)],
+                Some(b) => b.ranges().map(|(s, k)| local(s, k)).collect(),
+            };
+            let global = match l {
+                None => Arc::new(tree_sum_f64(&locals)),
+                Some(l) => {
+                    let global = with_ctx(|ctx| match ctx.sums.get(l).cloned().flatten() {
+                        Some(s) => Ok(Some(s)),
+                        None if ctx.mode == Mode::Backward(l) => {
+                            ctx.partial = Some(locals[0].clone());
+                            Ok(None)
+                        }
+                        None => Err(internal(format!(
+                            "BatchNorm call {l}'s backward without its sums ({:?})",
+                            ctx.mode
+                        ))),
+                    })
+                    .unwrap_or_else(|| {
+                        Err(internal(
+                            "a synchronized BatchNorm's backward outside its SyncStep",
+                        ))
+                    })?;
+                    let Some(global) = global else {
+                        return Err(pause());
+                    };
+                    global
                 }
-                None => Err(internal(format!(
-                    "BatchNorm call {l}'s backward without its sums ({:?})",
-                    ctx.mode
-                ))),
-            })
-            .unwrap_or_else(|| {
-                Err(internal(
-                    "a synchronized BatchNorm's backward outside its SyncStep",
-                ))
-            })?;
-            let Some(global) = global else {
-                return Err(pause());
             };
             let mut dx = lockstep_tensor::try_filled_vec("sync_batch_norm", dys.len(), 0f64)?;
             for i in 0..n {
@@ -598,12 +650,18 @@ pub(crate) fn batch_norm_hook(x: &Var, bn: &BatchNormRefs<'_>) -> Result<Option<
                     }
                 }
             }
-            let dw: Vec<f64> = (0..c).map(|ch| local[c + ch] * invstd[ch]).collect();
-            let db: Vec<f64> = local[..c].to_vec();
+            // Each micro-shard's (block's) share in the parameters' dtype, then the tree.
+            let mut dws = Vec::with_capacity(locals.len());
+            let mut dbs = Vec::with_capacity(locals.len());
+            for local in &locals {
+                let dw: Vec<f64> = (0..c).map(|ch| local[c + ch] * invstd[ch]).collect();
+                dws.push(tensor_as(dw, &[c], wdtype)?);
+                dbs.push(tensor_as(local[..c].to_vec(), &[c], wdtype)?);
+            }
             Ok(vec![
                 Some(tensor_as(dx, &shape, dtype)?),
-                Some(tensor_as(dw, &[c], wdtype)?),
-                Some(tensor_as(db, &[c], wdtype)?),
+                Some(crate::batch_blocks::tree_sum(dws)?),
+                Some(crate::batch_blocks::tree_sum(dbs)?),
             ])
         },
     )))
@@ -866,6 +924,57 @@ mod tests {
             Some(&1.0),
             "num_batches_tracked counts the step once"
         );
+    }
+
+    #[test]
+    fn one_pass_in_batch_blocks_gives_the_micro_shards_bits() {
+        // Linear and BatchNorm gradients reduced block by block over the whole batch: the
+        // fixed-tree sum of separate micro-shards, and the same running statistics.
+        let mut differs = false;
+        for (n, m) in [(30, 8), (30, 7), (16, 16), (9, 2)] {
+            let mut ex = |own: &[Vec<f64>], g: usize, len: usize| LocalExchange.gather(own, g, len);
+            let (want, want_state) = step(&mut ex, 0, 1, n, m);
+            let net = model();
+            crate::batch_blocks::with_batch_blocks(n, m, || {
+                net.forward(&Var::constant(input(n)))?
+                    .mul(&Var::constant(weights(n)))?
+                    .sum()?
+                    .backward()
+            })
+            .unwrap();
+            let mut got = Vec::new();
+            for p in net.parameters() {
+                got.extend(p.grad().unwrap().to_vec::<f32>().unwrap());
+            }
+            let mut state = Vec::new();
+            for (_, t) in net.state_dict() {
+                if t.dtype() == DType::F32 {
+                    state.extend(t.to_vec::<f32>().unwrap());
+                } else {
+                    state.push(t.item::<i64>().unwrap() as f32);
+                }
+            }
+            assert_eq!(bits(&got), bits(&want), "n {n} m {m}: gradients");
+            assert_eq!(bits(&state), bits(&want_state), "n {n} m {m}: state");
+            // One block is one sum over the batch: other bits somewhere (the test can fail).
+            if n > m {
+                let plain = model();
+                crate::batch_blocks::with_batch_blocks(n, n, || {
+                    plain
+                        .forward(&Var::constant(input(n)))?
+                        .mul(&Var::constant(weights(n)))?
+                        .sum()?
+                        .backward()
+                })
+                .unwrap();
+                let mut one = Vec::new();
+                for p in plain.parameters() {
+                    one.extend(p.grad().unwrap().to_vec::<f32>().unwrap());
+                }
+                differs |= bits(&one) != bits(&want);
+            }
+        }
+        assert!(differs, "the block size never changed a bit");
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! One pass over a whole batch that gives the parameter gradients of separate micro-shards.
+//!
+//! `--seeding invariant` defines a step's gradient as the sum, in a fixed binary tree over
+//! micro-shard index, of the gradients of micro-shards of `m` samples, each computed on its
+//! own. Running every micro-shard as its own forward and backward pays every op's fixed cost
+//! `B / m` times. Inside [`with_batch_blocks`] a model runs once over the whole batch and
+//! the ops that reduce over the batch into a parameter's gradient compute that reduction
+//! block by block — the rows of micro-shard `k`, with the kernel call the micro-shard's own
+//! backward makes, on the same shapes — and add the blocks in the same tree. Every other
+//! value is a function of its own sample's rows (the row-producing kernels give each row the
+//! same bits for any number of rows), so the gradients are the micro-shards' bits.
+//!
+//! Which ops read the context, when they are recorded inside it: [`Var::linear`](crate::Var::linear) and
+//! [`functional::conv2d`](crate::functional::conv2d) (weight and bias gradients, when the
+//! input's first dimension is the batch), and BatchNorm in training mode (its statistics'
+//! partial moments and gradient sums per block, merged in the tree as
+//! [`SyncStep`](crate::sync_batch_norm::SyncStep) merges micro-shards). What it does not
+//! cover: a parameter used more than once in one pass (its per-use block sums would be added
+//! in another order than one micro-shard's accumulated gradient), recurrent layers (their
+//! weight gradients sum over time inside one kernel), and ops reducing over the batch outside
+//! those listed (normalisations over the batch other than BatchNorm). Callers use it for
+//! models made of the listed ops and per-sample ops only (the CLI: its mlp and cnn).
+
+use crate::ops::invalid;
+use lockstep_tensor::{Result, Tensor};
+use std::cell::Cell;
+
+/// A batch of `batch` samples cut into blocks of `block` samples (the last one shorter when
+/// `block` does not divide `batch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchBlocks {
+    /// Samples in the batch.
+    pub batch: usize,
+    /// Samples per block (a micro-shard).
+    pub block: usize,
+}
+
+impl BatchBlocks {
+    /// The blocks `(first sample, samples)` in order.
+    pub fn ranges(self) -> impl Iterator<Item = (usize, usize)> {
+        let Self { batch, block } = self;
+        (0..batch.div_ceil(block)).map(move |k| (k * block, block.min(batch - k * block)))
+    }
+}
+
+thread_local! {
+    static BLOCKS: Cell<Option<BatchBlocks>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with ops recorded in it reducing the batch dimension of their parameter gradients
+/// in blocks of `block` samples added in the fixed tree (see the module docs); the setting
+/// is restored afterwards, however `f` ends. The graph keeps what the ops read when they were
+/// recorded: a backward may run outside.
+///
+/// # Errors
+/// `batch` or `block` zero.
+pub fn with_batch_blocks<R>(
+    batch: usize,
+    block: usize,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    if batch == 0 || block == 0 {
+        return Err(invalid(
+            "with_batch_blocks",
+            if batch == 0 { "batch" } else { "block" },
+            format!("a batch of {batch} samples in blocks of {block}: both must be positive"),
+        ));
+    }
+    struct Restore(Option<BatchBlocks>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BLOCKS.with(|b| b.set(self.0));
+        }
+    }
+    let _r = Restore(BLOCKS.with(|b| b.replace(Some(BatchBlocks { batch, block }))));
+    f()
+}
+
+/// The blocks in force on this thread, if any.
+pub fn current() -> Option<BatchBlocks> {
+    BLOCKS.with(Cell::get)
+}
+
+/// The blocks for an input whose first dimension has `leading` entries: the context's when
+/// that is its batch, else `None` (the op reduces as usual).
+pub(crate) fn for_batch(leading: usize) -> Option<BatchBlocks> {
+    current().filter(|b| b.batch == leading)
+}
+
+/// `Σ_k part(first_k, samples_k)` over the blocks, added in the fixed binary tree over block
+/// index: `sum(lo..hi) = sum(lo..mid) + sum(mid..hi)`, `mid = lo + ceil((hi − lo) / 2)`, element
+/// by element (the tree of `lockstep train`'s micro-shard sum).
+pub(crate) fn tree_sum_blocks(
+    blocks: BatchBlocks,
+    mut part: impl FnMut(usize, usize) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let parts = blocks
+        .ranges()
+        .map(|(s, n)| part(s, n))
+        .collect::<Result<Vec<_>>>()?;
+    tree_sum(parts)
+}
+
+/// The fixed-tree sum of `parts` (at least one, equal shapes and dtypes).
+pub(crate) fn tree_sum(mut parts: Vec<Tensor>) -> Result<Tensor> {
+    if parts.len() <= 1 {
+        return parts
+            .pop()
+            .ok_or_else(|| invalid("batch blocks", "parts", "a sum of no blocks"));
+    }
+    let right = parts.split_off(parts.len().div_ceil(2));
+    let mut a = tree_sum(parts)?;
+    a.add_(&tree_sum(right)?, 1.0)?;
+    Ok(a)
+}
+
+/// Rows `first·r .. (first + n)·r` of `t` viewed as `[rows, …]` where each sample has `r`
+/// rows (`t`'s first dimension is samples × `r`).
+pub(crate) fn rows(t: &Tensor, per_sample: usize, first: usize, n: usize) -> Result<Tensor> {
+    t.narrow(0, first * per_sample, n * per_sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_cover_the_batch_in_order() {
+        let b = BatchBlocks {
+            batch: 30,
+            block: 8,
+        };
+        let r: Vec<_> = b.ranges().collect();
+        assert_eq!(r, [(0, 8), (8, 8), (16, 8), (24, 6)]);
+    }
+
+    #[test]
+    fn the_tree_adds_halves() {
+        // Values whose f32 sum depends on the order: ((0+1)+(2+3)) + ((4+5)+6).
+        let parts: Vec<Tensor> = (0..7)
+            .map(|k| {
+                Tensor::from_vec(vec![1e8f32 * if k % 2 == 0 { 1.0 } else { -1.0 }], &[1]).unwrap()
+            })
+            .collect();
+        let s = tree_sum(parts).unwrap().to_vec::<f32>().unwrap();
+        let want = ((1e8f32 - 1e8) + (1e8 - 1e8)) + ((1e8 - 1e8) + 1e8);
+        assert_eq!(s[0].to_bits(), want.to_bits());
+    }
+
+    #[test]
+    fn the_setting_is_scoped_and_checked() {
+        assert!(current().is_none());
+        let seen = with_batch_blocks(16, 8, || Ok(current())).unwrap();
+        assert_eq!(
+            seen,
+            Some(BatchBlocks {
+                batch: 16,
+                block: 8
+            })
+        );
+        assert!(current().is_none());
+        assert!(with_batch_blocks(0, 8, || Ok(())).is_err());
+        assert!(with_batch_blocks(8, 0, || Ok(())).is_err());
+        let _ = with_batch_blocks(4, 2, || -> Result<()> { Err(invalid("t", "t", "t")) });
+        assert!(current().is_none());
+    }
+}
