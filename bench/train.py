@@ -113,39 +113,67 @@ def timed(cmd, env=None):
     return w, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+# torch_gpt.py unchanged, timed from inside its own process: every `AdamW.step` (one per
+# optimizer step) records the wall clock and the process's CPU time (all threads) as it returns,
+# so importing torch and loading the data (which varied by tens of seconds here) fall outside.
+TORCH_GPT_TIMED = r'''
+import importlib.util, json, sys, time, torch
+spec = importlib.util.spec_from_file_location("torch_gpt", sys.argv[1]); tg = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tg)
+marks, step = [], torch.optim.AdamW.step
+def timed_step(self, *args, **kw):
+    r = step(self, *args, **kw); marks.append((time.perf_counter(), time.process_time())); return r
+torch.optim.AdamW.step = timed_step
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+tg.main()
+print(json.dumps({"marks": marks}))
+'''
+
+
 def gpt_rows(a):
     """The gpt training step (the spec's defaults: 4 layers, 4 heads, width 128, block 64, batch 16;
-    no evaluation, no sampling): the time of `--max-iters HI` minus `--max-iters LO`, over HI - LO
-    steps (start-up, data loading and the first steps cancel), wall and CPU, best of the rounds;
-    lockstep deterministic and nondeterministic against torch_gpt.py, same flags, same run."""
+    no evaluation, no sampling), wall and CPU time per step, best of the rounds; lockstep
+    deterministic and nondeterministic against torch_gpt.py, same flags, same run.
+
+    lockstep: the time of `--max-iters HI` minus `--max-iters LO` over HI - LO steps (its start-up,
+    a few milliseconds, and the first steps cancel). PyTorch: one run of HI steps timed inside its
+    process (TORCH_GPT_TIMED), from the end of step LO to the end of step HI; the difference of
+    two runs does not work for it here, its start-up varies by more than the steps take."""
     lo, hi = a.gpt_iters
-    exe = os.path.join(ROOT, "target", "release", "lockstep")
+    exe = os.path.join(TARGET, "release", "lockstep")
     data = os.path.join(ROOT, "crates", "lockstep-data", "data", "tinyshakespeare.txt.gz")
     common = ["--eval-interval", "0", "--sample-tokens", "0"]
-    print(f"\ngpt, one training step (default config, no evaluation or sampling): "
-          f"(time of {hi} steps − time of {lo}) / {hi - lo}, wall / CPU, best of {a.rounds} rounds.\n")
-    print("| threads | lockstep det | lockstep nondet | det / nondet | PyTorch | PyTorch / det (wall) | "
+    print(f"\ngpt, one training step (default config, no evaluation or sampling), wall / CPU per step, "
+          f"steps {lo + 1}..{hi}, best of {a.rounds} rounds (lockstep: run of {hi} − run of {lo} steps; "
+          f"PyTorch: timed inside its process).\n")
+    print("| threads | lockstep det | lockstep nondet | det / nondet (CPU) | PyTorch | PyTorch / det (wall) | "
           "PyTorch / det (CPU) |")
     print("|---|---|---|---|---|---|---|")
     for threads in (1, 2):
         t = ["--threads", str(threads)]
-        cmds = {
-            "det": lambda n: ([exe, "train", "--model", "gpt", "--json", "--max-iters", str(n)] + common + t, None),
-            "nondet": lambda n: ([exe, "train", "--model", "gpt", "--json", "--nondeterministic",
-                                  "--max-iters", str(n)] + common + t, None),
-            "torch": lambda n: ([sys.executable, a.gpt_spec, "--data", data, "--max-iters", str(n)] + common + t,
-                                dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(threads))),
+        lock = {
+            "det": lambda n: [exe, "train", "--model", "gpt", "--json", "--max-iters", str(n)] + common + t,
+            "nondet": lambda n: [exe, "train", "--model", "gpt", "--json", "--nondeterministic",
+                                 "--max-iters", str(n)] + common + t,
         }
-        best = {k: (float("inf"), float("inf")) for k in cmds}
+        best = {k: (float("inf"), float("inf")) for k in ("det", "nondet", "torch")}
         for _ in range(a.rounds):
-            for k, c in cmds.items():
-                (w0, c0), (w1, c1) = timed(*c(lo)), timed(*c(hi))
+            for k, c in lock.items():
+                (w0, c0), (w1, c1) = timed(c(lo)), timed(c(hi))
                 w, cpu = (w1 - w0) / (hi - lo), (c1 - c0) / (hi - lo)
                 best[k] = (min(best[k][0], w), min(best[k][1], cpu))
+            out = subprocess.run([sys.executable, "-c", TORCH_GPT_TIMED, a.gpt_spec, "--data", data,
+                                  "--max-iters", str(hi)] + common + t, check=True, capture_output=True,
+                                 text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES="",
+                                                     OMP_NUM_THREADS=str(threads))).stdout
+            marks = json.loads(out.strip().splitlines()[-1])["marks"]
+            (w0, c0), (w1, c1) = marks[lo - 1], marks[hi - 1]
+            w, cpu = (w1 - w0) / (hi - lo), (c1 - c0) / (hi - lo)
+            best["torch"] = (min(best["torch"][0], w), min(best["torch"][1], cpu))
         f = lambda k: f"{best[k][0]*1e3:.1f} / {best[k][1]*1e3:.1f} ms"
-        (dw, dc), (nw, _), (tw, tc) = best["det"], best["nondet"], best["torch"]
-        print(f"| {threads} | {f('det')} | {f('nondet')} | {dw/nw:.2f}× | {f('torch')} | **{tw/dw:.2f}×** | "
-              f"{tc/dc:.2f}× |", flush=True)
+        (dw, dc), (_, nc), (tw, tc) = best["det"], best["nondet"], best["torch"]
+        print(f"| {threads} | {f('det')} | {f('nondet')} | {dc/nc:.2f}× | {f('torch')} | **{tw/dw:.2f}×** | "
+              f"**{tc/dc:.2f}×** |", flush=True)
 
 
 def main():

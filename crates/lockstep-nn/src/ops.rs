@@ -324,7 +324,8 @@ impl Var {
         let x = self.data();
         let y = x.gelu()?;
         Ok(Var::from_op("gelu", y, &[self], move |g| {
-            Ok(vec![Some(g.mul(&x.gelu_derivative(false)?)?)])
+            // `g · gelu'(x)` in one pass (the bits of `g.mul(&x.gelu_derivative(false)?)`).
+            Ok(vec![Some(Tensor::gelu_backward(g, &x)?)])
         }))
     }
 

@@ -39,9 +39,12 @@
 //!   normal one.
 //!
 //! [`lanes`] holds branch-free forms of `expf`, `exp`, `erff` and `erf` with exactly these bits,
-//! which loops turn into vector code (the elementwise `exp` and `sigmoid` use them; GELU does
-//! not, its closure around the erf form was not inlined into the vector loop and ran slower
-//! than the scalar function), so the table above holds for them too.
+//! which loops turn into vector code, so the table above holds for them too. The elementwise
+//! `exp` and `sigmoid` use them through a generic loop; GELU and its derivative through slice
+//! kernels of their own (`gelu_f32_slice_on`, …), one per instruction set with the whole loop
+//! inside (through a closure the erf form was not inlined and GELU ran 2× slower than the
+//! scalar function), which compute, for a block of 16 inputs all in erf's small or middle
+//! range, only that range's pieces.
 //!
 //! The compat samplers (`lockstep_rng::compat`) do *not* use this module: they mirror the
 //! reference library, which calls the platform's functions (see the README's table).
@@ -392,10 +395,61 @@ pub mod lanes {
     /// A branch-free `erf` for one float type: every piece of the `libm` algorithm computed
     /// (|x| < 0.84375: a rational function; below 1.25: one around 1; below 6: `exp` of the
     /// Gaussian times a rational function of 1/x², the two parts of x² split as `libm` does;
-    /// beyond: ±(1 − tiny)), the one for the input's range selected.
+    /// beyond: ±(1 − tiny)), the one for the input's range selected. `$upto_small` and
+    /// `$upto_mid` are the same function restricted to |x| < 0.84375 and |x| < 1.25 (only the
+    /// pieces of those ranges computed, the same bits there): a block of inputs all in range
+    /// takes them (GELU's inputs mostly are).
     macro_rules! erf_lanes {
-        ($(#[$doc:meta])* $name:ident, $t:ty, $c:ident, $exp:ident, $hi:expr, $zmask:expr,
+        ($(#[$doc:meta])* $name:ident, $upto_small:ident, $upto_mid:ident, $erfc1:ident,
+         $small_hi:ident, $mid_hi:ident, $t:ty, $c:ident,
+         $exp:ident, $hi:expr, $zmask:expr,
          $special:expr, $small:expr, $tiny:expr, $mid:expr, $split:expr, $big:expr, $one_minus:expr) => {
+            /// The `upto_small` form is exact for inputs whose high word (`|x|`'s bits; f64:
+            /// their top 32) is below this.
+            pub const $small_hi: u32 = $small;
+            /// The `upto_mid` form is exact for inputs whose high word is below this.
+            pub const $mid_hi: u32 = $mid;
+
+            /// The erf of `x` for |x| < 0.84375 (high word below the `small` threshold): the
+            /// bits of the full function there, anything elsewhere.
+            #[inline(always)]
+            pub fn $upto_small(x: $t) -> $t {
+                use $c::*;
+                let ix: u32 = $hi(x);
+                // |x| < 2^-28 (f32: 2^-28 as well): x·(1 + EFX) without underflow.
+                let tiny = 0.125 * (8.0 * x + EFX8 * x);
+                let z = x * x;
+                let r = PP0 + z * (PP1 + z * (PP2 + z * (PP3 + z * PP4)));
+                let s = 1.0 + z * (QQ1 + z * (QQ2 + z * (QQ3 + z * (QQ4 + z * QQ5))));
+                let small = x + x * (r / s);
+                if ix < $tiny { tiny } else { small }
+            }
+
+            /// `1 − erf(|x|)` for 0.84375 ≤ |x| < 1.25 (as `libm` computes it there).
+            #[inline(always)]
+            fn $erfc1(a: $t) -> $t {
+                use $c::*;
+                let s1 = a - 1.0;
+                let p = PA0 + s1 * (PA1 + s1 * (PA2 + s1 * (PA3 + s1 * (PA4 + s1 * (PA5 + s1 * PA6)))));
+                let q = 1.0 + s1 * (QA1 + s1 * (QA2 + s1 * (QA3 + s1 * (QA4 + s1 * (QA5 + s1 * QA6)))));
+                1.0 - ERX - p / q
+            }
+
+            /// The erf of `x` for |x| < 1.25 (high word below the `mid` threshold): the bits
+            /// of the full function there, anything elsewhere.
+            #[inline(always)]
+            pub fn $upto_mid(x: $t) -> $t {
+                let ix: u32 = $hi(x);
+                let y = 1.0 - $erfc1(x.abs());
+                if ix < $small {
+                    $upto_small(x)
+                } else if x.is_sign_negative() {
+                    -y
+                } else {
+                    y
+                }
+            }
+
             $(#[$doc])*
             #[inline(always)]
             pub fn $name(x: $t) -> $t {
@@ -403,17 +457,9 @@ pub mod lanes {
                 let neg = x.is_sign_negative();
                 let ix: u32 = $hi(x);
                 let a = x.abs();
-                // |x| < 2^-28 (f32: 2^-28 as well): x·(1 + EFX) without underflow.
-                let tiny = 0.125 * (8.0 * x + EFX8 * x);
-                let z = x * x;
-                let r = PP0 + z * (PP1 + z * (PP2 + z * (PP3 + z * PP4)));
-                let s = 1.0 + z * (QQ1 + z * (QQ2 + z * (QQ3 + z * (QQ4 + z * QQ5))));
-                let small = x + x * (r / s);
+                let small = $upto_small(x);
                 // [0.84375, 1.25)
-                let s1 = a - 1.0;
-                let p = PA0 + s1 * (PA1 + s1 * (PA2 + s1 * (PA3 + s1 * (PA4 + s1 * (PA5 + s1 * PA6)))));
-                let q = 1.0 + s1 * (QA1 + s1 * (QA2 + s1 * (QA3 + s1 * (QA4 + s1 * (QA5 + s1 * QA6)))));
-                let erfc1 = 1.0 - ERX - p / q;
+                let erfc1 = $erfc1(a);
                 // [1.25, 6): one Horner form, its coefficients chosen by range (RB7 = SB8 = 0
                 // adds exact zeros: the bits of the shorter form).
                 let w = 1.0 / (a * a);
@@ -444,8 +490,6 @@ pub mod lanes {
                 let special = 1.0 - 2.0 * (if neg { 1.0 } else { 0.0 }) + 1.0 / x;
                 if ix >= $special {
                     special // erf(NaN) = NaN, erf(±inf) = ±1
-                } else if ix < $tiny {
-                    tiny
                 } else if ix < $small {
                     small
                 } else if neg {
@@ -459,15 +503,183 @@ pub mod lanes {
 
     erf_lanes!(
         /// [`super::erff`] without branches: the same bits for every input.
-        erff, f32, erff_c, expf, |x: f32| x.to_bits() & 0x7fff_ffff, 0xffff_e000,
+        erff, erff_upto_small, erff_upto_mid, erfc1f, ERFF_SMALL_HI, ERFF_MID_HI, f32, erff_c, expf, |x: f32| x.to_bits() & 0x7fff_ffff, 0xffff_e000,
         0x7f80_0000, 0x3f58_0000, 0x3180_0000, 0x3fa0_0000, 0x4036_db6d, 0x40c0_0000,
         1.0 - f32::from_bits(0x0380_0000)
     );
     erf_lanes!(
         /// [`super::erf`] without branches: the same bits for every input.
-        erf, f64, erf_c, exp, |x: f64| (x.to_bits() >> 32) as u32 & 0x7fff_ffff,
+        erf, erf_upto_small, erf_upto_mid, erfc1, ERF_SMALL_HI, ERF_MID_HI, f64, erf_c, exp, |x: f64| (x.to_bits() >> 32) as u32 & 0x7fff_ffff,
         0xffff_ffff_0000_0000, 0x7ff0_0000, 0x3feb_0000, 0x3e30_0000, 0x3ff4_0000, 0x4006_db6d,
         0x4018_0000, 1.0 - f64::from_bits(0x0010_0000_0000_0000)
+    );
+
+    /// GELU's value and derivative (exact form) in the three ranges of the erf forms above:
+    /// `$full` everywhere, `$small` where the erf argument is below 0.84375 in magnitude, `$mid`
+    /// below 1.25 (the same bits there).
+    macro_rules! gelu_fns {
+        ($t:ty, $half_sqrt2:expr, $full:ident, $small:ident, $mid:ident,
+         $erf:ident, $erf_small:ident, $erf_mid:ident) => {
+            #[inline(always)]
+            fn $full(x: $t) -> $t {
+                x * 0.5 * (1.0 + $erf(x * $half_sqrt2))
+            }
+            #[inline(always)]
+            fn $small(x: $t) -> $t {
+                x * 0.5 * (1.0 + $erf_small(x * $half_sqrt2))
+            }
+            #[inline(always)]
+            fn $mid(x: $t) -> $t {
+                x * 0.5 * (1.0 + $erf_mid(x * $half_sqrt2))
+            }
+        };
+    }
+    gelu_fns!(
+        f32,
+        core::f32::consts::FRAC_1_SQRT_2,
+        gelu32,
+        gelu32_small,
+        gelu32_mid,
+        erff,
+        erff_upto_small,
+        erff_upto_mid
+    );
+    gelu_fns!(
+        f64,
+        core::f64::consts::FRAC_1_SQRT_2,
+        gelu64,
+        gelu64_small,
+        gelu64_mid,
+        erf,
+        erf_upto_small,
+        erf_upto_mid
+    );
+
+    /// d/dx of `x · Φ(x)` (`Φ(x) + x · φ(x)`, in f64) with the erf form `$erf`, for f64 (`$g64`)
+    /// and f32 inputs (`$g32`: computed in f64, rounded once).
+    macro_rules! gelu_grad_fns {
+        ($g64:ident, $g32:ident, $erf:ident) => {
+            #[inline(always)]
+            fn $g64(x: f64) -> f64 {
+                let cdf = 0.5 * (1.0 + $erf(x * core::f64::consts::FRAC_1_SQRT_2));
+                let pdf = exp(-0.5 * x * x)
+                    * (0.5 * core::f64::consts::FRAC_2_SQRT_PI)
+                    * core::f64::consts::FRAC_1_SQRT_2;
+                cdf + x * pdf
+            }
+            #[inline(always)]
+            fn $g32(x: f32) -> f32 {
+                $g64(x as f64) as f32
+            }
+        };
+    }
+    gelu_grad_fns!(gelu_grad64, gelu_grad32, erf);
+    gelu_grad_fns!(gelu_grad64_small, gelu_grad32_small, erf_upto_small);
+    gelu_grad_fns!(gelu_grad64_mid, gelu_grad32_mid, erf_upto_mid);
+
+    /// The erf argument's high word for GELU of an f32 (computed in f32) ...
+    #[inline(always)]
+    fn hi_f32(x: f32) -> u32 {
+        (x * core::f32::consts::FRAC_1_SQRT_2).to_bits() & 0x7fff_ffff
+    }
+    /// ... of an f64, and of an f32 computed in f64 (the derivative).
+    #[inline(always)]
+    fn hi_f64(x: f64) -> u32 {
+        ((x * core::f64::consts::FRAC_1_SQRT_2).to_bits() >> 32) as u32 & 0x7fff_ffff
+    }
+    #[inline(always)]
+    fn hi_f32_in_f64(x: f32) -> u32 {
+        hi_f64(x as f64)
+    }
+
+    /// A slice kernel `$name(isa, src, dst)` over blocks of 16: a block whose erf arguments all
+    /// lie in the small (or mid) range of the erf forms computes only that range's pieces,
+    /// else every piece; each element gets `$full`'s bits either way. One function per
+    /// instruction set with the whole loop inside, so that nothing is left to a call per
+    /// element (through a closure, the erf form was not inlined into the vector loop).
+    macro_rules! gelu_kernel {
+        ($(#[$doc:meta])* $name:ident, $t:ty, $hi:ident, $small_hi:expr, $mid_hi:expr,
+         $full:ident, $small:ident, $mid:ident) => {
+            $(#[$doc])*
+            pub fn $name(isa: Isa, src: &[$t], dst: &mut [$t]) {
+                #[inline(always)]
+                fn body(src: &[$t], dst: &mut [$t]) {
+                    const N: usize = 16;
+                    let n = src.len().min(dst.len());
+                    let (src, dst) = (&src[..n], &mut dst[..n]);
+                    let mut sc = src.chunks_exact(N);
+                    let mut dc = dst.chunks_exact_mut(N);
+                    for (s, d) in (&mut sc).zip(&mut dc) {
+                        let s: &[$t; N] = s.try_into().expect("a block of N");
+                        let d: &mut [$t; N] = d.try_into().expect("a block of N");
+                        let mut m = 0u32;
+                        for &x in s {
+                            m = m.max($hi(x));
+                        }
+                        // NaN arguments have the largest high words: the full form.
+                        if m < $small_hi {
+                            for i in 0..N {
+                                d[i] = $small(s[i]);
+                            }
+                        } else if m < $mid_hi {
+                            for i in 0..N {
+                                d[i] = $mid(s[i]);
+                            }
+                        } else {
+                            for i in 0..N {
+                                d[i] = $full(s[i]);
+                            }
+                        }
+                    }
+                    for (d, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
+                        *d = $full(x);
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                {
+                    #[target_feature(enable = "avx512f")]
+                    fn avx512(src: &[$t], dst: &mut [$t]) {
+                        body(src, dst)
+                    }
+                    #[target_feature(enable = "avx2,fma")]
+                    fn avx2(src: &[$t], dst: &mut [$t]) {
+                        body(src, dst)
+                    }
+                    match isa {
+                        // SAFETY: the CPU has AVX-512F (checked).
+                        Isa::Avx512 if isa.available() => return unsafe { avx512(src, dst) },
+                        // SAFETY: the CPU has AVX2 and FMA (checked).
+                        Isa::Avx2 if isa.available() => return unsafe { avx2(src, dst) },
+                        _ => {}
+                    }
+                }
+                let _ = isa;
+                body(src, dst)
+            }
+        };
+    }
+
+    gelu_kernel!(
+        /// `dst[i] = gelu(src[i])` in f32 (`x · ½ · (1 + erf(x / √2))` with [`super::erff`]:
+        /// `Tensor::gelu`'s bits) on the path `isa`, for the first `min(len)` elements.
+        gelu_f32_slice_on, f32, hi_f32, ERFF_SMALL_HI, ERFF_MID_HI, gelu32, gelu32_small,
+        gelu32_mid
+    );
+    gelu_kernel!(
+        /// `dst[i] = gelu(src[i])` in f64 (with [`super::erf`]) on the path `isa`.
+        gelu_f64_slice_on, f64, hi_f64, ERF_SMALL_HI, ERF_MID_HI, gelu64, gelu64_small,
+        gelu64_mid
+    );
+    gelu_kernel!(
+        /// `dst[i] = gelu'(src[i])` for f32 inputs: `Φ(x) + x · φ(x)` computed in f64 (with
+        /// [`super::erf`] and [`super::exp`]) and rounded once, on the path `isa`.
+        gelu_grad_f32_slice_on, f32, hi_f32_in_f64, ERF_SMALL_HI, ERF_MID_HI, gelu_grad32,
+        gelu_grad32_small, gelu_grad32_mid
+    );
+    gelu_kernel!(
+        /// `dst[i] = gelu'(src[i])` in f64 on the path `isa`.
+        gelu_grad_f64_slice_on, f64, hi_f64, ERF_SMALL_HI, ERF_MID_HI, gelu_grad64,
+        gelu_grad64_small, gelu_grad64_mid
     );
 
     /// `dst[i] = f(src[i])` for the first `min(len)` elements, compiled for the instructions of

@@ -222,6 +222,70 @@ fn erf_lanes_are_the_scalar_bits_on_every_path() {
     check_all_paths64("erf", &xs, math::erf, math::lanes::erf_slice_on);
 }
 
+/// GELU's exact form with the scalar `libm` erf, as `Tensor::gelu` defines it.
+fn gelu32(x: f32) -> f32 {
+    x * 0.5 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2))
+}
+fn gelu64(x: f64) -> f64 {
+    x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2))
+}
+/// Its derivative in f64, as `Tensor::gelu_derivative` defines it.
+fn gelu_grad64(x: f64) -> f64 {
+    use core::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI};
+    let cdf = 0.5 * (1.0 + math::erf(x * FRAC_1_SQRT_2));
+    cdf + x * (math::exp(-0.5 * x * x) * (0.5 * FRAC_2_SQRT_PI) * FRAC_1_SQRT_2)
+}
+fn gelu_grad32(x: f32) -> f32 {
+    gelu_grad64(x as f64) as f32
+}
+
+/// GELU's inputs in blocks that take each of the kernels' three forms: dense sweeps inside
+/// the small (|x/√2| < 0.84375) and mid (< 1.25) ranges, sweeps across both thresholds (blocks
+/// straddling them), one outlier per block among small values, and the erf thresholds scaled
+/// by √2 with their neighbours.
+fn gelu_extra() -> Vec<f32> {
+    let s2 = core::f32::consts::SQRT_2;
+    let mut v: Vec<f32> = (0..200_000).map(|i| -1.19 + i as f32 * 1.19e-5).collect();
+    v.extend((0..100_000).map(|i| 1.193 + i as f32 * 5.7e-6));
+    v.extend((0..100_000).map(|i| -1.1 - i as f32 * 7.0e-6));
+    v.extend((0..200_000).map(|i| -9.0 + i as f32 * 9.0e-5));
+    v.extend((0..64_000).map(|i| match i % 16 {
+        7 => [1.5f32, -40.0, f32::NAN, f32::INFINITY][(i / 16) % 4],
+        _ => (i as f32 * 0.37).sin() * 0.5,
+    }));
+    for t in ERFF_THRESHOLDS {
+        let x = f32::from_bits(t) * s2;
+        for d in -3i32..=3 {
+            let y = f32::from_bits((x.to_bits() as i32 + d) as u32);
+            v.extend([y, -y]);
+        }
+    }
+    v
+}
+
+#[test]
+fn gelu_kernels_are_the_scalar_bits_on_every_path() {
+    let xs = inputs(&gelu_extra());
+    assert!(xs.len() > 1_000_000);
+    check_all_paths("gelu", &xs, gelu32, math::lanes::gelu_f32_slice_on);
+    check_all_paths(
+        "gelu'",
+        &xs,
+        gelu_grad32,
+        math::lanes::gelu_grad_f32_slice_on,
+    );
+    let mut x64: Vec<f64> = gelu_extra().iter().map(|&x| x as f64).collect();
+    x64.extend((0..200_000).map(|i| -1.19 + i as f64 * 1.19e-5 + 1e-12));
+    let xs64 = inputs64(&[0x3feb_0000, 0x3e30_0000, 0x3ff4_0000, 0x4018_0000], &x64);
+    check_all_paths64("gelu", &xs64, gelu64, math::lanes::gelu_f64_slice_on);
+    check_all_paths64(
+        "gelu'",
+        &xs64,
+        gelu_grad64,
+        math::lanes::gelu_grad_f64_slice_on,
+    );
+}
+
 /// Every f32 input through `lanes` (the path in use) against the scalar function.
 fn exhaustive(name: &str, want: fn(f32) -> f32, got: fn(Isa, &[f32], &mut [f32])) {
     let mut xs = vec![0f32; 1 << 24];
@@ -345,6 +409,62 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
                     "{name} through a view at {threads} threads"
                 );
             }
+        }
+    }
+}
+
+/// `Tensor::gelu_backward` (the gradient times GELU's derivative in one pass) gives the bits of
+/// `grad.mul(&x.gelu_derivative(false))`, f32 and f64, dense (small and split over the pool)
+/// and through a view (the two-op path), at 1, 2, 3 and 8 threads.
+#[test]
+fn gelu_backward_is_grad_times_the_derivative_at_every_thread_count() {
+    use lockstep_tensor::Tensor;
+    use lockstep_tensor::threads::with_num_threads;
+    let n = 200_003;
+    let x: Vec<f32> = (0..n).map(|i| ((i as f32 * 0.731).sin()) * 3.0).collect();
+    let g: Vec<f32> = (0..n).map(|i| ((i as f32 * 0.173).cos()) * 0.01).collect();
+    let (xt, gt) = (
+        Tensor::from_vec(x, &[n]).unwrap(),
+        Tensor::from_vec(g, &[n]).unwrap(),
+    );
+    let cases = [
+        (xt.clone(), gt.clone()),
+        (xt.narrow(0, 3, 900).unwrap(), gt.narrow(0, 7, 900).unwrap()),
+        (
+            xt.to_dtype(lockstep_tensor::DType::F64),
+            gt.to_dtype(lockstep_tensor::DType::F64),
+        ),
+        (
+            xt.narrow(0, 0, 3000)
+                .unwrap()
+                .reshape(&[1000, 3])
+                .unwrap()
+                .transpose(0, 1)
+                .unwrap(),
+            gt.narrow(0, 0, 3000).unwrap().reshape(&[3, 1000]).unwrap(),
+        ),
+    ];
+    for (x, g) in &cases {
+        let want = g.mul(&x.gelu_derivative(false).unwrap()).unwrap();
+        let want = want
+            .to_dtype(lockstep_tensor::DType::F64)
+            .to_vec::<f64>()
+            .unwrap();
+        for threads in [1, 2, 3, 8] {
+            let got = with_num_threads(threads, || Tensor::gelu_backward(g, x).unwrap());
+            let got = got
+                .to_dtype(lockstep_tensor::DType::F64)
+                .to_vec::<f64>()
+                .unwrap();
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same && got.len() == want.len(),
+                "{:?} at {threads} threads",
+                x.shape()
+            );
         }
     }
 }

@@ -276,3 +276,56 @@ fn bad_input_is_an_error_naming_the_op() {
         assert_eq!(got_arg, arg, "{op}");
     }
 }
+
+/// `masked_fill` with a dense mask over the trailing dimensions (attention's causal mask over
+/// batch × heads: the straight-loop path) gives, element by element, the input or the fill as
+/// the mask says, at 1, 2, 3 and 8 threads and with leading size-1 mask dimensions; a
+/// transposed input (the strided path) agrees.
+#[test]
+fn masked_fill_of_a_trailing_mask_is_elementwise_at_any_thread_count() {
+    let (b, h, t) = (16, 4, 64);
+    let n = b * h * t * t;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+    let m: Vec<bool> = (0..t * t).map(|i| i % t > i / t).collect();
+    let xt = Tensor::from_vec(x.clone(), &[b, h, t, t]).unwrap();
+    let mt = Tensor::from_vec(m.clone(), &[t, t]).unwrap();
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            if m[i % (t * t)] {
+                f32::NEG_INFINITY
+            } else {
+                x[i]
+            }
+            .to_bits()
+        })
+        .collect();
+    for threads in [1, 2, 3, 8] {
+        for mask in [
+            mt.clone(),
+            mt.reshape(&[1, 1, t as isize, t as isize]).unwrap(),
+        ] {
+            let got = with_num_threads(threads, || {
+                xt.masked_fill(&mask, f64::NEG_INFINITY)
+                    .unwrap()
+                    .to_vec::<f32>()
+                    .unwrap()
+            });
+            let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            assert!(bits == want, "{threads} threads, mask {:?}", mask.shape());
+        }
+        // Through a view: the transpose of the last two dimensions, the mask transposed too.
+        let got = with_num_threads(threads, || {
+            xt.transpose(2, 3)
+                .unwrap()
+                .masked_fill(&mt.transpose(0, 1).unwrap(), f64::NEG_INFINITY)
+                .unwrap()
+                .transpose(2, 3)
+                .unwrap()
+                .contiguous()
+                .to_vec::<f32>()
+                .unwrap()
+        });
+        let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+        assert!(bits == want, "{threads} threads, through a view");
+    }
+}

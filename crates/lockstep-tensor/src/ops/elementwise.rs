@@ -390,6 +390,85 @@ fn map1_lanes<T: Element>(
     })
 }
 
+/// [`map1`] with a slice kernel: a dense input runs `kern` (a `math::lanes` kernel, the bits
+/// of `f` on every instruction-set path) over the path in use, a view `f` element by element.
+/// The kernel holds its whole loop, so nothing is left to a call per element.
+fn map1_kernel<T: Element>(
+    op: &'static Op<Kernel>,
+    x: &Tensor,
+    f: impl Fn(T) -> T + Copy + Sync,
+    kern: fn(crate::isa::Isa, &[T], &mut [T]),
+) -> Result<Tensor> {
+    if !x.is_contiguous() {
+        return map1(op, x, f);
+    }
+    check_dtype(op.name, x, T::DTYPE)?;
+    op.run(&[x], |imp, par| {
+        let d = x.data::<T>()?;
+        let isa = crate::isa::Isa::best();
+        let Kernel::Chunked = imp.f;
+        if serial(d.len(), par) {
+            // Blocks through an L1 buffer into an unfilled vector: no zero-fill first.
+            const B: usize = 512;
+            let mut out = crate::tensor::try_with_capacity(op.name, d.len())?;
+            let mut buf = [T::ZERO; B];
+            for c in d.chunks(B) {
+                let b = &mut buf[..c.len()];
+                kern(isa, c, b);
+                out.extend_from_slice(b);
+            }
+            return Tensor::from_vec(out, x.shape());
+        }
+        let mut out = out_buf::<T>(op.name, x.shape())?;
+        par.for_each_chunk_mut(&mut out, CHUNK, |i, o| {
+            let lo = i * CHUNK;
+            kern(isa, &d[lo..lo + o.len()], o);
+        });
+        Tensor::from_vec(out, x.shape())
+    })
+}
+
+/// `grad · kern(x)` for dense `grad` and `x` of one shape, as `op`: the derivative through an
+/// L1 block, multiplied into the output in the same pass (no tensor of derivatives).
+fn mul_by_kernel<T: Element + core::ops::Mul<Output = T>>(
+    op: &'static Op<Kernel>,
+    grad: &Tensor,
+    x: &Tensor,
+    kern: fn(crate::isa::Isa, &[T], &mut [T]),
+) -> Result<Tensor> {
+    check_dtype(op.name, x, T::DTYPE)?;
+    check_dtype(op.name, grad, T::DTYPE)?;
+    op.run(&[grad, x], |imp, par| {
+        let (g, d) = (grad.data::<T>()?, x.data::<T>()?);
+        let isa = crate::isa::Isa::best();
+        let Kernel::Chunked = imp.f;
+        const B: usize = 512;
+        // Elements `lo..lo + o.len()` into `o` (written, not read).
+        let run = |o: &mut [core::mem::MaybeUninit<T>], lo: usize| {
+            let mut buf = [T::ZERO; B];
+            for (c, o) in o.chunks_mut(B).enumerate() {
+                let at = lo + c * B;
+                let b = &mut buf[..o.len()];
+                kern(isa, &d[at..at + o.len()], b);
+                for ((o, &gv), &dv) in o.iter_mut().zip(&g[at..at + b.len()]).zip(b.iter()) {
+                    o.write(gv * dv);
+                }
+            }
+        };
+        let n = d.len();
+        let mut out = crate::tensor::try_with_capacity::<T>(op.name, n)?;
+        let spare = &mut out.spare_capacity_mut()[..n];
+        if serial(n, par) {
+            run(spare, 0);
+        } else {
+            par.for_each_chunk_mut(spare, CHUNK, |i, o| run(o, i * CHUNK));
+        }
+        // SAFETY: `run` wrote each of the `n` elements.
+        unsafe { out.set_len(n) };
+        Tensor::from_vec(out, x.shape())
+    })
+}
+
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`), as the
 /// elementwise op `op` (see [`map1`]). Broadcast inputs are read in place, not expanded.
 ///
@@ -548,11 +627,6 @@ float_unary! {
         1.0 / (1.0 + math::lanes::exp(-x));
     /// `torch.tanh` (portable: [`math::tanhf`] / [`math::tanh`]).
     tanh, TANH, map1 => |x| math::tanhf(x), math::tanh(x);
-    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` (portable erf). Scalar on
-    /// purpose: through `map1_lanes` the closure around the branch-free erf was not inlined
-    /// into the vector loop and the gpt step ran 2× slower.
-    gelu, GELU, map1 => |x| x * 0.5 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
-        x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
     /// `F.gelu(x, approximate='tanh')`: `½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, PyTorch's
     /// formula in the tensor's own precision (portable tanh).
     gelu_tanh, GELU, map1 => |x| gelu_tanh_f32(x), gelu_tanh_f64(x);
@@ -653,6 +727,34 @@ impl Tensor {
         float_map2!(SQRT_BACKWARD, grad, output, |g, y| g / (y + y))
     }
 
+    /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` with the portable erf
+    /// ([`math::erff`] / [`math::erf`]), vectorised by `math::lanes`' GELU kernels (the same
+    /// bits).
+    ///
+    /// # Errors
+    /// If the dtype is not `F32` or `F64`.
+    pub fn gelu(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map1_kernel(
+                &GELU,
+                self,
+                |x: f32| x * 0.5 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
+                math::lanes::gelu_f32_slice_on,
+            ),
+            DType::F64 => map1_kernel(
+                &GELU,
+                self,
+                |x: f64| x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2)),
+                math::lanes::gelu_f64_slice_on,
+            ),
+            got => Err(Error::DType {
+                op: GELU.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+
     /// The derivative of [`gelu`](Self::gelu) (or, with `tanh`, of
     /// [`gelu_tanh`](Self::gelu_tanh), PyTorch's formula) at `self`; f32 inputs take the exact
     /// form's derivative in f64 and round once.
@@ -661,8 +763,18 @@ impl Tensor {
     /// A dtype that is not float.
     pub fn gelu_derivative(&self, tanh: bool) -> Result<Tensor> {
         match (self.dtype(), tanh) {
-            (DType::F32, false) => map1(&GELU_BACKWARD, self, |x: f32| gelu_grad(x as f64) as f32),
-            (DType::F64, false) => map1(&GELU_BACKWARD, self, gelu_grad),
+            (DType::F32, false) => map1_kernel(
+                &GELU_BACKWARD,
+                self,
+                |x: f32| gelu_grad(x as f64) as f32,
+                math::lanes::gelu_grad_f32_slice_on,
+            ),
+            (DType::F64, false) => map1_kernel(
+                &GELU_BACKWARD,
+                self,
+                gelu_grad,
+                math::lanes::gelu_grad_f64_slice_on,
+            ),
             (DType::F32, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f32),
             (DType::F64, true) => map1(&GELU_BACKWARD, self, gelu_tanh_grad_f64),
             (got, _) => Err(Error::DType {
@@ -670,6 +782,28 @@ impl Tensor {
                 expected: DType::F32,
                 got,
             }),
+        }
+    }
+
+    /// `grad · gelu'(x)` for the exact form: the bits of
+    /// `grad.mul(&x.gelu_derivative(false)?)`, in one pass when both are dense and of one
+    /// shape and dtype (the derivative never stored), else through those two ops.
+    ///
+    /// # Errors
+    /// As [`gelu_derivative`](Self::gelu_derivative) and `mul`.
+    pub fn gelu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let fused = grad.shape() == x.shape()
+            && grad.dtype() == x.dtype()
+            && grad.is_contiguous()
+            && x.is_contiguous();
+        match (fused, x.dtype()) {
+            (true, DType::F32) => {
+                mul_by_kernel(&GELU_BACKWARD, grad, x, math::lanes::gelu_grad_f32_slice_on)
+            }
+            (true, DType::F64) => {
+                mul_by_kernel(&GELU_BACKWARD, grad, x, math::lanes::gelu_grad_f64_slice_on)
+            }
+            _ => grad.mul(&x.gelu_derivative(false)?),
         }
     }
 

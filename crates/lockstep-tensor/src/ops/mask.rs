@@ -38,6 +38,39 @@ impl Tensor {
         op.run(&[self, mask], |imp, par| {
             crate::with_dtype!(self.dtype(), T => {
                 let fill = T::from_f64(value);
+                // A dense input of the output's shape and a dense mask over its trailing
+                // dimensions (a causal mask broadcast over batch and heads): the mask repeats
+                // every `block` elements; straight loops, no zero-fill first.
+                let ms = &mask.shape()[mask.shape().iter().take_while(|&&d| d == 1).count()..];
+                if self.shape() == &shape[..] && self.is_contiguous() && mask.is_contiguous()
+                    && mask.numel() > 0 && shape.ends_with(ms)
+                {
+                    let (x, m) = (self.data::<T>()?, mask.data::<bool>()?);
+                    let block = m.len();
+                    let run = |o: &mut [core::mem::MaybeUninit<T>], lo: usize| {
+                        let (mut pos, mut j) = (0, lo % block);
+                        while pos < o.len() {
+                            let seg = (block - j).min(o.len() - pos);
+                            let xs = &x[lo + pos..lo + pos + seg];
+                            for ((o, &v), &b) in o[pos..pos + seg].iter_mut().zip(xs).zip(&m[j..j + seg]) {
+                                o.write(if b { fill } else { v });
+                            }
+                            (pos, j) = (pos + seg, 0);
+                        }
+                    };
+                    let n = x.len();
+                    let mut out = crate::tensor::try_with_capacity::<T>(op.name, n)?;
+                    let spare = &mut out.spare_capacity_mut()[..n];
+                    let Kernel::Chunked = imp.f;
+                    if serial(n, par) {
+                        run(spare, 0);
+                    } else {
+                        par.for_each_chunk_mut(spare, CHUNK, |i, o| run(o, i * CHUNK));
+                    }
+                    // SAFETY: `run` wrote each of the `n` elements.
+                    unsafe { out.set_len(n) };
+                    return Tensor::from_vec(out, &shape);
+                }
                 let (sx, sm) = (Src::<T>::new(op.name, self, &shape)?, Src::<bool>::new(op.name, mask, &shape)?);
                 let mut out = out_buf::<T>(op.name, &shape)?;
                 let run = |o: &mut [T], lo: usize| {

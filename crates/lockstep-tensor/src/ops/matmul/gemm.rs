@@ -299,7 +299,7 @@ impl<T: GemmFloat> PackedB<T> {
     pub fn new(k: usize, n: usize, b: &[T], b_strides: Strides) -> Result<Self> {
         check_operand("b", k, n, b_strides, b.len())?;
         let isa = Isa::best();
-        let nr = T::kernel(isa).nr;
+        let (nr, wide) = (T::kernel(isa).nr, T::kernel(isa).isa == Isa::Avx512);
         let p = Problem {
             m: 0,
             n,
@@ -310,7 +310,7 @@ impl<T: GemmFloat> PackedB<T> {
             sb: b_strides,
         };
         let buf = pack_all(k, T::KC, n.div_ceil(nr), nr, None, |j0, p0, kc, d| {
-            pack_b_panel(&p, nr, j0, p0, kc, d)
+            pack_b_panel(&p, nr, j0, p0, kc, d, wide)
         });
         Ok(Self { isa, k, n, buf })
     }
@@ -384,7 +384,8 @@ impl<'a, T: GemmFloat> Problem<'a, T> {
 }
 
 /// Packs the A block of rows `0..m`, columns `p0..p0+kc` into `dst` (`m_pad × kc`, panel by
-/// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`.
+/// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`. `wide`: the CPU has
+/// AVX-512F (the kernel in use is the AVX-512 one).
 fn pack_a_panel<T: GemmFloat>(
     p: &Problem<T>,
     mr: usize,
@@ -392,6 +393,7 @@ fn pack_a_panel<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
+    wide: bool,
 ) {
     let (rs, cs) = p.sa;
     let rows = mr.min(p.m - i0);
@@ -401,6 +403,25 @@ fn pack_a_panel<T: GemmFloat>(
     // The last element read; the operand was checked to fit, this keeps the loop below sound.
     let last = (i0 + rows - 1) * rs + (p0 + kc - 1) * cs;
     assert!(last < p.a.len() && kc * mr <= dst.len());
+    // A full panel of a row-major f32 A: transposed 16 columns at a time in registers (the
+    // scalar gather below moves one element per load and store). A copy: the same bits.
+    #[cfg(target_arch = "x86_64")]
+    if wide && cs == 1 && rows == mr && mr <= 32 && size_of::<T>() == 4 {
+        // SAFETY: the CPU has AVX-512F (`wide`); T is f32 (4 bytes: the GEMM takes f32 and
+        // f64 only), so the block is plain 32-bit words; every read is at most `last` and
+        // every write below `kc * mr` (checked above).
+        unsafe {
+            pack_transposed_avx512(
+                p.a.as_ptr().add(i0 * rs + p0) as *const f32,
+                rs,
+                dst.as_mut_ptr() as *mut f32,
+                mr,
+                kc,
+            )
+        };
+        return;
+    }
+    let _ = wide;
     // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
     // Raw pointers: checked indexing cost more than the copy itself.
     // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
@@ -416,8 +437,84 @@ fn pack_a_panel<T: GemmFloat>(
     }
 }
 
+/// Packs `w` (at most 32) rows of 32-bit words, `kc` long and `rs` apart, column by column:
+/// `dst[q * w + i] = src[i * rs + q]` — a row-major A panel (`w = MR`) or a column-major B
+/// panel (`w = NR`). Sixteen columns at a time: each group of up to sixteen rows loaded as
+/// vectors (zeros for the missing ones), transposed as a 16 × 16 block in registers and stored
+/// as one masked store per column; the columns past the last multiple of 16 one by one. A
+/// copy: the same bits as the scalar gather.
+///
+/// # Safety
+/// The CPU must have AVX-512F; `src` must hold `w` readable rows of `kc` words `rs` apart, and
+/// `dst` `kc * w` writable words.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_transposed_avx512(src: *const f32, rs: usize, dst: *mut f32, w: usize, kc: usize) {
+    use core::arch::x86_64::*;
+    debug_assert!(w <= 32);
+    // SAFETY: as documented; loads and stores stay inside the rows and the panel.
+    unsafe {
+        let mut q = 0;
+        while q + 16 <= kc {
+            for g0 in (0..w).step_by(16) {
+                let rows = (w - g0).min(16);
+                // A loop of constant length with every index constant once unrolled: the
+                // block stays in registers (a runtime-length fill went through the stack).
+                let mut r = [_mm512_setzero_ps(); 16];
+                #[allow(clippy::needless_range_loop)]
+                for i in 0..16 {
+                    if i < rows {
+                        r[i] = _mm512_loadu_ps(src.add((g0 + i) * rs + q));
+                    }
+                }
+                // 32-bit then 64-bit interleaves: u[4g + e], lane L, holds rows 4g..4g+3 of
+                // column 4L + e.
+                let mut u = [_mm512_setzero_ps(); 16];
+                let (pd, ps) = (_mm512_castps_pd, _mm512_castpd_ps);
+                #[allow(clippy::needless_range_loop)]
+                for g in 0..4 {
+                    let (a, b, c, d) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
+                    let t0 = _mm512_unpacklo_ps(a, b);
+                    let t1 = _mm512_unpackhi_ps(a, b);
+                    let t2 = _mm512_unpacklo_ps(c, d);
+                    let t3 = _mm512_unpackhi_ps(c, d);
+                    u[4 * g] = ps(_mm512_unpacklo_pd(pd(t0), pd(t2)));
+                    u[4 * g + 1] = ps(_mm512_unpackhi_pd(pd(t0), pd(t2)));
+                    u[4 * g + 2] = ps(_mm512_unpacklo_pd(pd(t1), pd(t3)));
+                    u[4 * g + 3] = ps(_mm512_unpackhi_pd(pd(t1), pd(t3)));
+                }
+                let mask = ((1u32 << rows) - 1) as u16;
+                let d = dst.add(q * w + g0);
+                for e in 0..4 {
+                    // Lanes (0, 2) and (1, 3) of rows 0–7, then of rows 8–15.
+                    let v = _mm512_shuffle_f32x4::<0x88>(u[e], u[4 + e]);
+                    let x = _mm512_shuffle_f32x4::<0xdd>(u[e], u[4 + e]);
+                    let y = _mm512_shuffle_f32x4::<0x88>(u[8 + e], u[12 + e]);
+                    let z = _mm512_shuffle_f32x4::<0xdd>(u[8 + e], u[12 + e]);
+                    // Column 4L + e: lane L of u[e], u[4 + e], u[8 + e], u[12 + e].
+                    let cols = [
+                        (e, _mm512_shuffle_f32x4::<0x88>(v, y)),
+                        (4 + e, _mm512_shuffle_f32x4::<0x88>(x, z)),
+                        (8 + e, _mm512_shuffle_f32x4::<0xdd>(v, y)),
+                        (12 + e, _mm512_shuffle_f32x4::<0xdd>(x, z)),
+                    ];
+                    for (c, col) in cols {
+                        _mm512_mask_storeu_ps(d.add(c * w), mask, col);
+                    }
+                }
+            }
+            q += 16;
+        }
+        for q in q..kc {
+            for i in 0..w {
+                *dst.add(q * w + i) = *src.add(i * rs + q);
+            }
+        }
+    }
+}
+
 /// Packs the B panel of columns `j0..j0+nr`, rows `p0..p0+kc` (`dst[p * nr + j]`), zero-padding
-/// columns past `n`.
+/// columns past `n`. `wide`: the CPU has AVX-512F (the kernel in use is the AVX-512 one).
 fn pack_b_panel<T: GemmFloat>(
     p: &Problem<T>,
     nr: usize,
@@ -425,6 +522,7 @@ fn pack_b_panel<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
+    wide: bool,
 ) {
     let (rs, cs) = p.sb;
     let cols = nr.min(p.n - j0);
@@ -433,6 +531,24 @@ fn pack_b_panel<T: GemmFloat>(
     }
     let last = (p0 + kc - 1) * rs + (j0 + cols - 1) * cs;
     assert!(last < p.b.len() && kc * nr <= dst.len());
+    // A full panel of a column-major f32 B (a transposed operand, e.g. the keys of attention):
+    // transposed in registers as a row-major A is (a copy: the same bits).
+    #[cfg(target_arch = "x86_64")]
+    if wide && rs == 1 && cs != 1 && cols == nr && nr <= 32 && size_of::<T>() == 4 {
+        // SAFETY: the CPU has AVX-512F (`wide`); T is f32 (see `pack_a_panel`); every read is
+        // at most `last` and every write below `kc * nr` (checked above).
+        unsafe {
+            pack_transposed_avx512(
+                p.b.as_ptr().add(p0 + j0 * cs) as *const f32,
+                cs,
+                dst.as_mut_ptr() as *mut f32,
+                nr,
+                kc,
+            )
+        };
+        return;
+    }
+    let _ = wide;
     // SAFETY: every read is at most `last` (checked above) and every write below `kc * nr`.
     unsafe {
         let src = p.b.as_ptr().add(p0 * rs + j0 * cs);
@@ -482,6 +598,7 @@ fn pack_b_block<T: GemmFloat>(
                 p0,
                 kc,
                 &mut dst[x * nr * kc..(x + 1) * nr * kc],
+                wide,
             );
         }
         return;
@@ -509,7 +626,15 @@ fn pack_b_block<T: GemmFloat>(
     }
     for (x, jp) in (full..jp1).enumerate() {
         let x = x + full - jp0;
-        pack_b_panel(p, nr, jp * nr, p0, kc, &mut dst[x * panel..(x + 1) * panel]);
+        pack_b_panel(
+            p,
+            nr,
+            jp * nr,
+            p0,
+            kc,
+            &mut dst[x * panel..(x + 1) * panel],
+            wide,
+        );
     }
 }
 
@@ -748,11 +873,13 @@ fn blocked_with<T: GemmFloat>(
     // per KC step into a buffer that stays in cache, instead of packing all of B up front
     // (which costs a round trip through memory for wide products such as 64×128×50257).
     let local_b = (tiles_m == 1 || small) && packed_b.is_none();
+    // The CPU has AVX-512F: the packing may use it.
+    let avx512 = kern.isa == Isa::Avx512;
     let pb = if local_b || packed_b.is_some() {
         None
     } else {
         Some(pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
-            pack_b_panel(p, nr, j0, p0, kc, d)
+            pack_b_panel(p, nr, j0, p0, kc, d, avx512)
         }))
     };
     // A with contiguous rows and a single row of tiles (few rows: an LM head) is read in place
@@ -777,7 +904,7 @@ fn blocked_with<T: GemmFloat>(
         None
     } else {
         Some(pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
-            pack_a_panel(p, mr, i0, p0, kc, d)
+            pack_a_panel(p, mr, i0, p0, kc, d, avx512)
         }))
     };
     let pa_ptr = SyncPtr(
@@ -826,7 +953,7 @@ fn blocked_with<T: GemmFloat>(
                     let d = buf.as_mut_slice();
                     for (x, ip) in (ip0..ip1).enumerate() {
                         let panel = &mut d[x * mr * kc..(x + 1) * mr * kc];
-                        pack_a_panel(p, mr, ip * mr, p0, kc, panel);
+                        pack_a_panel(p, mr, ip * mr, p0, kc, panel, avx512);
                     }
                     (buf.as_ptr(), ip0)
                 }
@@ -1256,6 +1383,100 @@ mod tests {
                         let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
                         assert!(got == want, "{isa:?} {m}x{n}x{k} A {sa:?} at {t} threads");
                     }
+                }
+            }
+        }
+    }
+
+    /// A row-major A packed by the transposing AVX-512 path (full 12-row panels, 16 columns
+    /// at a time, the rest one by one) gives the fma chain's bits: K with and without a tail
+    /// of columns, several KC blocks, rows further apart than `k`, ragged last panels, A packed
+    /// up front or per tile, at 1 and 2 threads; every instruction set agrees.
+    #[test]
+    fn row_major_a_packs_to_the_chain_bits() {
+        let mut g = lockstep_rng::Generator::with_seed(29);
+        let mut vals = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (g.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0)
+                .collect()
+        };
+        // m > MC: several rows of tiles, so A is packed (not read in place).
+        for (m, n, k, lda) in [
+            (300, 40, 16, 16),
+            (253, 70, 47, 51),
+            (520, 33, 300, 301),
+            (264, 800, 128, 128),
+            (241, 20, 1, 3),
+        ] {
+            let a = vals(m * lda);
+            let b = vals(k * n);
+            let want = chain(m, n, k, &a, lda, &b);
+            for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+                if !isa.available() {
+                    continue;
+                }
+                for t in [1, 2] {
+                    let mut c = vec![f32::NAN; m * n];
+                    let par = Par::new(t);
+                    gemm_with(isa, m, n, k, &a, (lda, 1), &b, (n, 1), &mut c, (n, 1), &par)
+                        .unwrap();
+                    let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                    assert!(got == want, "{isa:?} {m}x{n}x{k} lda {lda} at {t} threads");
+                }
+            }
+        }
+    }
+
+    /// A column-major B (a transposed operand) packed by the transposing AVX-512 path (full
+    /// panels of 32 columns, 16 steps of K at a time, the rest one by one) gives the fma
+    /// chain's bits, with B packed per task and up front, ragged last panels, several KC
+    /// blocks; every instruction set agrees.
+    #[test]
+    fn column_major_b_packs_to_the_chain_bits() {
+        let mut g = lockstep_rng::Generator::with_seed(31);
+        let mut vals = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (g.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0)
+                .collect()
+        };
+        for (m, n, k, ldb) in [
+            (64, 64, 32, 384),
+            (30, 70, 47, 50),
+            (300, 96, 300, 301),
+            (500, 33, 17, 17),
+        ] {
+            let a = vals(m * k);
+            let bt = vals(n * ldb); // B[p][j] = bt[j * ldb + p]
+            let mut b = vec![0f32; k * n];
+            for p in 0..k {
+                for j in 0..n {
+                    b[p * n + j] = bt[j * ldb + p];
+                }
+            }
+            let want = chain(m, n, k, &a, k, &b);
+            for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+                if !isa.available() {
+                    continue;
+                }
+                for t in [1, 2] {
+                    let mut c = vec![f32::NAN; m * n];
+                    let par = Par::new(t);
+                    gemm_with(
+                        isa,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        (k, 1),
+                        &bt,
+                        (1, ldb),
+                        &mut c,
+                        (n, 1),
+                        &par,
+                    )
+                    .unwrap();
+                    let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                    assert!(got == want, "{isa:?} {m}x{n}x{k} ldb {ldb} at {t} threads");
                 }
             }
         }
