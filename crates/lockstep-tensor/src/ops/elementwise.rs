@@ -390,6 +390,44 @@ fn map1_lanes<T: Element>(
     })
 }
 
+/// [`map1`] for a function with a slice form on every instruction-set path (`slice`, e.g.
+/// [`math::lanes::tanhf_slice_on`], the bits of `f` on every path): a dense input runs
+/// `slice` on the path in use, blocks through an L1 buffer on the calling thread or chunks
+/// over the pool; a view is read through its strides with `f`, one element at a time.
+fn map1_slices<T: Element>(
+    op: &'static Op<Kernel>,
+    x: &Tensor,
+    f: fn(T) -> T,
+    slice: fn(crate::isa::Isa, &[T], &mut [T]),
+) -> Result<Tensor> {
+    if !x.is_contiguous() {
+        return map1(op, x, f);
+    }
+    check_dtype(op.name, x, T::DTYPE)?;
+    op.run(&[x], |imp, par| {
+        let d = x.data::<T>()?;
+        let isa = crate::isa::Isa::best();
+        let Kernel::Chunked = imp.f;
+        if serial(d.len(), par) {
+            const B: usize = 512;
+            let mut out = crate::tensor::try_with_capacity(op.name, d.len())?;
+            let mut buf = [T::ZERO; B];
+            for c in d.chunks(B) {
+                let b = &mut buf[..c.len()];
+                slice(isa, c, b);
+                out.extend_from_slice(b);
+            }
+            return Tensor::from_vec(out, x.shape());
+        }
+        let mut out = out_buf::<T>(op.name, x.shape())?;
+        par.for_each_chunk_mut(&mut out, CHUNK, |i, o| {
+            let lo = i * CHUNK;
+            slice(isa, &d[lo..lo + o.len()], o);
+        });
+        Tensor::from_vec(out, x.shape())
+    })
+}
+
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b` (both of type `T`), as the
 /// elementwise op `op` (see [`map1`]). Broadcast inputs are read in place, not expanded.
 ///
@@ -538,16 +576,12 @@ use crate::math;
 float_unary! {
     /// `torch.exp` (portable: [`math::expf`] / [`math::exp`]; f32 vectorised, the same bits).
     exp, EXP, map1_lanes => |x| math::lanes::expf(x), math::lanes::exp(x);
-    /// `torch.log` (natural; portable: [`math::lnf`] / [`math::ln`]).
-    log, LOG, map1 => |x| math::lnf(x), math::ln(x);
     /// `torch.sqrt` (correctly rounded).
     sqrt, SQRT, map1 => |x| x.sqrt(), x.sqrt();
     /// `torch.sigmoid`: `1 / (1 + exp(−x))` (portable; f32 vectorised, the bits of
     /// [`math::sigmoidf`]).
     sigmoid, SIGMOID, map1_lanes => |x| 1.0 / (1.0 + math::lanes::expf(-x)),
         1.0 / (1.0 + math::lanes::exp(-x));
-    /// `torch.tanh` (portable: [`math::tanhf`] / [`math::tanh`]).
-    tanh, TANH, map1 => |x| math::tanhf(x), math::tanh(x);
     /// `F.gelu(x)` (exact form): `x · ½ · (1 + erf(x / √2))` (portable erf). Scalar on
     /// purpose: through `map1_lanes` the closure around the branch-free erf was not inlined
     /// into the vector loop and the gpt step ran 2× slower.
@@ -560,6 +594,42 @@ float_unary! {
 
 /// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
 /// scalar path), in the tensor's own precision.
+impl Tensor {
+    /// `torch.log` (natural; the bits of [`math::lnf`] / [`math::ln`], vectorised on every
+    /// instruction-set path).
+    ///
+    /// # Errors
+    /// If the dtype is not `F32` or `F64`.
+    pub fn log(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map1_slices(&LOG, self, math::lnf, math::lanes::lnf_slice_on),
+            DType::F64 => map1_slices(&LOG, self, math::ln, math::lanes::ln_slice_on),
+            got => Err(Error::DType {
+                op: LOG.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+
+    /// `torch.tanh` (the bits of [`math::tanhf`] / [`math::tanh`], vectorised on every
+    /// instruction-set path).
+    ///
+    /// # Errors
+    /// If the dtype is not `F32` or `F64`.
+    pub fn tanh(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map1_slices(&TANH, self, math::tanhf, math::lanes::tanhf_slice_on),
+            DType::F64 => map1_slices(&TANH, self, math::tanh, math::lanes::tanh_slice_on),
+            got => Err(Error::DType {
+                op: TANH.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+}
+
 macro_rules! gelu_tanh_fns {
     ($t:ty, $tanh:path, $fwd:ident, $grad:ident) => {
         fn $fwd(x: $t) -> $t {
