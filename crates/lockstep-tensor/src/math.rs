@@ -661,6 +661,7 @@ pub mod lanes {
 
     /// [`super::lnf`] without branches: the same bits for every input.
     #[inline(always)]
+    #[allow(clippy::eq_op)] // `(x − x) / 0`: libm's NaN for negative x, bit for bit
     pub fn lnf(x: f32) -> f32 {
         const LN2_HI: f32 = 6.9313812256e-01; // 0x3f317180
         const LN2_LO: f32 = 9.0580006145e-06; // 0x3717f7d1
@@ -706,6 +707,7 @@ pub mod lanes {
 
     /// [`super::ln`] without branches: the same bits for every input.
     #[inline(always)]
+    #[allow(clippy::eq_op)] // `(x − x) / 0`: libm's NaN for negative x, bit for bit
     pub fn ln(x: f64) -> f64 {
         const LN2_HI: f64 = 6.93147180369123816490e-01;
         const LN2_LO: f64 = 1.90821492927058770002e-10;
