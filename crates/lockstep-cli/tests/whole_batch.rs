@@ -7,7 +7,6 @@ use lockstep_cli::distributed::{Local, Shards};
 use lockstep_cli::train::{Quiet, Report, TrainConfig, run_distributed};
 use std::sync::Mutex;
 
-
 /// The runs use the process-wide generators: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -659,6 +659,328 @@ pub mod lanes {
         };
     }
 
+    /// `expm1f` (the `libm` crate's) without branches, for the arguments [`tanhf`] gives it:
+    /// finite, `x ≤ 20` (k ≤ 29) and `x ≥ −0.6` (k ≥ −1). The same bits as `libm::expm1f`
+    /// there; other inputs must be replaced (clamped) by the caller and their lane discarded.
+    #[inline(always)]
+    fn expm1f_tanh(x: f32) -> f32 {
+        const LN2_HI: f32 = 6.9313812256e-01; // 0x3f317180
+        const LN2_LO: f32 = 9.0580006145e-06; // 0x3717f7d1
+        const INV_LN2: f32 = 1.4426950216e+00; // 0x3fb8aa3b
+        const Q1: f32 = -3.3333212137e-2;
+        const Q2: f32 = 1.5807170421e-3;
+        let hx = x.to_bits() & 0x7fff_ffff;
+        let neg = x.to_bits() >> 31 != 0;
+        let t0 = INV_LN2 * x + if neg { -0.5 } else { 0.5 };
+        // SAFETY: |x| ≤ 20 keeps |t0| < 2³¹, and x is not NaN.
+        let kbig = unsafe { t0.to_int_unchecked::<i32>() };
+        let k = if hx > 0x3eb1_7218 {
+            if hx < 0x3f85_1592 {
+                if neg { -1 } else { 1 }
+            } else {
+                kbig
+            }
+        } else {
+            0
+        };
+        // k = 0 and k = ±1 take this form too: t·LN2_HI and t·LN2_LO are then exact.
+        let t = k as f32;
+        let hi = x - t * LN2_HI;
+        let lo = t * LN2_LO;
+        let xr = hi - lo;
+        let c = (hi - xr) - lo;
+        let hfx = 0.5 * xr;
+        let hxs = xr * hfx;
+        let r1 = 1.0 + hxs * (Q1 + hxs * Q2);
+        let tt = 3.0 - r1 * hfx;
+        let e = hxs * ((r1 - tt) / (6.0 - xr * tt));
+        let y0 = xr - (xr * e - hxs);
+        let e2 = xr * (e - c) - c - hxs;
+        let ym1 = 0.5 * (xr - e2) - 0.5;
+        let y1 = if xr < -0.25 {
+            -2.0 * (e2 - (xr + 0.5))
+        } else {
+            1.0 + 2.0 * (xr - e2)
+        };
+        let twopk = f32::from_bits(((0x7f + k) << 23) as u32);
+        let uf = f32::from_bits(((0x7f - k) << 23) as u32);
+        let ylt = (xr - e2 + (1.0 - uf)) * twopk;
+        let yge = (xr - (e2 + uf) + 1.0) * twopk;
+        if hx < 0x3300_0000 {
+            x // |x| < 2⁻²⁵
+        } else if k == 0 {
+            y0
+        } else if k == -1 {
+            ym1
+        } else if k == 1 {
+            y1
+        } else if k < 23 {
+            ylt
+        } else {
+            yge
+        }
+    }
+
+    /// `expm1` (the `libm` crate's) without branches, for the arguments [`tanh`] gives it:
+    /// finite, `x ≤ 40` (k ≤ 58) and `x ≥ −0.6` (k ≥ −1). The same bits as `libm::expm1`
+    /// there; other inputs must be replaced by the caller and their lane discarded.
+    #[inline(always)]
+    fn expm1_tanh(x: f64) -> f64 {
+        const LN2_HI: f64 = 6.93147180369123816490e-01;
+        const LN2_LO: f64 = 1.90821492927058770002e-10;
+        const INVLN2: f64 = core::f64::consts::LOG2_E; // libm's 1.44269504088896338700e+00
+        const Q1: f64 = -3.33333333333331316428e-02;
+        const Q2: f64 = 1.58730158725481460165e-03;
+        const Q3: f64 = -7.93650757867487942473e-05;
+        const Q4: f64 = 4.00821782732936239552e-06;
+        const Q5: f64 = -2.01099218183624371326e-07;
+        let hx = (x.to_bits() >> 32) as u32 & 0x7fff_ffff;
+        let neg = x.to_bits() >> 63 != 0;
+        let t0 = INVLN2 * x + if neg { -0.5 } else { 0.5 };
+        // SAFETY: |x| ≤ 40 keeps |t0| < 2³¹, and x is not NaN.
+        let kbig = unsafe { t0.to_int_unchecked::<i32>() };
+        let k = if hx > 0x3fd6_2e42 {
+            if hx < 0x3ff0_a2b2 {
+                if neg { -1 } else { 1 }
+            } else {
+                kbig
+            }
+        } else {
+            0
+        };
+        let t = k as f64;
+        let hi = x - t * LN2_HI;
+        let lo = t * LN2_LO;
+        let xr = hi - lo;
+        let c = (hi - xr) - lo;
+        let hfx = 0.5 * xr;
+        let hxs = xr * hfx;
+        let r1 = 1.0 + hxs * (Q1 + hxs * (Q2 + hxs * (Q3 + hxs * (Q4 + hxs * Q5))));
+        let tt = 3.0 - r1 * hfx;
+        let e = hxs * ((r1 - tt) / (6.0 - xr * tt));
+        let y0 = xr - (xr * e - hxs);
+        let e2 = xr * (e - c) - c - hxs;
+        let ym1 = 0.5 * (xr - e2) - 0.5;
+        let y1 = if xr < -0.25 {
+            -2.0 * (e2 - (xr + 0.5))
+        } else {
+            1.0 + 2.0 * (xr - e2)
+        };
+        let twopk = f64::from_bits(((0x3ff + k) as u64) << 52);
+        let uf = f64::from_bits(((0x3ff - k) as u64) << 52);
+        let yfar = (xr - e2 + 1.0) * twopk - 1.0;
+        let ylt = (xr - e2 + (1.0 - uf)) * twopk;
+        let yge = (xr - (e2 + uf) + 1.0) * twopk;
+        if hx < 0x3c90_0000 {
+            x // |x| < 2⁻⁵⁴
+        } else if k == 0 {
+            y0
+        } else if k == -1 {
+            ym1
+        } else if k == 1 {
+            y1
+        } else if k > 56 {
+            yfar
+        } else if k < 20 {
+            ylt
+        } else {
+            yge
+        }
+    }
+
+    /// [`super::tanhf`] without branches: the same bits for every input.
+    #[inline(always)]
+    pub fn tanhf(x: f32) -> f32 {
+        let ix = x.to_bits();
+        let sign = ix >> 31 != 0;
+        let w = ix & 0x7fff_ffff;
+        let a = f32::from_bits(w);
+        // expm1f's argument: 2|x| above log(5/3)/2, −2|x| below; 0 beyond 10 (inf, NaN
+        // included), whose result is selected below.
+        let arg = if w > 0x4120_0000 {
+            0.0
+        } else if w > 0x3e82_c578 {
+            2.0 * a
+        } else {
+            -2.0 * a
+        };
+        let t = expm1f_tanh(arg);
+        let r = if w > 0x4120_0000 {
+            1.0 + 0.0 / a // |x| > 10 or NaN
+        } else if w > 0x3f0c_9f54 {
+            1.0 - 2.0 / (t + 2.0)
+        } else if w > 0x3e82_c578 {
+            t / (t + 2.0)
+        } else if w >= 0x0080_0000 {
+            -t / (t + 2.0)
+        } else {
+            a // subnormal or zero
+        };
+        if sign { -r } else { r }
+    }
+
+    /// [`super::tanh`] without branches: the same bits for every input.
+    #[inline(always)]
+    pub fn tanh(x: f64) -> f64 {
+        let ui = x.to_bits();
+        let sign = ui >> 63 != 0;
+        let a = f64::from_bits(ui & !(1 << 63));
+        let w = (a.to_bits() >> 32) as u32;
+        let arg = if w > 0x4034_0000 {
+            0.0
+        } else if w > 0x3fd0_58ae {
+            2.0 * a
+        } else {
+            -2.0 * a
+        };
+        let t = expm1_tanh(arg);
+        let r = if w > 0x4034_0000 {
+            1.0 - 0.0 / a // |x| > 20 or NaN
+        } else if w > 0x3fe1_93ea {
+            1.0 - 2.0 / (t + 2.0)
+        } else if w > 0x3fd0_58ae {
+            t / (t + 2.0)
+        } else if w >= 0x0010_0000 {
+            -t / (t + 2.0)
+        } else {
+            a // subnormal or zero
+        };
+        if sign { -r } else { r }
+    }
+
+    /// [`super::lnf`] without branches: the same bits for every input.
+    #[inline(always)]
+    #[allow(clippy::eq_op)] // `(x − x) / 0`: libm's NaN for negative x, bit for bit
+    pub fn lnf(x: f32) -> f32 {
+        const LN2_HI: f32 = 6.9313812256e-01; // 0x3f317180
+        const LN2_LO: f32 = 9.0580006145e-06; // 0x3717f7d1
+        const LG1: f32 = 0.66666662693;
+        const LG2: f32 = 0.40000972152;
+        const LG3: f32 = 0.28498786688;
+        const LG4: f32 = 0.24279078841;
+        let ix0 = x.to_bits();
+        // Below 2⁻¹²⁶ or negative: subnormals are scaled by 2²⁵, the rest selected below.
+        let low = ix0 < 0x0080_0000 || ix0 >> 31 != 0;
+        let xs = if low {
+            x * f32::from_bits(0x4c00_0000)
+        } else {
+            x
+        };
+        let k0 = if low { -25 } else { 0 };
+        // Reduce into [√2/2, √2] (wrapping: negative inputs' lanes are discarded).
+        let ix = xs.to_bits().wrapping_add(0x3f80_0000 - 0x3f35_04f3);
+        let k = k0 + (ix >> 23) as i32 - 0x7f;
+        let m = f32::from_bits((ix & 0x007f_ffff) + 0x3f35_04f3);
+        let f = m - 1.0;
+        let s = f / (2.0 + f);
+        let z = s * s;
+        let w = z * z;
+        let t1 = w * (LG2 + w * LG4);
+        let t2 = z * (LG1 + w * LG3);
+        let r = t2 + t1;
+        let hfsq = 0.5 * f * f;
+        let dk = k as f32;
+        let v = s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI;
+        if ix0 << 1 == 0 {
+            -1.0 / (x * x) // ±0: −inf
+        } else if ix0 >> 31 != 0 {
+            (x - x) / 0.0 // negative: NaN
+        } else if ix0 >= 0x7f80_0000 {
+            x // +inf, NaN
+        } else if ix0 == 0x3f80_0000 {
+            0.0
+        } else {
+            v
+        }
+    }
+
+    /// [`super::ln`] without branches: the same bits for every input.
+    #[inline(always)]
+    #[allow(clippy::eq_op)] // `(x − x) / 0`: libm's NaN for negative x, bit for bit
+    pub fn ln(x: f64) -> f64 {
+        const LN2_HI: f64 = 6.93147180369123816490e-01;
+        const LN2_LO: f64 = 1.90821492927058770002e-10;
+        const LG1: f64 = 6.666666666666735130e-01;
+        const LG2: f64 = 3.999999999940941908e-01;
+        const LG3: f64 = 2.857142874366239149e-01;
+        const LG4: f64 = 2.222219843214978396e-01;
+        const LG5: f64 = 1.818357216161805012e-01;
+        const LG6: f64 = 1.531383769920937332e-01;
+        const LG7: f64 = 1.479819860511658591e-01;
+        let ui0 = x.to_bits();
+        let hx0 = (ui0 >> 32) as u32;
+        let low = hx0 < 0x0010_0000 || hx0 >> 31 != 0;
+        let xs = if low {
+            x * f64::from_bits(0x4350_0000_0000_0000)
+        } else {
+            x
+        };
+        let k0 = if low { -54 } else { 0 };
+        let ui = xs.to_bits();
+        let hx = ((ui >> 32) as u32).wrapping_add(0x3ff0_0000 - 0x3fe6_a09e);
+        let k = k0 + (hx >> 20) as i32 - 0x3ff;
+        let hm = (hx & 0x000f_ffff) + 0x3fe6_a09e;
+        let m = f64::from_bits((hm as u64) << 32 | (ui & 0xffff_ffff));
+        let f = m - 1.0;
+        let hfsq = 0.5 * f * f;
+        let s = f / (2.0 + f);
+        let z = s * s;
+        let w = z * z;
+        let t1 = w * (LG2 + w * (LG4 + w * LG6));
+        let t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
+        let r = t2 + t1;
+        let dk = k as f64;
+        let v = s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI;
+        if ui0 << 1 == 0 {
+            -1.0 / (x * x) // ±0: −inf
+        } else if hx0 >> 31 != 0 {
+            (x - x) / 0.0 // negative: NaN
+        } else if hx0 >= 0x7ff0_0000 {
+            x // +inf, NaN
+        } else if ui0 == 0x3ff0_0000_0000_0000 {
+            0.0
+        } else {
+            v
+        }
+    }
+
+    /// `pub fn $name(isa, src, dst)`: `dst[i] = $lane(src[i])` for the first `min(len)`
+    /// elements, one `#[target_feature]` loop per path with the lane function inlined into it
+    /// (no closure in between: one that was not inlined made GELU 2× slower).
+    macro_rules! slice_fn {
+        ($(#[$doc:meta])* $name:ident, $t:ty, $lane:ident) => {
+            $(#[$doc])*
+            pub fn $name(isa: Isa, src: &[$t], dst: &mut [$t]) {
+                #[inline(always)]
+                fn body(src: &[$t], dst: &mut [$t]) {
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = $lane(s);
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                {
+                    #[target_feature(enable = "avx512f")]
+                    fn avx512(src: &[$t], dst: &mut [$t]) {
+                        body(src, dst)
+                    }
+                    #[target_feature(enable = "avx2,fma")]
+                    fn avx2(src: &[$t], dst: &mut [$t]) {
+                        body(src, dst)
+                    }
+                    match isa {
+                        // SAFETY: the CPU has AVX-512F (checked).
+                        Isa::Avx512 if isa.available() => return unsafe { avx512(src, dst) },
+                        // SAFETY: the CPU has AVX2 and FMA (checked).
+                        Isa::Avx2 if isa.available() => return unsafe { avx2(src, dst) },
+                        _ => {}
+                    }
+                }
+                let _ = isa;
+                body(src, dst)
+            }
+        };
+    }
+
     gelu_kernel!(
         /// `dst[i] = gelu(src[i])` in f32 (`x · ½ · (1 + erf(x / √2))` with [`super::erff`]:
         /// `Tensor::gelu`'s bits) on the path `isa`, for the first `min(len)` elements.
@@ -680,6 +1002,22 @@ pub mod lanes {
         /// `dst[i] = gelu'(src[i])` in f64 on the path `isa`.
         gelu_grad_f64_slice_on, f64, hi_f64, ERF_SMALL_HI, ERF_MID_HI, gelu_grad64,
         gelu_grad64_small, gelu_grad64_mid
+    );
+    slice_fn!(
+        /// `dst[i] = tanhf(src[i])` (the bits of [`super::tanhf`]) on the path `isa`.
+        tanhf_slice_on, f32, tanhf
+    );
+    slice_fn!(
+        /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`.
+        tanh_slice_on, f64, tanh
+    );
+    slice_fn!(
+        /// `dst[i] = lnf(src[i])` (the bits of [`super::lnf`]) on the path `isa`.
+        lnf_slice_on, f32, lnf
+    );
+    slice_fn!(
+        /// `dst[i] = ln(src[i])` (the bits of [`super::ln`]) on the path `isa`.
+        ln_slice_on, f64, ln
     );
 
     /// `dst[i] = f(src[i])` for the first `min(len)` elements, compiled for the instructions of

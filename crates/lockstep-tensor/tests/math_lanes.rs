@@ -123,6 +123,46 @@ fn erff_lanes_are_the_scalar_bits_on_every_path() {
     );
 }
 
+const TANHF_THRESHOLDS: [u32; 8] = [
+    0x4120_0000, // 10: 1 beyond
+    0x3f0c_9f54, // log(3)/2
+    0x3e82_c578, // log(5/3)/2: expm1f of 2|x| above, of −2|x| below
+    0x0080_0000, // the smallest normal
+    0x3eb1_7218, // 0.5 ln 2 (expm1f's k = ±1 from here, as an argument 2|x|)
+    0x3f85_1592, // 1.5 ln 2 (k by rounding)
+    0x3e31_7218, // half of 0.5 ln 2: the input whose 2|x| crosses it
+    0x3f05_1592, // half of 1.5 ln 2
+];
+
+#[test]
+fn tanhf_lanes_are_the_scalar_bits_on_every_path() {
+    let mut extra = edges(&TANHF_THRESHOLDS);
+    extra.extend((0..60_000).map(|i| -12.0 + i as f32 * 0.000_4));
+    extra.extend((0..20_000).map(|i| -0.6 + i as f32 * 0.000_06));
+    check_all_paths(
+        "tanhf",
+        &inputs(&extra),
+        math::tanhf,
+        math::lanes::tanhf_slice_on,
+    );
+}
+
+const LNF_THRESHOLDS: [u32; 5] = [
+    0x0080_0000, // subnormals below: scaled by 2^25
+    0x3f80_0000, // 1: exactly 0
+    0x3f35_04f3, // √2/2: the reduction's boundary
+    0x3fb5_04f3, // √2
+    0x7f80_0000, // inf, NaN
+];
+
+#[test]
+fn lnf_lanes_are_the_scalar_bits_on_every_path() {
+    let mut extra = edges(&LNF_THRESHOLDS);
+    extra.extend((0..60_000).map(|i| i as f32 * 0.000_07));
+    extra.extend((0..20_000).map(|i| 0.99 + i as f32 * 0.000_001));
+    check_all_paths("lnf", &inputs(&extra), math::lnf, math::lanes::lnf_slice_on);
+}
+
 /// About a million f64 inputs: a regular sweep of the high words (with varied low words),
 /// pseudo-random bit patterns, dense sweeps of the working ranges, and `extra`.
 fn inputs64(thresholds_hi: &[u32], extra: &[f64]) -> Vec<f64> {
@@ -286,6 +326,47 @@ fn gelu_kernels_are_the_scalar_bits_on_every_path() {
     );
 }
 
+#[test]
+fn tanh_lanes_are_the_scalar_bits_on_every_path() {
+    let mut extra: Vec<f64> = (0..100_000).map(|i| -22.0 + i as f64 * 0.000_44).collect();
+    extra.extend((0..50_000).map(|i| -0.6 + i as f64 * 0.000_024));
+    let xs = inputs64(
+        &[
+            0x4034_0000, // 20: 1 beyond
+            0x3fe1_93ea, // log(3)/2
+            0x3fd0_58ae, // log(5/3)/2
+            0x0010_0000, // the smallest normal
+            0x3fd6_2e42, // 0.5 ln 2 and 1.5 ln 2 (expm1's k = ±1), and their halves
+            0x3ff0_a2b2,
+            0x3fc6_2e42,
+            0x3fe0_a2b2,
+            0x3c90_0000, // 2⁻⁵⁴ (expm1 returns its argument), and its half
+            0x3c80_0000,
+            0x4043_687a, // 56 ln 2 (k > 56 beyond), and its half
+            0x4033_687a,
+        ],
+        &extra,
+    );
+    check_all_paths64("tanh", &xs, math::tanh, math::lanes::tanh_slice_on);
+}
+
+#[test]
+fn ln_lanes_are_the_scalar_bits_on_every_path() {
+    let mut extra: Vec<f64> = (0..100_000).map(|i| i as f64 * 0.000_07).collect();
+    extra.extend((0..50_000).map(|i| 0.999 + i as f64 * 0.000_000_04));
+    let xs = inputs64(
+        &[
+            0x0010_0000,
+            0x3ff0_0000,
+            0x3fe6_a09e,
+            0x3ff6_a09e,
+            0x7ff0_0000,
+        ],
+        &extra,
+    );
+    check_all_paths64("ln", &xs, math::ln, math::lanes::ln_slice_on);
+}
+
 /// Every f32 input through `lanes` (the path in use) against the scalar function.
 fn exhaustive(name: &str, want: fn(f32) -> f32, got: fn(Isa, &[f32], &mut [f32])) {
     let mut xs = vec![0f32; 1 << 24];
@@ -318,7 +399,19 @@ fn erff_lanes_are_the_scalar_bits_for_every_f32() {
     exhaustive("erff", math::erff, math::lanes::erff_slice_on);
 }
 
-/// The ops that run `lanes` (exp, sigmoid, gelu and gelu's derivative, f32 and f64): the scalar
+#[test]
+#[ignore = "exhaustive: 2^32 inputs, about a minute in release"]
+fn tanhf_lanes_are_the_scalar_bits_for_every_f32() {
+    exhaustive("tanhf", math::tanhf, math::lanes::tanhf_slice_on);
+}
+
+#[test]
+#[ignore = "exhaustive: 2^32 inputs, about a minute in release"]
+fn lnf_lanes_are_the_scalar_bits_for_every_f32() {
+    exhaustive("lnf", math::lnf, math::lanes::lnf_slice_on);
+}
+
+/// The ops that run `lanes` (exp, tanh, log, sigmoid, gelu and gelu's derivative, f32 and f64): the scalar
 /// definition's bits element by element, dense or through a view, small (on the calling
 /// thread) or large (split over the pool), the same at 1, 2, 3 and 8 threads.
 #[test]
@@ -351,8 +444,10 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
     };
     type Op = fn(&Tensor) -> lockstep_tensor::Result<Tensor>;
     type Case = (&'static str, Op, fn(f32) -> f32, fn(f64) -> f64);
-    let cases: [Case; 4] = [
+    let cases: [Case; 6] = [
         ("exp", |t| t.exp(), math::expf, math::exp),
+        ("tanh", |t| t.tanh(), math::tanhf, math::tanh),
+        ("log", |t| t.log(), math::lnf, math::ln),
         ("sigmoid", |t| t.sigmoid(), math::sigmoidf, math::sigmoid),
         (
             "gelu",

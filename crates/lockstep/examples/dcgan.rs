@@ -46,6 +46,9 @@ pub struct Args {
     pub threads: usize,
     /// Print PyTorch's progress lines on stderr.
     pub verbose: bool,
+    /// Leave deterministic mode off (`--nondeterministic`, for benchmarks): the default turns
+    /// it on, as the tests need.
+    pub nondeterministic: bool,
 }
 
 impl Default for Args {
@@ -64,6 +67,7 @@ impl Default for Args {
             max_steps: 0,
             threads: 0,
             verbose: true,
+            nondeterministic: false,
         }
     }
 }
@@ -77,6 +81,7 @@ impl Args {
             match flag.as_str() {
                 "--dry-run" => a.dry_run = true,
                 "--quiet" => a.verbose = false,
+                "--nondeterministic" => a.nondeterministic = true,
                 _ => {
                     let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
                     let bad =
@@ -271,7 +276,7 @@ pub fn run(opt: &Args) -> Result<serde_json::Value, BoxError> {
     if opt.threads > 0 {
         lockstep::set_num_threads(opt.threads);
     }
-    lockstep::use_deterministic_algorithms(true);
+    lockstep::use_deterministic_algorithms(!opt.nondeterministic);
     lockstep::manual_seed(opt.manual_seed);
 
     let mut dataloader = DataLoader::builder(digits()?)

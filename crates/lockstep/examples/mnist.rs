@@ -41,6 +41,9 @@ pub struct Args {
     pub threads: usize,
     /// Print PyTorch's progress lines on stderr.
     pub verbose: bool,
+    /// Leave deterministic mode off (`--nondeterministic`, for benchmarks): the default turns
+    /// it on, as the tests need.
+    pub nondeterministic: bool,
 }
 
 impl Default for Args {
@@ -59,6 +62,7 @@ impl Default for Args {
             max_steps: 0,
             threads: 0,
             verbose: true,
+            nondeterministic: false,
         }
     }
 }
@@ -71,6 +75,10 @@ impl Args {
         while let Some(flag) = it.next() {
             if flag == "--dry-run" {
                 a.dry_run = true;
+                continue;
+            }
+            if flag == "--nondeterministic" {
+                a.nondeterministic = true;
                 continue;
             }
             if flag == "--quiet" {
@@ -223,7 +231,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
     if args.threads > 0 {
         lockstep::set_num_threads(args.threads);
     }
-    lockstep::use_deterministic_algorithms(true);
+    lockstep::use_deterministic_algorithms(!args.nondeterministic);
     lockstep::manual_seed(args.seed);
 
     let (x, y) = load_digits()?;

@@ -33,6 +33,9 @@ pub struct Args {
     pub threads: usize,
     /// Print the original's progress lines on stderr.
     pub verbose: bool,
+    /// Leave deterministic mode off (`--nondeterministic`, for benchmarks): the default turns
+    /// it on, as the tests need.
+    pub nondeterministic: bool,
 }
 
 impl Default for Args {
@@ -45,6 +48,7 @@ impl Default for Args {
             future: 1000,
             threads: 0,
             verbose: true,
+            nondeterministic: false,
         }
     }
 }
@@ -55,6 +59,10 @@ impl Args {
         let mut a = Self::default();
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
+            if flag == "--nondeterministic" {
+                a.nondeterministic = true;
+                continue;
+            }
             if flag == "--quiet" {
                 a.verbose = false;
                 continue;
@@ -187,7 +195,7 @@ pub fn run(opt: &Args) -> Result<serde_json::Value, BoxError> {
     if opt.threads > 0 {
         lockstep::set_num_threads(opt.threads);
     }
-    lockstep::use_deterministic_algorithms(true);
+    lockstep::use_deterministic_algorithms(!opt.nondeterministic);
     let data = generate_sine_wave(opt)?;
     // set random seed to 0
     lockstep::numpy_random().seed(0);

@@ -34,6 +34,9 @@ pub struct Args {
     pub threads: usize,
     /// Print PyTorch's progress lines on stderr.
     pub verbose: bool,
+    /// Leave deterministic mode off (`--nondeterministic`, for benchmarks): the default turns
+    /// it on, as the tests need.
+    pub nondeterministic: bool,
 }
 
 impl Default for Args {
@@ -46,6 +49,7 @@ impl Default for Args {
             max_steps: 0,
             threads: 0,
             verbose: true,
+            nondeterministic: false,
         }
     }
 }
@@ -56,6 +60,10 @@ impl Args {
         let mut a = Self::default();
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
+            if flag == "--nondeterministic" {
+                a.nondeterministic = true;
+                continue;
+            }
             if flag == "--quiet" {
                 a.verbose = false;
                 continue;
@@ -182,7 +190,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value, BoxError> {
     if args.threads > 0 {
         lockstep::set_num_threads(args.threads);
     }
-    lockstep::use_deterministic_algorithms(true);
+    lockstep::use_deterministic_algorithms(!args.nondeterministic);
     lockstep::manual_seed(args.seed);
 
     // The first 1437 digits train, the last 360 test.

@@ -242,6 +242,35 @@ pub(super) fn walk<const K: usize>(
     }
 }
 
+/// `shape` and the operands' strides `st` with adjacent dimensions merged wherever every
+/// operand steps through the pair as through one dimension (the outer stride is the inner one
+/// times its size), and size-1 dimensions dropped: the same elements in the same order, in
+/// longer runs for [`walk`] (a dense `[64, 64, 4, 4]` operand against a scalar walks as one
+/// run, not 4,096 runs of 4 with a division each).
+fn coalesce<const K: usize>(shape: &[usize], st: [&[usize]; K]) -> (Vec<usize>, [Vec<usize>; K]) {
+    let mut sh: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut ss: [Vec<usize>; K] = core::array::from_fn(|_| Vec::with_capacity(shape.len()));
+    for (d, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        if let Some(last) = sh.last_mut()
+            && (0..K).all(|k| ss[k].last() == Some(&(st[k][d] * n)))
+        {
+            *last *= n;
+            for k in 0..K {
+                *ss[k].last_mut().expect("one per dimension") = st[k][d];
+            }
+            continue;
+        }
+        sh.push(n);
+        for k in 0..K {
+            ss[k].push(st[k][d]);
+        }
+    }
+    (sh, ss)
+}
+
 /// Output chunk `out` (elements `lo..`) of a broadcast binary op.
 fn chunk2<T: Element, U: Element>(
     out: &mut [U],
@@ -252,9 +281,10 @@ fn chunk2<T: Element, U: Element>(
     f: &(impl Fn(T, T) -> U + Sync),
 ) {
     let (va, vb) = (a.data, b.data);
+    let (shape, [sta, stb]) = coalesce(shape, [&a.st, &b.st]);
     walk(
-        shape,
-        [&a.st, &b.st],
+        &shape,
+        [&sta, &stb],
         lo,
         out.len(),
         |p, [oa, ob], [ia, ib], n| {
@@ -617,16 +647,12 @@ use crate::math;
 float_unary! {
     /// `torch.exp` (portable: [`math::expf`] / [`math::exp`]; f32 vectorised, the same bits).
     exp, EXP, map1_lanes => |x| math::lanes::expf(x), math::lanes::exp(x);
-    /// `torch.log` (natural; portable: [`math::lnf`] / [`math::ln`]).
-    log, LOG, map1 => |x| math::lnf(x), math::ln(x);
     /// `torch.sqrt` (correctly rounded).
     sqrt, SQRT, map1 => |x| x.sqrt(), x.sqrt();
     /// `torch.sigmoid`: `1 / (1 + exp(−x))` (portable; f32 vectorised, the bits of
     /// [`math::sigmoidf`]).
     sigmoid, SIGMOID, map1_lanes => |x| 1.0 / (1.0 + math::lanes::expf(-x)),
         1.0 / (1.0 + math::lanes::exp(-x));
-    /// `torch.tanh` (portable: [`math::tanhf`] / [`math::tanh`]).
-    tanh, TANH, map1 => |x| math::tanhf(x), math::tanh(x);
     /// `F.gelu(x, approximate='tanh')`: `½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, PyTorch's
     /// formula in the tensor's own precision (portable tanh).
     gelu_tanh, GELU, map1 => |x| gelu_tanh_f32(x), gelu_tanh_f64(x);
@@ -634,6 +660,42 @@ float_unary! {
 
 /// PyTorch's `GeluType::Tanh` value and derivative (`aten/src/ATen/native/cpu/GeluKernel.cpp`,
 /// scalar path), in the tensor's own precision.
+impl Tensor {
+    /// `torch.log` (natural; the bits of [`math::lnf`] / [`math::ln`], vectorised on every
+    /// instruction-set path).
+    ///
+    /// # Errors
+    /// If the dtype is not `F32` or `F64`.
+    pub fn log(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map1_kernel(&LOG, self, math::lnf, math::lanes::lnf_slice_on),
+            DType::F64 => map1_kernel(&LOG, self, math::ln, math::lanes::ln_slice_on),
+            got => Err(Error::DType {
+                op: LOG.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+
+    /// `torch.tanh` (the bits of [`math::tanhf`] / [`math::tanh`], vectorised on every
+    /// instruction-set path).
+    ///
+    /// # Errors
+    /// If the dtype is not `F32` or `F64`.
+    pub fn tanh(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::F32 => map1_kernel(&TANH, self, math::tanhf, math::lanes::tanhf_slice_on),
+            DType::F64 => map1_kernel(&TANH, self, math::tanh, math::lanes::tanh_slice_on),
+            got => Err(Error::DType {
+                op: TANH.name,
+                expected: DType::F32,
+                got,
+            }),
+        }
+    }
+}
+
 macro_rules! gelu_tanh_fns {
     ($t:ty, $tanh:path, $fwd:ident, $grad:ident) => {
         fn $fwd(x: $t) -> $t {
@@ -917,9 +979,19 @@ impl Tensor {
         crate::with_dtype!(a.dtype(), T => {
             let mut out = out_buf::<T>(WHERE.name, &shape)?;
             let (sa, sb) = (Src::<T>::new("where", a, &shape)?, Src::<T>::new("where", b, &shape)?);
+            let (cshape, [stc, sta, stb]) = coalesce(&shape, [&c.st, &sa.st, &sb.st]);
             let run = |o: &mut [T], lo: usize| {
-                walk(&shape, [&c.st, &sa.st, &sb.st], lo, o.len(), |p, [oc, oa, ob], [ic, ia, ib], n| {
-                    for (t, o) in o[p..p + n].iter_mut().enumerate() {
+                walk(&cshape, [&stc, &sta, &stb], lo, o.len(), |p, [oc, oa, ob], [ic, ia, ib], n| {
+                    let o = &mut o[p..p + n];
+                    if (ic, ia, ib) == (1, 1, 1) {
+                        // Dense operands (LeakyReLU's select): a plain loop the compiler vectorises.
+                        let it = c.data[oc..oc + n].iter().zip(&sa.data[oa..oa + n]).zip(&sb.data[ob..ob + n]);
+                        for (o, ((&c, &x), &y)) in o.iter_mut().zip(it) {
+                            *o = if c { x } else { y };
+                        }
+                        return;
+                    }
+                    for (t, o) in o.iter_mut().enumerate() {
                         *o = if c.data[oc + t * ic] { sa.data[oa + t * ia] } else { sb.data[ob + t * ib] };
                     }
                 })
@@ -1152,6 +1224,24 @@ compare! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coalesce_merges_only_dimensions_every_operand_walks_as_one() {
+        // Dense [64, 64, 4, 4] against a broadcast scalar: one run.
+        let (sh, [a, b]) = coalesce(&[64, 64, 4, 4], [&[1024, 16, 4, 1], &[0, 0, 0, 0]]);
+        assert_eq!((sh, a, b), (vec![65536], vec![1], vec![0]));
+        // Against a per-channel [1, 64, 1, 1]: the channel keeps its own dimension.
+        let (sh, [a, b]) = coalesce(&[8, 64, 4, 4], [&[1024, 16, 4, 1], &[0, 1, 0, 0]]);
+        assert_eq!(
+            (sh, a, b),
+            (vec![8, 64, 16], vec![1024, 16, 1], vec![0, 1, 0])
+        );
+        // A transposed operand: nothing merges; size-1 dimensions drop out.
+        let (sh, [a]) = coalesce(&[3, 1, 5], [&[1, 7, 3]]);
+        assert_eq!((sh, a), (vec![3, 5], vec![1, 3]));
+        let (sh, [a]) = coalesce(&[1, 1], [&[0, 0]]);
+        assert!(sh.is_empty() && a.is_empty());
+    }
 
     fn f(v: &[f32], shape: &[usize]) -> Tensor {
         Tensor::from_slice(v, shape).unwrap()
