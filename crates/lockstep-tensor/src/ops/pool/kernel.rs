@@ -349,64 +349,122 @@ mod x86 {
         finish2
     );
 
-    /// Planes of `(2·oh, 2·ow)` with `ow` one of 1, 2, 4, 8 and `oh·ow` a multiple of 16: the
-    /// planes stack into one tall image, and 16 consecutive outputs (`16/ow` output rows of
-    /// one plane) come from 64 consecutive inputs: their pair scans, then the top and bottom
-    /// rows' pairs gathered by a permutation.
-    ///
-    /// # Safety
-    /// AVX-512F; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many
-    /// elements as `v`.
+    /// Stamps the stacked-planes kernel for one instruction set from one template: planes of
+    /// `(2·oh, 2·ow)` with `ow` a power of two, `2·ow ≤ $n`, and `oh·ow` a multiple of `$n`.
+    /// The planes stack into one tall image, and `$n` consecutive outputs (`$n/ow` output rows
+    /// of one plane) come from `4·$n` consecutive inputs: their pair scans (`$pairs`), the top
+    /// and the bottom rows' pairs gathered (`$gather`, with the permutation `$at` makes), then
+    /// `$finish`.
+    macro_rules! flat_kernel {
+        ($(#[$m:meta])* $name:ident, $feat:literal, $n:literal, $load:ident, $set1:ident,
+         $lanes:ident, $pairs:ident, $at:ident, $gather:ident, $finish:ident) => {
+            $(#[$m])*
+            ///
+            /// # Safety
+            /// The CPU has the target feature; `s` holds `v.len() / (oh·ow)` planes of `h·w`
+            /// values and `ix` as many elements as `v`.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $name(
+                s: &[f32],
+                (h, w): (usize, usize),
+                (oh, ow): (usize, usize),
+                v: &mut [f32],
+                ix: &mut [i64],
+            ) {
+                let plane = oh * ow;
+                let outs = v.len() / plane * plane;
+                assert!(s.len() >= 4 * outs && ix.len() == v.len() && h == 2 * oh && w == 2 * ow);
+                assert!(ow.is_power_of_two() && 2 * ow <= $n && plane % $n == 0);
+                let at = $at(ow);
+                let wi = w as i64;
+                let lane_base = $lanes(|l| 2 * wi * (l / ow as i64) + 2 * (l % ow as i64));
+                let wv = $set1(wi);
+                let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
+                for o in (0..outs).step_by($n) {
+                    // The block lies in one plane ($n divides the plane size); its first
+                    // output's window starts at in-plane index 2w·(row) with
+                    // row = (o mod plane) / ow.
+                    let base = $set1(2 * wi * ((o % plane) / ow) as i64);
+                    // SAFETY: inputs 4o..4o + 4·$n ≤ 4·outs ≤ s.len(); outputs
+                    // o..o + $n ≤ outs.
+                    unsafe {
+                        let p = sp.add(4 * o);
+                        let (h0, m0) = $pairs($load(p), $load(p.add($n)));
+                        let (h1, m1) = $pairs($load(p.add(2 * $n)), $load(p.add(3 * $n)));
+                        let (tv, tm, bv, bm) = $gather(at, (h0, m0), (h1, m1));
+                        $finish(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
+                    }
+                }
+            }
+        };
+    }
+
+    flat_kernel!(
+        /// AVX-512: `ow` one of 1, 2, 4, 8; 16 outputs from 64 consecutive inputs.
+        flat_avx512,
+        "avx512f",
+        16,
+        _mm512_loadu_ps,
+        _mm512_set1_epi64,
+        lanes,
+        pairs,
+        flat_at,
+        flat_gather,
+        finish
+    );
+    flat_kernel!(
+        /// AVX2: `ow` one of 1, 2, 4; 8 outputs from 32 consecutive inputs.
+        flat_avx2,
+        "avx2",
+        8,
+        _mm256_loadu_ps,
+        _mm256_set1_epi64x,
+        lanes2,
+        pairs2,
+        flat_at2,
+        flat_gather2,
+        finish2
+    );
+
+    /// Where [`flat_avx512`]'s output lane `l` finds its top and its bottom pair among the 32
+    /// pairs of two vectors (`32/(2·ow)` row pairs of `ow` top then `ow` bottom pairs): row
+    /// pair `l / ow`, column `l % ow`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn flat_avx512(
-        s: &[f32],
-        (h, w): (usize, usize),
-        (oh, ow): (usize, usize),
-        v: &mut [f32],
-        ix: &mut [i64],
-    ) {
-        let plane = oh * ow;
-        let outs = v.len() / plane * plane;
-        assert!(s.len() >= 4 * outs && ix.len() == v.len() && h == 2 * oh && w == 2 * ow);
-        assert!(matches!(ow, 1 | 2 | 4 | 8) && plane % 16 == 0);
-        // 32 pairs (two vectors, `32/(2·ow)` row pairs of `ow` top then `ow` bottom pairs):
-        // output lane l is row pair l / ow, column l % ow.
-        let (owi, wi) = (ow as i32, w as i64);
+    #[inline]
+    fn flat_at(ow: usize) -> (__m512i, __m512i) {
+        let owi = ow as i32;
         let top_at: [i32; 16] =
             core::array::from_fn(|l| (l as i32 / owi) * 2 * owi + l as i32 % owi);
         let bot_at: [i32; 16] = core::array::from_fn(|l| top_at[l] + owi);
         // SAFETY: 16 values each.
-        let (top_at, bot_at) = unsafe {
+        unsafe {
             (
                 _mm512_loadu_si512(top_at.as_ptr().cast()),
                 _mm512_loadu_si512(bot_at.as_ptr().cast()),
             )
-        };
-        let lane_base = lanes(|l| 2 * wi * (l / ow as i64) + 2 * (l % ow as i64));
-        let wv = _mm512_set1_epi64(wi);
-        let one = _mm512_set1_epi32(1);
-        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
-        for o in (0..outs).step_by(16) {
-            // The block lies in one plane (16 divides the plane size); its first output's
-            // window starts at in-plane index 2w·(row) with row = (o mod plane) / ow.
-            let base = _mm512_set1_epi64(2 * wi * ((o % plane) / ow) as i64);
-            // SAFETY: inputs 4o..4o + 64 ≤ 4·outs ≤ s.len(); outputs o..o + 16 ≤ outs.
-            unsafe {
-                let p = sp.add(4 * o);
-                let (h0, m0) = pairs(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-                let (h1, m1) = pairs(_mm512_loadu_ps(p.add(32)), _mm512_loadu_ps(p.add(48)));
-                let tv = _mm512_permutex2var_ps(h0, top_at, h1);
-                let bv = _mm512_permutex2var_ps(h0, bot_at, h1);
-                // The pairs' masks travel with them as 0/1 lanes.
-                let (k0, k1) = (
-                    _mm512_maskz_mov_epi32(m0, one),
-                    _mm512_maskz_mov_epi32(m1, one),
-                );
-                let tm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, top_at, k1), one);
-                let bm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, bot_at, k1), one);
-                finish(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
-            }
         }
+    }
+
+    /// The top and bottom pairs of 16 outputs (values, and where the right one was kept)
+    /// gathered from the pair scans of 64 consecutive inputs, by [`flat_at`]'s permutation.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn flat_gather(
+        (top_at, bot_at): (__m512i, __m512i),
+        (h0, m0): (__m512, __mmask16),
+        (h1, m1): (__m512, __mmask16),
+    ) -> (__m512, __mmask16, __m512, __mmask16) {
+        let one = _mm512_set1_epi32(1);
+        let tv = _mm512_permutex2var_ps(h0, top_at, h1);
+        let bv = _mm512_permutex2var_ps(h0, bot_at, h1);
+        // The pairs' masks travel with them as 0/1 lanes.
+        let (k0, k1) = (
+            _mm512_maskz_mov_epi32(m0, one),
+            _mm512_maskz_mov_epi32(m1, one),
+        );
+        let tm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, top_at, k1), one);
+        let bm = _mm512_test_epi32_mask(_mm512_permutex2var_epi32(k0, bot_at, k1), one);
+        (tv, tm, bv, bm)
     }
 
     /// Which of `{0, 1, w, w + 1}` each `k − base − lane_base` is, for 16 indices `k`:
@@ -635,59 +693,43 @@ mod x86 {
         }
     }
 
-    /// [`flat_avx512`] with AVX2, for `ow` one of 1, 2, 4 and `oh·ow` a multiple of 8: 8
-    /// outputs from 32 consecutive inputs.
-    ///
-    /// # Safety
-    /// AVX2; `s` holds `v.len() / (oh·ow)` planes of `h·w` values and `ix` as many elements
-    /// as `v`.
+    /// [`flat_at`] for AVX2: each vector of 8 pairs holds `8/(2·ow)` row pairs of `ow` top then
+    /// `ow` bottom pairs; the permutation gathers its tops into the low half and its bottoms
+    /// into the high half.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn flat_avx2(
-        s: &[f32],
-        (h, w): (usize, usize),
-        (oh, ow): (usize, usize),
-        v: &mut [f32],
-        ix: &mut [i64],
-    ) {
-        let plane = oh * ow;
-        let outs = v.len() / plane * plane;
-        assert!(s.len() >= 4 * outs && ix.len() == v.len() && h == 2 * oh && w == 2 * ow);
-        assert!(matches!(ow, 1 | 2 | 4) && plane % 8 == 0);
-        // Each vector of 8 pairs holds 8/(2·ow) row pairs of `ow` top then `ow` bottom pairs:
-        // gather its tops into the low half and its bottoms into the high half.
+    #[inline]
+    fn flat_at2(ow: usize) -> __m256i {
         let owi = ow as i32;
         let split: [i32; 8] = core::array::from_fn(|l| {
             let (half, k) = (l as i32 / 4, l as i32 % 4);
             (k / owi) * 2 * owi + half * owi + k % owi
         });
         // SAFETY: 8 values.
-        let split = unsafe { _mm256_loadu_si256(split.as_ptr().cast()) };
-        let lane_base = lanes2(|l| 2 * w as i64 * (l / ow as i64) + 2 * (l % ow as i64));
-        let wv = _mm256_set1_epi64x(w as i64);
-        let (sp, vp, ip) = (s.as_ptr(), v.as_mut_ptr(), ix.as_mut_ptr());
-        for o in (0..outs).step_by(8) {
-            // As in `flat_avx512`: the block lies in one plane.
-            let base = _mm256_set1_epi64x((2 * w * ((o % plane) / ow)) as i64);
-            // SAFETY: inputs 4o..4o + 32 ≤ 4·outs ≤ s.len(); outputs o..o + 8 ≤ outs.
-            unsafe {
-                let p = sp.add(4 * o);
-                let (h0, m0) = pairs2(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-                let (h1, m1) = pairs2(_mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24)));
-                let (h0, m0) = (
-                    _mm256_permutevar8x32_ps(h0, split),
-                    _mm256_permutevar8x32_ps(m0, split),
-                );
-                let (h1, m1) = (
-                    _mm256_permutevar8x32_ps(h1, split),
-                    _mm256_permutevar8x32_ps(m1, split),
-                );
-                let tv = _mm256_permute2f128_ps::<0x20>(h0, h1);
-                let bv = _mm256_permute2f128_ps::<0x31>(h0, h1);
-                let tm = _mm256_permute2f128_ps::<0x20>(m0, m1);
-                let bm = _mm256_permute2f128_ps::<0x31>(m0, m1);
-                finish2(tv, tm, bv, bm, base, lane_base, wv, vp.add(o), ip.add(o));
-            }
-        }
+        unsafe { _mm256_loadu_si256(split.as_ptr().cast()) }
+    }
+
+    /// [`flat_gather`] for AVX2: the top and bottom pairs of 8 outputs from the pair scans of
+    /// 32 consecutive inputs (each vector's halves split, then the halves recombined).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn flat_gather2(
+        split: __m256i,
+        (h0, m0): (__m256, __m256),
+        (h1, m1): (__m256, __m256),
+    ) -> (__m256, __m256, __m256, __m256) {
+        let (h0, m0) = (
+            _mm256_permutevar8x32_ps(h0, split),
+            _mm256_permutevar8x32_ps(m0, split),
+        );
+        let (h1, m1) = (
+            _mm256_permutevar8x32_ps(h1, split),
+            _mm256_permutevar8x32_ps(m1, split),
+        );
+        let tv = _mm256_permute2f128_ps::<0x20>(h0, h1);
+        let bv = _mm256_permute2f128_ps::<0x31>(h0, h1);
+        let tm = _mm256_permute2f128_ps::<0x20>(m0, m1);
+        let bm = _mm256_permute2f128_ps::<0x31>(m0, m1);
+        (tv, tm, bv, bm)
     }
 }
 
