@@ -78,7 +78,7 @@ fn out_buf<T: Clone + Default>(op: &'static str, dims: &[usize]) -> Result<Vec<T
 /// An empty buffer with room for `dims`' product elements, with [`out_buf`]'s errors.
 fn out_room<T>(op: &'static str, dims: &[usize]) -> Result<Vec<T>> {
     match dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
-        Some(n) => crate::tensor::try_with_capacity(op, n),
+        Some(n) => Ok(crate::tensor::try_with_capacity(op, n)?),
         None => Err(Error::OutOfMemory {
             op,
             bytes: dims
