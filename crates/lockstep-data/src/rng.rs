@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use lockstep_rng::StreamKey;
-use lockstep_rng::compat::numpy::{Generator as NpGenerator, RandomState};
+use lockstep_rng::compat::numpy::{Generator as NpGenerator, RandomState, SeedSequence};
 use lockstep_rng::compat::python::Random;
 use lockstep_rng::compat::torch as t;
 use lockstep_rng::{Generator, default_generator};
