@@ -46,6 +46,7 @@
 
 pub mod autograd;
 pub mod cells;
+mod error;
 pub mod functional;
 pub mod gradcheck;
 pub mod init;
