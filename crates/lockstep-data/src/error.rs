@@ -127,16 +127,20 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
     }
 }
 
-/// An empty vector with room for exactly `n` elements, or [`Error::OutOfMemory`] naming `op`
-/// (instead of aborting the process, or panicking with "capacity overflow").
-pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * core::mem::size_of::<T>() as u128,
-    })?;
-    Ok(v)
+impl From<lockstep_rng::AllocError> for Error {
+    /// A failed allocation of [`lockstep_rng::try_with_capacity`] as this layer's
+    /// [`Error::OutOfMemory`] (the same op, bytes and message).
+    fn from(e: lockstep_rng::AllocError) -> Self {
+        Error::OutOfMemory {
+            op: e.op,
+            bytes: e.bytes,
+        }
+    }
 }
+
+/// Allocation sized from user input: the one copy lives in `lockstep_rng`; its error converts
+/// into [`Error::OutOfMemory`] naming the op.
+pub(crate) use lockstep_rng::try_with_capacity;
 
 /// The message of a caught panic.
 pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

@@ -1,6 +1,7 @@
 //! Where a sample's randomness comes from: [`SampleRng`], the generator handles, worker info.
 
 use crate::error::Result;
+use lockstep_rng::StreamKey;
 use lockstep_rng::compat::numpy::{Generator as NpGenerator, RandomState, SeedSequence};
 use lockstep_rng::compat::python::Random;
 use lockstep_rng::compat::torch as t;
@@ -66,17 +67,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `numpy.random.default_rng(numpy.random.SeedSequence(seed, spawn_key=(epoch, index)))`.
 ///
 /// It depends on nothing but the three numbers, so it is the same in every worker, at every
-/// `num_workers`, world size and timing; NumPy itself reproduces it with that one line.
+/// `num_workers`, world size and timing; NumPy itself reproduces it with that one line. The key
+/// is [`StreamKey::sample`], which the training layer's per-sample dropout extends.
 pub fn per_sample_generator(seed: u64, epoch: u64, index: usize) -> NpGenerator {
-    // NumPy's integer-to-words conversion: little-endian, no high zero word (0 is `[0]`).
-    let entropy = if seed >> 32 == 0 {
-        vec![seed as u32]
-    } else {
-        vec![seed as u32, (seed >> 32) as u32]
-    };
-    let ss = SeedSequence::new(entropy, vec![epoch as u128, index as u128], 4)
-        .expect("pool size 4 is valid");
-    lockstep_rng::compat::numpy::default_rng_from(ss)
+    StreamKey::sample(seed, epoch, index as u64).generator()
 }
 
 enum Source<'a> {

@@ -18,7 +18,7 @@
 //! | `x.detach()`, `x.data` | [`Var::detach`], [`Var::data`] |
 //! | `torch.autograd.Function` | [`Var::from_op`] |
 
-use crate::ops::invalid;
+use crate::error::invalid;
 use lockstep_tensor::{DType, Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::BTreeMap;

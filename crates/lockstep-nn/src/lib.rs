@@ -47,6 +47,7 @@
 pub mod autograd;
 pub mod batch_blocks;
 pub mod cells;
+mod error;
 pub mod functional;
 pub mod gradcheck;
 pub mod init;

@@ -8,13 +8,7 @@ use crate::batch_blocks::rows;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op, OpInfo};
 use lockstep_tensor::{DType, Error, Result, Tensor};
 
-pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        op,
-        arg,
-        reason: reason.into(),
-    }
-}
+pub(crate) use crate::error::invalid;
 
 /// The ops this crate registers with dispatch itself (the training layer's own kernels: gradient
 /// clipping, SGD's update; batch normalisation's and the fused recurrent layers' kernels are the tensor crate's), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for

@@ -20,8 +20,9 @@ thread_local! {
 /// The samples of the batch a forward pass computes: dropout masks for sample `indices[b]`
 /// (row `b` along the batch dimension) come from
 /// `numpy.random.default_rng(SeedSequence(seed, spawn_key=(epoch, indices[b], 1 + call)))`,
-/// where `call` counts the dropout calls of the forward pass (0, 1, …): element kept iff its
-/// `random(dtype=float32)` draw is below `1 − p`, in the row's row-major order.
+/// where `call` counts the dropout calls of the forward pass (0, 1, …) — the
+/// [`lockstep_rng::StreamKey`] `sample(seed, epoch, indices[b]).stream(1 + call)`: element kept
+/// iff its `random(dtype=float32)` draw is below `1 − p`, in the row's row-major order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SampleKeys {
     /// The run's seed.
@@ -118,7 +119,7 @@ fn per_sample_dropout(
     indices: &[u64],
     call: u64,
 ) -> Result<Var> {
-    use lockstep_rng::compat::numpy::{SeedSequence, default_rng_from};
+    use lockstep_rng::StreamKey;
     use lockstep_tensor::{DType, Error, Tensor};
     if !(0.0..=1.0).contains(&p) {
         return Err(Error::InvalidArgument {
@@ -146,17 +147,10 @@ fn per_sample_dropout(
     let mut mask = vec![0f32; x.numel()];
     let mut u = vec![0f32; outer * inner];
     for (row, &idx) in indices.iter().enumerate() {
-        let entropy = if seed >> 32 == 0 {
-            vec![seed as u32]
-        } else {
-            vec![seed as u32, (seed >> 32) as u32]
-        };
-        let ss = SeedSequence::new(
-            entropy,
-            vec![epoch as u128, idx as u128, 1 + call as u128],
-            4,
-        )?;
-        default_rng_from(ss).random_f32(&mut u);
+        StreamKey::sample(seed, epoch, idx)
+            .stream(1 + call)
+            .generator()
+            .random_f32(&mut u);
         for o in 0..outer {
             for i in 0..inner {
                 let m = if u[o * inner + i] < keep { scale } else { 0.0 };

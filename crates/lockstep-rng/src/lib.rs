@@ -9,6 +9,9 @@
 //! * [`Generator`]: PyTorch's CPU generator — `manual_seed`, `initial_seed`, `seed`,
 //!   `get_state`/`set_state` in PyTorch's 5056-byte layout — and [`default_generator`].
 //! * [`compat`]: the samplers of [`compat::torch`], [`compat::python`] and [`compat::numpy`].
+//! * [`StreamKey`]: the key `(seed, epoch or step, index[, stream])` of the invariant seeding
+//!   mode's per-sample streams (NumPy `SeedSequence` spawn keys), shared by the data and
+//!   training layers.
 //!
 //! ## Value stability
 //! A stream named after a library (`compat::*`, [`Generator`]) follows that library: it changes
@@ -38,9 +41,11 @@ mod error;
 mod generator;
 mod global;
 pub mod isa;
+mod key;
 
 pub use engines::{Mt19937, Philox4x32};
-pub use error::{Error, Result};
-pub(crate) use error::{invalid, try_with_capacity};
+pub(crate) use error::invalid;
+pub use error::{AllocError, Error, Result, try_with_capacity};
 pub use generator::{Generator, STATE_SIZE, default_generator, os_seed, try_default_generator};
 pub use global::{GlobalGuard, lock_global, lock_global_or_panic};
+pub use key::StreamKey;

@@ -93,14 +93,21 @@ pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<Str
     }
 }
 
+impl From<lockstep_rng::AllocError> for Error {
+    /// A failed allocation of [`lockstep_rng::try_with_capacity`] as this layer's
+    /// [`Error::OutOfMemory`] (the same op, bytes and message).
+    fn from(e: lockstep_rng::AllocError) -> Self {
+        Error::OutOfMemory {
+            op: e.op,
+            bytes: e.bytes,
+        }
+    }
+}
+
 /// A vector of `n` copies of `value`, or [`Error::OutOfMemory`] naming `op` if the allocation
 /// fails (instead of aborting the process).
 pub fn try_filled_vec<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * core::mem::size_of::<T>() as u128,
-    })?;
+    let mut v = lockstep_rng::try_with_capacity(op, n)?;
     v.resize(n, value);
     Ok(v)
 }

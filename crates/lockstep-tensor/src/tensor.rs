@@ -57,14 +57,49 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> 
         .ok_or_else(|| invalid(op, "shape", format!("{shape:?} has too many elements")))
 }
 
-/// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op`.
-pub(crate) fn try_with_capacity<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * core::mem::size_of::<T>() as u128,
-    })?;
-    Ok(v)
+/// Allocation sized from user input: the one copy lives in `lockstep_rng`; its error converts
+/// into [`Error::OutOfMemory`] naming the op.
+pub(crate) use lockstep_rng::try_with_capacity;
+
+/// Appends the elements of the strided view (`shape`, `strides`, `offset`) over `src` to `out`
+/// in row-major order, a run of the last dimension at a time (a slice copy when it is
+/// unit-stride): how [`Tensor::contiguous`] and `to_vec` copy views. `shape` has no zero.
+fn gather_runs<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    out: &mut Vec<T>,
+) {
+    let Some((&run, outer_shape)) = shape.split_last() else {
+        out.push(src[offset]);
+        return;
+    };
+    let st = strides[shape.len() - 1];
+    let mut idx = vec![0usize; outer_shape.len()];
+    let mut base = offset;
+    loop {
+        if st == 1 {
+            out.extend_from_slice(&src[base..base + run]);
+        } else {
+            out.extend((0..run).map(|j| src[base + j * st]));
+        }
+        // The next outer index, last dimension fastest.
+        let mut k = outer_shape.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            base += strides[k];
+            if idx[k] < outer_shape[k] {
+                break;
+            }
+            base -= strides[k] * idx[k];
+            idx[k] = 0;
+        }
+    }
 }
 
 impl Tensor {
@@ -358,7 +393,7 @@ impl Tensor {
             v.extend_from_slice(&s[o..o + self.numel()]);
         } else if self.numel() > 0 {
             let l = &self.layout;
-            crate::ops::view::gather_runs(s, l.shape(), l.strides(), l.offset(), &mut v);
+            gather_runs(s, l.shape(), l.strides(), l.offset(), &mut v);
         }
         Ok(v)
     }

@@ -261,12 +261,7 @@ fn update<T: Real>(
         None => T::buf(&mut slot.insert(Slots::zeros(T::DTYPE, n, 1)).bufs[0]),
     };
     // Filled by the kernel, never zeroed first.
-    let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(n)
-        .map_err(|_| lockstep_tensor::Error::OutOfMemory {
-            op: OP,
-            bytes: n as u128 * core::mem::size_of::<T>() as u128,
-        })?;
+    let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
     if par.threads() > 1 && n >= PAR_MIN {
         let has_buf = !buf.is_empty();
         let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));

@@ -66,56 +66,5 @@ pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
     families.into_iter().flat_map(|f| f()).collect()
 }
 
-/// A raw pointer shared by parallel tasks that write disjoint elements (or write atomically):
-/// each use documents why no two tasks touch the same element.
-pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
-
-// Copy whatever `T` is (a derive would ask `T: Copy`): it is only a pointer.
-impl<T> Clone for SyncPtr<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for SyncPtr<T> {}
-
-impl<T> SyncPtr<T> {
-    /// The pointer (a method, so that closures capture the whole `SyncPtr`, not its field).
-    #[inline(always)]
-    pub(crate) fn get(self) -> *mut T {
-        self.0
-    }
-
-    /// The pointer `off` elements on.
-    #[inline(always)]
-    pub(crate) fn at(self, off: usize) -> *mut T {
-        self.0.wrapping_add(off)
-    }
-
-    /// `len` elements from `at`, as a slice.
-    ///
-    /// # Safety
-    /// They lie inside the buffer, and no other task touches them while the slice lives.
-    #[allow(clippy::mut_from_ref, clippy::wrong_self_convention)]
-    #[inline(always)]
-    pub(crate) unsafe fn rows<'a>(self, at: usize, len: usize) -> &'a mut [T] {
-        // SAFETY: as documented.
-        unsafe { core::slice::from_raw_parts_mut(self.0.add(at), len) }
-    }
-}
-
-impl<T: Copy> SyncPtr<T> {
-    /// Copies `src` to `self + off`.
-    ///
-    /// # Safety
-    /// `off + src.len()` elements must be inside the buffer, and no other task writes them.
-    #[inline(always)]
-    pub(crate) unsafe fn put(self, off: usize, src: &[T]) {
-        // SAFETY: as documented.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(off), src.len()) }
-    }
-}
-// SAFETY: used only where each element is written by one task (documented at each use) or
-// atomically.
-unsafe impl<T> Send for SyncPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for SyncPtr<T> {}
+/// The raw pointer parallel tasks share (defined beside the thread pool, which uses it too).
+pub(crate) use crate::threads::SyncPtr;

@@ -419,47 +419,6 @@ impl Tensor {
     }
 }
 
-/// Appends the elements of the strided view (`shape`, `strides`, `offset`) over `src` to `out`
-/// in row-major order, a run of the last dimension at a time (a slice copy when it is
-/// unit-stride): how [`Tensor::contiguous`] and `to_vec` copy views. `shape` has no zero.
-pub(crate) fn gather_runs<T: Copy>(
-    src: &[T],
-    shape: &[usize],
-    strides: &[usize],
-    offset: usize,
-    out: &mut Vec<T>,
-) {
-    let Some((&run, outer_shape)) = shape.split_last() else {
-        out.push(src[offset]);
-        return;
-    };
-    let st = strides[shape.len() - 1];
-    let mut idx = vec![0usize; outer_shape.len()];
-    let mut base = offset;
-    loop {
-        if st == 1 {
-            out.extend_from_slice(&src[base..base + run]);
-        } else {
-            out.extend((0..run).map(|j| src[base + j * st]));
-        }
-        // The next outer index, last dimension fastest.
-        let mut k = outer_shape.len();
-        loop {
-            if k == 0 {
-                return;
-            }
-            k -= 1;
-            idx[k] += 1;
-            base += strides[k];
-            if idx[k] < outer_shape[k] {
-                break;
-            }
-            base -= strides[k] * idx[k];
-            idx[k] = 0;
-        }
-    }
-}
-
 /// Row-major values of `t` as `T`, checking the dtype (helper for ops and tests).
 pub fn values<T: Element>(t: &Tensor) -> Result<Vec<T>> {
     t.to_vec::<T>()

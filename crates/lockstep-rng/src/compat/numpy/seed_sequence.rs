@@ -91,6 +91,12 @@ impl SeedSequence {
         Ok(Self::build(entropy, spawn_key, pool_size))
     }
 
+    /// `SeedSequence(seed, spawn_key=spawn_key)` for a non-negative integer seed (NumPy's
+    /// words of `seed`, the default pool size): the constructor of [`crate::StreamKey`].
+    pub(crate) fn from_seed_and_key(seed: u64, spawn_key: Vec<u128>) -> Self {
+        Self::build(int_words(u128::from(seed)), spawn_key, DEFAULT_POOL_SIZE)
+    }
+
     fn build(entropy: Vec<u32>, spawn_key: Vec<u128>, pool_size: usize) -> Self {
         let mut words = entropy.clone();
         if !spawn_key.is_empty() && words.len() < pool_size {

@@ -542,11 +542,7 @@ impl Tensor {
                     }
                     let inp = HistInput::$V { x, lo, hi };
                     let v = (imp.f.i64)(&inp, None, bins, par)?;
-                    let mut o: Vec<$T> = Vec::new();
-                    o.try_reserve_exact(bins).map_err(|_| Error::OutOfMemory {
-                        op: OP,
-                        bytes: bins as u128 * core::mem::size_of::<$T>() as u128,
-                    })?;
+                    let mut o: Vec<$T> = crate::tensor::try_with_capacity(OP, bins)?;
                     o.extend(v.into_iter().map(|c| c as $T));
                     Tensor::from_vec(o, &[bins])
                 }};

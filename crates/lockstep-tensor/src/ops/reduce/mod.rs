@@ -1,0 +1,57 @@
+//! Reductions. `sum` is the model every reduction follows:
+//!
+//! * the deterministic kernel cuts the input into fixed-size chunks ([`CHUNK`] elements, a
+//!   constant), sums each chunk with [`LANES`] independent accumulators (element `i` goes to
+//!   lane `i mod LANES`) folded by a fixed tree, and combines the chunk sums with a fixed
+//!   pairwise tree — the order of every addition depends on the length only, so the bits are
+//!   the same at any thread count;
+//! * the nondeterministic kernel gives each thread a contiguous range and adds the per-thread
+//!   sums in the order the threads finish.
+//!
+//! The lane sums have explicit AVX-512 and AVX2 paths (one vector register per group of
+//! lanes, software prefetch for long slices) chosen at run time; each lane is still one chain
+//! of additions in index order, so every path gives the bits of the portable loop (tested).
+//! Softmax likewise runs one generic line kernel compiled for each instruction set, with no
+//! fused operations: the same bits everywhere.
+
+//!
+//! Layout: `lanes` (the fixed-order primitives), `sum` (whole-tensor and per-dimension sums),
+//! `dim` (mean, var/std, max/min along a dimension), `softmax` (logsumexp, softmax,
+//! log_softmax), `cumsum`; `real` holds the float trait the last three share, `buf` the output
+//! buffers every op file uses.
+
+mod buf;
+mod cumsum;
+mod dim;
+mod lanes;
+mod real;
+mod softmax;
+mod sum;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use buf::{advise_huge, dense};
+pub use buf::{copied_vec, zeroed_vec};
+pub use cumsum::CUMSUM;
+pub use dim::{MAX, MEAN_DIM, MIN, RedArgs, RedFn, STD, VAR};
+pub use lanes::{CHUNK, Float, LANES, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
+pub use real::{Real, exp_f32_slice};
+pub use softmax::{LOG_SOFTMAX, LOGSUMEXP, SOFTMAX};
+pub use sum::{SUM, SUM_DIM, sum_det, sum_nondet};
+
+/// This family's ops (collected by [`crate::ops::builtin_ops`]).
+pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+    vec![
+        SUM.info(),
+        SUM_DIM.info(),
+        MEAN_DIM.info(),
+        VAR.info(),
+        STD.info(),
+        MAX.info(),
+        MIN.info(),
+        LOGSUMEXP.info(),
+        SOFTMAX.info(),
+        LOG_SOFTMAX.info(),
+        CUMSUM.info(),
+    ]
+}

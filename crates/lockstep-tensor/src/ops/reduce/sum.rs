@@ -1,0 +1,401 @@
+//! `sum` over the whole tensor (a deterministic fixed-tree kernel and a completion-order one)
+//! and `sum` along a dimension (strided lines summed in the same fixed order), with `mean`.
+
+use super::buf::dense;
+use super::lanes::{CHUNK, Float, LANES, sum_lanes, tree_sum};
+use crate::dispatch::{Guarantee, Impl, Op};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::resolve_dim;
+use crate::ops::matmul::Isa;
+use crate::threads::Par;
+use crate::{Tensor, invalid};
+use std::sync::Mutex;
+
+/// [`sum_lanes`] of each [`CHUNK`]-element piece of `x` (the last may be shorter), into
+/// `out` (one value per piece), four pieces at a time where [`Float::lane_sums4`] has a path.
+pub(super) fn piece_sums<T: Float>(x: &[T], out: &mut [T], isa: Isa) {
+    let mut quads = x.chunks_exact(4 * CHUNK);
+    let mut o = 0;
+    for q in &mut quads {
+        match T::lane_sums4(q, isa) {
+            Some(l) => {
+                for mut l in l {
+                    out[o] = tree_sum(&mut l);
+                    o += 1;
+                }
+            }
+            None => {
+                for c in q.chunks(CHUNK) {
+                    out[o] = sum_lanes(c);
+                    o += 1;
+                }
+            }
+        }
+    }
+    for c in quads.remainder().chunks(CHUNK) {
+        out[o] = sum_lanes(c);
+        o += 1;
+    }
+}
+
+/// Deterministic sum of a slice using `par`: identical bits at any thread count. The pieces'
+/// sums are independent, so the threads take contiguous runs of pieces (long sequential
+/// streams for the prefetchers) and [`tree_sum`] combines them in index order.
+pub fn sum_det<T: Float>(x: &[T], par: &Par) -> T {
+    if x.len() <= CHUNK {
+        return sum_lanes(x);
+    }
+    let pieces = x.len().div_ceil(CHUNK);
+    let mut partials = vec![T::default(); pieces];
+    let isa = Isa::best();
+    let threads = par.threads().min(pieces / 4).max(1);
+    if threads == 1 {
+        piece_sums(x, &mut partials, isa);
+    } else {
+        // Runs of whole quads of pieces, so that the split changes no piece.
+        let per = pieces.div_ceil(threads).next_multiple_of(4);
+        par.for_each_chunk_mut(&mut partials, per, |i, o| {
+            let lo = i * per * CHUNK;
+            piece_sums(&x[lo..(lo + per * CHUNK).min(x.len())], o, isa)
+        });
+    }
+    tree_sum(&mut partials)
+}
+
+/// Nondeterministic sum: one contiguous range per thread (each summed as [`sum_det`] sums a
+/// slice, so as accurately), the per-thread sums added in completion order.
+pub fn sum_nondet<T: Float>(x: &[T], par: &Par) -> T {
+    let threads = par.threads();
+    if threads == 1 || x.len() <= 4 * CHUNK {
+        return sum_det(x, par);
+    }
+    let total = Mutex::new(T::default());
+    let per = x.len().div_ceil(threads).next_multiple_of(CHUNK);
+    par.run_parts(x.len().div_ceil(per), |i| {
+        let c = &x[i * per..((i + 1) * per).min(x.len())];
+        let mut p = vec![T::default(); c.len().div_ceil(CHUNK)];
+        piece_sums(c, &mut p, Isa::best());
+        let s = tree_sum(&mut p);
+        let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+        *t = *t + s;
+    });
+    total.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+type SumFn = fn(&Tensor, &Par) -> Result<Tensor>;
+
+fn full_sum(x: &Tensor, par: &Par, det: bool) -> Result<Tensor> {
+    let x = x.contiguous_for("sum")?;
+    match x.dtype() {
+        DType::F32 => {
+            let d = dense::<f32>(&x)?;
+            Ok(Tensor::scalar(if det {
+                sum_det(d, par)
+            } else {
+                sum_nondet(d, par)
+            }))
+        }
+        DType::F64 => {
+            let d = dense::<f64>(&x)?;
+            Ok(Tensor::scalar(if det {
+                sum_det(d, par)
+            } else {
+                sum_nondet(d, par)
+            }))
+        }
+        DType::I64 | DType::U8 | DType::Bool => {
+            // Integer sums are exact in any order: one kernel serves both policies.
+            let v = x.to_f64_vec();
+            let s: i64 = match x.dtype() {
+                DType::I64 => dense::<i64>(&x)?
+                    .iter()
+                    .fold(0i64, |a, &b| a.wrapping_add(b)),
+                _ => v.iter().map(|&f| f as i64).sum(),
+            };
+            Ok(Tensor::scalar(s))
+        }
+    }
+}
+
+/// `torch.sum(x)`: the sum of all elements (integers sum to `i64`, floats in their own dtype).
+pub static SUM: Op<SumFn> = Op {
+    name: "sum",
+    impls: &[
+        Impl {
+            algo: "sum.completion_order",
+            guarantee: Guarantee::NotGuaranteed,
+            f: |x, par| full_sum(x, par, false),
+        },
+        Impl {
+            algo: "sum.fixed_tree",
+            guarantee: Guarantee::ThreadInvariant,
+            f: |x, par| full_sum(x, par, true),
+        },
+    ],
+};
+
+/// `torch.sum(x, dim)`: one implementation, each output the fixed-order sum of its line (the
+/// bits of [`sum_det`] over the line, whatever its stride: [`CHUNK`]-element pieces, each in
+/// [`LANES`] lanes folded by a fixed tree, the pieces combined by [`tree_sum`]) — so its error
+/// grows like a pairwise sum's, not like a sequential one's, and it gives the bits of
+/// [`Tensor::mean_dim`] times the count. Thread-invariant. Through dispatch so that it can be
+/// traced and counted like every op.
+pub static SUM_DIM: Op<()> = Op {
+    name: "sum_dim",
+    impls: &[Impl {
+        algo: "sum_dim.fixed_tree",
+        guarantee: Guarantee::ThreadInvariant,
+        f: (),
+    }],
+};
+
+/// Inputs of at most this many elements are reduced on the calling thread (a pool hop costs
+/// more); a function of the shape only, and no kernel's order depends on it.
+pub(super) const SERIAL_MAX: usize = 1 << 15;
+
+/// Column tile of [`col_sums`] in bytes per lane row: [`LANES`] rows of this many bytes (16 KiB
+/// in all) stay in L1 while the rows stream past. Speed only: no order depends on it.
+const COL_TILE_BYTES: usize = 1 << 10;
+
+/// The pairwise tree of [`tree_sum`] applied column by column to `rows` rows of `w` elements
+/// (row `r` at `v[r * w..]`); the result is left in row 0.
+fn tree_rows<T: Float>(v: &mut [T], rows: usize, w: usize) {
+    let mut n = rows;
+    while n > 1 {
+        let half = n / 2;
+        for i in 0..half {
+            // Row i reads rows 2i and 2i + 1 (never below i), so in place is safe.
+            for j in 0..w {
+                v[i * w + j] = v[2 * i * w + j] + v[(2 * i + 1) * w + j];
+            }
+        }
+        if n % 2 == 1 {
+            v.copy_within((n - 1) * w..n * w, half * w);
+            n = half + 1;
+        } else {
+            n = half;
+        }
+    }
+}
+
+/// `acc[i] = acc[i] + v[i]` over the shorter length, built for the widest vectors the path in
+/// use allows: each element's one addition, so every build gives the same bits.
+#[inline]
+fn add_into<T: Float>(acc: &mut [T], v: &[T]) {
+    #[inline(always)]
+    fn imp<T: Float>(acc: &mut [T], v: &[T]) {
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a = *a + x;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn w512<T: Float>(acc: &mut [T], v: &[T]) {
+            imp(acc, v)
+        }
+        #[target_feature(enable = "avx2")]
+        fn w256<T: Float>(acc: &mut [T], v: &[T]) {
+            imp(acc, v)
+        }
+        if Isa::Avx512.enabled() && Isa::Avx512.available() {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { w512(acc, v) };
+        }
+        if Isa::Avx2.enabled() && Isa::Avx2.available() {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { w256(acc, v) };
+        }
+    }
+    imp(acc, v)
+}
+
+/// Fixed-order sums of rows `k0..k1` (at most [`CHUNK`]) of an `[n, inner]` slab, for the
+/// columns `c0..c0 + w`, into `dst` (`w` elements): row `k` goes to lane `(k - k0) mod LANES`
+/// of its column, each lane in row order from `+0`, then the lanes are folded by the tree of
+/// [`tree_sum`] — per column exactly the additions of [`sum_lanes`] over that column's piece.
+/// `acc` is scratch of `LANES * w` elements.
+#[allow(clippy::too_many_arguments)]
+fn col_piece<T: Float>(
+    slab: &[T],
+    inner: usize,
+    c0: usize,
+    w: usize,
+    k0: usize,
+    k1: usize,
+    acc: &mut [T],
+    dst: &mut [T],
+) {
+    let acc = &mut acc[..LANES * w];
+    acc.fill(T::default());
+    if w == inner {
+        // Whole rows: a group of LANES rows is one contiguous block of LANES * inner elements,
+        // added element by element to the lanes (row l of the group to lane l).
+        let block = &slab[k0 * inner..k1 * inner];
+        let mut groups = block.chunks_exact(LANES * inner);
+        for g in &mut groups {
+            add_into(acc, g);
+        }
+        add_into(acc, groups.remainder());
+    } else {
+        for k in k0..k1 {
+            let l = (k - k0) % LANES;
+            let row = &slab[k * inner + c0..k * inner + c0 + w];
+            add_into(&mut acc[l * w..(l + 1) * w], row);
+        }
+    }
+    tree_rows(acc, LANES, w);
+    dst.copy_from_slice(&acc[..w]);
+}
+
+/// Sums `[outer, n, inner]` over `n` into `[outer, inner]`: each output the bits of
+/// [`sum_det`] over its line at any thread count (parallel over outer slices, pieces of
+/// [`CHUNK`] rows and column tiles; the pieces of a line combined by [`tree_rows`]).
+fn col_sums<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) -> Result<Vec<T>> {
+    let mut out = crate::try_filled_vec("sum_dim", outer * inner, T::default())?;
+    if n == 0 || out.is_empty() {
+        return Ok(out);
+    }
+    let tile = (COL_TILE_BYTES / core::mem::size_of::<T>()).max(1);
+    let pieces = n.div_ceil(CHUNK);
+    // Partials laid out [outer][piece][inner]; with one piece they are the output itself.
+    let mut parts = if pieces == 1 {
+        Vec::new()
+    } else {
+        crate::try_filled_vec("sum_dim", outer * pieces * inner, T::default())?
+    };
+    let buf: &mut [T] = if pieces == 1 { &mut out } else { &mut parts };
+    let work = |r: usize, row: &mut [T], acc: &mut Vec<T>| {
+        let (o, p) = (r / pieces, r % pieces);
+        let slab = &x[o * n * inner..(o + 1) * n * inner];
+        let (k0, k1) = (p * CHUNK, ((p + 1) * CHUNK).min(n));
+        let w = if inner <= 2 * tile { inner } else { tile };
+        acc.resize(LANES * w, T::default());
+        for (t, dst) in row.chunks_mut(w).enumerate() {
+            col_piece(slab, inner, t * w, dst.len(), k0, k1, acc, dst);
+        }
+    };
+    if par.threads() == 1 || x.len() <= SERIAL_MAX {
+        let mut acc = Vec::new();
+        for (r, row) in buf.chunks_mut(inner).enumerate() {
+            work(r, row, &mut acc);
+        }
+    } else {
+        // Contiguous runs of rows, one scratch per run.
+        let rows = buf.len() / inner;
+        let per = rows.div_ceil(par.threads());
+        par.for_each_chunk_mut(buf, per * inner, |i, run| {
+            let mut acc = Vec::new();
+            for (j, row) in run.chunks_mut(inner).enumerate() {
+                work(i * per + j, row, &mut acc);
+            }
+        });
+    }
+    if pieces > 1 {
+        for (o, dst) in out.chunks_mut(inner).enumerate() {
+            let p = &mut parts[o * pieces * inner..(o + 1) * pieces * inner];
+            tree_rows(p, pieces, inner);
+            dst.copy_from_slice(&p[..inner]);
+        }
+    }
+    Ok(out)
+}
+
+/// Sums `[outer, n, inner]` over `n` (see [`SUM_DIM`]): lines of stride 1 with [`sum_det`],
+/// others with [`col_sums`] (the same order).
+pub(super) fn sum_dim_kernel<T: Float>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    par: &Par,
+) -> Result<Vec<T>> {
+    if inner != 1 {
+        return col_sums(x, outer, n, inner, par);
+    }
+    let mut out = crate::try_filled_vec("sum_dim", outer, T::default())?;
+    if par.threads() == 1 || outer == 1 || x.len() <= SERIAL_MAX {
+        for (o, dst) in out.iter_mut().enumerate() {
+            *dst = sum_det(&x[o * n..(o + 1) * n], par);
+        }
+    } else {
+        let per = (SERIAL_MAX / n.max(1)).max(1);
+        par.for_each_chunk_mut(&mut out, per, |i, run| {
+            for (j, dst) in run.iter_mut().enumerate() {
+                let o = i * per + j;
+                *dst = sum_det(&x[o * n..(o + 1) * n], par);
+            }
+        });
+    }
+    Ok(out)
+}
+
+impl Tensor {
+    /// `torch.sum(x)`: the sum of every element, through dispatch (`sum`).
+    ///
+    /// # Errors
+    /// [`Error::Nondeterministic`] cannot happen (a deterministic kernel exists).
+    pub fn sum(&self) -> Result<Tensor> {
+        SUM.run(&[self], |imp, par| (imp.f)(self, par))
+    }
+
+    /// `torch.sum(x, dim, keepdim)`: deterministic at any thread count; each output is the
+    /// fixed-order (blocked pairwise) sum of its line described at [`SUM_DIM`], the same bits
+    /// as [`mean_dim`](Self::mean_dim) times the count would have before rounding.
+    ///
+    /// # Errors
+    /// If `dim` is out of range, or the dtype is not a float.
+    pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let d = resolve_dim("sum", dim, self.ndim())?;
+        let shape = self.shape().to_vec();
+        let outer: usize = shape[..d].iter().product();
+        let inner: usize = shape[d + 1..].iter().product();
+        let n = shape[d];
+        let mut out_shape = shape.clone();
+        if keepdim {
+            out_shape[d] = 1;
+        } else {
+            out_shape.remove(d);
+        }
+        let x = self.contiguous_for("sum_dim")?;
+        SUM_DIM.run(&[self], |_, par| match x.dtype() {
+            DType::F32 => Tensor::from_vec(
+                sum_dim_kernel(dense::<f32>(&x)?, outer, n, inner, par)?,
+                &out_shape,
+            ),
+            DType::F64 => Tensor::from_vec(
+                sum_dim_kernel(dense::<f64>(&x)?, outer, n, inner, par)?,
+                &out_shape,
+            ),
+            got => Err(Error::DType {
+                op: "sum",
+                expected: DType::F32,
+                got,
+            }),
+        })
+    }
+
+    /// `torch.mean(x)`: [`sum`](Self::sum) divided by the number of elements (floats only).
+    ///
+    /// # Errors
+    /// If the dtype is not a float, or the tensor is empty.
+    pub fn mean(&self) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return Err(Error::DType {
+                op: "mean",
+                expected: DType::F32,
+                got: self.dtype(),
+            });
+        }
+        if self.numel() == 0 {
+            return Err(invalid("mean", "self", "mean of an empty tensor"));
+        }
+        let s = self.sum()?;
+        let n = self.numel() as f64;
+        match s.dtype() {
+            DType::F32 => Ok(Tensor::scalar(s.item::<f32>()? / n as f32)),
+            _ => Ok(Tensor::scalar(s.item::<f64>()? / n)),
+        }
+    }
+}
