@@ -17,7 +17,7 @@
 
 use crate::gpt_config::{Eval, GptConfig, decay_iters};
 use crate::train::{
-    checkpoint_path, checkpoints_in, differences, in_file, lock_checkpoint_dir,
+    checkpoint_path, checkpoints_in, differences, in_file, lock_checkpoint_dir, newest_of_this_run,
     remove_stale_temporaries,
 };
 use lockstep::checkpoint::{Checkpoint, CheckpointError, FlagDifference};
@@ -257,44 +257,10 @@ fn pick(path: &Path, id: &Value) -> Result<Option<Checkpoint>> {
         }
         return Ok(Some(ck));
     }
-    let mut last_err = None;
-    let mut others = Vec::new();
-    for p in checkpoints_in(path)? {
-        match load(&p) {
-            Ok((ck, m)) if m.config == *id => return Ok(Some(ck)),
-            Ok((_, m)) => {
-                let d = flag_line(&m.config, id);
-                eprintln!(
-                    "warning: skipping {}: another run's checkpoint ({d})",
-                    p.display()
-                );
-                others.push(format!(
-                    "{} ({d})",
-                    p.file_name().unwrap_or_default().to_string_lossy()
-                ));
-            }
-            Err(e) => {
-                eprintln!("warning: skipping {}: {e}", p.display());
-                last_err = Some(e);
-            }
-        }
-    }
-    if !others.is_empty() {
-        return Err(CheckpointError::NoneOfThisRun {
-            dir: path.to_path_buf(),
-            others,
-            ours: None,
-        }
-        .into());
-    }
-    match last_err {
-        Some(e) => Err(CheckpointError::NoneValid {
-            dir: path.to_path_buf(),
-            last: Box::new(e),
-        }
-        .into()),
-        None => Ok(None),
-    }
+    Ok(
+        newest_of_this_run(path, id, None, load, |(_, m)| m.config.clone(), flag_line)?
+            .map(|(ck, _)| ck),
+    )
 }
 
 impl Hooks {

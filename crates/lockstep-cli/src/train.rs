@@ -896,17 +896,46 @@ fn resume_checkpoint(
         let r = resumed_of(&ck.meta()).map_err(|e| in_file(path, e))?;
         return Ok(Some((ck, r)));
     }
+    newest_of_this_run(
+        path,
+        identity,
+        Some(identity.to_string()),
+        |p| {
+            let ck = Checkpoint::load(p)?;
+            let r = resumed_of(&ck.meta()).map_err(|e| in_file(p, e))?;
+            Ok((ck, r))
+        },
+        |(ck, _)| ck.meta()["config"].clone(),
+        differences,
+    )
+}
+
+/// The newest checkpoint in `dir` that `load` accepts and whose run settings (`config_of`)
+/// are `identity`; another run's newer checkpoints and files that do not load are skipped
+/// with a warning (`describe` names another run's differing settings). `None` if `dir` holds
+/// no checkpoint. Shared by `train` and `gpt` `--resume`.
+///
+/// # Errors
+/// Checkpoints of which none is this run's (each file listed with its differences, and
+/// `ours` when given), or none that loads (the last failure).
+pub(crate) fn newest_of_this_run<T>(
+    dir: &std::path::Path,
+    identity: &serde_json::Value,
+    ours: Option<String>,
+    load: impl Fn(&std::path::Path) -> Result<T>,
+    config_of: impl Fn(&T) -> serde_json::Value,
+    describe: impl Fn(&serde_json::Value, &serde_json::Value) -> String,
+) -> Result<Option<T>> {
     let mut last_err = None;
     let mut others = Vec::new();
-    for p in checkpoints_in(path)? {
-        let loaded = Checkpoint::load(&p).and_then(|ck| {
-            let r = resumed_of(&ck.meta()).map_err(|e| in_file(&p, e))?;
-            Ok((ck, r))
-        });
-        match loaded {
-            Ok((ck, r)) if ck.meta()["config"] == *identity => return Ok(Some((ck, r))),
-            Ok((ck, _)) => {
-                let d = differences(&ck.meta()["config"], identity);
+    for p in checkpoints_in(dir)? {
+        match load(&p) {
+            Ok(found) => {
+                let config = config_of(&found);
+                if config == *identity {
+                    return Ok(Some(found));
+                }
+                let d = describe(&config, identity);
                 eprintln!(
                     "warning: skipping {}: another run's checkpoint ({d})",
                     p.display()
@@ -924,15 +953,15 @@ fn resume_checkpoint(
     }
     if !others.is_empty() {
         return Err(CheckpointError::NoneOfThisRun {
-            dir: path.to_path_buf(),
+            dir: dir.to_path_buf(),
             others,
-            ours: Some(identity.to_string()),
+            ours,
         }
         .into());
     }
     match last_err {
         Some(e) => Err(CheckpointError::NoneValid {
-            dir: path.to_path_buf(),
+            dir: dir.to_path_buf(),
             last: Box::new(e),
         }
         .into()),

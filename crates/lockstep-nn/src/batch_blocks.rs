@@ -36,10 +36,13 @@ pub struct BatchBlocks {
 }
 
 impl BatchBlocks {
-    /// The blocks `(first sample, samples)` in order.
+    /// The blocks `(first sample, samples)` in order (none when `block` is zero).
     pub fn ranges(self) -> impl Iterator<Item = (usize, usize)> {
         let Self { batch, block } = self;
-        (0..batch.div_ceil(block)).map(move |k| (k * block, block.min(batch - k * block)))
+        let count = batch
+            .checked_div(block)
+            .map_or(0, |_| batch.div_ceil(block));
+        (0..count).map(move |k| (k * block, block.min(batch - k * block)))
     }
 }
 
@@ -132,18 +135,26 @@ mod tests {
         };
         let r: Vec<_> = b.ranges().collect();
         assert_eq!(r, [(0, 8), (8, 8), (16, 8), (24, 6)]);
+        let zero = BatchBlocks { batch: 8, block: 0 };
+        assert_eq!(zero.ranges().count(), 0);
     }
 
     #[test]
     fn the_tree_adds_halves() {
         // Values whose f32 sum depends on the order: ((0+1)+(2+3)) + ((4+5)+6).
-        let parts: Vec<Tensor> = (0..7)
-            .map(|k| {
-                Tensor::from_vec(vec![1e8f32 * if k % 2 == 0 { 1.0 } else { -1.0 }], &[1]).unwrap()
-            })
+        let v = [1.0f32, 1e8, -1e8, 1.0, 0.5, 0.25, 3.0];
+        let parts: Vec<Tensor> = v
+            .iter()
+            .map(|&x| Tensor::from_vec(vec![x], &[1]).unwrap())
             .collect();
         let s = tree_sum(parts).unwrap().to_vec::<f32>().unwrap();
-        let want = ((1e8f32 - 1e8) + (1e8 - 1e8)) + ((1e8 - 1e8) + 1e8);
+        let want = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + v[6]);
+        let in_order = v.iter().fold(0.0f32, |a, &x| a + x);
+        assert_ne!(
+            want.to_bits(),
+            in_order.to_bits(),
+            "the case must tell orders apart"
+        );
         assert_eq!(s[0].to_bits(), want.to_bits());
     }
 

@@ -383,40 +383,15 @@ pub fn map1<T: Element, U: Element>(
 }
 
 /// [`map1`] for a float function with a branch-free vectorisable form (`crate::math::lanes`):
-/// a dense input runs `f` over blocks with the vector instructions of the path in use
-/// ([`Isa::best`](crate::isa::Isa::best)); `f` gives the same bits on every path, so the result
-/// is [`map1`]'s with the same `f`. A view is read through its strides, one element at a time.
+/// [`map1_kernel`] with `f` itself compiled into a loop per instruction set
+/// (`math::lanes::map_on`); `f` gives the same bits on every path, so the result is [`map1`]'s.
 fn map1_lanes<T: Element>(
     op: &'static Op<Kernel>,
     x: &Tensor,
     f: impl Fn(T) -> T + Copy + Sync,
 ) -> Result<Tensor> {
-    if !x.is_contiguous() {
-        return map1(op, x, f);
-    }
-    check_dtype(op.name, x, T::DTYPE)?;
-    op.run(&[x], |imp, par| {
-        let d = x.data::<T>()?;
-        let isa = crate::isa::Isa::best();
-        let Kernel::Chunked = imp.f;
-        if serial(d.len(), par) {
-            // Blocks through an L1 buffer into an unfilled vector: no zero-fill first.
-            const B: usize = 512;
-            let mut out = crate::tensor::try_with_capacity(op.name, d.len())?;
-            let mut buf = [T::ZERO; B];
-            for c in d.chunks(B) {
-                let b = &mut buf[..c.len()];
-                math::lanes::map_on(isa, c, b, f);
-                out.extend_from_slice(b);
-            }
-            return Tensor::from_vec(out, x.shape());
-        }
-        let mut out = out_buf::<T>(op.name, x.shape())?;
-        par.for_each_chunk_mut(&mut out, CHUNK, |i, o| {
-            let lo = i * CHUNK;
-            math::lanes::map_on(isa, &d[lo..lo + o.len()], o, f);
-        });
-        Tensor::from_vec(out, x.shape())
+    map1_kernel(op, x, f, move |isa, src: &[T], dst: &mut [T]| {
+        math::lanes::map_on(isa, src, dst, f)
     })
 }
 
@@ -427,7 +402,7 @@ fn map1_kernel<T: Element>(
     op: &'static Op<Kernel>,
     x: &Tensor,
     f: impl Fn(T) -> T + Copy + Sync,
-    kern: fn(crate::isa::Isa, &[T], &mut [T]),
+    kern: impl Fn(crate::isa::Isa, &[T], &mut [T]) + Sync,
 ) -> Result<Tensor> {
     if !x.is_contiguous() {
         return map1(op, x, f);
