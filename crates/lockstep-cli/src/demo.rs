@@ -105,13 +105,13 @@ pub fn train_args(cfg: &DemoConfig) -> Vec<String> {
 
 fn train_config(cfg: &DemoConfig, threads: usize, workers: usize) -> TrainConfig {
     TrainConfig {
-        model: "mlp".into(),
+        model: crate::names::Model::Mlp,
         seed: cfg.seed,
         epochs: cfg.epochs,
         batch_size: cfg.batch_size,
         hidden: cfg.hidden,
         lr: cfg.lr,
-        seeding: "invariant".into(),
+        seeding: crate::names::Seeding::Invariant,
         threads,
         workers,
         ..TrainConfig::default()

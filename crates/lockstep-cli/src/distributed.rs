@@ -20,6 +20,7 @@ pub use crate::shards::{
     DEFAULT_MICRO_BATCH, Local, Shards, micro_batch_size, own_count, tree_sum,
 };
 
+use crate::names::Seeding;
 use lockstep::{Error, Result};
 
 /// The configuration of `--distributed`: invariant seeding and no loader workers are
@@ -28,7 +29,7 @@ use lockstep::{Error, Result};
 /// # Errors
 /// Another seeding, workers.
 pub fn distributed_config(cfg: &crate::train::TrainConfig) -> Result<crate::train::TrainConfig> {
-    if cfg.seeding != "invariant" {
+    if cfg.seeding != Seeding::Invariant {
         return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each sample's noise and dropout masks from \
              its own stream); got --seeding {}",
@@ -50,7 +51,7 @@ pub fn distributed_config(cfg: &crate::train::TrainConfig) -> Result<crate::trai
 /// # Errors
 /// Another seeding, or what [`crate::gpt::check_config`] refuses.
 pub fn distributed_gpt_config(cfg: &crate::gpt::GptConfig) -> Result<crate::gpt::GptConfig> {
-    if cfg.seeding != "invariant" {
+    if cfg.seeding != Seeding::Invariant {
         return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each window and dropout mask from its \
              own stream); got --seeding {}",

@@ -13,7 +13,7 @@
 //! and the run's bits are the same at any thread count.
 
 use crate::gpt_config::decay_iters;
-pub use crate::gpt_config::{Eval, GptConfig};
+pub use crate::gpt_config::{Eval, GptConfig, Seeding};
 use crate::shards::{Local, Shards};
 use crate::train::sha256_of;
 use lockstep::nn::layers::{Dropout, Embedding, GELU, LayerNorm, Linear};
@@ -466,20 +466,12 @@ pub fn check_config(cfg: &GptConfig) -> Result<()> {
             "must have at least one character when --sample-tokens > 0",
         ));
     }
-    match cfg.seeding.as_str() {
-        "torch" => {
-            if cfg.micro_batch > 0 {
-                return Err(Error::config(format!(
-                    "--micro-batch {} needs --seeding invariant (the micro-shard sum is its \
-                     definition of a step's gradient); got --seeding torch",
-                    cfg.micro_batch
-                )));
-            }
-        }
-        "invariant" => {}
-        other => {
-            return Err(bad("seeding", format!("{other:?}"), "torch or invariant"));
-        }
+    if cfg.seeding == Seeding::Torch && cfg.micro_batch > 0 {
+        return Err(Error::config(format!(
+            "--micro-batch {} needs --seeding invariant (the micro-shard sum is its \
+             definition of a step's gradient); got --seeding torch",
+            cfg.micro_batch
+        )));
     }
     if cfg.micro_batch > 1 << 20 {
         return Err(bad(
@@ -630,7 +622,7 @@ pub fn run(cfg: &GptConfig) -> Result<GptReport> {
 /// As [`run`]; torch seeding on several processes; a failed exchange.
 pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptReport> {
     check_config(cfg)?;
-    let invariant = cfg.seeding == "invariant";
+    let invariant = cfg.seeding == Seeding::Invariant;
     if shards.size() > 1 && !invariant {
         return Err(Error::config(format!(
             "--distributed needs --seeding invariant (each window and dropout mask from its \
@@ -816,7 +808,7 @@ mod invariant {
     use lockstep::Tensor;
     use lockstep::nn::rng::{SampleKeys, with_sample_keys};
     use lockstep::nn::{Module, Var, functional as F, no_grad};
-    use lockstep::rng::compat::numpy::{SeedSequence, default_rng_from};
+    use lockstep::rng::StreamKey;
 
     /// The first word of evaluation windows' spawn keys ("eval"), which training keys (two
     /// words) and dropout keys (three) never have in a key of four words.
@@ -826,15 +818,10 @@ mod invariant {
         micro_batch_size(cfg.micro_batch)
     }
 
-    /// `integers(0, high)` from `default_rng(SeedSequence(seed, spawn_key=key))`.
+    /// `integers(0, high)` from `default_rng(SeedSequence(seed, spawn_key=key))`: the stream
+    /// of [`StreamKey::with_path`], the one key type of invariant seeding.
     fn draw(seed: u64, key: Vec<u128>, high: usize) -> Result<usize> {
-        // NumPy's integer-to-words conversion: little-endian, no high zero word.
-        let entropy = if seed >> 32 == 0 {
-            vec![seed as u32]
-        } else {
-            vec![seed as u32, (seed >> 32) as u32]
-        };
-        let mut g = default_rng_from(SeedSequence::new(entropy, key, 4)?);
+        let mut g = StreamKey::with_path(seed, key).generator();
         let mut x = [0i64];
         g.integers_i64(0, high as i64, false, &mut x)?;
         Ok(x[0] as usize)

@@ -48,9 +48,9 @@ pub fn identity(cfg: &GptConfig) -> Value {
         "eval_iters": cfg.eval_iters, "val_fraction": cfg.val_fraction,
         "data": cfg.data.as_ref().map(|p| p.display().to_string()),
         "nondeterministic": cfg.nondeterministic,
-        "seeding": cfg.seeding,
+        "seeding": cfg.seeding.as_str(),
     });
-    if cfg.seeding == "invariant" {
+    if cfg.seeding == crate::names::Seeding::Invariant {
         let global = cfg.batch_size * cfg.grad_accum;
         id["batch_size"] = json!(global);
         id["grad_accum"] = json!(1);

@@ -4,10 +4,13 @@
 //! [`lockstep::Error::Config`] (the message names the flag), a checkpoint that cannot be used is
 //! [`lockstep::Error::Checkpoint`] with its kind ([`lockstep::checkpoint::CheckpointError`]).
 //! (`sample` keeps its own `SampleError`; `verify` and `sweep`, which run child processes,
-//! still report their failures as text.)
+//! have [`verify::VerifyError`] and [`sweep::SweepError`]: a refused flag or their own I/O as
+//! the `lockstep::Error` it is, a child's failure with its setting or seed, its status and its
+//! stderr; each converts into `lockstep::Error`.)
 //!
-//! Modules import one another in one direction only: [`shards`] (the micro-shard exchange) and
-//! [`gpt_config`] depend on no other module; [`train`] builds on `shards`; [`gpt_checkpoint`]
+//! Modules import one another in one direction only: [`names`] (the named choices of
+//! `lockstep train`, clap's value enums) and [`shards`] (the micro-shard exchange) depend on no
+//! other module; [`gpt_config`] on `names`; [`train`] on `names` and `shards`; [`gpt_checkpoint`]
 //! on `train` and `gpt_config`; [`gpt`] on all of these; [`distributed`] (MPI and
 //! `--distributed`), [`generate`] and [`demo`] on those.
 
@@ -18,6 +21,7 @@ pub mod generate;
 pub mod gpt;
 pub mod gpt_checkpoint;
 pub mod gpt_config;
+pub mod names;
 pub mod sample;
 pub mod shards;
 pub mod sweep;

@@ -1,6 +1,8 @@
 //! The `lockstep` binary.
 
 use clap::{Parser, Subcommand};
+use lockstep_cli::gpt::GptConfig;
+use lockstep_cli::train::{Model, TrainConfig};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -224,170 +226,22 @@ impl GenerateArgs {
     }
 }
 
-/// The flags of torch_train.py and, with `--model gpt`, of torch_gpt.py.
+/// The flags of torch_train.py and, with `--model gpt`, of torch_gpt.py: the two
+/// configurations' own flags, and the CLI's.
 #[derive(clap::Args)]
 struct TrainArgs {
-    /// mlp | cnn | lstm | gpt
-    #[arg(long, default_value = "mlp")]
-    model: String,
-    /// Seed of every generator (below 2^32) [default: 0; gpt: 1337].
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Passes over the training split.
-    #[arg(long, default_value_t = 10)]
-    epochs: usize,
-    /// Samples per step [default: 32; gpt: 16 windows per micro-batch].
-    #[arg(long)]
-    batch_size: Option<usize>,
-    /// Learning rate [default: 0.1; gpt: 0.001, the peak of warmup + cosine].
-    #[arg(long)]
-    lr: Option<f64>,
-    /// sgd | adam | adamw
-    #[arg(long, default_value = "sgd")]
-    optimizer: String,
-    /// SGD momentum.
-    #[arg(long, default_value_t = 0.0)]
-    momentum: f64,
-    /// SGD Nesterov momentum.
-    #[arg(long)]
-    nesterov: bool,
-    /// Weight decay [default: 0; gpt: 0.1, on matrices and embeddings only].
-    #[arg(long)]
-    weight_decay: Option<f64>,
-    /// none | step | cosine (stepped once per epoch)
-    #[arg(long, default_value = "none")]
-    scheduler: String,
-    /// Clip gradients to this total 2-norm (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    clip_grad_norm: f64,
-    /// Dropout probability.
-    #[arg(long, default_value_t = 0.1)]
-    dropout: f64,
-    /// Hidden width (mlp, lstm).
-    #[arg(long, default_value_t = 64)]
-    hidden: usize,
-    /// none | torch | numpy: where the per-sample noise comes from.
-    #[arg(long, default_value = "torch")]
-    aug: String,
-    /// Standard deviation of the noise.
-    #[arg(long, default_value_t = 0.05)]
-    noise: f64,
-    /// Data loader workers.
-    #[arg(long, default_value_t = 0)]
-    workers: usize,
-    /// Samples held out for testing.
-    #[arg(long, default_value_t = 360)]
-    test_size: usize,
-    /// Stop after this many steps (0 = no limit).
-    #[arg(long, default_value_t = 0)]
-    max_steps: usize,
-    /// Kernel threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// CSV (optionally .gz) of 64 pixels (0..16) and a label per row; default: the embedded
-    /// UCI digits. gpt: a .txt or .txt.gz corpus; default: the embedded Tiny Shakespeare.
-    #[arg(long)]
-    data: Option<std::path::PathBuf>,
+    /// The flags of every model (gpt's defaults apply where one is not given: see
+    /// `gpt_config`).
+    #[command(flatten)]
+    train: TrainConfig,
+    /// The flags of `--model gpt` only.
+    #[command(flatten)]
+    gpt: GptConfig,
     /// Print only the JSON report (torch_train.py's keys).
-    #[arg(long)]
+    // Listed after --data (display order 19) and before --seeding (20; ties go by name), where
+    // it stood before the configurations took their flags.
+    #[arg(long, display_order = 20)]
     json: bool,
-    /// torch (PyTorch's draws, the default) | invariant (each sample's noise, window and
-    /// dropout masks from its own stream, gradients summed over fixed micro-shards: results
-    /// independent of workers, threads, processes and, for gpt, --batch-size x --grad-accum)
-    #[arg(long, default_value = "torch")]
-    seeding: String,
-    /// Directory for checkpoints (ckpt-STEP.safetensors).
-    #[arg(long)]
-    checkpoint_dir: Option<std::path::PathBuf>,
-    /// Save a checkpoint every N steps (needs --checkpoint-dir).
-    #[arg(long, default_value_t = 0)]
-    checkpoint_every: usize,
-    /// Keep only the newest K checkpoints (0 = all); older ones go after the new one is on
-    /// disk.
-    #[arg(long, default_value_t = 0)]
-    keep: usize,
-    /// Resume from a checkpoint file, or from the newest valid one in a directory (none there:
-    /// start from the beginning).
-    #[arg(long)]
-    resume: Option<std::path::PathBuf>,
-    /// Initial weights from a safetensors file saved from PyTorch
-    /// (safetensors.torch.save_file(model.state_dict(), path)).
-    #[arg(long)]
-    init_from: Option<std::path::PathBuf>,
-    /// Turn deterministic algorithms off (on by default), e.g. to see what `lockstep verify`
-    /// reports without them.
-    #[arg(long)]
-    nondeterministic: bool,
-    /// --seeding invariant: micro-shards of M samples (gpt: windows of the global batch,
-    /// --batch-size x --grad-accum). A step's gradient is the fixed-order sum of its
-    /// micro-shards' gradients, BatchNorm's statistics are over the batch in a fixed order:
-    /// the same bits on one process or any number (--distributed), with no other flag
-    /// [default: 8, in invariant seeding; torch seeding has no micro-shards].
-    #[arg(long, default_value_t = 0, hide_default_value = true)]
-    micro_batch: usize,
-    /// gpt: transformer blocks [default: 4].
-    #[arg(long)]
-    n_layer: Option<usize>,
-    /// gpt: attention heads, dividing --n-embd [default: 4].
-    #[arg(long)]
-    n_head: Option<usize>,
-    /// gpt: embedding width [default: 128].
-    #[arg(long)]
-    n_embd: Option<usize>,
-    /// gpt: context length in characters [default: 64].
-    #[arg(long)]
-    block_size: Option<usize>,
-    /// gpt: biases in linear layers and LayerNorms, 0 or 1 [default: 1].
-    #[arg(long)]
-    bias: Option<i64>,
-    /// gpt: micro-batches per optimizer step [default: 1].
-    #[arg(long)]
-    grad_accum: Option<usize>,
-    /// gpt: optimizer steps [default: 200].
-    #[arg(long)]
-    max_iters: Option<usize>,
-    /// gpt: learning rate at the end of the cosine [default: 0.0001].
-    #[arg(long)]
-    min_lr: Option<f64>,
-    /// gpt: steps of linear warmup [default: 20].
-    #[arg(long)]
-    warmup_iters: Option<usize>,
-    /// gpt: step where the cosine ends, 0 = --max-iters [default: 0].
-    #[arg(long)]
-    lr_decay_iters: Option<usize>,
-    /// gpt: warmup + cosine (1) or a constant --lr (0) [default: 1].
-    #[arg(long)]
-    decay_lr: Option<i64>,
-    /// gpt: AdamW beta1 [default: 0.9].
-    #[arg(long)]
-    beta1: Option<f64>,
-    /// gpt: AdamW beta2 [default: 0.95].
-    #[arg(long)]
-    beta2: Option<f64>,
-    /// gpt: clip the gradients' total 2-norm to this, 0 = off [default: 1.0].
-    #[arg(long)]
-    grad_clip: Option<f64>,
-    /// gpt: evaluate every N steps, 0 = never [default: 50].
-    #[arg(long)]
-    eval_interval: Option<usize>,
-    /// gpt: windows per split and evaluation [default: 5].
-    #[arg(long)]
-    eval_iters: Option<usize>,
-    /// gpt: characters sampled at the end [default: 200].
-    #[arg(long)]
-    sample_tokens: Option<usize>,
-    /// gpt: sampling temperature [default: 0.8].
-    #[arg(long)]
-    temperature: Option<f64>,
-    /// gpt: sample from the K most likely characters, 0 = all [default: 20].
-    #[arg(long)]
-    top_k: Option<usize>,
-    /// gpt: the sample's prompt [default: a newline].
-    #[arg(long, allow_hyphen_values = true)]
-    prompt: Option<String>,
-    /// gpt: fraction of the text (its end) held out for validation [default: 0.1].
-    #[arg(long)]
-    val_fraction: Option<f64>,
     /// The flags given on the command line (clap's ids), filled after parsing.
     #[arg(skip)]
     given: Vec<String>,
@@ -425,7 +279,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Command::Train(a) if a.model == "gpt" => match gpt_config(&a) {
+        Command::Train(a) if a.train.model == Model::Gpt => match gpt_config(&a) {
             Ok(cfg) if a.distributed => match dist_options(&a) {
                 Ok(opts) => lockstep_cli::distributed::main_gpt(&cfg, &opts, a.json),
                 Err(e) => {
@@ -444,7 +298,7 @@ fn main() -> ExitCode {
                 eprintln!("error: lockstep train: {e}");
                 return ExitCode::from(2);
             }
-            let cfg = train_config(&a);
+            let cfg = &a.train;
             if a.distributed {
                 let opts = match dist_options(&a) {
                     Ok(o) => o,
@@ -453,9 +307,9 @@ fn main() -> ExitCode {
                         return ExitCode::from(2);
                     }
                 };
-                return lockstep_cli::distributed::main(&cfg, &opts, a.json);
+                return lockstep_cli::distributed::main(cfg, &opts, a.json);
             }
-            lockstep_cli::train::main(&cfg, a.json)
+            lockstep_cli::train::main(cfg, a.json)
         }
         Command::Sweep {
             seeds,
@@ -538,9 +392,11 @@ fn verify_config(
     cmd: Option<String>,
     json: bool,
     command: Vec<String>,
-) -> Result<lockstep_cli::verify::VerifyConfig, String> {
+) -> lockstep::Result<lockstep_cli::verify::VerifyConfig> {
     if cmd.is_none() && command.is_empty() {
-        return Err("give `-- train ARGS…` or --cmd \"PROGRAM ARGS\"".into());
+        return Err(lockstep::Error::config(
+            "give `-- train ARGS…` or --cmd \"PROGRAM ARGS\"",
+        ));
     }
     let cfg = lockstep_cli::verify::VerifyConfig {
         threads,
@@ -563,7 +419,7 @@ fn dist_options(a: &TrainArgs) -> lockstep::Result<lockstep_cli::distributed::Di
 /// (`train::check_config`; with `--distributed` also the options, `distributed_config` and,
 /// in a build without MPI, the refusal).
 fn check_train(a: &TrainArgs) -> lockstep::Result<()> {
-    if a.model == "gpt" {
+    if a.train.model == Model::Gpt {
         let cfg = gpt_config(a)?;
         lockstep_cli::gpt::check_config(&cfg)?;
         if !a.distributed {
@@ -580,12 +436,12 @@ fn check_train(a: &TrainArgs) -> lockstep::Result<()> {
         };
     }
     no_gpt_flags(a)?;
-    let cfg = train_config(a);
+    let cfg = &a.train;
     if !a.distributed {
-        return lockstep_cli::train::check_config(&cfg, 1);
+        return lockstep_cli::train::check_config(cfg, 1);
     }
     dist_options(a)?;
-    let c = lockstep_cli::distributed::distributed_config(&cfg)?;
+    let c = lockstep_cli::distributed::distributed_config(cfg)?;
     // `--micro-batch` is on here, so the number of processes changes nothing.
     lockstep_cli::train::check_config(&c, 2)?;
     if cfg!(feature = "mpi") {
@@ -600,46 +456,37 @@ fn check_train(a: &TrainArgs) -> lockstep::Result<()> {
 /// Parses the command line, recording which `train` flags were given (not defaulted).
 fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
-    let m = Cli::command().try_get_matches_from(argv)?;
+    let cmd = Cli::command();
+    let m = cmd.clone().try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&m)?;
-    if let (Command::Train(a), Some(("train", tm))) = (&mut cli.command, m.subcommand()) {
+    if let (Command::Train(a), Some(("train", tm)), Some(train)) = (
+        &mut cli.command,
+        m.subcommand(),
+        cmd.find_subcommand("train"),
+    ) {
+        // The derive's argument groups (`TrainArgs`, `TrainConfig`, `GptConfig`) are listed
+        // too: arguments only.
+        let is_arg = |id: &str| train.get_arguments().any(|x| x.get_id() == id);
         a.given = tm
             .ids()
-            // The derive's argument group (`TrainArgs`) is listed too: arguments only.
-            .filter(|id| {
-                id.as_str() != "TrainArgs"
-                    && tm.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            .map(|id| id.as_str())
+            .filter(|&id| {
+                is_arg(id) && tm.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
             })
-            .map(|id| id.as_str().to_string())
+            .map(str::to_string)
             .collect();
     }
     Ok(cli)
 }
 
-/// The flags that only `--model gpt` takes (clap's ids).
-const GPT_ONLY: &[&str] = &[
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "block_size",
-    "bias",
-    "grad_accum",
-    "max_iters",
-    "min_lr",
-    "warmup_iters",
-    "lr_decay_iters",
-    "decay_lr",
-    "beta1",
-    "beta2",
-    "grad_clip",
-    "eval_interval",
-    "eval_iters",
-    "sample_tokens",
-    "temperature",
-    "top_k",
-    "prompt",
-    "val_fraction",
-];
+/// The flags that only `--model gpt` takes (clap's ids): [`GptConfig`]'s.
+fn gpt_only() -> Vec<String> {
+    use clap::Args;
+    GptConfig::augment_args(clap::Command::new("gpt"))
+        .get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
+}
 
 /// `--flag` for a clap id.
 fn flag(id: &str) -> String {
@@ -648,11 +495,12 @@ fn flag(id: &str) -> String {
 
 /// Refuses gpt-only flags given to mlp, cnn or lstm.
 fn no_gpt_flags(a: &TrainArgs) -> lockstep::Result<()> {
-    match a.given.iter().find(|g| GPT_ONLY.contains(&g.as_str())) {
+    let gpt_only = gpt_only();
+    match a.given.iter().find(|g| gpt_only.contains(g)) {
         Some(g) => Err(lockstep::Error::config(format!(
             "{} is a flag of --model gpt only (this run is --model {})",
             flag(g),
-            a.model
+            a.train.model
         ))),
         None => Ok(()),
     }
@@ -660,8 +508,31 @@ fn no_gpt_flags(a: &TrainArgs) -> lockstep::Result<()> {
 
 /// `--model gpt`'s configuration: torch_gpt.py's defaults, the flags given; flags of the other
 /// models, and those gpt does not support yet, refused by name.
-fn gpt_config(a: &TrainArgs) -> lockstep::Result<lockstep_cli::gpt::GptConfig> {
+fn gpt_config(a: &TrainArgs) -> lockstep::Result<GptConfig> {
     const LATER: &[&str] = &["init_from"];
+    // The flags of `TrainConfig` (and the CLI's) that gpt reads too.
+    const SHARED: &[&str] = &[
+        "model",
+        "seed",
+        "batch_size",
+        "lr",
+        "weight_decay",
+        "dropout",
+        "threads",
+        "data",
+        "json",
+        "seeding",
+        "nondeterministic",
+        "micro_batch",
+        "distributed",
+        "collective_timeout",
+        "reduction",
+        "checkpoint_dir",
+        "checkpoint_every",
+        "keep",
+        "resume",
+    ];
+    let gpt_only = gpt_only();
     for g in &a.given {
         if LATER.contains(&g.as_str()) {
             return Err(lockstep::Error::config(format!(
@@ -669,105 +540,41 @@ fn gpt_config(a: &TrainArgs) -> lockstep::Result<lockstep_cli::gpt::GptConfig> {
                 flag(g)
             )));
         }
-        let shared = [
-            "model",
-            "seed",
-            "batch_size",
-            "lr",
-            "weight_decay",
-            "dropout",
-            "threads",
-            "data",
-            "json",
-            "seeding",
-            "nondeterministic",
-            "micro_batch",
-            "distributed",
-            "collective_timeout",
-            "reduction",
-            "checkpoint_dir",
-            "checkpoint_every",
-            "keep",
-            "resume",
-        ];
-        if !shared.contains(&g.as_str()) && !GPT_ONLY.contains(&g.as_str()) {
+        if !SHARED.contains(&g.as_str()) && !gpt_only.contains(g) {
             return Err(lockstep::Error::config(format!(
                 "{} is not a flag of --model gpt (it belongs to mlp, cnn and lstm)",
                 flag(g)
             )));
         }
     }
-    let d = lockstep_cli::gpt::GptConfig::default();
-    Ok(lockstep_cli::gpt::GptConfig {
-        seed: a.seed.unwrap_or(d.seed),
-        n_layer: a.n_layer.unwrap_or(d.n_layer),
-        n_head: a.n_head.unwrap_or(d.n_head),
-        n_embd: a.n_embd.unwrap_or(d.n_embd),
-        block_size: a.block_size.unwrap_or(d.block_size),
-        bias: a.bias.map_or(d.bias, |b| b != 0),
-        dropout: a.dropout,
-        batch_size: a.batch_size.unwrap_or(d.batch_size),
-        grad_accum: a.grad_accum.unwrap_or(d.grad_accum),
-        max_iters: a.max_iters.unwrap_or(d.max_iters),
-        lr: a.lr.unwrap_or(d.lr),
-        min_lr: a.min_lr.unwrap_or(d.min_lr),
-        warmup_iters: a.warmup_iters.unwrap_or(d.warmup_iters),
-        lr_decay_iters: a.lr_decay_iters.unwrap_or(d.lr_decay_iters),
-        decay_lr: a.decay_lr.map_or(d.decay_lr, |b| b != 0),
-        weight_decay: a.weight_decay.unwrap_or(d.weight_decay),
-        beta1: a.beta1.unwrap_or(d.beta1),
-        beta2: a.beta2.unwrap_or(d.beta2),
-        grad_clip: a.grad_clip.unwrap_or(d.grad_clip),
-        eval_interval: a.eval_interval.unwrap_or(d.eval_interval),
-        eval_iters: a.eval_iters.unwrap_or(d.eval_iters),
-        sample_tokens: a.sample_tokens.unwrap_or(d.sample_tokens),
-        temperature: a.temperature.unwrap_or(d.temperature),
-        top_k: a.top_k.unwrap_or(d.top_k),
-        prompt: a.prompt.clone().unwrap_or(d.prompt),
-        val_fraction: a.val_fraction.unwrap_or(d.val_fraction),
-        threads: a.threads,
-        data: a.data.clone(),
-        nondeterministic: a.nondeterministic,
-        seeding: a.seeding.clone(),
-        micro_batch: a.micro_batch,
-        checkpoint_dir: a.checkpoint_dir.clone(),
-        checkpoint_every: a.checkpoint_every,
-        keep: a.keep,
-        resume: a.resume.clone(),
+    // gpt has its own defaults for these four: `TrainConfig`'s value only when given.
+    let given = |id: &str| a.given.iter().any(|g| g == id);
+    let (t, g) = (&a.train, &a.gpt);
+    Ok(GptConfig {
+        seed: if given("seed") { t.seed } else { g.seed },
+        batch_size: if given("batch_size") {
+            t.batch_size
+        } else {
+            g.batch_size
+        },
+        lr: if given("lr") { t.lr } else { g.lr },
+        weight_decay: if given("weight_decay") {
+            t.weight_decay
+        } else {
+            g.weight_decay
+        },
+        dropout: t.dropout,
+        threads: t.threads,
+        data: t.data.clone(),
+        nondeterministic: t.nondeterministic,
+        seeding: t.seeding,
+        micro_batch: t.micro_batch,
+        checkpoint_dir: t.checkpoint_dir.clone(),
+        checkpoint_every: t.checkpoint_every,
+        keep: t.keep,
+        resume: t.resume.clone(),
+        ..g.clone()
     })
-}
-
-fn train_config(a: &TrainArgs) -> lockstep_cli::train::TrainConfig {
-    lockstep_cli::train::TrainConfig {
-        model: a.model.clone(),
-        seed: a.seed.unwrap_or(0),
-        epochs: a.epochs,
-        batch_size: a.batch_size.unwrap_or(32),
-        lr: a.lr.unwrap_or(0.1),
-        optimizer: a.optimizer.clone(),
-        momentum: a.momentum,
-        nesterov: a.nesterov,
-        weight_decay: a.weight_decay.unwrap_or(0.0),
-        scheduler: a.scheduler.clone(),
-        clip_grad_norm: a.clip_grad_norm,
-        dropout: a.dropout,
-        hidden: a.hidden,
-        aug: a.aug.clone(),
-        noise: a.noise,
-        workers: a.workers,
-        test_size: a.test_size,
-        max_steps: a.max_steps,
-        threads: a.threads,
-        data: a.data.clone(),
-        seeding: a.seeding.clone(),
-        checkpoint_dir: a.checkpoint_dir.clone(),
-        checkpoint_every: a.checkpoint_every,
-        keep: a.keep,
-        resume: a.resume.clone(),
-        init_from: a.init_from.clone(),
-        nondeterministic: a.nondeterministic,
-        micro_batch: a.micro_batch,
-    }
 }
 
 /// Parses `argv` (program name first) and checks the flags the way the subcommand does before
@@ -811,10 +618,92 @@ pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
             cmd,
             json,
             command,
-        } => verify_config(threads, workers, runs, cmd, json, command).map(drop),
+        } => verify_config(threads, workers, runs, cmd, json, command)
+            .map(drop)
+            .map_err(|e| s(&e)),
         Command::Generate(a) => {
             lockstep_cli::generate::check_config(&a.config()).map_err(|e| s(&e))
         }
         Command::VerifyTestProgram { .. } | Command::Doctor { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn train_args(args: &[&str]) -> TrainArgs {
+        let argv = ["lockstep", "train"].iter().chain(args).map(|s| s.into());
+        match parse(argv).expect("parses").command {
+            Command::Train(a) => *a,
+            _ => unreachable!("a train command"),
+        }
+    }
+
+    /// The clap defaults are the configurations' `Default`s: one run, however it is built.
+    #[test]
+    fn parsed_defaults_are_the_configs_defaults() {
+        let a = train_args(&[]);
+        assert_eq!(a.train, TrainConfig::default());
+        assert_eq!(a.gpt, GptConfig::default());
+        assert!(a.given.is_empty(), "{:?}", a.given);
+        let a = train_args(&["--model", "gpt"]);
+        assert_eq!(a.given, ["model"]);
+        assert_eq!(gpt_config(&a).unwrap(), GptConfig::default());
+    }
+
+    /// gpt takes a shared flag's value when it is given and its own default otherwise;
+    /// `--bias` and `--decay-lr` are integers, true unless 0.
+    #[test]
+    fn gpt_keeps_its_own_defaults_for_shared_flags_not_given() {
+        let a = train_args(&[
+            "--model",
+            "gpt",
+            "--seed",
+            "0",
+            "--lr",
+            "0.01",
+            "--bias",
+            "0",
+            "--decay-lr",
+            "7",
+            "--seeding",
+            "invariant",
+            "--n-layer",
+            "2",
+        ]);
+        let mut given = a.given.clone();
+        given.sort();
+        assert_eq!(
+            given,
+            [
+                "bias", "decay_lr", "lr", "model", "n_layer", "seed", "seeding"
+            ]
+        );
+        let c = gpt_config(&a).unwrap();
+        let want = GptConfig {
+            seed: 0,
+            lr: 0.01,
+            bias: false,
+            decay_lr: true,
+            seeding: lockstep_cli::train::Seeding::Invariant,
+            n_layer: 2,
+            ..GptConfig::default()
+        };
+        assert_eq!(c, want);
+        assert_eq!((c.batch_size, c.weight_decay), (16, 0.1));
+        // The other models keep theirs, and refuse gpt's flags by name.
+        let a = train_args(&["--n-layer", "2"]);
+        let e = no_gpt_flags(&a).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--n-layer is a flag of --model gpt only (this run is --model mlp)"
+        );
+        let a = train_args(&["--model", "gpt", "--hidden", "3"]);
+        let e = gpt_config(&a).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--hidden is not a flag of --model gpt"),
+            "{e}"
+        );
     }
 }

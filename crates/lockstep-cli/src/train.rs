@@ -9,17 +9,17 @@
 //! arithmetic. Matrix products, convolutions and reductions are lockstep's deterministic
 //! kernels, so the losses agree with PyTorch to rounding and then drift slowly.
 
+pub use crate::names::{Aug, Model, Optimizer, Scheduler, Seeding};
 use crate::shards::{Local, Shards, micro_batch_size};
 use lockstep::Tensor;
 use lockstep::checkpoint::{Checkpoint, CheckpointError};
-use lockstep::data::{
-    DataLoader, Dataset, Digits, SampleRng, Seeding, SharedGenerator, get_worker_info,
-};
+use lockstep::data::{DataLoader, Dataset, Digits, SampleRng, SharedGenerator, get_worker_info};
 use lockstep::nn::batch_blocks::with_batch_blocks;
 use lockstep::nn::layers::{
     BatchNorm, Conv2d, Dropout, Flatten, Linear, Pool, ReLU, Sequential, Unflatten,
 };
-use lockstep::nn::optim::{self, LrScheduler, Optimizer};
+// `Optimizer` here is the `--optimizer` name; the trait is `optim::Optimizer`.
+use lockstep::nn::optim::{self, LrScheduler};
 use lockstep::nn::rng::{SampleKeys, with_sample_keys};
 use lockstep::nn::rnn::{Rnn, RnnConfig};
 use lockstep::nn::sync_batch_norm::{MicroShard, StatsExchange, SyncStep};
@@ -31,96 +31,139 @@ use std::path::PathBuf;
 
 use lockstep::{Error, Result};
 
-/// The flags of `torch_train.py`, with its defaults.
-#[derive(Clone, Debug, PartialEq)]
+/// The flags of `torch_train.py`, with its defaults: `lockstep train`'s flags themselves
+/// (`clap::Args`; the field docs are the `--help` texts). `--model gpt`'s other defaults
+/// (seed 1337, …) are [`crate::gpt_config::GptConfig`]'s, taken where the flag is not given.
+///
+/// `micro_batch`: `invariant` seeding's micro-shards of this many samples (0: the default,
+/// [`crate::shards::DEFAULT_MICRO_BATCH`]; another value needs `invariant` seeding); each
+/// batch's gradient is the sum, in a fixed tree over micro-shard index, of the micro-shards'
+/// gradients (see the `distributed` module), so that one process and any number of processes
+/// compute the same bits.
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct TrainConfig {
-    /// `mlp`, `cnn` or `lstm`.
-    pub model: String,
-    /// Seed of every generator.
+    /// mlp | cnn | lstm | gpt
+    #[arg(long, value_enum, default_value_t = Model::Mlp, hide_possible_values = true)]
+    pub model: Model,
+    /// Seed of every generator (below 2^32) [default: 0; gpt: 1337].
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub seed: u64,
     /// Passes over the training split.
+    #[arg(long, default_value_t = 10)]
     pub epochs: usize,
-    /// Samples per step.
+    /// Samples per step [default: 32; gpt: 16 windows per micro-batch].
+    #[arg(long, default_value_t = 32, hide_default_value = true)]
     pub batch_size: usize,
-    /// Learning rate.
+    /// Learning rate [default: 0.1; gpt: 0.001, the peak of warmup + cosine].
+    #[arg(long, default_value_t = 0.1, hide_default_value = true)]
     pub lr: f64,
-    /// `sgd`, `adam` or `adamw`.
-    pub optimizer: String,
+    /// sgd | adam | adamw
+    #[arg(long, value_enum, default_value_t = Optimizer::Sgd, hide_possible_values = true)]
+    pub optimizer: Optimizer,
     /// SGD momentum.
+    #[arg(long, default_value_t = 0.0)]
     pub momentum: f64,
     /// SGD Nesterov momentum.
+    #[arg(long)]
     pub nesterov: bool,
-    /// Weight decay (L2 for SGD/Adam, decoupled for AdamW).
+    /// Weight decay [default: 0; gpt: 0.1, on matrices and embeddings only].
+    #[arg(long, default_value_t = 0.0, hide_default_value = true)]
     pub weight_decay: f64,
-    /// `none`, `step` or `cosine` (stepped once per epoch).
-    pub scheduler: String,
-    /// Gradient clipping by total 2-norm (0 = off).
+    /// none | step | cosine (stepped once per epoch)
+    #[arg(long, value_enum, default_value_t = Scheduler::None, hide_possible_values = true)]
+    pub scheduler: Scheduler,
+    /// Clip gradients to this total 2-norm (0 = off).
+    #[arg(long, default_value_t = 0.0)]
     pub clip_grad_norm: f64,
     /// Dropout probability.
+    #[arg(long, default_value_t = 0.1)]
     pub dropout: f64,
     /// Hidden width (mlp, lstm).
+    #[arg(long, default_value_t = 64)]
     pub hidden: usize,
-    /// `none`, `torch` or `numpy`: where the per-sample noise comes from.
-    pub aug: String,
+    /// none | torch | numpy: where the per-sample noise comes from.
+    #[arg(long, value_enum, default_value_t = Aug::Torch, hide_possible_values = true)]
+    pub aug: Aug,
     /// Standard deviation of the noise.
+    #[arg(long, default_value_t = 0.05)]
     pub noise: f64,
     /// Data loader workers.
+    #[arg(long, default_value_t = 0)]
     pub workers: usize,
     /// Samples held out for testing.
+    #[arg(long, default_value_t = 360)]
     pub test_size: usize,
     /// Stop after this many steps (0 = no limit).
+    #[arg(long, default_value_t = 0)]
     pub max_steps: usize,
     /// Kernel threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// A CSV (optionally gzipped) of 64 pixels and a label; `None` = the embedded digits.
+    /// CSV (optionally .gz) of 64 pixels (0..16) and a label per row; default: the embedded
+    /// UCI digits. gpt: a .txt or .txt.gz corpus; default: the embedded Tiny Shakespeare.
+    #[arg(long)]
     pub data: Option<PathBuf>,
-    /// `torch` (PyTorch's draws) or `invariant` (per-sample streams: results independent of
-    /// the number of workers, threads and processes).
-    pub seeding: String,
-    /// Where checkpoints go (`ckpt-{step:08}.safetensors`).
+    /// torch (PyTorch's draws, the default) | invariant (each sample's noise, window and
+    /// dropout masks from its own stream, gradients summed over fixed micro-shards: results
+    /// independent of workers, threads, processes and, for gpt, --batch-size x --grad-accum)
+    // `--json` is listed between `--data` and `--seeding` (main.rs's `display_order`).
+    #[arg(long, value_enum, default_value_t = Seeding::Torch, hide_possible_values = true)]
+    pub seeding: Seeding,
+    /// Directory for checkpoints (ckpt-STEP.safetensors).
+    #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
-    /// Save a checkpoint every this many steps (0 = never).
+    /// Save a checkpoint every N steps (needs --checkpoint-dir).
+    #[arg(long, default_value_t = 0)]
     pub checkpoint_every: usize,
-    /// Keep only the newest this many checkpoints (0 = all).
+    /// Keep only the newest K checkpoints (0 = all); older ones go after the new one is on
+    /// disk.
+    #[arg(long, default_value_t = 0)]
     pub keep: usize,
-    /// Resume from this checkpoint, or from the newest valid one in this directory.
+    /// Resume from a checkpoint file, or from the newest valid one in a directory (none there:
+    /// start from the beginning).
+    #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Initial weights from a safetensors file (`safetensors.torch.save_file(model.state_dict(), path)`).
+    /// Initial weights from a safetensors file saved from PyTorch
+    /// (safetensors.torch.save_file(model.state_dict(), path)).
+    #[arg(long)]
     pub init_from: Option<PathBuf>,
-    /// Turn deterministic algorithms off (they are on by default, as in the PyTorch program).
+    /// Turn deterministic algorithms off (on by default), e.g. to see what `lockstep verify`
+    /// reports without them.
+    #[arg(long)]
     pub nondeterministic: bool,
-    /// `invariant` seeding's micro-shards of this many samples (0: the default,
-    /// [`crate::shards::DEFAULT_MICRO_BATCH`]; another value needs `invariant` seeding):
-    /// each batch's gradient is the sum, in a fixed tree over micro-shard index, of the
-    /// micro-shards' gradients (see the `distributed` module), so that one process and any
-    /// number of processes compute the same bits.
+    /// --seeding invariant: micro-shards of M samples (gpt: windows of the global batch,
+    /// --batch-size x --grad-accum). A step's gradient is the fixed-order sum of its
+    /// micro-shards' gradients, BatchNorm's statistics are over the batch in a fixed order:
+    /// the same bits on one process or any number (--distributed), with no other flag
+    /// [default: 8, in invariant seeding; torch seeding has no micro-shards].
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub micro_batch: usize,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
         Self {
-            model: "mlp".into(),
+            model: Model::Mlp,
             seed: 0,
             epochs: 10,
             batch_size: 32,
             lr: 0.1,
-            optimizer: "sgd".into(),
+            optimizer: Optimizer::Sgd,
             momentum: 0.0,
             nesterov: false,
             weight_decay: 0.0,
-            scheduler: "none".into(),
+            scheduler: Scheduler::None,
             clip_grad_norm: 0.0,
             dropout: 0.1,
             hidden: 64,
-            aug: "torch".into(),
+            aug: Aug::Torch,
             noise: 0.05,
             workers: 0,
             test_size: 360,
             max_steps: 0,
             threads: 0,
             data: None,
-            seeding: "torch".into(),
+            seeding: Seeding::Torch,
             checkpoint_dir: None,
             checkpoint_every: 0,
             keep: 0,
@@ -136,7 +179,7 @@ impl Default for TrainConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     /// The model kind.
-    pub model: String,
+    pub model: Model,
     /// The seed.
     pub seed: u64,
     /// Optimizer steps taken.
@@ -159,7 +202,7 @@ impl Report {
     /// The JSON object `torch_train.py` prints.
     pub fn to_json(&self) -> serde_json::Value {
         json!({
-            "model": self.model,
+            "model": self.model.as_str(),
             "seed": self.seed,
             "steps": self.steps,
             "init_sha256": self.init_sha256,
@@ -249,13 +292,6 @@ struct NoisyDigits {
 /// Where numpy-augmented workers resume: per worker, the samples already drawn this epoch
 /// (their 64 Gaussians each are replayed after `seed_worker`).
 type NumpySkip = std::sync::Arc<std::sync::Mutex<Option<Vec<usize>>>>;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Aug {
-    None,
-    Torch,
-    Numpy,
-}
 
 impl Dataset for NoisyDigits {
     /// `(image [64], label, data-set index)`.
@@ -349,17 +385,27 @@ pub fn sequence_model(rnn: Rnn, name: &'static str) -> Result<Box<dyn Forward>> 
 /// `build_model(kind, hidden, p)`: draws from the default generator in PyTorch's order.
 ///
 /// # Errors
-/// An unknown kind or invalid sizes.
+/// An unknown kind (one not of [`Model`], or `gpt`) or invalid sizes.
 pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>> {
+    match kind.parse() {
+        Ok(m) if m != Model::Gpt => model_of(m, hidden, p),
+        _ => Err(Error::config(format!(
+            "unknown model {kind:?} (mlp, cnn, lstm)"
+        ))),
+    }
+}
+
+/// [`build_model`] of a kind already parsed.
+fn model_of(kind: Model, hidden: usize, p: f64) -> Result<Box<dyn Forward>> {
     Ok(match kind {
-        "mlp" => Box::new(
+        Model::Mlp => Box::new(
             Sequential::new()
                 .add(Linear::new(64, hidden, true)?)
                 .add(ReLU::default())
                 .add(Dropout::new(p)?)
                 .add(Linear::new(hidden, 10, true)?),
         ),
-        "cnn" => Box::new(
+        Model::Cnn => Box::new(
             Sequential::new()
                 .add(Unflatten::new(1, &[1, 8, 8]))
                 .add(Conv2d::new(1, 16, 3, 1)?)
@@ -373,7 +419,7 @@ pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>
                 .add(Dropout::new(p)?)
                 .add(Linear::new(32, 10, true)?),
         ),
-        "lstm" => {
+        Model::Lstm => {
             let lstm = Rnn::lstm(RnnConfig {
                 num_layers: 2,
                 batch_first: true,
@@ -382,41 +428,24 @@ pub fn build_model(kind: &str, hidden: usize, p: f64) -> Result<Box<dyn Forward>
             })?;
             return sequence_model(lstm, "lstm");
         }
-        other => {
-            return Err(Error::config(format!(
-                "unknown model {other:?} (mlp, cnn, lstm)"
-            )));
+        Model::Gpt => {
+            return Err(Error::config("unknown model \"gpt\" (mlp, cnn, lstm)"));
         }
     })
 }
 
-fn check(cfg: &TrainConfig) -> Result<Aug> {
+fn check(cfg: &TrainConfig) -> Result<()> {
     let bad = |flag: &str, v: String, want: &str| -> Error {
         Error::config(format!("invalid value {v} for --{flag}: {want}"))
     };
-    if !["mlp", "cnn", "lstm"].contains(&cfg.model.as_str()) {
-        return Err(bad("model", format!("{:?}", cfg.model), "mlp, cnn or lstm"));
-    }
-    if !["sgd", "adam", "adamw"].contains(&cfg.optimizer.as_str()) {
+    // The other names are refused by their types; gpt is the `gpt` module's.
+    if cfg.model == Model::Gpt {
         return Err(bad(
-            "optimizer",
-            format!("{:?}", cfg.optimizer),
-            "sgd, adam or adamw",
+            "model",
+            format!("{:?}", cfg.model.as_str()),
+            "mlp, cnn or lstm",
         ));
     }
-    if !["none", "step", "cosine"].contains(&cfg.scheduler.as_str()) {
-        return Err(bad(
-            "scheduler",
-            format!("{:?}", cfg.scheduler),
-            "none, step or cosine",
-        ));
-    }
-    let aug = match cfg.aug.as_str() {
-        "none" => Aug::None,
-        "torch" => Aug::Torch,
-        "numpy" => Aug::Numpy,
-        other => return Err(bad("aug", format!("{other:?}"), "none, torch or numpy")),
-    };
     if cfg.epochs == 0 && cfg.max_steps == 0 {
         // Valid in PyTorch too (no training); nothing to refuse.
     }
@@ -464,7 +493,7 @@ fn check(cfg: &TrainConfig) -> Result<Aug> {
             "must be below 2^32 (np.random.seed refuses larger seeds)",
         ));
     }
-    Ok(aug)
+    Ok(())
 }
 
 /// What the flags decide before a run starts.
@@ -501,17 +530,9 @@ pub fn check_config(cfg: &TrainConfig, processes: usize) -> Result<()> {
 }
 
 fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked> {
-    let aug = check(cfg)?;
+    check(cfg)?;
     check_micro_batch(cfg, processes)?;
-    let invariant = match cfg.seeding.as_str() {
-        "torch" => false,
-        "invariant" => true,
-        other => {
-            return Err(Error::config(format!(
-                "invalid value {other:?} for --seeding: torch or invariant"
-            )));
-        }
-    };
+    let (aug, invariant) = (cfg.aug, cfg.seeding == Seeding::Invariant);
     if cfg.checkpoint_every > 0 && cfg.checkpoint_dir.is_none() {
         return Err(Error::config("--checkpoint-every needs --checkpoint-dir"));
     }
@@ -525,9 +546,9 @@ fn check_flags(cfg: &TrainConfig, processes: usize) -> Result<Checked> {
     Ok(Checked { aug, invariant })
 }
 
-fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimizer>> {
-    Ok(match cfg.optimizer.as_str() {
-        "sgd" => Box::new(optim::Sgd::new(
+fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn optim::Optimizer>> {
+    Ok(match cfg.optimizer {
+        Optimizer::Sgd => Box::new(optim::Sgd::new(
             params,
             optim::SgdOptions {
                 lr: cfg.lr,
@@ -537,7 +558,7 @@ fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimi
                 ..optim::SgdOptions::default()
             },
         )?),
-        "adam" => Box::new(optim::Adam::new(
+        Optimizer::Adam => Box::new(optim::Adam::new(
             params,
             optim::AdamOptions {
                 lr: cfg.lr,
@@ -545,7 +566,7 @@ fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimi
                 ..optim::AdamOptions::default()
             },
         )?),
-        _ => Box::new(optim::AdamW::new(
+        Optimizer::AdamW => Box::new(optim::AdamW::new(
             params,
             optim::AdamWOptions {
                 lr: cfg.lr,
@@ -558,18 +579,18 @@ fn build_optimizer(cfg: &TrainConfig, params: Vec<Var>) -> Result<Box<dyn Optimi
 
 fn build_scheduler(
     cfg: &TrainConfig,
-    opt: &mut dyn Optimizer,
+    opt: &mut dyn optim::Optimizer,
 ) -> Result<Option<Box<dyn LrScheduler>>> {
-    Ok(match cfg.scheduler.as_str() {
-        "step" => Some(Box::new(optim::StepLR::new(
+    Ok(match cfg.scheduler {
+        Scheduler::Step => Some(Box::new(optim::StepLR::new(
             opt,
             (cfg.epochs / 3).max(1),
             0.1,
         )?)),
-        "cosine" => Some(Box::new(optim::CosineAnnealingLR::new(
+        Scheduler::Cosine => Some(Box::new(optim::CosineAnnealingLR::new(
             opt, cfg.epochs, 0.0,
         )?)),
-        _ => None,
+        Scheduler::None => None,
     })
 }
 
@@ -593,20 +614,22 @@ impl Progress for Quiet {}
 /// threads, workers, the number of epochs or steps and the checkpoint flags).
 fn identity(cfg: &TrainConfig) -> serde_json::Value {
     let mut id = json!({
-        "model": cfg.model, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
-        "optimizer": cfg.optimizer, "momentum": cfg.momentum, "nesterov": cfg.nesterov,
-        "weight_decay": cfg.weight_decay, "scheduler": cfg.scheduler,
-        "clip_grad_norm": cfg.clip_grad_norm, "dropout": cfg.dropout, "hidden": cfg.hidden,
-        "aug": cfg.aug, "noise": cfg.noise, "test_size": cfg.test_size,
-        "data": cfg.data.as_ref().map(|p| p.display().to_string()), "seeding": cfg.seeding,
+        "model": cfg.model.as_str(), "seed": cfg.seed, "batch_size": cfg.batch_size,
+        "lr": cfg.lr, "optimizer": cfg.optimizer.as_str(), "momentum": cfg.momentum,
+        "nesterov": cfg.nesterov, "weight_decay": cfg.weight_decay,
+        "scheduler": cfg.scheduler.as_str(), "clip_grad_norm": cfg.clip_grad_norm,
+        "dropout": cfg.dropout, "hidden": cfg.hidden, "aug": cfg.aug.as_str(),
+        "noise": cfg.noise, "test_size": cfg.test_size,
+        "data": cfg.data.as_ref().map(|p| p.display().to_string()),
+        "seeding": cfg.seeding.as_str(),
         "init_from": cfg.init_from.as_ref().map(|p| p.display().to_string()),
         // StepLR's step size and the cosine period depend on the number of epochs.
-        "epochs_for_scheduler": if cfg.scheduler == "none" { 0 } else { cfg.epochs },
+        "epochs_for_scheduler": if cfg.scheduler == Scheduler::None { 0 } else { cfg.epochs },
     });
     // The micro-shard size is part of invariant seeding's arithmetic (the number of
     // processes is free to change); torch seeding has none, so its checkpoints keep their
     // identity.
-    if cfg.seeding == "invariant" {
+    if cfg.seeding == Seeding::Invariant {
         id["micro_batch"] = json!(micro_batch_size(cfg.micro_batch));
     }
     id
@@ -614,11 +637,11 @@ fn identity(cfg: &TrainConfig) -> serde_json::Value {
 
 /// `torch_train.py`'s class of each model and its submodules' paths in PyTorch's traversal
 /// order (the root first): where `load_state_dict` looks for each key.
-fn module_tree(kind: &str) -> (&'static str, Vec<String>) {
+fn module_tree(kind: Model) -> (&'static str, Vec<String>) {
     let seq = |n: usize| (0..n).map(|i| i.to_string());
     match kind {
-        "lstm" => ("LstmNet", vec![String::new(), "lstm".into(), "head".into()]),
-        "cnn" => (
+        Model::Lstm => ("LstmNet", vec![String::new(), "lstm".into(), "head".into()]),
+        Model::Cnn => (
             "Sequential",
             std::iter::once(String::new()).chain(seq(11)).collect(),
         ),
@@ -641,7 +664,7 @@ fn module_tree(kind: &str) -> (&'static str, Vec<String>) {
 /// `Error(s) in loading state_dict for CLASS:` and the lines above.
 fn load_state_dict_strict(
     model: &dyn Module,
-    kind: &str,
+    kind: Model,
     state: Vec<(String, Tensor)>,
 ) -> Result<()> {
     let (class, modules) = module_tree(kind);
@@ -1079,7 +1102,7 @@ pub fn run_distributed(
                 let m = micro_batch_size(cfg.micro_batch);
                 // mlp and cnn are made of the ops `with_batch_blocks` covers; the lstm's
                 // fused layers sum their weight gradients over time inside one kernel.
-                if shards.whole_batch() && cfg.model != "lstm" {
+                if shards.whole_batch() && cfg.model != Model::Lstm {
                     whole_batch_grads(model.as_ref(), &params, m, keys, &xb, &yb)?
                 } else {
                     micro_batch_grads(model.as_ref(), &params, shards, m, &keys, &xb, &yb)?
@@ -1223,10 +1246,10 @@ fn split_data(cfg: &TrainConfig, aug: Aug) -> Result<Split> {
 
 /// The model of `--model`, its initial weights from `--init-from` if given.
 fn initial_model(cfg: &TrainConfig) -> Result<Box<dyn Forward>> {
-    let model = build_model(&cfg.model, cfg.hidden, cfg.dropout)?;
+    let model = model_of(cfg.model, cfg.hidden, cfg.dropout)?;
     if let Some(p) = &cfg.init_from {
         let state = lockstep::checkpoint::read_state_dict(p)?;
-        load_state_dict_strict(model.as_ref(), &cfg.model, state)
+        load_state_dict_strict(model.as_ref(), cfg.model, state)
             .map_err(|e| Error::config(format!("--init-from {}: {e}", p.display())))?;
     }
     Ok(model)
@@ -1247,9 +1270,9 @@ fn build_loader(
         .generator(SharedGenerator::with_seed(cfg.seed))
         .num_workers(cfg.workers)
         .seeding(if invariant {
-            Seeding::PerSample { seed: cfg.seed }
+            lockstep::data::Seeding::PerSample { seed: cfg.seed }
         } else {
-            Seeding::TorchCompatible
+            lockstep::data::Seeding::TorchCompatible
         })
         .worker_init_fn(move |_| {
             // seed_worker: np.random.seed(torch.initial_seed() % 2**32) (and random.seed).
@@ -1276,7 +1299,7 @@ fn build_loader(
 /// What a checkpoint holds besides the loader and the generators.
 struct Parts<'a> {
     model: &'a dyn Forward,
-    opt: &'a mut dyn Optimizer,
+    opt: &'a mut dyn optim::Optimizer,
     sched: Option<&'a mut (dyn LrScheduler + 'static)>,
 }
 
@@ -1412,7 +1435,7 @@ fn report(
 ) -> Report {
     let state = model.state_dict();
     Report {
-        model: cfg.model.clone(),
+        model: cfg.model,
         seed: cfg.seed,
         steps,
         init_sha256,
@@ -1534,12 +1557,12 @@ pub fn print_report(r: &Report, json: bool) {
 /// Torch seeding with micro-shards or with several processes.
 pub fn check_micro_batch(cfg: &TrainConfig, processes: usize) -> Result<()> {
     if cfg.micro_batch == 0 {
-        if processes > 1 && cfg.seeding != "invariant" {
+        if processes > 1 && cfg.seeding != Seeding::Invariant {
             return Err(Error::config("several processes need --seeding invariant"));
         }
         return Ok(());
     }
-    if cfg.seeding != "invariant" {
+    if cfg.seeding != Seeding::Invariant {
         return Err(Error::config(format!(
             "--micro-batch {} needs --seeding invariant (each sample's noise and dropout masks \
              from its own stream); got --seeding {}",

@@ -7,8 +7,8 @@
 use lockstep::tensor::dispatch::{Guarantee, find_algo};
 use lockstep::tensor::trace::{self, Record};
 use serde_json::json;
-use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus};
 
 /// The most runs per setting (`--runs`).
 pub const MAX_RUNS: usize = 1000;
@@ -88,6 +88,131 @@ pub enum Outcome {
     Different(Box<Divergence>),
 }
 
+/// Why `lockstep verify` could not compare its runs: its own settings and I/O, or a run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// A refused flag or count ([`lockstep::Error::Config`], naming the flag), or this
+    /// process's own I/O: the temporary directory, its executable ([`lockstep::Error::Io`]).
+    Setup(lockstep::Error),
+    /// A run could not be started.
+    Start {
+        /// The run's setting.
+        setting: Setting,
+        /// The program.
+        program: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A run exited with a failure.
+    Failed {
+        /// The run's setting.
+        setting: Setting,
+        /// The program.
+        program: PathBuf,
+        /// Its exit status.
+        status: ExitStatus,
+        /// Its standard error.
+        stderr: String,
+    },
+    /// A run left no readable trace (`LOCKSTEP_TRACE`).
+    NoTrace {
+        /// The run's setting.
+        setting: Setting,
+        /// The program.
+        program: PathBuf,
+        /// Where the trace should be.
+        path: PathBuf,
+        /// Why it cannot be read.
+        message: String,
+    },
+    /// A run traced no op.
+    NoOps {
+        /// The run's setting.
+        setting: Setting,
+        /// The program.
+        program: PathBuf,
+    },
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Setup(e) => write!(f, "{e}"),
+            Self::Start {
+                setting, message, ..
+            } => write!(f, "could not start the run ({setting}): {message}"),
+            Self::Failed {
+                setting,
+                status,
+                stderr,
+                ..
+            } => write!(
+                f,
+                "the run ({setting}) failed ({status}): {}",
+                stderr.trim()
+            ),
+            Self::NoTrace {
+                setting,
+                path,
+                message,
+                ..
+            } => write!(
+                f,
+                "the run ({setting}) left no readable trace at {} ({message}); does the \
+                 program use lockstep?",
+                path.display()
+            ),
+            Self::NoOps { setting, .. } => write!(
+                f,
+                "the run ({setting}) traced no op; does the program use lockstep on its main \
+                 thread?"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Setup(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<lockstep::Error> for VerifyError {
+    fn from(e: lockstep::Error) -> Self {
+        Self::Setup(e)
+    }
+}
+
+impl From<VerifyError> for lockstep::Error {
+    /// [`VerifyError::Setup`] as it is; a run's failure as [`lockstep::Error::Io`] naming the
+    /// program, the message as [`VerifyError`] prints it.
+    fn from(e: VerifyError) -> Self {
+        match e {
+            VerifyError::Setup(e) => e,
+            VerifyError::Start { ref program, .. }
+            | VerifyError::Failed { ref program, .. }
+            | VerifyError::NoTrace { ref program, .. }
+            | VerifyError::NoOps { ref program, .. } => lockstep::Error::Io {
+                action: "run".into(),
+                path: program.clone(),
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// `argv[0]`, naming this program where `current_exe` fails.
+fn own_name() -> PathBuf {
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
 impl VerifyConfig {
     /// Checks every count before anything runs or is built: `--runs` in 1..=[`MAX_RUNS`],
     /// thread counts up to [`MAX_THREADS`], worker counts up to [`MAX_WORKERS`], and at most
@@ -95,23 +220,24 @@ impl VerifyConfig {
     ///
     /// # Errors
     /// The first count out of range, naming its flag.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> lockstep::Result<()> {
+        let bad = |m: String| Err(lockstep::Error::config(m));
         if let Some(r) = self.runs
             && !(1..=MAX_RUNS).contains(&r)
         {
-            return Err(format!("--runs {r}: must be between 1 and {MAX_RUNS}"));
+            return bad(format!("--runs {r}: must be between 1 and {MAX_RUNS}"));
         }
         if let Some(t) = self.threads.iter().find(|&&t| t > MAX_THREADS) {
-            return Err(format!(
+            return bad(format!(
                 "--threads {t}: at most {MAX_THREADS} (0 = all cores)"
             ));
         }
         if let Some(w) = self.workers.iter().find(|&&w| w > MAX_WORKERS) {
-            return Err(format!("--workers {w}: at most {MAX_WORKERS}"));
+            return bad(format!("--workers {w}: at most {MAX_WORKERS}"));
         }
         let total = self.total_runs();
         if total > MAX_TOTAL_RUNS {
-            return Err(format!(
+            return bad(format!(
                 "{total} runs in all (threads × workers × runs): at most {MAX_TOTAL_RUNS}"
             ));
         }
@@ -164,10 +290,12 @@ impl VerifyConfig {
         out
     }
 
-    fn command(&self, s: &Setting) -> Result<Command, String> {
+    fn command(&self, s: &Setting) -> lockstep::Result<Command> {
         let mut c = if let Some(cmd) = &self.cmd {
             let mut words = cmd.split_whitespace();
-            let prog = words.next().ok_or("--cmd is empty")?;
+            let prog = words
+                .next()
+                .ok_or_else(|| lockstep::Error::config("--cmd is empty"))?;
             let mut c = Command::new(prog);
             c.args(words);
             if let Some(t) = s.threads {
@@ -175,7 +303,8 @@ impl VerifyConfig {
             }
             c
         } else {
-            let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+            let exe = std::env::current_exe()
+                .map_err(|e| lockstep::Error::io("find the running executable", &own_name(), &e))?;
             let mut c = Command::new(exe);
             let args = match self.train_args.first().map(String::as_str) {
                 Some("train") => &self.train_args[1..],
@@ -203,28 +332,39 @@ fn run_traced(
     s: &Setting,
     path: &Path,
     dump: Option<u64>,
-) -> Result<Vec<Record>, String> {
+) -> Result<Vec<Record>, VerifyError> {
     let mut c = cfg.command(s)?;
+    let program = PathBuf::from(c.get_program());
     c.env("LOCKSTEP_TRACE", path);
     if let Some(d) = dump {
         c.env("LOCKSTEP_TRACE_DUMP", d.to_string());
     }
-    let out = c
-        .output()
-        .map_err(|e| format!("could not start the run ({s}): {e}"))?;
+    let out = c.output().map_err(|e| VerifyError::Start {
+        setting: s.clone(),
+        program: program.clone(),
+        message: e.to_string(),
+    })?;
     if !out.status.success() {
-        return Err(format!(
-            "the run ({s}) failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(VerifyError::Failed {
+            setting: s.clone(),
+            program,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
-    trace::read(path).map_err(|e| {
-        format!(
-            "the run ({s}) left no readable trace at {} ({e}); does the program use lockstep?",
-            path.display()
-        )
-    })
+    let t = trace::read(path).map_err(|e| VerifyError::NoTrace {
+        setting: s.clone(),
+        program: program.clone(),
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if t.is_empty() {
+        return Err(VerifyError::NoOps {
+            setting: s.clone(),
+            program,
+        });
+    }
+    Ok(t)
 }
 
 fn same(a: &Record, b: &Record) -> bool {
@@ -319,14 +459,15 @@ pub fn advice(a: Option<&Record>, b: Option<&Record>, train: bool) -> String {
 struct TempDir(std::path::PathBuf);
 
 impl TempDir {
-    fn new() -> Result<Self, String> {
+    fn new() -> lockstep::Result<Self> {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let p = std::env::temp_dir().join(format!(
             "lockstep-verify-{}-{}",
             std::process::id(),
             N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::create_dir_all(&p)
+            .map_err(|e| lockstep::Error::io("create the temporary directory", &p, &e))?;
         Ok(TempDir(p))
     }
 
@@ -345,8 +486,9 @@ impl Drop for TempDir {
 /// is kept), stopping at the first run that differs.
 ///
 /// # Errors
-/// Counts out of range ([`VerifyConfig::check`]), a run that fails or leaves no trace.
-pub fn run(cfg: &VerifyConfig, log: &mut dyn FnMut(&str)) -> Result<Outcome, String> {
+/// Counts out of range ([`VerifyConfig::check`]) and the temporary directory
+/// ([`VerifyError::Setup`]), a run that fails or leaves no trace (its own variants).
+pub fn run(cfg: &VerifyConfig, log: &mut dyn FnMut(&str)) -> Result<Outcome, VerifyError> {
     cfg.check()?;
     let dir = TempDir::new()?;
     let settings = cfg.settings();
@@ -355,11 +497,6 @@ pub fn run(cfg: &VerifyConfig, log: &mut dyn FnMut(&str)) -> Result<Outcome, Str
         log(&format!("run {}/{}: {s}", k + 1, settings.len()));
         let path = dir.path().join(format!("trace-{}.jsonl", k.min(1)));
         let t = run_traced(cfg, s, &path, None)?;
-        if t.is_empty() {
-            return Err(format!(
-                "the run ({s}) traced no op; does the program use lockstep on its main thread?"
-            ));
-        }
         if k == 0 {
             reference = t;
             continue;

@@ -30,7 +30,7 @@ fn init_from_gives_pytorchs_load_state_dict_outcome() {
     for (name, want) in cases {
         let file = dir().join(format!("{name}.safetensors"));
         let cfg = TrainConfig {
-            model: want["model"].as_str().expect("model").into(),
+            model: want["model"].as_str().expect("model").parse().unwrap(),
             seed: 0,
             hidden: 16,
             epochs: 1,

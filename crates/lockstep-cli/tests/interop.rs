@@ -32,7 +32,7 @@ fn expected() -> Value {
 
 fn config(model: &str, init_from: Option<PathBuf>) -> TrainConfig {
     TrainConfig {
-        model: model.into(),
+        model: model.parse().unwrap(),
         seed: 0,
         hidden: 16,
         epochs: 1,

@@ -153,7 +153,7 @@ fn current() -> Vec<(String, String)> {
     let mut v = Vec::new();
     for model in ["mlp", "cnn", "lstm"] {
         let cfg = TrainConfig {
-            model: model.into(),
+            model: model.parse().unwrap(),
             epochs: 1,
             max_steps: 24,
             hidden: 16,

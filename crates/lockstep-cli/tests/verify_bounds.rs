@@ -88,6 +88,9 @@ fn check_bounds_the_total_without_building_it() {
     let e = cfg(many.clone(), many.clone(), Some(MAX_RUNS))
         .check()
         .unwrap_err();
+    // A refused count is a config error naming the bound.
+    assert!(matches!(e, lockstep::Error::Config(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains(&format!("at most {MAX_TOTAL_RUNS}")), "{e}");
     // With --cmd the worker counts are not used, so they do not count.
     let mut c = cfg(vec![1; 10], vec![0, 1, 2], Some(MAX_RUNS));

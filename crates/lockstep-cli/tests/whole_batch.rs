@@ -4,7 +4,7 @@
 //! as `--distributed` processes compute them.
 
 use lockstep_cli::distributed::{Local, Shards};
-use lockstep_cli::train::{Quiet, Report, TrainConfig, run_distributed};
+use lockstep_cli::train::{Aug, Optimizer, Quiet, Report, Seeding, TrainConfig, run_distributed};
 use std::sync::Mutex;
 
 /// The runs use the process-wide generators: one at a time.
@@ -49,9 +49,9 @@ fn both(cfg: &TrainConfig) -> (Report, Report) {
 
 fn base(model: &str) -> TrainConfig {
     TrainConfig {
-        model: model.into(),
-        seeding: "invariant".into(),
-        optimizer: "sgd".into(),
+        model: model.parse().unwrap(),
+        seeding: Seeding::Invariant,
+        optimizer: Optimizer::Sgd,
         momentum: 0.9,
         lr: 0.05,
         dropout: 0.3,
@@ -92,11 +92,11 @@ fn with_adam_clipping_and_noise_as_well() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for model in ["mlp", "cnn"] {
         let cfg = TrainConfig {
-            optimizer: "adamw".into(),
+            optimizer: Optimizer::AdamW,
             lr: 0.01,
             weight_decay: 0.01,
             clip_grad_norm: 0.5,
-            aug: "numpy".into(),
+            aug: Aug::Numpy,
             batch_size: 24,
             test_size: 1500,
             max_steps: 0,

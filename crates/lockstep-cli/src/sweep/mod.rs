@@ -28,7 +28,135 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Why a sweep could not run or report: its own settings and I/O, or a seed's run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SweepError {
+    /// A refused flag ([`lockstep::Error::Config`], naming the flag), or this process's own
+    /// I/O: its executable, the output directory and files ([`lockstep::Error::Io`]).
+    Setup(lockstep::Error),
+    /// A seed's run could not be started.
+    Start {
+        /// The seed.
+        seed: u64,
+        /// The program.
+        program: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A seed's run exited with a failure.
+    Failed {
+        /// The seed.
+        seed: u64,
+        /// The program.
+        program: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// Its standard error.
+        stderr: String,
+    },
+    /// A seed's run printed no usable report.
+    Report {
+        /// The seed.
+        seed: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Runs stopped before every seed was done.
+    Unfinished,
+    /// A plot could not be drawn.
+    Plot {
+        /// The plot's file.
+        path: PathBuf,
+        /// The drawing library's message.
+        message: String,
+    },
+    /// The embedded font could not be loaded.
+    Font,
+}
+
+impl std::fmt::Display for SweepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Setup(e) => write!(f, "{e}"),
+            Self::Start {
+                seed,
+                program,
+                message,
+            } => write!(
+                f,
+                "seed {seed}: cannot run {}: {message}",
+                program.display()
+            ),
+            Self::Failed {
+                seed,
+                args,
+                status,
+                stderr,
+                ..
+            } => write!(
+                f,
+                "seed {seed}: `lockstep {}` failed ({status}):\n{}",
+                args.join(" "),
+                stderr.trim_end()
+            ),
+            Self::Report { seed, reason } => write!(f, "seed {seed}: {reason}"),
+            Self::Unfinished => f.write_str("some runs did not finish"),
+            Self::Plot { path, message } => {
+                write!(f, "cannot draw {}: {message}", path.display())
+            }
+            Self::Font => f.write_str("cannot load the embedded DejaVu Sans font"),
+        }
+    }
+}
+
+impl std::error::Error for SweepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Setup(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<lockstep::Error> for SweepError {
+    fn from(e: lockstep::Error) -> Self {
+        Self::Setup(e)
+    }
+}
+
+impl From<SweepError> for lockstep::Error {
+    /// [`SweepError::Setup`] as it is; the others as [`lockstep::Error::Io`] naming the
+    /// program (a run's failure) or the file (a plot), the message as [`SweepError`] prints
+    /// it.
+    fn from(e: SweepError) -> Self {
+        let io = |action: &str, path: PathBuf, e: &SweepError| lockstep::Error::Io {
+            action: action.into(),
+            path,
+            message: e.to_string(),
+        };
+        match e {
+            SweepError::Setup(e) => e,
+            SweepError::Start { ref program, .. } | SweepError::Failed { ref program, .. } => {
+                io("run", program.clone(), &e)
+            }
+            SweepError::Plot { ref path, .. } => io("draw", path.clone(), &e),
+            SweepError::Report { .. } | SweepError::Unfinished | SweepError::Font => {
+                io("complete", own_name(), &e)
+            }
+        }
+    }
+}
+
+/// `argv[0]`, naming this program where `current_exe` fails.
+fn own_name() -> PathBuf {
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
 
 /// Bootstrap resamples per metric.
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
@@ -60,60 +188,61 @@ impl SweepConfig {
     /// dropped (the sweep adds its own).
     ///
     /// # Errors
-    /// A message for the user.
+    /// [`lockstep::Error::Config`] naming the flag; [`lockstep::Error::Io`] when the current
+    /// executable cannot be found.
     pub fn new(
         seeds: Option<usize>,
         seed_list: Option<Vec<u64>>,
         jobs: usize,
         out: PathBuf,
         command: &[String],
-    ) -> Result<Self, BoxError> {
+    ) -> lockstep::Result<Self> {
+        let bad = |m: &str| Err(lockstep::Error::config(m));
         let seeds = match (seeds, seed_list) {
-            (Some(_), Some(_)) => return Err("give either --seeds or --seed-list, not both".into()),
-            (None, None) => return Err("give --seeds N or --seed-list S1,S2,…".into()),
+            (Some(_), Some(_)) => return bad("give either --seeds or --seed-list, not both"),
+            (None, None) => return bad("give --seeds N or --seed-list S1,S2,…"),
             (Some(n), None) => {
                 if n == 0 || n > MAX_SEEDS {
-                    return Err(format!("--seeds must be between 1 and {MAX_SEEDS}").into());
+                    return bad(&format!("--seeds must be between 1 and {MAX_SEEDS}"));
                 }
                 (0..n as u64).collect()
             }
             (None, Some(list)) => {
                 if list.is_empty() || list.len() > MAX_SEEDS {
-                    return Err(
-                        format!("--seed-list must have between 1 and {MAX_SEEDS} seeds").into(),
-                    );
+                    return bad(&format!(
+                        "--seed-list must have between 1 and {MAX_SEEDS} seeds"
+                    ));
                 }
                 let mut sorted = list.clone();
                 sorted.sort_unstable();
                 if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(format!("--seed-list names seed {} twice", w[0]).into());
+                    return bad(&format!("--seed-list names seed {} twice", w[0]));
                 }
                 list
             }
         };
         if jobs == 0 || jobs > MAX_JOBS {
-            return Err(format!("--jobs must be between 1 and {MAX_JOBS}").into());
+            return bad(&format!("--jobs must be between 1 and {MAX_JOBS}"));
         }
         let Some((first, rest)) = command.split_first() else {
-            return Err("missing the training command: lockstep sweep … -- train ARGS…".into());
+            return bad("missing the training command: lockstep sweep … -- train ARGS…");
         };
         if first != "train" {
-            return Err(format!(
+            return bad(&format!(
                 "the command after -- must be `train ARGS…` (got `{first}`): only lockstep train \
                  can be swept"
-            )
-            .into());
+            ));
         }
         if rest.iter().any(|a| is_flag(a, "--seed")) {
-            return Err(
+            return bad(
                 "ARGS must not set --seed: the sweep gives each run its seed (--seeds or \
-                 --seed-list)"
-                    .into(),
+                 --seed-list)",
             );
         }
         let train_args = rest.iter().filter(|a| *a != "--json").cloned().collect();
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the lockstep executable to run: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| {
+            lockstep::Error::io("find the lockstep executable to run", &own_name(), &e)
+        })?;
         Ok(Self {
             seeds,
             jobs,
@@ -164,19 +293,20 @@ impl Run {
     /// Reads `lockstep train --json`'s output.
     ///
     /// # Errors
-    /// Not JSON, another seed, or no losses or accuracies.
-    pub fn parse(seed: u64, stdout: &str) -> Result<Self, BoxError> {
+    /// [`SweepError::Report`]: not JSON, another seed, or no losses or accuracies.
+    pub fn parse(seed: u64, stdout: &str) -> Result<Self, SweepError> {
+        let bad = |reason: String| SweepError::Report { seed, reason };
         let report: Value = serde_json::from_str(stdout.trim()).map_err(|e| {
-            format!(
-                "seed {seed}: the train report is not JSON ({e}): {}",
+            bad(format!(
+                "the train report is not JSON ({e}): {}",
                 stdout.trim()
-            )
+            ))
         })?;
-        let numbers = |key: &str| -> Result<Vec<f64>, BoxError> {
+        let numbers = |key: &str| -> Result<Vec<f64>, SweepError> {
             let arr = report
                 .get(key)
                 .and_then(Value::as_array)
-                .ok_or_else(|| format!("seed {seed}: the train report has no array {key}"))?;
+                .ok_or_else(|| bad(format!("the train report has no array {key}")))?;
             let v = arr
                 .iter()
                 .map(|x| match x {
@@ -184,16 +314,16 @@ impl Run {
                     x => x.as_f64(),
                 })
                 .collect::<Option<Vec<f64>>>()
-                .ok_or_else(|| format!("seed {seed}: {key} holds a value that is not a number"))?;
+                .ok_or_else(|| bad(format!("{key} holds a value that is not a number")))?;
             if v.is_empty() {
-                return Err(format!("seed {seed}: the run reported no {key}").into());
+                return Err(bad(format!("the run reported no {key}")));
             }
             Ok(v)
         };
         let step_losses = numbers("step_losses")?;
         let test_accuracy = numbers("test_accuracy")?;
         if report.get("seed").and_then(Value::as_u64) != Some(seed) {
-            return Err(format!("seed {seed}: the train report is for another seed").into());
+            return Err(bad("the train report is for another seed".into()));
         }
         Ok(Self {
             seed,
@@ -233,11 +363,12 @@ impl Run {
 ///
 /// # Errors
 /// The first failed seed (in seed order) with its stderr; no new run starts after a failure.
-pub fn run_seeds(cfg: &SweepConfig, done: &(dyn Fn(u64) + Sync)) -> Result<Vec<Run>, BoxError> {
+pub fn run_seeds(cfg: &SweepConfig, done: &(dyn Fn(u64) + Sync)) -> Result<Vec<Run>, SweepError> {
     let n = cfg.seeds.len();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<Run, String>>>> = Mutex::new(vec![None; n]);
+    let results: Mutex<Vec<Option<Result<Run, SweepError>>>> =
+        Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..cfg.jobs.min(n) {
             s.spawn(|| {
@@ -265,33 +396,37 @@ pub fn run_seeds(cfg: &SweepConfig, done: &(dyn Fn(u64) + Sync)) -> Result<Vec<R
     for r in results {
         match r {
             Some(Ok(run)) => runs.push(run),
-            Some(Err(e)) => return Err(e.into()),
+            Some(Err(e)) => return Err(e),
             None => {}
         }
     }
     if runs.len() != n {
-        return Err("some runs did not finish".into());
+        return Err(SweepError::Unfinished);
     }
     Ok(runs)
 }
 
-fn run_one(cfg: &SweepConfig, seed: u64) -> Result<Run, String> {
+fn run_one(cfg: &SweepConfig, seed: u64) -> Result<Run, SweepError> {
     let args = cfg.child_args(seed);
     let out = Command::new(&cfg.exe)
         .args(&args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("seed {seed}: cannot run {}: {e}", cfg.exe.display()))?;
+        .map_err(|e| SweepError::Start {
+            seed,
+            program: cfg.exe.clone(),
+            message: e.to_string(),
+        })?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "seed {seed}: `lockstep {}` failed ({}):\n{}",
-            args.join(" "),
-            out.status,
-            stderr.trim_end()
-        ));
+        return Err(SweepError::Failed {
+            seed,
+            program: cfg.exe.clone(),
+            args,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
-    Run::parse(seed, &String::from_utf8_lossy(&out.stdout)).map_err(|e| e.to_string())
+    Run::parse(seed, &String::from_utf8_lossy(&out.stdout))
 }
 
 /// The sweep's result.
@@ -437,33 +572,41 @@ impl SweepReport {
     ///
     /// # Errors
     /// The directory or a file cannot be written, or a plot cannot be drawn.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, BoxError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, SweepError> {
+        std::fs::create_dir_all(dir).map_err(|e| lockstep::Error::io("create", dir, &e))?;
         let mut written = Vec::new();
-        let mut put = |name: &str, bytes: &[u8]| -> Result<(), BoxError> {
+        let mut put = |name: &str, bytes: &[u8]| -> Result<(), SweepError> {
             let p = dir.join(name);
             lockstep::tensor::io::write_atomic(&p, bytes)
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                .map_err(|e| lockstep::Error::io("write", &p, &e))?;
             written.push(p);
             Ok(())
         };
-        let mut json = serde_json::to_string_pretty(&self.to_json())?;
+        let report = dir.join("report.json");
+        let mut json =
+            serde_json::to_string_pretty(&self.to_json()).map_err(|e| lockstep::Error::Io {
+                action: "write".into(),
+                path: report,
+                message: e.to_string(),
+            })?;
         json.push('\n');
         put("report.json", json.as_bytes())?;
         put("report.csv", self.to_csv().as_bytes())?;
         register_font()?;
         for plot in [Plot::LossCurves, Plot::FinalAccuracy] {
             let svg = dir.join(format!("{}.svg", plot.name()));
-            plot.draw(self, SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area())
-                .map_err(|e| format!("cannot draw {}: {e}", svg.display()))?;
+            plot.draw(
+                self,
+                SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area(),
+                &svg,
+            )?;
             written.push(svg);
             let png = dir.join(format!("{}.png", plot.name()));
             plot.draw(
                 self,
                 BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area(),
-            )
-            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
+                &png,
+            )?;
             written.push(png);
         }
         Ok(written)
@@ -474,7 +617,7 @@ impl SweepReport {
 ///
 /// # Errors
 /// A failed seed (named, with its stderr).
-pub fn run(cfg: &SweepConfig) -> Result<SweepReport, BoxError> {
+pub fn run(cfg: &SweepConfig) -> Result<SweepReport, SweepError> {
     use std::io::IsTerminal;
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(cfg.seeds.len() as u64);

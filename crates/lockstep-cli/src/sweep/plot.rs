@@ -1,11 +1,10 @@
 //! The plots of `lockstep sweep`: every seed's loss curve with the mean ± one standard
 //! deviation, and the final accuracies; drawn as SVG and PNG with an embedded font.
 
-use super::{Run, SweepReport};
+use super::{Run, SweepError, SweepReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use std::path::Path;
 
 pub(super) const PLOT_SIZE: (u32, u32) = (960, 560);
 
@@ -27,27 +26,24 @@ impl Plot {
         self,
         report: &SweepReport,
         area: DrawingArea<DB, Shift>,
-    ) -> Result<(), String> {
+        path: &Path,
+    ) -> Result<(), SweepError> {
         match self {
-            Plot::LossCurves => loss_curves(report, area),
-            Plot::FinalAccuracy => final_accuracy(report, area),
+            Plot::LossCurves => loss_curves(report, area, path),
+            Plot::FinalAccuracy => final_accuracy(report, area, path),
         }
     }
 }
 
 /// DejaVu Sans (embedded from the `dejavu` crate) as plotters' "sans-serif": text in the PNG
 /// needs a font file and none is looked up on the system.
-pub(super) fn register_font() -> Result<(), BoxError> {
+pub(super) fn register_font() -> Result<(), SweepError> {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *OK.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
             .is_ok()
     });
-    if ok {
-        Ok(())
-    } else {
-        Err("cannot load the embedded DejaVu Sans font".into())
-    }
+    if ok { Ok(()) } else { Err(SweepError::Font) }
 }
 
 /// Per step: the mean over the runs that reached it and the sample std (0 with one run).
@@ -91,8 +87,12 @@ fn finite_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
 fn loss_curves<DB: DrawingBackend>(
     report: &SweepReport,
     root: DrawingArea<DB, Shift>,
-) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    path: &Path,
+) -> Result<(), SweepError> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| SweepError::Plot {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     root.fill(&WHITE).map_err(e)?;
     let curve = mean_curve(&report.runs);
     let steps = curve.len().max(2);
@@ -192,8 +192,12 @@ fn loss_curves<DB: DrawingBackend>(
 fn final_accuracy<DB: DrawingBackend>(
     report: &SweepReport,
     root: DrawingArea<DB, Shift>,
-) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    path: &Path,
+) -> Result<(), SweepError> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| SweepError::Plot {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     root.fill(&WHITE).map_err(e)?;
     let st = &report.final_test_accuracy;
     let accs: Vec<f64> = report
