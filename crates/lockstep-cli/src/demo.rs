@@ -91,12 +91,12 @@ pub fn check(cfg: &DemoConfig) -> Result<()> {
 /// The `lockstep train` flags of the demo's run (without `--seed`, `--threads`, `--workers`).
 pub fn train_args(cfg: &DemoConfig) -> Vec<String> {
     [
-        ("--model", "mlp".to_string()),
+        ("--model", crate::names::Model::Mlp.to_string()),
         ("--epochs", cfg.epochs.to_string()),
         ("--batch-size", cfg.batch_size.to_string()),
         ("--hidden", cfg.hidden.to_string()),
         ("--lr", cfg.lr.to_string()),
-        ("--seeding", "invariant".to_string()),
+        ("--seeding", crate::names::Seeding::Invariant.to_string()),
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v])

@@ -97,3 +97,49 @@ fn check_bounds_the_total_without_building_it() {
     c.cmd = Some("prog".into());
     assert!(c.check().is_ok());
 }
+
+/// A run that fails is a typed error naming its setting, and converts into
+/// `lockstep::Error::Io` naming the program with the same message; a refused count is
+/// `Setup(Config)`.
+#[test]
+fn a_failing_run_is_a_typed_error() {
+    use lockstep_cli::verify::{VerifyError, run};
+    use std::path::Path;
+    let cfg = VerifyConfig {
+        threads: vec![1],
+        workers: vec![],
+        runs: Some(1),
+        train_args: vec![],
+        cmd: Some("false".into()),
+        json: true,
+    };
+    let e = run(&cfg, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, VerifyError::Failed { program, .. } if program == Path::new("false")),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("the run (threads=1 run 1) failed ("),
+        "{msg}"
+    );
+    match lockstep::Error::from(e) {
+        lockstep::Error::Io { path, message, .. } => {
+            assert_eq!(path, Path::new("false"));
+            assert_eq!(message, msg);
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = run(
+        &VerifyConfig {
+            runs: Some(0),
+            ..cfg
+        },
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, VerifyError::Setup(lockstep::Error::Config(_))),
+        "{e:?}"
+    );
+}

@@ -785,6 +785,29 @@ mod tests {
         assert!(seen.iter().all(|&c| c > 800 && c < 1200), "{seen:?}");
     }
 
+    /// Flags are `lockstep::Error::Config`; a seed's bad report is `SweepError::Report`
+    /// naming the seed, which converts into `lockstep::Error` with the same message.
+    #[test]
+    fn errors_are_typed() {
+        let e = SweepConfig::new(Some(0), None, 1, "x".into(), &["train".into()]).unwrap_err();
+        assert!(matches!(e, lockstep::Error::Config(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("--seeds must be between 1 and {MAX_SEEDS}")
+        );
+        let e = Run::parse(3, "nope").unwrap_err();
+        assert!(matches!(e, SweepError::Report { seed: 3, .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("seed 3: the train report is not JSON ("),
+            "{msg}"
+        );
+        match lockstep::Error::from(e) {
+            lockstep::Error::Io { message, .. } => assert_eq!(message, msg),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn config_checks() {
         let cmd = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
