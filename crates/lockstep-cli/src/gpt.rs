@@ -87,9 +87,6 @@ struct CausalSelfAttention {
     attn_dropout: Dropout,
     resid_dropout: Dropout,
     n_head: usize,
-    /// `[block_size, block_size]`, `Bool`: true above the diagonal (`causal == 0`), where the
-    /// scores become −∞.
-    mask: Tensor,
     training: Training,
 }
 
@@ -114,11 +111,8 @@ impl Forward for CausalSelfAttention {
         let qkv = self.c_attn.forward(x)?.chunk(3, 2)?;
         let heads = |z: &Var| z.reshape(&[bi, ti, nh, hd as isize])?.transpose(1, 2);
         let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
-        let att = q
-            .matmul(&k.transpose(-2, -1)?)?
-            .mul_scalar(1.0 / (hd as f64).sqrt())?;
-        let mask = self.mask.narrow(0, 0, t)?.narrow(1, 0, t)?;
-        let att = att.masked_fill(&mask, f64::NEG_INFINITY)?.softmax(-1)?;
+        // `(q·kᵀ · scale).masked_fill(causal == 0, −∞).softmax(−1)` in one op (the same bits).
+        let att = F::causal_softmax(&q.matmul(&k.transpose(-2, -1)?)?, 1.0 / (hd as f64).sqrt())?;
         let att = self.attn_dropout.forward(&att)?;
         let y = att.matmul(&v)?.transpose(1, 2)?.reshape(&[bi, ti, ci])?;
         self.resid_dropout.forward(&self.c_proj.forward(&y)?)
@@ -241,8 +235,6 @@ impl Gpt {
         let wte = Embedding::new(vocab_size, c, None)?;
         let wpe = Embedding::new(cfg.block_size, c, None)?;
         let drop = Dropout::new(cfg.dropout)?;
-        let ones = Tensor::ones(&[cfg.block_size, cfg.block_size], DType::F32)?;
-        let mask = ones.tril(0)?.eq_scalar(0.0)?;
         let mut h = ModuleList::new();
         for _ in 0..cfg.n_layer {
             let ln_1 = layer_norm(c, cfg.bias)?;
@@ -252,7 +244,6 @@ impl Gpt {
                 attn_dropout: Dropout::new(cfg.dropout)?,
                 resid_dropout: Dropout::new(cfg.dropout)?,
                 n_head: cfg.n_head,
-                mask: mask.clone(),
                 training: Training::default(),
             };
             let ln_2 = layer_norm(c, cfg.bias)?;

@@ -647,7 +647,14 @@ impl Var {
                 match pending.entry(input.id()) {
                     Entry::Occupied(mut e) => {
                         let acc = &mut e.get_mut().1;
-                        *acc = acc.add(&gi)?;
+                        // In place when the sum has the running sum's shape and dtype: the
+                        // same `a + b` per element without a fresh buffer (`add_` copies
+                        // first if the storage is shared, so no other tensor changes).
+                        if acc.shape() == gi.shape() && acc.dtype() == gi.dtype() {
+                            acc.add_(&gi, 1.0)?;
+                        } else {
+                            *acc = acc.add(&gi)?;
+                        }
                     }
                     Entry::Vacant(e) => {
                         e.insert((input.clone(), gi));

@@ -1037,6 +1037,22 @@ fn positive(x: &Tensor) -> Result<Tensor> {
     x.gt(&Tensor::zeros(&[], x.dtype())?)
 }
 
+/// Causal attention weights from raw scores `x` (`[..., T, T]`, float):
+/// `(x · scale).masked_fill(mask, −∞).softmax(−1)` with `mask` true above the diagonal
+/// (nanoGPT's explicit attention path), as one op forward ([`Tensor::causal_softmax`]) and one
+/// backward ([`Tensor::causal_softmax_backward`]). The value and the gradient have exactly the
+/// bits of those three ops chained (tested), with no intermediate tensors.
+///
+/// # Errors
+/// Fewer than 2 dimensions; a dtype that is not float.
+pub fn causal_softmax(x: &Var, scale: f64) -> Result<Var> {
+    let y = x.data().causal_softmax(scale)?;
+    let out = y.clone();
+    Ok(Var::from_op("causal_softmax", y, &[x], move |g| {
+        Ok(vec![Some(g.causal_softmax_backward(&out, scale)?)])
+    }))
+}
+
 /// `F.leaky_relu(x, negative_slope)`: `x` where `x > 0`, else `x · negative_slope` (PyTorch's
 /// kernel, in the tensor's dtype: the same bits). The gradient is `g` where `x > 0`, else
 /// `g · negative_slope`, as PyTorch's `leaky_relu_backward`. Each step is a tensor op through

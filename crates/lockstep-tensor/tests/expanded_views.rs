@@ -426,6 +426,17 @@ fn cases() -> Vec<(&'static str, Run)> {
             let (q, k, v) = (f(&[2, 1, 1, 9]), pos(&[2, 1, 5, 9]), f(&[2, 1, 5, 9]));
             one(p(q).causal_attention(&p(k), &p(v), 3, 0.3))
         }),
+        ("causal_softmax", |p| {
+            one(p(f(&[2, 4, 4])).causal_softmax(0.5))
+        }),
+        (
+            "causal_softmax",
+            |p| one(p(f(&[3, 5])).causal_softmax(-0.3)),
+        ),
+        ("causal_softmax_backward", |p| {
+            let y = f(&[2, 4, 4]).causal_softmax(0.5)?;
+            one(p(f(&[2, 4, 4])).causal_softmax_backward(&p(y), 0.5))
+        }),
         ("where", |p| {
             let cond = f(&[3, 4]).gt(&pos(&[3, 4]))?;
             one(Tensor::where_(&p(cond), &p(f(&[3, 4])), &p(pos(&[3, 4]))))

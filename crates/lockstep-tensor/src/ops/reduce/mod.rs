@@ -21,6 +21,7 @@
 //! buffers every op file uses.
 
 mod buf;
+mod causal_softmax;
 mod cumsum;
 mod dim;
 mod lanes;
@@ -32,6 +33,7 @@ mod tests;
 
 pub(crate) use buf::{advise_huge, dense};
 pub use buf::{copied_vec, zeroed_vec};
+pub use causal_softmax::{CAUSAL_SOFTMAX, CAUSAL_SOFTMAX_BACKWARD};
 pub use cumsum::CUMSUM;
 pub use dim::{MAX, MEAN_DIM, MIN, RedArgs, RedFn, STD, VAR};
 pub use lanes::{CHUNK, Float, LANES, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
@@ -52,6 +54,8 @@ pub fn ops() -> Vec<crate::dispatch::OpInfo> {
         LOGSUMEXP.info(),
         SOFTMAX.info(),
         LOG_SOFTMAX.info(),
+        CAUSAL_SOFTMAX.info(),
+        CAUSAL_SOFTMAX_BACKWARD.info(),
         CUMSUM.info(),
     ]
 }
