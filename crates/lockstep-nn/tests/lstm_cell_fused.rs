@@ -35,7 +35,6 @@ struct Run {
 
 fn bits(t: &Tensor) -> Vec<u64> {
     t.to_dtype(DType::F64)
-        .unwrap()
         .to_vec::<f64>()
         .unwrap()
         .iter()
@@ -44,14 +43,13 @@ fn bits(t: &Tensor) -> Vec<u64> {
 }
 
 fn values(t: &Tensor) -> Vec<f64> {
-    t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap()
+    t.to_dtype(DType::F64).to_vec::<f64>().unwrap()
 }
 
 fn randn(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
     Tensor::randn(shape, DType::F32, Some(&mut Generator::with_seed(seed)))
         .unwrap()
         .to_dtype(dtype)
-        .unwrap()
 }
 
 /// `steps` steps of two stacked cells from random states, the outputs concatenated and
