@@ -8,7 +8,9 @@
 //! A cell takes an input `[B, input_size]` (or `[input_size]`, unbatched) and an optional
 //! state `[B, hidden_size]` (zeros when absent, as in PyTorch). Every step is made of
 //! differentiable ops ([`Var::linear`], `sigmoid`, `tanh`, …), so gradients need nothing more
-//! and each kernel is deterministic at any thread count.
+//! and each kernel is deterministic at any thread count. `LSTMCell`'s pointwise part after
+//! its two linears is one fused op each way ([`Tensor::lstm_cell`]) with the bits of those
+//! ops run one by one.
 
 use crate::autograd::Var;
 use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
