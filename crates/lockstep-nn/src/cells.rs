@@ -8,7 +8,9 @@
 //! A cell takes an input `[B, input_size]` (or `[input_size]`, unbatched) and an optional
 //! state `[B, hidden_size]` (zeros when absent, as in PyTorch). Every step is made of
 //! differentiable ops ([`Var::linear`], `sigmoid`, `tanh`, …), so gradients need nothing more
-//! and each kernel is deterministic at any thread count.
+//! and each kernel is deterministic at any thread count. `LSTMCell`'s pointwise part after
+//! its two linears is one fused op each way ([`Tensor::lstm_cell`]) with the bits of those
+//! ops run one by one.
 
 use crate::autograd::Var;
 use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
@@ -253,15 +255,24 @@ impl LSTMCell {
         };
         let (x, s, unbatched) = self.p.prepare(&describe, x, &[h, c])?;
         let (gi, gh) = self.p.linears(&x, &s[0])?;
-        let gates = gh.add(&gi)?.chunk(4, 1)?;
-        let i = gates[0].sigmoid()?;
-        let f = gates[1].sigmoid()?;
-        let g = gates[2].tanh()?;
-        let o = gates[3].sigmoid()?;
-        let cy = f.mul(&s[1])?.add(&i.mul(&g)?)?;
-        let hy = o.mul(&cy.tanh()?)?;
+        let (hy, cy) = lstm_pointwise(&gh, &gi, &s[1])?;
         Ok((unbatch(hy, unbatched)?, unbatch(cy, unbatched)?))
     }
+}
+
+/// `gates = gh + gi`, chunked into `i, f, g, o`, then `c' = σ(f)·c + σ(i)·tanh(g)` and
+/// `h' = σ(o)·tanh(c')` as one op each way ([`Tensor::lstm_cell`] and its backward): the bits
+/// of those ops run one by one (their gradients too, but for the sign of a zero in `c`'s),
+/// without their fifteen passes and temporaries.
+fn lstm_pointwise(gh: &Var, gi: &Var, c: &Var) -> Result<(Var, Var)> {
+    let ct = c.data();
+    let (hc, saved) = Tensor::lstm_cell(&gh.data(), &gi.data(), &ct)?;
+    let need_c = c.requires_grad();
+    let hc = Var::from_op("lstm_cell", hc, &[gh, gi, c], move |g| {
+        let (dz, dc) = Tensor::lstm_cell_backward(g, &saved, &ct, need_c)?;
+        Ok(vec![Some(dz.clone()), Some(dz), dc])
+    });
+    Ok((hc.select(0, 0)?, hc.select(0, 1)?))
 }
 
 impl Module for LSTMCell {

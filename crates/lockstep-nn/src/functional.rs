@@ -1032,11 +1032,6 @@ pub fn values<T: Element>(t: &Tensor) -> Result<Vec<T>> {
 // ---------------------------------------------------------------------------------------------
 // Activations and pointwise losses of issue 27 (PyTorch's example programs).
 
-/// `x > 0` as a `Bool` tensor (the branch of PyTorch's `leaky_relu` kernels).
-fn positive(x: &Tensor) -> Result<Tensor> {
-    x.gt(&Tensor::zeros(&[], x.dtype())?)
-}
-
 /// Causal attention weights from raw scores `x` (`[..., T, T]`, float):
 /// `(x · scale).masked_fill(mask, −∞).softmax(−1)` with `mask` true above the diagonal
 /// (nanoGPT's explicit attention path), as one op forward ([`Tensor::causal_softmax`]) and one
@@ -1055,21 +1050,21 @@ pub fn causal_softmax(x: &Var, scale: f64) -> Result<Var> {
 
 /// `F.leaky_relu(x, negative_slope)`: `x` where `x > 0`, else `x · negative_slope` (PyTorch's
 /// kernel, in the tensor's dtype: the same bits). The gradient is `g` where `x > 0`, else
-/// `g · negative_slope`, as PyTorch's `leaky_relu_backward`. Each step is a tensor op through
-/// dispatch (`gt`, `mul`, `where`): deterministic at any thread count.
+/// `g · negative_slope`, as PyTorch's `leaky_relu_backward`. Both are one fused tensor op
+/// through dispatch ([`Tensor::leaky_relu`], [`Tensor::leaky_relu_backward`]), with the bits
+/// of `where(x > 0, x, x · s)`: deterministic at any thread count.
 ///
 /// # Errors
 /// A dtype that is not float.
 pub fn leaky_relu(x: &Var, negative_slope: f64) -> Result<Var> {
     float_check("leaky_relu", x)?;
     let xt = x.data();
-    let pos = positive(&xt)?;
-    let y = Tensor::where_(&pos, &xt, &xt.mul_scalar(negative_slope)?)?;
+    let y = xt.leaky_relu(negative_slope)?;
     Ok(Var::from_op("leaky_relu", y, &[x], move |g| {
-        Ok(vec![Some(Tensor::where_(
-            &pos,
+        Ok(vec![Some(Tensor::leaky_relu_backward(
             g,
-            &g.mul_scalar(negative_slope)?,
+            &xt,
+            negative_slope,
         )?)])
     }))
 }

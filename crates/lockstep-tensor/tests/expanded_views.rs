@@ -469,6 +469,27 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("gelu_backward", |p| {
             one(p(f(&[3, 4])).gelu_derivative(false))
         }),
+        ("leaky_relu", |p| one(p(f(&[3, 4])).leaky_relu(0.2))),
+        ("leaky_relu_backward", |p| {
+            one(Tensor::leaky_relu_backward(
+                &p(pos(&[3, 4])),
+                &p(f(&[3, 4])),
+                0.2,
+            ))
+        }),
+        ("lstm_cell", |p| {
+            let (hc, saved) = Tensor::lstm_cell(&p(f(&[3, 8])), &p(pos(&[3, 8])), &p(f(&[3, 2])))?;
+            Ok(vec![hc, saved])
+        }),
+        ("lstm_cell_backward", |p| {
+            let (dz, dc) = Tensor::lstm_cell_backward(
+                &p(f(&[2, 3, 2])),
+                &p(pos(&[3, 10])),
+                &p(f(&[3, 2])),
+                true,
+            )?;
+            Ok(vec![dz, dc.expect("asked for")])
+        }),
         (
             "gelu_backward",
             |p| one(p(f(&[3, 4])).gelu_derivative(true)),

@@ -28,7 +28,9 @@ macro_rules! chunked_ops {
     };
 }
 
+pub mod activation;
 pub mod attention;
+pub mod cell;
 pub mod conv;
 pub mod elementwise;
 pub mod index;
@@ -47,7 +49,7 @@ pub mod view;
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
 pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 14] = [
+    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 16] = [
         reduce::ops,
         matmul::ops,
         conv::ops,
@@ -62,6 +64,8 @@ pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
         mask::ops,
         topk::ops,
         attention::ops,
+        activation::ops,
+        cell::ops,
     ];
     families.into_iter().flat_map(|f| f()).collect()
 }
