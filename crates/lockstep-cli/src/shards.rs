@@ -103,26 +103,25 @@ pub(crate) fn check_own<T>(own: &[Vec<T>], count: usize, len: usize) -> Result<(
 
 /// The sum of `parts` (equal lengths, at least one) in a fixed binary tree over their
 /// indices: `sum(lo..hi) = sum(lo..mid) + sum(mid..hi)` with `mid = lo + ceil((hi − lo) / 2)`,
-/// element by element in `f32`. The order of additions depends on `parts.len()` only.
+/// element by element in `f32`. The order of additions depends on `parts.len()` only: the
+/// tree of [`tree_reduce`](lockstep::nn::batch_blocks::tree_reduce), which the one-pass
+/// step's per-block tensor sums use too.
 ///
 /// # Panics
 /// If `parts` is empty or the lengths differ (broken internal invariants).
 pub fn tree_sum(parts: &[Vec<f32>]) -> Vec<f32> {
-    assert!(!parts.is_empty(), "tree_sum of no vectors");
-    fn go(parts: &[Vec<f32>]) -> Vec<f32> {
-        if parts.len() == 1 {
-            return parts[0].clone();
-        }
-        let mid = parts.len().div_ceil(2);
-        let mut a = go(&parts[..mid]);
-        let b = go(&parts[mid..]);
+    let add = &mut |mut a: Vec<f32>, b: Vec<f32>| {
         assert_eq!(a.len(), b.len(), "tree_sum of vectors of different lengths");
         for (x, y) in a.iter_mut().zip(&b) {
             *x += *y;
         }
-        a
+        Ok::<_, core::convert::Infallible>(a)
+    };
+    match lockstep::nn::batch_blocks::tree_reduce(parts.to_vec(), add) {
+        Ok(Some(s)) => s,
+        Ok(None) => panic!("tree_sum of no vectors"),
+        Err(e) => match e {},
     }
-    go(parts)
 }
 
 #[cfg(test)]

@@ -109,3 +109,32 @@ fn with_adam_clipping_and_noise_as_well() {
         assert!(whole.steps > 10, "{model}: {} steps", whole.steps);
     }
 }
+
+#[test]
+fn the_cli_and_the_one_pass_step_add_in_one_tree() {
+    use lockstep::Tensor;
+    use lockstep::nn::batch_blocks::tree_reduce;
+    use lockstep_cli::distributed::tree_sum;
+    // Values whose f32 sum tells orders apart, for 1 to 9 parts.
+    for g in 1..10usize {
+        let parts: Vec<Vec<f32>> = (0..g)
+            .map(|k| {
+                let s = if k % 2 == 0 { 1.0 } else { -1.0 };
+                vec![1e8 * s + k as f32, 0.1 * (k * k) as f32 + 1e-3, 3e7 * s]
+            })
+            .collect();
+        let tensors: Vec<Tensor> = parts
+            .iter()
+            .map(|p| Tensor::from_vec(p.clone(), &[3]).unwrap())
+            .collect();
+        let t = tree_reduce(tensors, &mut |mut a: Tensor, b: Tensor| {
+            a.add_(&b, 1.0)?;
+            Ok::<_, lockstep::Error>(a)
+        })
+        .unwrap()
+        .unwrap();
+        let v = tree_sum(&parts);
+        let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&t.to_vec::<f32>().unwrap()), bits(&v), "{g} parts");
+    }
+}

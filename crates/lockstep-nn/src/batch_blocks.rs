@@ -21,7 +21,7 @@
 //! those listed (normalisations over the batch other than BatchNorm). Callers use it for
 //! models made of the listed ops and per-sample ops only (the CLI: its mlp and cnn).
 
-use crate::ops::invalid;
+use crate::error::invalid;
 use lockstep_tensor::{Result, Tensor};
 use std::cell::Cell;
 
@@ -105,16 +105,34 @@ pub(crate) fn tree_sum_blocks(
 }
 
 /// The fixed-tree sum of `parts` (at least one, equal shapes and dtypes).
-pub(crate) fn tree_sum(mut parts: Vec<Tensor>) -> Result<Tensor> {
-    if parts.len() <= 1 {
-        return parts
-            .pop()
-            .ok_or_else(|| invalid("batch blocks", "parts", "a sum of no blocks"));
+pub(crate) fn tree_sum(parts: Vec<Tensor>) -> Result<Tensor> {
+    tree_reduce(parts, &mut |mut a: Tensor, b: Tensor| {
+        a.add_(&b, 1.0)?;
+        Ok::<_, lockstep_tensor::Error>(a)
+    })?
+    .ok_or_else(|| invalid("batch blocks", "parts", "a sum of no blocks"))
+}
+
+/// `items` combined by `add` in the fixed binary tree over their indices that defines
+/// invariant seeding's micro-shard sum: `sum(lo..hi) = add(sum(lo..mid), sum(mid..hi))` with
+/// `mid = lo + ⌈(hi − lo) / 2⌉`. The order of the calls depends on `items.len()` only; `None`
+/// for no items. The one tree of the workspace: the per-block tensor sums here and the CLI's
+/// sum of the micro-shards' gradient vectors both use it.
+///
+/// # Errors
+/// The first error of `add`.
+pub fn tree_reduce<T, E>(
+    mut items: Vec<T>,
+    add: &mut impl FnMut(T, T) -> core::result::Result<T, E>,
+) -> core::result::Result<Option<T>, E> {
+    if items.len() <= 1 {
+        return Ok(items.pop());
     }
-    let right = parts.split_off(parts.len().div_ceil(2));
-    let mut a = tree_sum(parts)?;
-    a.add_(&tree_sum(right)?, 1.0)?;
-    Ok(a)
+    let right = items.split_off(items.len().div_ceil(2));
+    match (tree_reduce(items, add)?, tree_reduce(right, add)?) {
+        (Some(a), Some(b)) => add(a, b).map(Some),
+        (a, b) => Ok(a.or(b)),
+    }
 }
 
 /// Rows `first·r .. (first + n)·r` of `t` viewed as `[rows, …]` where each sample has `r`
@@ -174,5 +192,21 @@ mod tests {
         assert!(with_batch_blocks(8, 0, || Ok(())).is_err());
         let _ = with_batch_blocks(4, 2, || -> Result<()> { Err(invalid("t", "t", "t")) });
         assert!(current().is_none());
+    }
+
+    #[test]
+    fn tree_reduce_records_the_tree() {
+        let mut add = |a: String, b: String| Ok::<_, ()>(format!("({a}+{b})"));
+        let items = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>();
+        assert_eq!(tree_reduce(items(0), &mut add), Ok(None));
+        assert_eq!(tree_reduce(items(1), &mut add), Ok(Some("0".into())));
+        assert_eq!(
+            tree_reduce(items(7), &mut add),
+            Ok(Some("(((0+1)+(2+3))+((4+5)+6))".into()))
+        );
+        assert_eq!(
+            tree_reduce(items(5), &mut add),
+            Ok(Some("(((0+1)+2)+(3+4))".into()))
+        );
     }
 }

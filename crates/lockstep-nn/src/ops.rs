@@ -6,6 +6,7 @@
 use crate::autograd::Var;
 use crate::batch_blocks::rows;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op, OpInfo};
+use lockstep_tensor::ops::matmul::is_skinny;
 use lockstep_tensor::{DType, Error, Result, Tensor};
 
 pub(crate) use crate::error::invalid;
@@ -426,8 +427,15 @@ impl Var {
             let per = blocks.map_or(1, |b| g2.shape()[0] / b.batch);
             let gw = if rw {
                 let x2 = x.reshape(&[-1, i as isize])?;
+                let gt = g2.transpose(0, 1)?;
                 Some(match blocks {
-                    None => g2.transpose(0, 1)?.matmul(&x2)?,
+                    None => gt.matmul(&x2)?,
+                    // One call for every block's product and the tree: the bits of the
+                    // per-block `matmul`s (blocked kernel) added in the tree, which is what
+                    // `matmul` runs on shapes that are not skinny.
+                    Some(b) if !is_skinny(o, i, per * b.block) => {
+                        gt.matmul_k_blocks(&x2, per * b.block)?
+                    }
                     Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
                         let (gk, xk) = (rows(&g2, per, s, n)?, rows(&x2, per, s, n)?);
                         gk.transpose(0, 1)?.matmul(&xk)

@@ -1,4 +1,5 @@
-//! GEMM: the blocked kernel per instruction set, and the matmul candidates, at 1 and 2 threads.
+//! GEMM: the blocked kernel per instruction set, and the matmul candidates, at 1 and 2 threads;
+//! `matmul_k_blocks` against one `matmul` per K block plus the tree of additions.
 //!
 //! `cargo bench -p lockstep-tensor --bench gemm` (criterion, throughput in elements = m·n·k
 //! fused multiply-adds). `bench/gemm.py` compares with NumPy (OpenBLAS) and PyTorch through the
@@ -72,7 +73,52 @@ fn skinny(c: &mut Criterion) {
     g.finish();
 }
 
+/// A weight gradient `dYᵀ·X` of invariant seeding at batch 64 in micro-shards of 8: one
+/// `matmul_k_blocks` call against eight `matmul`s and seven additions (the same bits).
+fn k_blocks(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul_k_blocks_f32");
+    g.sample_size(20);
+    for (o, i) in [(64usize, 64usize), (10, 64), (128, 784)] {
+        let (k, block) = (64usize, 8usize);
+        let dy = Tensor::from_vec(data::<f32>(k * o, 5), &[k, o]).unwrap();
+        let x = Tensor::from_vec(data::<f32>(k * i, 6), &[k, i]).unwrap();
+        let dyt = dy.transpose(0, 1).unwrap();
+        g.throughput(Throughput::Elements((o * i * k) as u64));
+        let shape = format!("{o}x{i}x{k}/{block}");
+        g.bench_function(BenchmarkId::new("one_call", &shape), |bch| {
+            bch.iter(|| black_box(dyt.matmul_k_blocks(&x, block).unwrap()))
+        });
+        g.bench_function(BenchmarkId::new("per_block_matmul", &shape), |bch| {
+            bch.iter(|| {
+                let parts: Vec<Tensor> = (0..k / block)
+                    .map(|t| {
+                        let (a, b) = (
+                            dyt.narrow(1, t * block, block),
+                            x.narrow(0, t * block, block),
+                        );
+                        a.unwrap().matmul(&b.unwrap()).unwrap()
+                    })
+                    .collect();
+                black_box(tree(parts))
+            })
+        });
+    }
+    g.finish();
+}
+
+/// The fixed tree of `lockstep train`'s micro-shard sum over tensors.
+fn tree(mut parts: Vec<Tensor>) -> Tensor {
+    if parts.len() == 1 {
+        return parts.pop().unwrap();
+    }
+    let right = parts.split_off(parts.len().div_ceil(2));
+    let mut a = tree(parts);
+    a.add_(&tree(right), 1.0).unwrap();
+    a
+}
+
 fn benches(c: &mut Criterion) {
+    k_blocks(c);
     square::<f32>(c, "f32");
     square::<f64>(c, "f64");
     skinny(c);

@@ -154,6 +154,9 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("cumsum", |p| one(p(f(&[3, 4])).cumsum(1))),
         ("cumsum", |p| one(p(f(&[3, 4])).cumsum(0))),
         ("matmul", |p| one(p(f(&[3, 4])).matmul(&p(pos(&[4, 5]))))),
+        ("matmul_k_blocks", |p| {
+            one(p(f(&[3, 7])).matmul_k_blocks(&p(pos(&[7, 5])), 3))
+        }),
         ("matmul", |p| {
             one(p(f(&[2, 3, 4])).matmul(&p(pos(&[2, 4, 5]))))
         }),

@@ -14,6 +14,9 @@
 //!   candle's CPU GEMM (blocking from detected cache sizes, no documented thread invariance,
 //!   so `NotGuaranteed`; only benchmark mode with deterministic mode off picks it). Without the
 //!   feature that name is not an implementation of `matmul` (pinning it is an error).
+//! * [`blocks`] — `matmul_k_blocks`: K cut into blocks, each block's product with the blocked
+//!   kernel's bits, the blocks added in a fixed tree, in one call (invariant seeding's
+//!   micro-shard weight gradients).
 //!
 //! # Blocking constants
 //! `KC × MC × NC` are per-dtype constants ([`GemmFloat::KC`] …), never derived from the thread
@@ -47,6 +50,7 @@
 //! overlaps the multiply-adds. A parallel product of at most 2²⁴ multiply-adds (256³) runs one
 //! tile per thread, each packing the blocks it reads, in a single parallel region.
 
+pub mod blocks;
 pub mod direct;
 #[cfg(feature = "gemm-crate")]
 mod external;
@@ -121,7 +125,7 @@ pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
 pub fn ops() -> Vec<crate::dispatch::OpInfo> {
-    vec![MATMUL.info()]
+    vec![MATMUL.info(), blocks::MATMUL_K_BLOCKS.info()]
 }
 
 /// `torch.matmul`: nondeterministic split-K for skinny shapes first (used only when
