@@ -11,9 +11,9 @@
 //! a full pass (all positions at once, `start = 0`) and cached steps (one query at a time,
 //! `start = t`, the cache holding keys `0..=t`) give the same bits for the same position.
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::Result;
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 /// `causal_attention`: one implementation, one row at a time in a fixed order.
@@ -27,7 +27,7 @@ pub static CAUSAL_ATTENTION: Op<()> = Op {
 };
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![CAUSAL_ATTENTION.info()]
 }
 

@@ -20,9 +20,9 @@
 // comparisons are trivially true or false; that is expected, not a bug.
 #![allow(clippy::absurd_extreme_comparisons, clippy::bool_comparison)]
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 

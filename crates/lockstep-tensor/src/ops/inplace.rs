@@ -31,9 +31,9 @@
 
 use super::elementwise::Kernel;
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result, invalid};
+use crate::op::{Guarantee, Impl, Op};
 
 use super::elementwise::{CHUNK, SERIAL_MAX};
 

@@ -22,7 +22,7 @@ macro_rules! chunked_ops {
         pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
 
         /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+        pub fn ops() -> Vec<crate::op::OpInfo> {
             OPS.iter().map(|o| o.info()).collect()
         }
     };
@@ -46,8 +46,8 @@ pub mod view;
 
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
-pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 14] = [
+pub fn builtin_ops() -> Vec<crate::op::OpInfo> {
+    let families: [fn() -> Vec<crate::op::OpInfo>; 14] = [
         reduce::ops,
         matmul::ops,
         conv::ops,

@@ -4,9 +4,9 @@
 
 use super::common::{AccElem, dense_mut};
 use crate::Tensor;
-use crate::dispatch::Op;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::Op;
 use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;

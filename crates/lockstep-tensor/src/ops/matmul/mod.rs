@@ -53,7 +53,7 @@ mod external;
 pub mod gemm;
 pub mod kernel;
 
-use crate::dispatch::{Guarantee, Impl, Op};
+use crate::op::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::ops::SyncPtr;
@@ -120,7 +120,7 @@ enum Algo {
 pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![MATMUL.info()]
 }
 

@@ -25,7 +25,7 @@ use crate::threads::Par;
 use lstm_kernel::fast;
 
 /// The ops of this family (forward and backward of each layer, the LSTM input projection).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     let mut v = lstm::ops();
     v.extend(input::ops());
     v.extend(gru::ops());

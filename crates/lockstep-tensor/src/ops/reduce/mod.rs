@@ -40,7 +40,7 @@ pub use softmax::{LOG_SOFTMAX, LOGSUMEXP, SOFTMAX};
 pub use sum::{SUM, SUM_DIM, sum_det, sum_nondet};
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         SUM.info(),
         SUM_DIM.info(),

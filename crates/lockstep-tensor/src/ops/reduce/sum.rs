@@ -3,10 +3,10 @@
 
 use super::buf::dense;
 use super::lanes::{CHUNK, Float, LANES, sum_lanes, tree_sum};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::resolve_dim;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::Isa;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
