@@ -223,9 +223,6 @@ struct RowJob<'a, T> {
     buckets: &'a [Vec<Vec<u32>>],
 }
 
-// SAFETY: `dp` is only written through disjoint tasks (see `RowJob::run`).
-unsafe impl<T: Send> Sync for RowJob<'_, T> {}
-
 impl<T: AccElem> RowJob<'_, T> {
     /// Runs task `t`.
     ///
