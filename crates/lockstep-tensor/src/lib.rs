@@ -59,7 +59,7 @@ pub use deterministic::{
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
     use_deterministic_algorithms, use_deterministic_algorithms_warn_only,
 };
-pub use dtype::{DType, Element, Storage};
+pub use dtype::{DType, Element, Float, Storage};
 pub(crate) use error::invalid;
 pub use error::{Error, Result, try_filled_vec};
 pub use tensor::{Device, Tensor};

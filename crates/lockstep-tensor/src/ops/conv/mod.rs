@@ -42,9 +42,9 @@
 //! `conv2d_weight_grad.fixed_parts`) with
 //! [`with_algorithm`](crate::autotune::with_algorithm).
 
-use crate::op::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::{Isa, gemm};
 use crate::threads::Par;
 use crate::{Tensor, invalid};

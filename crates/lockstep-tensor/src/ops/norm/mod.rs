@@ -6,8 +6,8 @@
 
 mod batch_norm_kernel;
 
-use crate::op::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use crate::{DType, Error, Result, Tensor};
 use batch_norm_kernel::{BnElem, ChannelConst, Pass};

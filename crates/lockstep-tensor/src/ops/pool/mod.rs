@@ -9,9 +9,9 @@
 //! Layout: this file holds the API (argument checks, output sizes, dispatch); `kernel` holds
 //! the kernels it hands the thread team to.
 
-use crate::op::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 mod kernel;

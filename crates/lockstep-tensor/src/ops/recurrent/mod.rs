@@ -32,13 +32,8 @@ pub fn ops() -> Vec<crate::op::OpInfo> {
     v
 }
 
-/// The float types the fused recurrent layers run in.
-pub(crate) trait Real:
-    GemmFloat
-    + core::ops::Sub<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::Neg<Output = Self>
-{
+/// The float types the fused recurrent layers run in: [`GemmFloat`] with the gates' activations.
+pub(crate) trait Real: GemmFloat {
     /// `tanh` of every element of `v`, in place.
     fn tanh_all(v: &mut [Self]);
     /// `1 / (1 + exp(−x))` of every element of `v`, in place.

@@ -34,7 +34,10 @@ pub(crate) use buf::{advise_huge, dense};
 pub use buf::{copied_vec, zeroed_vec};
 pub use cumsum::CUMSUM;
 pub use dim::{MAX, MEAN_DIM, MIN, RedArgs, RedFn, STD, VAR};
-pub use lanes::{CHUNK, Float, LANES, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
+/// [`LaneSum`]'s name before the float traits became one family (issue 29).
+#[doc(hidden)]
+pub use lanes::LaneSum as Float;
+pub use lanes::{CHUNK, LANES, LaneSum, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
 pub use real::{Real, exp_f32_slice};
 pub use softmax::{LOG_SOFTMAX, LOGSUMEXP, SOFTMAX};
 pub use sum::{SUM, SUM_DIM, sum_det, sum_nondet};
