@@ -73,10 +73,16 @@ fn known(op: &str, algo: &str) -> (bool, bool) {
     if let Some(algos) = policy::registered(op) {
         return (true, algos.contains(&algo));
     }
-    match crate::ops::builtin_ops().into_iter().find(|o| o.name == op) {
-        Some(o) => (true, o.impls.iter().any(|(a, _)| *a == algo)),
-        None => (false, false),
-    }
+    // Two registrations can share a name (`index_put` with and without accumulate): any of
+    // them may hold `algo`.
+    let same_name: Vec<_> = crate::ops::builtin_ops()
+        .into_iter()
+        .filter(|o| o.name == op)
+        .collect();
+    let has = same_name
+        .iter()
+        .any(|o| o.impls.iter().any(|(a, _)| *a == algo));
+    (!same_name.is_empty(), has)
 }
 
 /// The error for an algorithm id that names no implementation of a known op (`op_name`
