@@ -11,7 +11,7 @@
 use lockstep_tensor::Tensor;
 use lockstep_tensor::deterministic::scope;
 use lockstep_tensor::isa::Isa;
-use lockstep_tensor::ops::reduce::{CHUNK, Float, tree_sum};
+use lockstep_tensor::ops::reduce::{CHUNK, LaneSum, tree_sum};
 use lockstep_tensor::threads::with_num_threads;
 use std::hint::black_box;
 use std::time::Instant;

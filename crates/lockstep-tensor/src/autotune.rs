@@ -21,58 +21,17 @@
 //! convolution sums its terms directly (one fma chain per output, as PyTorch's CPU kernels),
 //! unless one of those algorithms is pinned with [`with_algorithm`].
 
-use crate::dispatch::Op;
 use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::policy::{self, Pin};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-static BENCHMARK: AtomicBool = AtomicBool::new(false);
-static CONV_DETERMINISTIC: AtomicBool = AtomicBool::new(false);
-static ALLOW_FAST_CONV: AtomicBool = AtomicBool::new(false);
-/// (op, shape key) → algorithm id.
-static CACHE: Mutex<BTreeMap<(String, String), String>> = Mutex::new(BTreeMap::new());
-
-thread_local! {
-    /// Algorithms pinned by [`with_algorithm`] on this thread, innermost last.
-    static PINNED: core::cell::RefCell<Vec<&'static str>> = const { core::cell::RefCell::new(Vec::new()) };
-    /// This thread's override of [`ALLOW_FAST_CONV`], set by [`with_allow_fast_conv`].
-    static FAST_CONV: core::cell::Cell<Option<bool>> = const { core::cell::Cell::new(None) };
-}
-
-/// `torch.backends.cudnn.allow_tf32 = on`, for convolution on the CPU: whether the heuristic
-/// and benchmark mode may choose convolution algorithms that trade accuracy for speed
-/// (today `*.winograd_f4x3`, whose errors are about ten times a direct sum's). Off by default:
-/// a convolution then gives PyTorch-level accuracy. The process-wide default; see
-/// [`with_allow_fast_conv`] for a scoped, per-thread setting. Either way the fast algorithms
-/// stay deterministic and thread-invariant; only their rounding differs.
-pub fn set_allow_fast_conv(on: bool) {
-    ALLOW_FAST_CONV.store(on, Ordering::SeqCst);
-}
-
-/// Whether fast, less accurate convolution algorithms may be chosen on this thread: the
-/// innermost [`with_allow_fast_conv`] around the call, else [`set_allow_fast_conv`]'s value.
-pub fn allow_fast_conv() -> bool {
-    FAST_CONV
-        .with(|f| f.get())
-        .unwrap_or_else(|| ALLOW_FAST_CONV.load(Ordering::SeqCst))
-}
-
-/// Runs `f` with [`allow_fast_conv`] set to `on` for the calls it makes on this thread (the
-/// previous setting is restored afterwards, also on panic). Safe under `cargo test`'s parallel
-/// threads: other threads keep their own setting.
-pub fn with_allow_fast_conv<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<bool>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FAST_CONV.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(FAST_CONV.with(|c| c.replace(Some(on))));
-    f()
-}
+pub use crate::policy::{
+    allow_fast_conv, benchmark, conv_deterministic, set_allow_fast_conv, set_benchmark,
+    set_conv_deterministic, with_allow_fast_conv,
+};
 
 /// Runs `f` with the algorithm `algo` (an id such as `"conv2d.im2col_gemm"`; its op is the part
 /// before the last `.`) pinned for the tunable calls `f` makes on this thread: where it applies
@@ -86,7 +45,8 @@ pub fn with_allow_fast_conv<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// misspelling, or an op with nothing to tune) is reported on standard error here, once per
 /// name; [`try_with_algorithm`] makes it an error instead.
 pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
-    if let Some(e) = unknown_algo("autotune::with_algorithm", algo) {
+    let unknown = unknown_algo("autotune::with_algorithm", algo);
+    if let Some(e) = &unknown {
         static SAID: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
         let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
         if !said.contains(&algo) {
@@ -94,47 +54,35 @@ pub fn with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> R {
             eprintln!("warning: {e}: the pin has no effect");
         }
     }
-    struct Unpin;
-    impl Drop for Unpin {
-        fn drop(&mut self) {
-            PINNED.with(|p| p.borrow_mut().pop());
-        }
-    }
-    PINNED.with(|p| p.borrow_mut().push(algo));
-    let _unpin = Unpin;
-    f()
+    // Dispatch, which sees one op only, learns here whether another registration of the
+    // same name has `algo` (`index_put` with and without accumulate).
+    let known = unknown.is_none();
+    policy::with_pin(Pin { algo, known }, f)
 }
-
-/// Tunable ops seen by [`Op::tuned`] or [`register`] in this process (user-defined ones
-/// included): op name → its algorithm ids. With the built-in registrations
-/// ([`crate::dispatch::builtin_ops`]) it decides which names [`load`] and
-/// [`try_with_algorithm`] accept.
-static KNOWN: Mutex<BTreeMap<&'static str, Vec<&'static str>>> = Mutex::new(BTreeMap::new());
 
 /// Makes a user-defined op's algorithm ids known to [`load`] and [`try_with_algorithm`]
 /// before its first call (built-in ops are always known; an op is also registered by its
 /// first tunable call, [`Op::tuned`]).
 pub fn register<F: 'static>(op: &'static Op<F>) {
-    KNOWN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(op.name)
-        .or_insert_with(|| op.impls.iter().map(|i| i.algo).collect());
+    policy::register(op.name, || op.impls.iter().map(|i| i.algo).collect());
 }
 
-/// Whether `op` is a known op (built in or registered), and whether `algo` is one of its
-/// algorithm ids.
+/// Whether `op` is a known op (registered, or built in: [`crate::ops::builtin_ops`]), and
+/// whether `algo` is one of its algorithm ids.
 fn known(op: &str, algo: &str) -> (bool, bool) {
-    if let Some(algos) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get(op) {
+    if let Some(algos) = policy::registered(op) {
         return (true, algos.contains(&algo));
     }
-    match crate::dispatch::builtin_ops()
+    // Two registrations can share a name (`index_put` with and without accumulate): any of
+    // them may hold `algo`.
+    let same_name: Vec<_> = crate::ops::builtin_ops()
         .into_iter()
-        .find(|o| o.name == op)
-    {
-        Some(o) => (true, o.impls.iter().any(|(a, _)| *a == algo)),
-        None => (false, false),
-    }
+        .filter(|o| o.name == op)
+        .collect();
+    let has = same_name
+        .iter()
+        .any(|o| o.impls.iter().any(|(a, _)| *a == algo));
+    (!same_name.is_empty(), has)
 }
 
 /// The error for an algorithm id that names no implementation of a known op (`op_name`
@@ -168,46 +116,9 @@ pub fn try_with_algorithm<R>(algo: &'static str, f: impl FnOnce() -> R) -> Resul
     Ok(with_algorithm(algo, f))
 }
 
-/// The innermost algorithm pinned on this thread for `op` (read by dispatch).
-pub(crate) fn pinned(op: &str) -> Option<&'static str> {
-    PINNED.with(|p| {
-        p.borrow()
-            .iter()
-            .rev()
-            .copied()
-            .find(|a| a.rsplit_once('.').is_some_and(|(o, _)| o == op))
-    })
-}
-
-/// `torch.backends.cudnn.benchmark = on`: time the candidates once per shape and keep the
-/// fastest. Off by default.
-pub fn set_benchmark(on: bool) {
-    BENCHMARK.store(on, Ordering::SeqCst);
-}
-
-/// Whether benchmark mode is on.
-pub fn benchmark() -> bool {
-    BENCHMARK.load(Ordering::SeqCst)
-}
-
-/// `torch.backends.cudnn.deterministic = on`: restricts convolution (only) to deterministic
-/// algorithms, without the rest of `use_deterministic_algorithms`.
-pub fn set_conv_deterministic(on: bool) {
-    CONV_DETERMINISTIC.store(on, Ordering::SeqCst);
-}
-
-/// Whether convolution is restricted to deterministic algorithms.
-pub fn conv_deterministic() -> bool {
-    CONV_DETERMINISTIC.load(Ordering::SeqCst)
-}
-
-fn cache() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), String>> {
-    CACHE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The cached choices, as `(op, shape key, algorithm)` (for `lockstep doctor`).
 pub fn choices() -> Vec<(String, String, String)> {
-    cache()
+    policy::cache()
         .iter()
         .map(|((o, k), a)| (o.clone(), k.clone(), a.clone()))
         .collect()
@@ -215,7 +126,7 @@ pub fn choices() -> Vec<(String, String, String)> {
 
 /// Forgets every cached choice.
 pub fn clear() {
-    cache().clear();
+    policy::cache().clear();
 }
 
 /// The CPU features that change which kernels can run (and so what a tuning file means).
@@ -234,16 +145,6 @@ pub fn cpu_features() -> Vec<&'static str> {
         }
     }
     f
-}
-
-/// The cached or loaded choice for `(op, key)`, if any (read by dispatch in benchmark mode).
-pub(crate) fn cached(op: &str, key: &str) -> Option<String> {
-    cache().get(&(op.to_string(), key.to_string())).cloned()
-}
-
-/// Caches `algo` as the choice for `(op, key)` (dispatch, after timing the candidates).
-pub(crate) fn cache_choice(op: &str, key: &str, algo: &str) {
-    cache().insert((op.to_string(), key.to_string()), algo.to_string());
 }
 
 fn file_err(op: &'static str, path: &Path, reason: impl std::fmt::Display) -> Error {
@@ -339,7 +240,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
         }
     }
     let n = parsed.len();
-    cache().extend(parsed);
+    policy::cache().extend(parsed);
     Ok(n)
 }
 
@@ -347,7 +248,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize> {
 mod tests {
     use super::*;
     use crate::deterministic::scope;
-    use crate::dispatch::{Guarantee, Impl};
+    use crate::op::{Guarantee, Impl};
 
     type F = fn() -> u32;
     static TUNED: Op<F> = Op {

@@ -152,6 +152,65 @@ impl Element for bool {
     }
 }
 
+/// The float element types, `f32` and `f64`: the one float trait of the workspace. Each kernel
+/// family that needs more extends it with a sub-trait (GEMM's blocking and micro-kernels,
+/// [`GemmFloat`](crate::ops::matmul::GemmFloat); the reductions' lane sums and `exp`,
+/// [`LaneSum`](crate::ops::reduce::LaneSum) and [`Real`](crate::ops::reduce::Real); the
+/// training layer's optimizers). Every method is one IEEE operation, correctly rounded, so
+/// its bits are the same on every platform.
+pub trait Float:
+    Element
+    + Default
+    + core::ops::Add<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    /// Not a number.
+    const NAN: Self;
+    /// Positive infinity.
+    const INFINITY: Self;
+    /// Negative infinity.
+    const NEG_INFINITY: Self;
+    /// `self * a + b` with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The correctly rounded square root.
+    fn sqrt(self) -> Self;
+    /// `|self|`.
+    fn abs(self) -> Self;
+    /// Whether `self` is NaN.
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! float {
+    ($t:ident) => {
+        impl Float for $t {
+            const NAN: Self = $t::NAN;
+            const INFINITY: Self = $t::INFINITY;
+            const NEG_INFINITY: Self = $t::NEG_INFINITY;
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                $t::mul_add(self, a, b)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                $t::sqrt(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                $t::abs(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+        }
+    };
+}
+float!(f32);
+float!(f64);
+
 /// Runs `$body` with `$T` bound to the Rust type of `$dtype` (all five dtypes).
 #[macro_export]
 #[doc(hidden)]

@@ -48,7 +48,9 @@ pub use lockstep_rng::isa;
 pub mod layout;
 pub mod math;
 pub mod memory;
+mod op;
 pub mod ops;
+mod policy;
 mod tensor;
 pub mod threads;
 pub mod trace;
@@ -57,7 +59,7 @@ pub use deterministic::{
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled,
     use_deterministic_algorithms, use_deterministic_algorithms_warn_only,
 };
-pub use dtype::{DType, Element, Storage};
+pub use dtype::{DType, Element, Float, Storage};
 pub(crate) use error::invalid;
 pub use error::{Error, Result, try_filled_vec};
 pub use tensor::{Device, Tensor};

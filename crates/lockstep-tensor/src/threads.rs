@@ -490,8 +490,10 @@ mod team {
 }
 
 /// A raw pointer shared by parallel tasks that write disjoint elements (or write atomically):
-/// each use documents why no two tasks touch the same element.
-pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
+/// each use documents why no two tasks touch the same element. The one such wrapper of the
+/// workspace (the training layer's optimizers use it too): making one is safe, and every
+/// access through it is `unsafe`.
+pub struct SyncPtr<T>(pub *mut T);
 
 // Copy whatever `T` is (a derive would ask `T: Copy`): it is only a pointer.
 impl<T> Clone for SyncPtr<T> {
@@ -504,13 +506,13 @@ impl<T> Copy for SyncPtr<T> {}
 impl<T> SyncPtr<T> {
     /// The pointer (a method, so that closures capture the whole `SyncPtr`, not its field).
     #[inline(always)]
-    pub(crate) fn get(self) -> *mut T {
+    pub fn get(self) -> *mut T {
         self.0
     }
 
     /// The pointer `off` elements on.
     #[inline(always)]
-    pub(crate) fn at(self, off: usize) -> *mut T {
+    pub fn at(self, off: usize) -> *mut T {
         self.0.wrapping_add(off)
     }
 
@@ -520,7 +522,7 @@ impl<T> SyncPtr<T> {
     /// They lie inside the buffer, and no other task touches them while the slice lives.
     #[allow(clippy::mut_from_ref, clippy::wrong_self_convention)]
     #[inline(always)]
-    pub(crate) unsafe fn rows<'a>(self, at: usize, len: usize) -> &'a mut [T] {
+    pub unsafe fn rows<'a>(self, at: usize, len: usize) -> &'a mut [T] {
         // SAFETY: as documented.
         unsafe { core::slice::from_raw_parts_mut(self.0.add(at), len) }
     }
@@ -532,7 +534,7 @@ impl<T: Copy> SyncPtr<T> {
     /// # Safety
     /// `off + src.len()` elements must be inside the buffer, and no other task writes them.
     #[inline(always)]
-    pub(crate) unsafe fn put(self, off: usize, src: &[T]) {
+    pub unsafe fn put(self, off: usize, src: &[T]) {
         // SAFETY: as documented.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(off), src.len()) }
     }

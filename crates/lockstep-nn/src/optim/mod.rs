@@ -161,7 +161,7 @@ pub use sgd::{Sgd, SgdOptions};
 
 use crate::autograd::Var;
 use crate::ops::invalid;
-use lockstep_tensor::{DType, Element, Error, Result, Tensor};
+use lockstep_tensor::{DType, Error, Float, Result, Tensor};
 
 /// An optimizer (`torch.optim.Optimizer`): parameter groups, each with its own learning rate
 /// and hyperparameters, and one state per parameter.
@@ -269,25 +269,11 @@ impl Buf {
     }
 }
 
-/// `f32` or `f64`: the element types the optimizers compute in (a parameter's dtype).
-pub(crate) trait Real:
-    Element
-    + core::ops::Add<Output = Self>
-    + core::ops::Sub<Output = Self>
-    + core::ops::Mul<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::Neg<Output = Self>
-{
+/// `f32` or `f64`: the element types the optimizers compute in (a parameter's dtype), the
+/// tensor crate's [`Float`] with what the optimizers add to it.
+pub(crate) trait Real: Float {
     /// The number of lanes of PyTorch's AVX2 `Vectorized<T>` (its CPU norm kernel's width).
     const LANES: usize;
-    /// `self * a + b` with one rounding.
-    fn mul_add(self, a: Self, b: Self) -> Self;
-    /// The correctly rounded square root.
-    fn sqrt(self) -> Self;
-    /// `|self|`.
-    fn abs(self) -> Self;
-    /// Whether `self` is NaN.
-    fn is_nan(self) -> bool;
     /// `x ** p` through the portable `lockstep_tensor::math::pow` (the same bits on every libc).
     fn powf(self, p: Self) -> Self;
     /// The elements of a state buffer of this dtype.
@@ -305,22 +291,6 @@ macro_rules! real {
                 }
             }
             #[inline(always)]
-            fn mul_add(self, a: Self, b: Self) -> Self {
-                <$t>::mul_add(self, a, b)
-            }
-            #[inline(always)]
-            fn sqrt(self) -> Self {
-                <$t>::sqrt(self)
-            }
-            #[inline(always)]
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                <$t>::is_nan(self)
-            }
-            #[inline(always)]
             fn powf(self, p: Self) -> Self {
                 $pow(self, p)
             }
@@ -331,7 +301,7 @@ real!(f32, 8, F32, lockstep_tensor::math::powf);
 real!(f64, 4, F64, lockstep_tensor::math::pow);
 
 /// Defines `fn $name<T: Real>(args)` running `$body` compiled for AVX2+FMA when the CPU has
-/// them (so that [`Real::mul_add`] is one instruction and the loop vectorises) and for the
+/// them (so that [`Float::mul_add`] is one instruction and the loop vectorises) and for the
 /// baseline otherwise. Both builds give the same bits: fused multiply-add, division and square
 /// root are exactly rounded operations whatever the instructions.
 macro_rules! multiversion {

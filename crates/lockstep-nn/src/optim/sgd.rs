@@ -5,7 +5,7 @@ use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::invalid;
 use core::mem::MaybeUninit;
-use lockstep_tensor::threads::Par;
+use lockstep_tensor::threads::{Par, SyncPtr};
 use lockstep_tensor::{Result, Tensor};
 
 const OP: &str = "SGD";
@@ -216,20 +216,6 @@ const PAR_MIN: usize = 1 << 15;
 /// The range length of a split update.
 const PAR_ROWS: usize = 1 << 12;
 
-/// A pointer handed to the threads of one split update, each writing its own range.
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: used only by `Sgd::update`, whose ranges are disjoint and end before it returns.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    // A method, so that closures capture the whole wrapper rather than its raw field.
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
-
 /// A parameter's new value (its momentum buffer in `slot` updated), on the threads `par`.
 fn update<T: Real>(
     o: &SgdOptions,
@@ -264,7 +250,8 @@ fn update<T: Real>(
     let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
     if par.threads() > 1 && n >= PAR_MIN {
         let has_buf = !buf.is_empty();
-        let (o_ptr, b_ptr) = (Shared(out.as_mut_ptr()), Shared(buf.as_mut_ptr()));
+        // Shared by the threads of this update only: its ranges are disjoint (below).
+        let (o_ptr, b_ptr) = (SyncPtr(out.as_mut_ptr()), SyncPtr(buf.as_mut_ptr()));
         let (pd, gd, k) = (&pd[..], &gd[..], &k);
         // Always worth it at this size: the helpers wait for work during the step.
         let rows = n.div_ceil(PAR_ROWS);

@@ -6,9 +6,9 @@
 
 use super::elementwise::{Kernel, map1, map2};
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 
 chunked_ops! {
     /// `F.leaky_relu(x, negative_slope)`.

@@ -11,9 +11,9 @@
 //! a full pass (all positions at once, `start = 0`) and cached steps (one query at a time,
 //! `start = t`, the cache holding keys `0..=t`) give the same bits for the same position.
 
-use crate::dispatch::{Guarantee, Impl, Op};
-use crate::dtype::{DType, Element};
+use crate::dtype::{DType, Element, Float};
 use crate::error::Result;
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 /// `causal_attention`: one implementation, one row at a time in a fixed order.
@@ -27,28 +27,21 @@ pub static CAUSAL_ATTENTION: Op<()> = Op {
 };
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![CAUSAL_ATTENTION.info()]
 }
 
 /// Query rows per parallel piece (a constant: a row's result never depends on its piece).
 const ROWS_PER_PIECE: usize = 16;
 
-/// The float arithmetic the kernel needs, for `f32` and `f64`.
-trait AttnFloat: Element + core::ops::Add<Output = Self> + core::ops::Mul<Output = Self> {
-    fn sub(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
+/// What the kernel needs beyond [`Float`]: `exp` (the standard library's) and a NaN-propagating
+/// `max`.
+trait AttnFloat: Float {
     fn exp(self) -> Self;
     fn max(self, o: Self) -> Self;
 }
 
 impl AttnFloat for f32 {
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn div(self, o: Self) -> Self {
-        self / o
-    }
     fn exp(self) -> Self {
         f32::exp(self)
     }
@@ -59,12 +52,6 @@ impl AttnFloat for f32 {
 }
 
 impl AttnFloat for f64 {
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn div(self, o: Self) -> Self {
-        self / o
-    }
     fn exp(self) -> Self {
         f64::exp(self)
     }

@@ -11,10 +11,10 @@
 //! inputs only (rows are split among threads in fixed blocks): thread-invariant.
 
 use super::elementwise::Kernel;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::isa::Isa;
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use crate::{Tensor, invalid, math};
 use std::sync::Mutex;

@@ -4,7 +4,7 @@
 //!
 //! Every op here is a `static` [`Op<Kernel>`] (PyTorch's name: `add`, `mul`, `relu`, `where`,
 //! `tanh_backward`, …; algorithm `NAME.chunked`), reached through
-//! [`Op::run`](crate::dispatch::Op::run) — so each can be exempted with
+//! [`Op::run`](crate::op::Op::run) — so each can be exempted with
 //! `allow_nondeterministic`, pinned with `autotune::with_algorithm`, listed by
 //! [`builtin_ops`](crate::dispatch::builtin_ops) and traced — at the cost of a few thread-local
 //! reads (no allocation, no lock; the pool is touched only by outputs large enough to split).
@@ -20,9 +20,9 @@
 // comparisons are trivially true or false; that is expected, not a bug.
 #![allow(clippy::absurd_extreme_comparisons, clippy::bool_comparison)]
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 

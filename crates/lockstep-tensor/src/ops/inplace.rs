@@ -31,9 +31,9 @@
 
 use super::elementwise::Kernel;
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
-use crate::dtype::{DType, Element};
+use crate::dtype::{DType, Element, Float};
 use crate::error::{Error, Result, invalid};
+use crate::op::{Guarantee, Impl, Op};
 
 use super::elementwise::{CHUNK, SERIAL_MAX};
 
@@ -58,55 +58,6 @@ chunked_ops! {
     COPY_ = "copy_";
     /// `Tensor.fill_(value)` and `zero_()`.
     FILL_ = "fill_";
-}
-
-/// A float element type the arithmetic here is written for.
-pub(crate) trait Real:
-    Element
-    + Copy
-    + Send
-    + Sync
-    + PartialOrd
-    + core::ops::Mul<Output = Self>
-    + core::ops::Add<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::Sub<Output = Self>
-    + core::ops::Neg<Output = Self>
-{
-    fn fma(a: Self, b: Self, c: Self) -> Self;
-    fn cast(x: f64) -> Self;
-    fn one() -> Self;
-    fn abs(self) -> Self;
-}
-
-impl Real for f32 {
-    fn fma(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
-    fn cast(x: f64) -> f32 {
-        x as f32
-    }
-    fn one() -> f32 {
-        1.0
-    }
-    fn abs(self) -> f32 {
-        f32::abs(self)
-    }
-}
-
-impl Real for f64 {
-    fn fma(a: f64, b: f64, c: f64) -> f64 {
-        a.mul_add(b, c)
-    }
-    fn cast(x: f64) -> f64 {
-        x
-    }
-    fn one() -> f64 {
-        1.0
-    }
-    fn abs(self) -> f64 {
-        f64::abs(self)
-    }
 }
 
 /// `self` must be a float tensor (the arithmetic ops here are defined for f32 and f64).
@@ -140,7 +91,7 @@ fn dense_as(op: &'static str, operand: &Tensor, shape: &[usize]) -> Result<Tenso
 
 /// `self[i] = f(self[i], [operands[k][i]])` for every element, operands broadcast to `self`'s
 /// shape and of `self`'s dtype, as the op `op`.
-fn apply<T: Real, const N: usize>(
+fn apply<T: Float, const N: usize>(
     op: &'static Op<Kernel>,
     dst: &mut Tensor,
     operands: [&Tensor; N],
@@ -171,13 +122,13 @@ macro_rules! float_apply {
 /// `(end − x)` and PyTorch's two-sided lerp: `x + w·(end − x)` for `|w| < 0.5`, else
 /// `end − (end − x)·(1 − w)`, each with one fused multiply-add.
 #[inline]
-fn lerp<T: Real>(x: T, end: T, w: T) -> T {
+fn lerp<T: Float>(x: T, end: T, w: T) -> T {
     let diff = end - x;
-    let half = T::cast(0.5);
+    let half = T::from_f64(0.5);
     if w.abs() < half {
-        T::fma(w, diff, x)
+        T::mul_add(w, diff, x)
     } else {
-        T::fma(-diff, T::one() - w, end)
+        T::mul_add(-diff, T::ONE - w, end)
     }
 }
 
@@ -218,7 +169,7 @@ fn two_rounded(p: usize, run: usize, size: usize) -> bool {
 impl Tensor {
     /// `self + alpha·other` with PyTorch's per-position rounding (see the module docs): `fma`,
     /// or, at two-rounded positions of a constant run, `self + round(alpha·other)`.
-    fn add_scaled<T: Real>(
+    fn add_scaled<T: Float>(
         &mut self,
         op: &'static Op<Kernel>,
         other: &Tensor,
@@ -228,7 +179,7 @@ impl Tensor {
         let size = core::mem::size_of::<T>();
         apply_indexed(op, self, [other], move |i, x: T, [b]| match run {
             Some(r) if two_rounded(i % r, r, size) => x + alpha * b,
-            _ => T::fma(alpha, b, x),
+            _ => T::mul_add(alpha, b, x),
         })
     }
 
@@ -289,7 +240,7 @@ impl Tensor {
     /// # Errors
     /// A non-float or read-only `self`.
     pub fn mul_scalar_(&mut self, s: f64) -> Result<()> {
-        float_apply!(MUL_, self, [], |x: T, []| x * T::cast(s))
+        float_apply!(MUL_, self, [], |x: T, []| x * T::from_f64(s))
     }
 
     /// `Tensor.div_(s)` with a number `s` (converted to the dtype).
@@ -297,7 +248,7 @@ impl Tensor {
     /// # Errors
     /// A non-float or read-only `self`.
     pub fn div_scalar_(&mut self, s: f64) -> Result<()> {
-        float_apply!(DIV_, self, [], |x: T, []| x / T::cast(s))
+        float_apply!(DIV_, self, [], |x: T, []| x / T::from_f64(s))
     }
 
     /// `Tensor.addcmul_(t1, t2, value=value)`: `self + value·t1·t2`, evaluated as PyTorch's CPU
@@ -306,8 +257,8 @@ impl Tensor {
     /// # Errors
     /// As [`add_`](Self::add_), for both operands.
     pub fn addcmul_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
-        float_apply!(ADDCMUL_, self, [t1, t2], |x: T, [a, b]| T::fma(
-            T::cast(value) * a,
+        float_apply!(ADDCMUL_, self, [t1, t2], |x: T, [a, b]| T::mul_add(
+            T::from_f64(value) * a,
             b,
             x
         ))
@@ -320,7 +271,7 @@ impl Tensor {
     /// As [`add_`](Self::add_), for both operands.
     pub fn addcdiv_(&mut self, t1: &Tensor, t2: &Tensor, value: f64) -> Result<()> {
         float_apply!(ADDCDIV_, self, [t1, t2], |x: T, [a, b]| x
-            + (T::cast(value) * a) / b)
+            + (T::from_f64(value) * a) / b)
     }
 
     /// `Tensor.lerp_(end, weight)` with a number `weight` (converted to the dtype):
@@ -330,7 +281,11 @@ impl Tensor {
     /// # Errors
     /// As [`add_`](Self::add_).
     pub fn lerp_(&mut self, end: &Tensor, weight: f64) -> Result<()> {
-        float_apply!(LERP_, self, [end], |x: T, [e]| lerp(x, e, T::cast(weight)))
+        float_apply!(LERP_, self, [end], |x: T, [e]| lerp(
+            x,
+            e,
+            T::from_f64(weight)
+        ))
     }
 
     /// `Tensor.lerp_(end, weight)` with a tensor `weight`, elementwise as
@@ -367,7 +322,7 @@ impl Tensor {
             if x.is_nan() {
                 x
             } else {
-                let (lo, hi) = (T::cast(lo), T::cast(hi));
+                let (lo, hi) = (T::from_f64(lo), T::from_f64(hi));
                 let y = if x < lo { lo } else { x };
                 if y > hi { hi } else { y }
             }
@@ -422,7 +377,7 @@ fn apply_any<T: Element + Send + Sync, const N: usize>(
 }
 
 /// [`apply`] with `f` also given the element's flat (row-major) index.
-fn apply_indexed<T: Real, const N: usize>(
+fn apply_indexed<T: Float, const N: usize>(
     op: &'static Op<Kernel>,
     dst: &mut Tensor,
     operands: [&Tensor; N],

@@ -4,9 +4,9 @@
 //! Inputs are read in place through their strides (views, broadcast masks), never expanded.
 
 use super::elementwise::{Kernel, Src, check_dtype, out_buf, serial, walk};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::Result;
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 /// Output elements per chunk (a constant: no element's value depends on its chunk).

@@ -1,5 +1,5 @@
 //! Ops, one file per family. Each file declares its ops' implementations as
-//! [`dispatch::Op`](crate::dispatch::Op) statics where there is a choice of algorithm, and the
+//! [`dispatch::Op`](crate::op::Op) statics where there is a choice of algorithm, and the
 //! `Tensor` methods that call them.
 
 /// Declares a family of elementwise ops (`elementwise.rs`, `inplace.rs`): a `static` [`Op<Kernel>`] each, with one thread-invariant
@@ -22,7 +22,7 @@ macro_rules! chunked_ops {
         pub static OPS: &[&Op<Kernel>] = &[$(&$id),*];
 
         /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+        pub fn ops() -> Vec<crate::op::OpInfo> {
             OPS.iter().map(|o| o.info()).collect()
         }
     };
@@ -48,8 +48,8 @@ pub mod view;
 
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
-pub fn builtin_ops() -> Vec<crate::dispatch::OpInfo> {
-    let families: [fn() -> Vec<crate::dispatch::OpInfo>; 16] = [
+pub fn builtin_ops() -> Vec<crate::op::OpInfo> {
+    let families: [fn() -> Vec<crate::op::OpInfo>; 16] = [
         reduce::ops,
         matmul::ops,
         conv::ops,

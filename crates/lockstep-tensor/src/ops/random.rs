@@ -16,10 +16,10 @@ pub const ALGO: &str = "random.torch_cpu_stream";
 
 /// This family as dispatch lists it: one thread-invariant implementation, `random` (collected
 /// by [`crate::ops::builtin_ops`]; the draws record their own names with [`ALGO`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
-    vec![crate::dispatch::OpInfo {
+pub fn ops() -> Vec<crate::op::OpInfo> {
+    vec![crate::op::OpInfo {
         name: "random",
-        impls: vec![(ALGO, crate::dispatch::Guarantee::ThreadInvariant)],
+        impls: vec![(ALGO, crate::op::Guarantee::ThreadInvariant)],
     }]
 }
 

@@ -9,10 +9,10 @@
 //! checked against real torch on tie- and NaN-heavy inputs
 //! (`tools/golden_transformer_prims.py`). Each slice is independent: thread-invariant.
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::layout::resolve_dim;
+use crate::op::{Guarantee, Impl, Op};
 use crate::tensor::try_with_capacity;
 use crate::{Tensor, invalid};
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,7 @@ pub static TOPK: Op<()> = Op {
 };
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![TOPK.info()]
 }
 

@@ -9,7 +9,7 @@ use crate::layout::{Layout, contiguous_strides, resolve_dim};
 use crate::tensor::try_with_capacity;
 use crate::{Tensor, invalid};
 
-use crate::dispatch::{Guarantee, Impl, Op};
+use crate::op::{Guarantee, Impl, Op};
 
 /// `torch.cat`: one copy per part, in order (serial).
 pub static CAT: Op<()> = Op {
@@ -32,7 +32,7 @@ pub static PAD_DIM: Op<()> = Op {
 };
 
 /// The view family's copying ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![CAT.info(), PAD_DIM.info()]
 }
 

@@ -42,9 +42,9 @@
 //! `conv2d_weight_grad.fixed_parts`) with
 //! [`with_algorithm`](crate::autotune::with_algorithm).
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::{Isa, gemm};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -629,7 +629,7 @@ fn fwd_depthwise(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par)
 }
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         CONV2D.info(),
         CONV2D_INPUT_GRAD.info(),

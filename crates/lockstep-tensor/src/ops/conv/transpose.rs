@@ -13,8 +13,8 @@ use super::{
     Conv2dParams, Geometry, InputGradFn, f32_data, input_grad_gemm, run, winograd,
     winograd_or_first,
 };
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 /// `conv_transpose2d`: the transposed convolution (the kernels of `conv2d_input_grad`).

@@ -7,9 +7,9 @@ use super::common::{
 use super::rows::{
     ROW_ATOMIC, ROW_DET, ROW_NONDET, RowAddFn, RowGeomPub, RowMode, rg, rows_det, run_rows,
 };
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::reduce::dense;
 use crate::{Tensor, invalid};
 
@@ -24,11 +24,11 @@ acc_op!(
 
 /// `index_put` without `accumulate`: rows assigned in source order (the last write wins), one
 /// thread-invariant implementation.
-pub static INDEX_PUT: crate::dispatch::Op<()> = crate::dispatch::Op {
+pub static INDEX_PUT: crate::op::Op<()> = crate::op::Op {
     name: "index_put",
-    impls: &[crate::dispatch::Impl {
+    impls: &[crate::op::Impl {
         algo: "index_put.rows_in_order",
-        guarantee: crate::dispatch::Guarantee::ThreadInvariant,
+        guarantee: crate::op::Guarantee::ThreadInvariant,
         f: (),
     }],
 };

@@ -4,9 +4,9 @@
 use super::common::{AccElem, acc_op, check_indices, index_tensor, one_dim, with_acc};
 use super::rows::{ROW_ATOMIC, ROW_DET, ROW_NONDET, RowAddFn, RowGeomPub, run_rows};
 use super::select::{IndexSelectFn, index_select_kernel};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::reduce::dense;
 use crate::threads::Par;
 use crate::{Tensor, invalid};

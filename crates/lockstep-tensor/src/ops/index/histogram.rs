@@ -3,9 +3,9 @@
 //! kernel.
 
 use super::common::{AccElem, acc_op, index_tensor};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;
 use crate::ops::reduce::dense;

@@ -47,7 +47,7 @@ pub use scatter::SCATTER_ADD;
 pub use select::{GATHER, GatherFn, INDEX_SELECT, IndexSelectFn};
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         INDEX_ADD.info(),
         INDEX_PUT.info(),

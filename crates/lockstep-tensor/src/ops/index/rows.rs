@@ -4,9 +4,9 @@
 
 use super::common::{AccElem, dense_mut};
 use crate::Tensor;
-use crate::dispatch::Op;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::Op;
 use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;
@@ -222,9 +222,6 @@ struct RowJob<'a, T> {
     mode: RowMode,
     buckets: &'a [Vec<Vec<u32>>],
 }
-
-// SAFETY: `dp` is only written through disjoint tasks (see `RowJob::run`).
-unsafe impl<T: Send> Sync for RowJob<'_, T> {}
 
 impl<T: AccElem> RowJob<'_, T> {
     /// Runs task `t`.

@@ -7,10 +7,10 @@ use super::common::{
 };
 use super::rows::{RowAddFn, RowGeom, RowGeomPub, Task, line_shift, rg, row_fns, run_rows, tasks};
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::contiguous_strides;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::ops::reduce::{dense, zeroed_vec};
 use crate::threads::Par;

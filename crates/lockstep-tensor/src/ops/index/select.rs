@@ -2,9 +2,9 @@
 
 use super::common::{check_index_shape, check_indices, dim_of, geom, index_tensor, one_dim};
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::Result;
 use crate::layout::contiguous_strides;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::reduce::{dense, zeroed_vec};
 use crate::threads::Par;
 use rayon::prelude::*;

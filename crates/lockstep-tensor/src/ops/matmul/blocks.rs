@@ -20,9 +20,9 @@
 
 use super::GemmFloat;
 use super::kernel::Isa;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{Tensor, invalid};

@@ -57,9 +57,9 @@ mod external;
 pub mod gemm;
 pub mod kernel;
 
-use crate::dispatch::{Guarantee, Impl, Op};
-use crate::dtype::{DType, Element};
+use crate::dtype::{DType, Float};
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
@@ -69,17 +69,13 @@ pub use kernel::{Isa, Kernel};
 use rayon::prelude::*;
 
 /// A float type the GEMM supports (`f32`, `f64`), with its blocking constants.
-pub trait GemmFloat:
-    Element + core::ops::Add<Output = Self> + core::ops::Mul<Output = Self>
-{
+pub trait GemmFloat: Float {
     /// Steps of K per block (the micro-kernel's loop length).
     const KC: usize;
     /// Rows of C per output tile (a multiple of every kernel's `MR`).
     const MC: usize;
     /// Columns of C per output tile (a multiple of every kernel's `NR`).
     const NC: usize;
-    /// `self * a + b` with one rounding.
-    fn mul_add(self, a: Self, b: Self) -> Self;
     /// The micro-kernel for an instruction set (the portable one if `isa` is not compiled in).
     fn kernel(isa: Isa) -> Kernel<Self>;
 }
@@ -88,10 +84,6 @@ impl GemmFloat for f32 {
     const KC: usize = 256;
     const MC: usize = 240;
     const NC: usize = 768;
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f32::mul_add(self, a, b)
-    }
     fn kernel(isa: Isa) -> Kernel<Self> {
         kernel::kernel_f32(isa)
     }
@@ -101,10 +93,6 @@ impl GemmFloat for f64 {
     const KC: usize = 128;
     const MC: usize = 240;
     const NC: usize = 384;
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f64::mul_add(self, a, b)
-    }
     fn kernel(isa: Isa) -> Kernel<Self> {
         kernel::kernel_f64(isa)
     }
@@ -124,7 +112,7 @@ enum Algo {
 pub type MatmulFn = fn(&Tensor, &Tensor, &Par) -> Result<Tensor>;
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![MATMUL.info(), blocks::MATMUL_K_BLOCKS.info()]
 }
 

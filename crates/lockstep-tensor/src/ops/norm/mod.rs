@@ -6,8 +6,8 @@
 
 mod batch_norm_kernel;
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use crate::{DType, Error, Result, Tensor};
 use batch_norm_kernel::{BnElem, ChannelConst, Pass};
@@ -38,7 +38,7 @@ single_op!(
 );
 
 /// The ops of this family.
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![BATCH_NORM.info(), BATCH_NORM_BACKWARD.info()]
 }
 

@@ -9,9 +9,9 @@
 //! Layout: this file holds the API (argument checks, output sizes, dispatch); `kernel` holds
 //! the kernels it hands the thread team to.
 
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::{Tensor, invalid};
 
 mod kernel;
@@ -38,7 +38,7 @@ macro_rules! pool_ops {
         };
         )*
         /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-        pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+        pub fn ops() -> Vec<crate::op::OpInfo> {
             vec![$($id.info()),*]
         }
     };

@@ -21,8 +21,8 @@
 //! `rnn_layer` and their `_backward` (one record per gradient).
 
 use super::{Real, packed_transpose, try_row_ranges};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use crate::threads::Par;
@@ -140,7 +140,7 @@ static RNN_LAYER_BACKWARD: Op<BackwardFn> = Op {
 };
 
 /// The ops' registrations.
-pub(super) fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub(super) fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         GRU_LAYER.info(),
         GRU_LAYER_BACKWARD.info(),

@@ -8,8 +8,8 @@
 
 use super::lstm_kernel::{self, NV, Simd};
 use super::{for_row_ranges, uninit};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::threads::Par;
 use crate::{DType, Result, Tensor};
@@ -47,7 +47,7 @@ static LSTM_INPUT_BACKWARD: Op<()> = Op {
 };
 
 /// The op's registrations (forward and backward).
-pub(super) fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub(super) fn ops() -> Vec<crate::op::OpInfo> {
     vec![LSTM_INPUT.info(), LSTM_INPUT_BACKWARD.info()]
 }
 

@@ -8,8 +8,8 @@
 
 use super::lstm_kernel::{self, Simd};
 use super::{Real, for_row_ranges, packed_transpose, uninit};
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::error::invalid;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::ops::matmul::{PackedB, gemm, gemm_packed_b};
 use crate::threads::Par;
@@ -153,7 +153,7 @@ impl LstmLayer {
 }
 
 /// The ops' registrations.
-pub(super) fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub(super) fn ops() -> Vec<crate::op::OpInfo> {
     vec![LSTM_LAYER.info(), LSTM_LAYER_BACKWARD.info()]
 }
 

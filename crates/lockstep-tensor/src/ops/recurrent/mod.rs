@@ -25,20 +25,15 @@ use crate::threads::Par;
 use lstm_kernel::fast;
 
 /// The ops of this family (forward and backward of each layer, the LSTM input projection).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     let mut v = lstm::ops();
     v.extend(input::ops());
     v.extend(gru::ops());
     v
 }
 
-/// The float types the fused recurrent layers run in.
-pub(crate) trait Real:
-    GemmFloat
-    + core::ops::Sub<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::Neg<Output = Self>
-{
+/// The float types the fused recurrent layers run in: [`GemmFloat`] with the gates' activations.
+pub(crate) trait Real: GemmFloat {
     /// `tanh` of every element of `v`, in place.
     fn tanh_all(v: &mut [Self]);
     /// `1 / (1 + exp(−x))` of every element of `v`, in place.

@@ -5,10 +5,10 @@ use super::dim::{
     Geom, RedArgs, RedFn, det_op, dim_args, float_only, geom, one, run_red, with_float,
 };
 use crate::Tensor;
-use crate::dispatch::{Guarantee, Impl, Op};
 use crate::dtype::DType;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::op::{Guarantee, Impl, Op};
 use crate::threads::Par;
 use rayon::prelude::*;
 

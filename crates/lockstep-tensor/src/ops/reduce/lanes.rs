@@ -2,7 +2,7 @@
 //! their explicit-SIMD paths (the same bits as the portable loop), and the fixed pairwise
 //! tree ([`tree_sum`]).
 
-use crate::dtype::Element;
+use crate::dtype::Float;
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;
 
@@ -12,8 +12,9 @@ pub const CHUNK: usize = 1 << 14;
 /// Independent accumulators per chunk (lets the compiler use vector registers).
 pub const LANES: usize = 16;
 
-/// A float type the reductions accumulate in (`f32` sums in `f32`, as PyTorch does).
-pub trait Float: Element + core::ops::Add<Output = Self> + Default {
+/// A float type the reductions accumulate in (`f32` sums in `f32`, as PyTorch does): the
+/// [`Float`] sub-trait with the lane sums' SIMD paths.
+pub trait LaneSum: Float {
     /// [`LANES`] lane sums of `x` (element `i` added to lane `i mod LANES`, each lane in index
     /// order, from `+0`) computed with the instructions of `isa` — the same bits on every
     /// path, since each lane is one chain of additions in the same order. A path the CPU does
@@ -34,7 +35,7 @@ pub trait Float: Element + core::ops::Add<Output = Self> + Default {
         None
     }
 }
-impl Float for f32 {
+impl LaneSum for f32 {
     #[inline]
     fn lane_sums4(x: &[Self], isa: Isa) -> Option<[[Self; LANES]; 4]> {
         #[cfg(target_arch = "x86_64")]
@@ -64,7 +65,7 @@ impl Float for f32 {
         fold_lanes(x, 0.0, |a, v| a + v)
     }
 }
-impl Float for f64 {
+impl LaneSum for f64 {
     #[inline]
     fn lane_sums(x: &[Self], isa: Isa) -> [Self; LANES] {
         #[cfg(target_arch = "x86_64")]
@@ -100,7 +101,7 @@ mod x86 {
 
     macro_rules! lane_kernel {
         ($name:ident, $feat:literal, $t:ty, $v:ty, $w:literal, $zero:ident, $load:ident, $add:ident, $store:ident) => {
-            /// Lane sums of `x` (see [`super::Float::lane_sums`]).
+            /// Lane sums of `x` (see [`super::LaneSum::lane_sums`]).
             ///
             /// # Safety
             /// The CPU must support the target feature.
@@ -137,7 +138,7 @@ mod x86 {
     }
 
     /// Lane sums of the four [`super::CHUNK`]-element pieces of `x` (see
-    /// [`super::Float::lane_sums4`]): four chains, one per piece, each the chain of
+    /// [`super::LaneSum::lane_sums4`]): four chains, one per piece, each the chain of
     /// `sums_f32_avx512` on its piece.
     ///
     /// # Safety
@@ -311,13 +312,13 @@ pub fn fold_lanes_into<T: Copy>(acc: &mut [T; LANES], x: &[T], f: impl Fn(T, T) 
 /// Sum of a slice in a fixed order: lanes, then a fixed tree over the lanes (the same bits on
 /// every [`Isa`]).
 #[inline]
-pub fn sum_lanes<T: Float>(x: &[T]) -> T {
+pub fn sum_lanes<T: LaneSum>(x: &[T]) -> T {
     let mut acc = T::lane_sums(x, Isa::best());
     tree_sum(&mut acc)
 }
 
 /// Pairwise sum of `v` in place: `(v0+v1) + (v2+v3)`, … — a fixed tree for a given length.
-pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
+pub fn tree_sum<T: LaneSum>(v: &mut [T]) -> T {
     if let Ok(lanes) = <&[T; LANES]>::try_from(&*v) {
         return tree_lanes(lanes);
     }
@@ -329,7 +330,7 @@ pub fn tree_sum<T: Float>(v: &mut [T]) -> T {
 
 /// [`tree_sum`]'s tree as a loop over a non-empty slice (the one-lane-group case unrolled in
 /// [`tree_lanes`] is this loop's order).
-pub(super) fn tree_loop<T: Float>(v: &mut [T]) -> T {
+pub(super) fn tree_loop<T: LaneSum>(v: &mut [T]) -> T {
     let mut n = v.len();
     while n > 1 {
         let half = n / 2;
@@ -349,7 +350,7 @@ pub(super) fn tree_loop<T: Float>(v: &mut [T]) -> T {
 /// [`tree_sum`] of one lane group, unrolled (the loop costs more than the adds of a short
 /// line's sum): the same pairs in the same order.
 #[inline]
-fn tree_lanes<T: Float>(v: &[T; LANES]) -> T {
+fn tree_lanes<T: LaneSum>(v: &[T; LANES]) -> T {
     const { assert!(LANES == 16) };
     let a: [T; 8] = core::array::from_fn(|i| v[2 * i] + v[2 * i + 1]);
     let b: [T; 4] = core::array::from_fn(|i| a[2 * i] + a[2 * i + 1]);

@@ -36,13 +36,16 @@ pub use buf::{copied_vec, zeroed_vec};
 pub use causal_softmax::{CAUSAL_SOFTMAX, CAUSAL_SOFTMAX_BACKWARD};
 pub use cumsum::CUMSUM;
 pub use dim::{MAX, MEAN_DIM, MIN, RedArgs, RedFn, STD, VAR};
-pub use lanes::{CHUNK, Float, LANES, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
+/// [`LaneSum`]'s name before the float traits became one family (issue 29).
+#[doc(hidden)]
+pub use lanes::LaneSum as Float;
+pub use lanes::{CHUNK, LANES, LaneSum, fold_lanes, fold_lanes_into, sum_lanes, tree_sum};
 pub use real::{Real, exp_f32_slice};
 pub use softmax::{LOG_SOFTMAX, LOGSUMEXP, SOFTMAX};
 pub use sum::{SUM, SUM_DIM, sum_det, sum_nondet};
 
 /// This family's ops (collected by [`crate::ops::builtin_ops`]).
-pub fn ops() -> Vec<crate::dispatch::OpInfo> {
+pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         SUM.info(),
         SUM_DIM.info(),

@@ -1,30 +1,14 @@
 //! [`Real`]: the float operations the dimension reductions and softmax need beyond
-//! [`Float`], with the vectorisable `expf` they share.
+//! [`LaneSum`], with the vectorisable `expf` they share.
 
-use super::lanes::Float;
+use super::lanes::LaneSum;
 
-/// The float operations the reductions need beyond [`Float`].
-pub trait Real:
-    Float
-    + core::ops::Sub<Output = Self>
-    + core::ops::Mul<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::Neg<Output = Self>
-{
-    /// Not a number.
-    const NAN: Self;
-    /// Positive infinity.
-    const INFINITY: Self;
-    /// Negative infinity.
-    const NEG_INFINITY: Self;
+/// The float operations the reductions need beyond [`LaneSum`].
+pub trait Real: LaneSum {
     /// `e^self` ([`crate::math`]: the same bits on every platform).
     fn exp(self) -> Self;
     /// Natural logarithm ([`crate::math`]: the same bits on every platform).
     fn ln(self) -> Self;
-    /// Square root.
-    fn sqrt(self) -> Self;
-    /// Whether the value is NaN.
-    fn is_nan(self) -> bool;
     /// `dst[i] = exp(src[i])` (a vectorisable kernel for `f32`; results do not depend on the
     /// CPU features used, as no operation is fused).
     fn exp_slice(src: &[Self], dst: &mut [Self]);
@@ -34,20 +18,11 @@ pub trait Real:
 }
 
 impl Real for f32 {
-    const NAN: Self = f32::NAN;
-    const INFINITY: Self = f32::INFINITY;
-    const NEG_INFINITY: Self = f32::NEG_INFINITY;
     fn exp(self) -> Self {
         crate::math::expf(self)
     }
     fn ln(self) -> Self {
         crate::math::lnf(self)
-    }
-    fn sqrt(self) -> Self {
-        f32::sqrt(self)
-    }
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
     }
     fn exp_slice(src: &[Self], dst: &mut [Self]) {
         exp_f32_slice(src, dst);
@@ -59,20 +34,11 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
-    const NAN: Self = f64::NAN;
-    const INFINITY: Self = f64::INFINITY;
-    const NEG_INFINITY: Self = f64::NEG_INFINITY;
     fn exp(self) -> Self {
         crate::math::exp(self)
     }
     fn ln(self) -> Self {
         crate::math::ln(self)
-    }
-    fn sqrt(self) -> Self {
-        f64::sqrt(self)
-    }
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
     }
     fn exp_slice(src: &[Self], dst: &mut [Self]) {
         for (d, &s) in dst.iter_mut().zip(src) {

@@ -2,19 +2,19 @@
 //! and `sum` along a dimension (strided lines summed in the same fixed order), with `mean`.
 
 use super::buf::dense;
-use super::lanes::{CHUNK, Float, LANES, sum_lanes, tree_sum};
-use crate::dispatch::{Guarantee, Impl, Op};
+use super::lanes::{CHUNK, LANES, LaneSum, sum_lanes, tree_sum};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::resolve_dim;
+use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::Isa;
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use std::sync::Mutex;
 
 /// [`sum_lanes`] of each [`CHUNK`]-element piece of `x` (the last may be shorter), into
-/// `out` (one value per piece), four pieces at a time where [`Float::lane_sums4`] has a path.
-pub(super) fn piece_sums<T: Float>(x: &[T], out: &mut [T], isa: Isa) {
+/// `out` (one value per piece), four pieces at a time where [`LaneSum::lane_sums4`] has a path.
+pub(super) fn piece_sums<T: LaneSum>(x: &[T], out: &mut [T], isa: Isa) {
     let mut quads = x.chunks_exact(4 * CHUNK);
     let mut o = 0;
     for q in &mut quads {
@@ -42,7 +42,7 @@ pub(super) fn piece_sums<T: Float>(x: &[T], out: &mut [T], isa: Isa) {
 /// Deterministic sum of a slice using `par`: identical bits at any thread count. The pieces'
 /// sums are independent, so the threads take contiguous runs of pieces (long sequential
 /// streams for the prefetchers) and [`tree_sum`] combines them in index order.
-pub fn sum_det<T: Float>(x: &[T], par: &Par) -> T {
+pub fn sum_det<T: LaneSum>(x: &[T], par: &Par) -> T {
     if x.len() <= CHUNK {
         return sum_lanes(x);
     }
@@ -65,7 +65,7 @@ pub fn sum_det<T: Float>(x: &[T], par: &Par) -> T {
 
 /// Nondeterministic sum: one contiguous range per thread (each summed as [`sum_det`] sums a
 /// slice, so as accurately), the per-thread sums added in completion order.
-pub fn sum_nondet<T: Float>(x: &[T], par: &Par) -> T {
+pub fn sum_nondet<T: LaneSum>(x: &[T], par: &Par) -> T {
     let threads = par.threads();
     if threads == 1 || x.len() <= 4 * CHUNK {
         return sum_det(x, par);
@@ -160,7 +160,7 @@ const COL_TILE_BYTES: usize = 1 << 10;
 
 /// The pairwise tree of [`tree_sum`] applied column by column to `rows` rows of `w` elements
 /// (row `r` at `v[r * w..]`); the result is left in row 0.
-fn tree_rows<T: Float>(v: &mut [T], rows: usize, w: usize) {
+fn tree_rows<T: LaneSum>(v: &mut [T], rows: usize, w: usize) {
     let mut n = rows;
     while n > 1 {
         let half = n / 2;
@@ -182,9 +182,9 @@ fn tree_rows<T: Float>(v: &mut [T], rows: usize, w: usize) {
 /// `acc[i] = acc[i] + v[i]` over the shorter length, built for the widest vectors the path in
 /// use allows: each element's one addition, so every build gives the same bits.
 #[inline]
-fn add_into<T: Float>(acc: &mut [T], v: &[T]) {
+fn add_into<T: LaneSum>(acc: &mut [T], v: &[T]) {
     #[inline(always)]
-    fn imp<T: Float>(acc: &mut [T], v: &[T]) {
+    fn imp<T: LaneSum>(acc: &mut [T], v: &[T]) {
         for (a, &x) in acc.iter_mut().zip(v) {
             *a = *a + x;
         }
@@ -192,11 +192,11 @@ fn add_into<T: Float>(acc: &mut [T], v: &[T]) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        fn w512<T: Float>(acc: &mut [T], v: &[T]) {
+        fn w512<T: LaneSum>(acc: &mut [T], v: &[T]) {
             imp(acc, v)
         }
         #[target_feature(enable = "avx2")]
-        fn w256<T: Float>(acc: &mut [T], v: &[T]) {
+        fn w256<T: LaneSum>(acc: &mut [T], v: &[T]) {
             imp(acc, v)
         }
         if Isa::Avx512.enabled() && Isa::Avx512.available() {
@@ -217,7 +217,7 @@ fn add_into<T: Float>(acc: &mut [T], v: &[T]) {
 /// [`tree_sum`] — per column exactly the additions of [`sum_lanes`] over that column's piece.
 /// `acc` is scratch of `LANES * w` elements.
 #[allow(clippy::too_many_arguments)]
-fn col_piece<T: Float>(
+fn col_piece<T: LaneSum>(
     slab: &[T],
     inner: usize,
     c0: usize,
@@ -252,7 +252,13 @@ fn col_piece<T: Float>(
 /// Sums `[outer, n, inner]` over `n` into `[outer, inner]`: each output the bits of
 /// [`sum_det`] over its line at any thread count (parallel over outer slices, pieces of
 /// [`CHUNK`] rows and column tiles; the pieces of a line combined by [`tree_rows`]).
-fn col_sums<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) -> Result<Vec<T>> {
+fn col_sums<T: LaneSum>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    par: &Par,
+) -> Result<Vec<T>> {
     let mut out = crate::try_filled_vec("sum_dim", outer * inner, T::default())?;
     if n == 0 || out.is_empty() {
         return Ok(out);
@@ -304,7 +310,7 @@ fn col_sums<T: Float>(x: &[T], outer: usize, n: usize, inner: usize, par: &Par) 
 
 /// Sums `[outer, n, inner]` over `n` (see [`SUM_DIM`]): lines of stride 1 with [`sum_det`],
 /// others with [`col_sums`] (the same order).
-pub(super) fn sum_dim_kernel<T: Float>(
+pub(super) fn sum_dim_kernel<T: LaneSum>(
     x: &[T],
     outer: usize,
     n: usize,

@@ -155,7 +155,7 @@ fn every_isa_path_gives_the_same_softmax() {
 
 /// The plain definition of the deterministic order: [`sum_lanes`] per [`CHUNK`] piece,
 /// then [`tree_sum`] over the pieces.
-fn reference_det<T: Float>(x: &[T]) -> T {
+fn reference_det<T: LaneSum>(x: &[T]) -> T {
     if x.len() <= CHUNK {
         return sum_lanes(x);
     }
