@@ -8,19 +8,18 @@
 //!    pins ([`with_algorithm`](crate::autotune::with_algorithm)), and for tunable ops benchmark
 //!    mode, the tuning cache, [`set_conv_deterministic`](crate::autotune::set_conv_deterministic)
 //!    and [`set_allow_fast_conv`](crate::autotune::set_allow_fast_conv);
-//! 2. hands the kernel the implementation chosen and its thread team ([`Par`]);
+//! 2. hands the kernel the implementation chosen and its thread team ([`Par`](crate::threads::Par));
 //! 3. records the call in the trace ([`crate::trace`]) when tracing is on.
 //!
 //! Kernels never read global flags nor look the thread count up: in debug builds, a kernel run
-//! through dispatch that calls [`Par::current`] or
+//! through dispatch that calls [`Par::current`](crate::threads::Par::current) or
 //! [`get_num_threads`](crate::threads::get_num_threads) panics (a tripwire for the rule).
 //!
 //! User code can declare its own ops the same way (a `static` [`Op`] and a call to
 //! [`Op::run`]), and they then take part in deterministic mode, pins and tracing like built-in
-//! ops. [`Op::select`] (the policy's choice and a [`Par`], without running or tracing anything)
+//! ops. [`Op::select`] (the policy's choice and a [`Par`](crate::threads::Par), without running or tracing anything)
 //! stays for code that runs and records its kernel itself; it is a thin wrapper over the same
 //! policy.
-
 //!
 //! The dispatch call and the types it works with are defined in `op.rs`, which the op files
 //! build on; this module publishes them with the list of every built-in op, which needs the op
