@@ -404,6 +404,49 @@ mod x86 {
     use super::{BLOCK, SUM_GRAD, SUM_SQDEV, SUM_X};
     use core::arch::x86_64::*;
 
+    /// The two paths' loads and chain steps, stamped from one template each: the same
+    /// operations in the same order, at 8 lanes (AVX-512) or 4 (AVX2).
+    macro_rules! widening_load {
+        ($name:ident, $feat:literal, $v:ty, $n:literal, $zero:ident, $cvt:ident, $loadu:ident,
+         $transpose:ident) => {
+            /// Rows `base + j·s + t ..` (`j <` the lane count, as many positions) of `p`,
+            /// widened to f64 and transposed.
+            ///
+            /// # Safety
+            /// Every row must be in bounds.
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn $name(p: *const f32, base: usize, s: usize, t: usize) -> [$v; $n] {
+                let mut r = [$zero(); $n];
+                for (j, r) in r.iter_mut().enumerate() {
+                    // SAFETY: the caller's bounds.
+                    *r = $cvt(unsafe { $loadu(p.add(base + j * s + t)) });
+                }
+                $transpose(&r)
+            }
+        };
+    }
+
+    /// One chain step of `MODE` on one vector of positions: [`step`](super::step)'s formulas,
+    /// lane by lane, with the path's add/sub/mul.
+    macro_rules! chain_step {
+        ($mode:expr, $a0:expr, $a1:expr, $x:expr, $g:expr, $mu:expr, $is:expr,
+         $add:ident, $sub:ident, $mul:ident) => {
+            match $mode {
+                SUM_X => $a0 = $add($a0, $x),
+                SUM_SQDEV => {
+                    let d = $sub($x, $mu);
+                    $a0 = $add($a0, $mul(d, d));
+                }
+                _ => {
+                    $a0 = $add($a0, $g);
+                    let xhat = $mul($sub($x, $mu), $is);
+                    $a1 = $add($a1, $mul($g, xhat));
+                }
+            }
+        };
+    }
+
     /// `r[j]` holds channel `j`'s values at 8 positions; the result's `[q]` holds position
     /// `q` of every channel (lane `j` = channel `j`).
     #[target_feature(enable = "avx512f")]
@@ -437,20 +480,16 @@ mod x86 {
         ]
     }
 
-    /// Rows `base + j·s + t .. + 8` (`j < 8`) of `p`, widened to f64 and transposed.
-    ///
-    /// # Safety
-    /// Every row must be in bounds.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn load8(p: *const f32, base: usize, s: usize, t: usize) -> [__m512d; 8] {
-        let mut r = [_mm512_setzero_pd(); 8];
-        for (j, r) in r.iter_mut().enumerate() {
-            // SAFETY: the caller's bounds.
-            *r = _mm512_cvtps_pd(unsafe { _mm256_loadu_ps(p.add(base + j * s + t)) });
-        }
-        transpose8(&r)
-    }
+    widening_load!(
+        load8,
+        "avx512f",
+        __m512d,
+        8,
+        _mm512_setzero_pd,
+        _mm512_cvtps_pd,
+        _mm256_loadu_ps,
+        transpose8
+    );
 
     /// The tail of a row block (`rem < 8` positions from `t`), through a zero-padded copy.
     ///
@@ -492,18 +531,18 @@ mod x86 {
         is: __m512d,
     ) {
         for q in 0..cnt {
-            match MODE {
-                SUM_X => *a0 = _mm512_add_pd(*a0, xc[q]),
-                SUM_SQDEV => {
-                    let d = _mm512_sub_pd(xc[q], mu);
-                    *a0 = _mm512_add_pd(*a0, _mm512_mul_pd(d, d));
-                }
-                _ => {
-                    *a0 = _mm512_add_pd(*a0, gc[q]);
-                    let xhat = _mm512_mul_pd(_mm512_sub_pd(xc[q], mu), is);
-                    *a1 = _mm512_add_pd(*a1, _mm512_mul_pd(gc[q], xhat));
-                }
-            }
+            chain_step!(
+                MODE,
+                *a0,
+                *a1,
+                xc[q],
+                gc[q],
+                mu,
+                is,
+                _mm512_add_pd,
+                _mm512_sub_pd,
+                _mm512_mul_pd
+            );
         }
     }
 
@@ -588,20 +627,16 @@ mod x86 {
         ]
     }
 
-    /// Rows `base + j·s + t .. + 4` (`j < 4`) of `p`, widened and transposed.
-    ///
-    /// # Safety
-    /// Every row must be in bounds.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    unsafe fn load4(p: *const f32, base: usize, s: usize, t: usize) -> [__m256d; 4] {
-        let mut r = [_mm256_setzero_pd(); 4];
-        for (j, r) in r.iter_mut().enumerate() {
-            // SAFETY: the caller's bounds.
-            *r = _mm256_cvtps_pd(unsafe { _mm_loadu_ps(p.add(base + j * s + t)) });
-        }
-        transpose4(&r)
-    }
+    widening_load!(
+        load4,
+        "avx2",
+        __m256d,
+        4,
+        _mm256_setzero_pd,
+        _mm256_cvtps_pd,
+        _mm_loadu_ps,
+        transpose4
+    );
 
     /// [`block_avx512`] with two 4-lane halves: lane `j` of half `h` is channel
     /// `c0 + 4h + j`'s chain.
@@ -670,18 +705,18 @@ mod x86 {
                         gc = unsafe { load4(bg.as_ptr().cast(), 0, 4, 0) };
                     }
                     for q in 0..cnt {
-                        match MODE {
-                            SUM_X => a0[h] = _mm256_add_pd(a0[h], xc[q]),
-                            SUM_SQDEV => {
-                                let d = _mm256_sub_pd(xc[q], mu[h]);
-                                a0[h] = _mm256_add_pd(a0[h], _mm256_mul_pd(d, d));
-                            }
-                            _ => {
-                                a0[h] = _mm256_add_pd(a0[h], gc[q]);
-                                let xhat = _mm256_mul_pd(_mm256_sub_pd(xc[q], mu[h]), is[h]);
-                                a1[h] = _mm256_add_pd(a1[h], _mm256_mul_pd(gc[q], xhat));
-                            }
-                        }
+                        chain_step!(
+                            MODE,
+                            a0[h],
+                            a1[h],
+                            xc[q],
+                            gc[q],
+                            mu[h],
+                            is[h],
+                            _mm256_add_pd,
+                            _mm256_sub_pd,
+                            _mm256_mul_pd
+                        );
                     }
                 }
                 t += cnt;
