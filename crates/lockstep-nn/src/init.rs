@@ -104,12 +104,7 @@ pub fn eye_(w: &Var) -> Result<()> {
         ));
     }
     let (rows, cols) = (shape[0], shape[1]);
-    let mut v: Vec<f64> = Vec::new();
-    v.try_reserve_exact(rows * cols)
-        .map_err(|_| lockstep_tensor::Error::OutOfMemory {
-            op: "eye_",
-            bytes: (rows as u128) * (cols as u128) * 8,
-        })?;
+    let mut v: Vec<f64> = lockstep_rng::try_with_capacity("eye_", rows.saturating_mul(cols))?;
     v.extend((0..rows * cols).map(|i| if i / cols == i % cols { 1.0 } else { 0.0 }));
     let eye = Tensor::from_vec(v, shape)?.to_dtype(w.dtype());
     no_grad(|| w.copy_(&eye))
@@ -231,12 +226,7 @@ pub fn trunc_normal_(
         b: f64,
     ) -> Result<Tensor> {
         let n: usize = shape.iter().product();
-        let mut v: Vec<T> = Vec::new();
-        v.try_reserve_exact(n)
-            .map_err(|_| lockstep_tensor::Error::OutOfMemory {
-                op: "trunc_normal_",
-                bytes: n as u128 * core::mem::size_of::<T>() as u128,
-            })?;
+        let mut v: Vec<T> = lockstep_rng::try_with_capacity("trunc_normal_", n)?;
         v.resize(n, <T as Float>::ZERO);
         slice::trunc_normal_(g, &mut v, mean, std, a, b)?;
         Tensor::from_vec(v, shape)

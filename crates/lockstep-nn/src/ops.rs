@@ -742,12 +742,7 @@ impl Var {
 
     /// Consecutive narrows of lengths `lens` along `dim`.
     fn pieces(&self, dim: isize, lens: &[usize]) -> Result<Vec<Var>> {
-        let mut out = Vec::new();
-        out.try_reserve_exact(lens.len())
-            .map_err(|_| Error::OutOfMemory {
-                op: "split",
-                bytes: lens.len() as u128 * core::mem::size_of::<Var>() as u128,
-            })?;
+        let mut out = lockstep_rng::try_with_capacity::<Var>("split", lens.len())?;
         let mut start = 0;
         for &l in lens {
             out.push(self.narrow(dim, start, l)?);

@@ -40,11 +40,7 @@ pub(super) fn serial(len: usize, par: &Par) -> bool {
 
 /// `iter`'s `n` values in a new vector (no zero-fill first), or [`Error::OutOfMemory`].
 fn collect_out<U>(op: &'static str, n: usize, iter: impl Iterator<Item = U>) -> Result<Vec<U>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * core::mem::size_of::<U>() as u128,
-    })?;
+    let mut v = crate::tensor::try_with_capacity::<U>(op, n)?;
     v.extend(iter);
     Ok(v)
 }

@@ -232,11 +232,7 @@ fn run<T: GemmFloat>(
     }
     // Not zero-filled first: every product below writes each of its outputs (beta = 0, zeros
     // for k = 0) without reading C's previous values, so a fill would only be overwritten.
-    let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        op: "matmul",
-        bytes: len as u128 * core::mem::size_of::<T>() as u128,
-    })?;
+    let mut out: Vec<T> = crate::tensor::try_with_capacity("matmul", len)?;
     let kern = T::kernel(Isa::best());
     let one = |oa: usize, ob: usize, c: &mut [core::mem::MaybeUninit<T>], par: Option<&Par>| {
         let p = Problem {

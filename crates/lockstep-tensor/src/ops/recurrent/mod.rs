@@ -117,13 +117,7 @@ pub(crate) fn try_row_ranges(
 /// # Errors
 /// `OutOfMemory` if the allocation fails.
 pub(crate) fn uninit(op: &'static str, n: usize) -> Result<Vec<f32>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| crate::Error::OutOfMemory {
-            op,
-            bytes: n as u128 * 4,
-        })?;
-    Ok(v)
+    Ok(crate::tensor::try_with_capacity::<f32>(op, n)?)
 }
 
 /// `Wᵀ` (`W` `[g, h]`, row-major) packed as the B operand of `h·Wᵀ` products: dense `[h, g]`
