@@ -164,8 +164,8 @@ pub fn gemm_k_blocks_with<T: GemmFloat>(
     if block == 0 {
         return Err(invalid(OP, "block", "blocks of K must be at least 1 long"));
     }
-    fits("a", m, k, a_strides, a.len())?;
-    fits("b", k, n, b_strides, b.len())?;
+    super::gemm::operand_fits(OP, "a", m, k, a_strides, a.len())?;
+    super::gemm::operand_fits(OP, "b", k, n, b_strides, b.len())?;
     if m.checked_mul(n).is_none_or(|l| c.len() < l) {
         return Err(invalid(OP, "c", format!("fewer than {m}×{n} elements")));
     }
@@ -251,24 +251,6 @@ pub fn gemm_k_blocks_with<T: GemmFloat>(
     };
     par.run_parts(parts, piece);
     Ok(())
-}
-
-/// Checks that a `rows × cols` operand with strides `s` lies inside `len` elements.
-fn fits(arg: &'static str, rows: usize, cols: usize, s: (usize, usize), len: usize) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let last = (rows - 1)
-        .checked_mul(s.0)
-        .and_then(|r| (cols - 1).checked_mul(s.1).and_then(|c| r.checked_add(c)));
-    match last {
-        Some(l) if l < len => Ok(()),
-        _ => Err(invalid(
-            OP,
-            arg,
-            format!("a {rows}×{cols} matrix with strides {s:?} does not fit in {len} elements"),
-        )),
-    }
 }
 
 /// Packs one panel of `w` rows of A (`by_rows == false`: `dst[p·w + i] = A[r0 + i][p]`) or

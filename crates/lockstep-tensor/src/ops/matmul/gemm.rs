@@ -165,6 +165,19 @@ fn check_operand(
     s: Strides,
     len: usize,
 ) -> Result<()> {
+    operand_fits("gemm", arg, rows, cols, s, len)
+}
+
+/// Checks that `op`'s `rows × cols` operand `arg` with strides `s` lies inside `len`
+/// elements, or an `InvalidArgument` naming both.
+pub(super) fn operand_fits(
+    op: &'static str,
+    arg: &'static str,
+    rows: usize,
+    cols: usize,
+    s: Strides,
+    len: usize,
+) -> Result<()> {
     if rows == 0 || cols == 0 {
         return Ok(());
     }
@@ -173,10 +186,13 @@ fn check_operand(
         .and_then(|r| (cols - 1).checked_mul(s.1).and_then(|c| r.checked_add(c)));
     match last {
         Some(l) if l < len => Ok(()),
-        _ => Err(bad(
+        _ => Err(Error::InvalidArgument {
+            op,
             arg,
-            format!("a {rows}×{cols} matrix with strides {s:?} does not fit in {len} elements"),
-        )),
+            reason: format!(
+                "a {rows}×{cols} matrix with strides {s:?} does not fit in {len} elements"
+            ),
+        }),
     }
 }
 
@@ -1391,7 +1407,7 @@ mod tests {
     /// A row-major A packed by the transposing AVX-512 path (full 12-row panels, 16 columns
     /// at a time, the rest one by one) gives the fma chain's bits: K with and without a tail
     /// of columns, several KC blocks, rows further apart than `k`, ragged last panels, A packed
-    /// up front or per tile, at 1 and 2 threads; every instruction set agrees.
+    /// up front or per tile, at 1, 2, 3 and 8 threads; every instruction set agrees.
     #[test]
     fn row_major_a_packs_to_the_chain_bits() {
         let mut g = lockstep_rng::Generator::with_seed(29);
@@ -1415,7 +1431,7 @@ mod tests {
                 if !isa.available() {
                     continue;
                 }
-                for t in [1, 2] {
+                for t in [1, 2, 3, 8] {
                     let mut c = vec![f32::NAN; m * n];
                     let par = Par::new(t);
                     gemm_with(isa, m, n, k, &a, (lda, 1), &b, (n, 1), &mut c, (n, 1), &par)
@@ -1458,7 +1474,7 @@ mod tests {
                 if !isa.available() {
                     continue;
                 }
-                for t in [1, 2] {
+                for t in [1, 2, 3, 8] {
                     let mut c = vec![f32::NAN; m * n];
                     let par = Par::new(t);
                     gemm_with(
