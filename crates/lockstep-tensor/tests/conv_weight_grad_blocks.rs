@@ -65,7 +65,9 @@ fn params(stride: usize, padding: usize, dilation: usize, groups: usize) -> Conv
 }
 
 /// (input, weight, params, blocks)
-fn cases() -> Vec<([usize; 4], [usize; 4], Conv2dParams, Vec<usize>)> {
+type Case = ([usize; 4], [usize; 4], Conv2dParams, Vec<usize>);
+
+fn cases() -> Vec<Case> {
     vec![
         // The cnn model's convolutions at batch 64 and a ragged batch.
         (
