@@ -438,6 +438,9 @@ mod tests {
             .collect()
     }
 
+    /// (input, weight, params, blocks)
+    type Case = ([usize; 4], [usize; 4], Conv2dParams, &'static [usize]);
+
     #[test]
     fn every_isa_and_thread_count_gives_the_blocks_fixed_parts_sums_in_the_tree() {
         let p = |stride, padding, dilation, groups| Conv2dParams {
@@ -447,7 +450,7 @@ mod tests {
             groups,
         };
         // (input, weight, params, blocks)
-        let cases: Vec<([usize; 4], [usize; 4], Conv2dParams, &[usize])> = vec![
+        let cases: Vec<Case> = vec![
             // The cnn model's two convolutions at batch 64 (and a short last block).
             (
                 [64, 1, 8, 8],
