@@ -47,27 +47,32 @@ pub fn conv2d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv2dParams) -> Res
         let gw = if rw {
             Some(match blocks {
                 None => weight_grad(g, &xv)?,
-                Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
-                    weight_grad(&g.narrow(0, s, n)?, &xv.narrow(0, s, n)?)
-                })?,
+                // One call for every block's gradient and the tree: the bits of the blocks'
+                // own `conv2d_backward_weight` calls added in the tree.
+                Some(b) => Tensor::conv2d_backward_weight_blocks(g, &xv, wv.shape(), p, b.block)?,
             })
         } else {
             None
         };
         // Each (n, c) plane in one row sum, then over the batch: two passes, not three (the
         // first of which summed rows of W elements, one call each).
-        let bias_grad = |g: &Tensor| {
+        let plane_sums = |g: &Tensor| {
             let (n, c) = (g.shape()[0] as isize, g.shape()[1] as isize);
-            g.reshape(&[n, c, -1])?.sum_dim(2, false)?.sum_dim(0, false)
+            g.reshape(&[n, c, -1])?.sum_dim(2, false)
         };
         let mut out = vec![gx, gw];
         if has_bias {
             out.push(if rb {
                 Some(match blocks {
-                    None => bias_grad(g)?,
-                    Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
-                        bias_grad(&g.narrow(0, s, n)?)
-                    })?,
+                    None => plane_sums(g)?.sum_dim(0, false)?,
+                    // A plane's sum is its row's alone (the same bits in any batch): one call
+                    // for every block's planes, then each block's column sum and the tree.
+                    Some(b) => {
+                        let planes = plane_sums(g)?;
+                        crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                            planes.narrow(0, s, n)?.sum_dim(0, false)
+                        })?
+                    }
                 })
             } else {
                 None

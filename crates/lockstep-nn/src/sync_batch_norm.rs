@@ -102,25 +102,15 @@ impl Moments {
         if n * inner == 0 {
             return Self { count, mean, m2 };
         }
-        for ch in 0..c {
-            let mut s = 0f64;
-            for i in 0..n {
-                let at = (i * c + ch) * inner;
-                for &v in &x[at..at + inner] {
-                    s += v;
-                }
+        let mut ch = 0;
+        while ch < c {
+            if c - ch >= CHAINS {
+                moments_of::<CHAINS>(x, n, c, inner, ch, count, &mut mean, &mut m2);
+                ch += CHAINS;
+            } else {
+                moments_of::<1>(x, n, c, inner, ch, count, &mut mean, &mut m2);
+                ch += 1;
             }
-            let mu = s / count;
-            let mut q = 0f64;
-            for i in 0..n {
-                let at = (i * c + ch) * inner;
-                for &v in &x[at..at + inner] {
-                    let d = v - mu;
-                    q += d * d;
-                }
-            }
-            mean[ch] = mu;
-            m2[ch] = q;
         }
         Self { count, mean, m2 }
     }
@@ -162,6 +152,80 @@ impl Moments {
         }
         Self { count: n, mean, m2 }
     }
+}
+
+/// Channels whose sums run side by side in [`Moments::of`] and the backward's block sums: each
+/// channel's chain of additions keeps its order (the bits of one channel at a time), but the
+/// chains of `CHAINS` channels overlap instead of each addition waiting on the one before.
+const CHAINS: usize = 4;
+
+/// Channels `ch..ch + L`'s mean and `M2` (see [`Moments::of`]): per channel the sum over
+/// samples then positions in order, the mean, then `Σ (x − mean)²` in the same order.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn moments_of<const L: usize>(
+    x: &[f64],
+    n: usize,
+    c: usize,
+    inner: usize,
+    ch: usize,
+    count: f64,
+    mean: &mut [f64],
+    m2: &mut [f64],
+) {
+    let rows = |i: usize| -> [&[f64]; L] {
+        core::array::from_fn(|l| &x[(i * c + ch + l) * inner..][..inner])
+    };
+    let mut s = [0f64; L];
+    for i in 0..n {
+        let r = rows(i);
+        for j in 0..inner {
+            for l in 0..L {
+                s[l] += r[l][j];
+            }
+        }
+    }
+    let mu: [f64; L] = core::array::from_fn(|l| s[l] / count);
+    let mut q = [0f64; L];
+    for i in 0..n {
+        let r = rows(i);
+        for j in 0..inner {
+            for l in 0..L {
+                let d = r[l][j] - mu[l];
+                q[l] += d * d;
+            }
+        }
+    }
+    mean[ch..ch + L].copy_from_slice(&mu);
+    m2[ch..ch + L].copy_from_slice(&q);
+}
+
+/// Samples `first..first + k`'s `Σdy` (into `v[ch]`) and `Σdy·(x − mean)` (into `v[c + ch]`)
+/// for channels `ch..ch + L`, each channel's sums over samples then positions in order.
+#[inline(always)]
+fn dy_sums<const L: usize>(
+    dys: &[f64],
+    xs: &[f64],
+    mean: &[f64],
+    c: usize,
+    inner: usize,
+    (first, k, ch): (usize, usize, usize),
+    v: &mut [f64],
+) {
+    let (mut sd, mut sdx) = ([0f64; L], [0f64; L]);
+    for i in first..first + k {
+        let at = |l: usize| (i * c + ch + l) * inner;
+        let g: [&[f64]; L] = core::array::from_fn(|l| &dys[at(l)..][..inner]);
+        let x: [&[f64]; L] = core::array::from_fn(|l| &xs[at(l)..][..inner]);
+        for j in 0..inner {
+            for l in 0..L {
+                sd[l] += g[l][j];
+                sdx[l] += g[l][j] * (x[l][j] - mean[ch + l]);
+            }
+        }
+    }
+    v[ch..ch + L].copy_from_slice(&sd);
+    v[c + ch..c + ch + L].copy_from_slice(&sdx);
 }
 
 /// The moments of the union of `parts` (in micro-shard order, at least one), merged along the
@@ -589,17 +653,16 @@ pub(crate) fn batch_norm_hook(x: &Var, bn: &BatchNormRefs<'_>) -> Result<Option<
             // Samples `first..first + k`'s Σdy and Σdy·(x − mean), per channel, in order.
             let local = |first: usize, k: usize| {
                 let mut v = vec![0f64; 2 * c];
-                for ch in 0..c {
-                    let (mut sd, mut sdx) = (0f64, 0f64);
-                    for i in first..first + k {
-                        let at = (i * c + ch) * inner;
-                        for (&g, &v) in dys[at..at + inner].iter().zip(&xs[at..at + inner]) {
-                            sd += g;
-                            sdx += g * (v - mean[ch]);
-                        }
+                let mut ch = 0;
+                while ch < c {
+                    let w = if c - ch >= CHAINS { CHAINS } else { 1 };
+                    let at = (first, k, ch);
+                    if w == CHAINS {
+                        dy_sums::<CHAINS>(&dys, &xs, &mean, c, inner, at, &mut v);
+                    } else {
+                        dy_sums::<1>(&dys, &xs, &mean, c, inner, at, &mut v);
                     }
-                    v[ch] = sd;
-                    v[c + ch] = sdx;
+                    ch += w;
                 }
                 v
             };

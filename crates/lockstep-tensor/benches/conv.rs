@@ -1,5 +1,7 @@
 //! Convolution: every candidate of the three conv ops on the shape (3×3, 64→64
-//! channels, 56×56, batch 8, padding 1), pinned one at a time, at 1 and 2 threads.
+//! channels, 56×56, batch 8, padding 1), pinned one at a time, at 1 and 2 threads; and
+//! `conv2d_backward_weight_blocks` against one `conv2d_backward_weight` per block plus the tree
+//! of additions (the cnn model's convolutions at batch 64 in micro-shards of 8).
 //!
 //! `cargo bench -p lockstep-tensor --bench conv` (criterion, throughput in elements = the
 //! multiply-adds of direct convolution). `bench/conv.py` compares the default choice with
@@ -73,5 +75,60 @@ fn conv(c: &mut Criterion) {
     grp.finish();
 }
 
-criterion_group!(benches, conv);
+/// The weight gradients of invariant seeding at batch 64 in micro-shards of 8, on the cnn
+/// model's two convolutions: one `conv2d_backward_weight_blocks` call against eight
+/// `conv2d_backward_weight` calls and seven additions (the same bits), one thread.
+fn weight_grad_blocks(c: &mut Criterion) {
+    let mut rng = lockstep_rng::Generator::with_seed(1);
+    let mut g = c.benchmark_group("conv2d_weight_grad_blocks");
+    g.sample_size(20);
+    let (n, block) = (64usize, 8usize);
+    let p = Conv2dParams {
+        padding: (1, 1),
+        ..Conv2dParams::default()
+    };
+    for (cin, cout, hw) in [(1usize, 16usize, 8usize), (16, 32, 4)] {
+        let x = Tensor::randn(&[n, cin, hw, hw], DType::F32, Some(&mut rng)).unwrap();
+        let gy = Tensor::randn(&[n, cout, hw, hw], DType::F32, Some(&mut rng)).unwrap();
+        let ws = [cout, cin, 3, 3];
+        g.throughput(Throughput::Elements((n * cout * cin * 9 * hw * hw) as u64));
+        let shape = format!("{cin}to{cout}_{hw}x{hw}_b{n}/{block}");
+        g.bench_function(BenchmarkId::new("one_call", &shape), |b| {
+            b.iter(|| {
+                with_num_threads(1, || {
+                    black_box(
+                        Tensor::conv2d_backward_weight_blocks(&gy, &x, &ws, p, block).unwrap(),
+                    )
+                })
+            })
+        });
+        g.bench_function(BenchmarkId::new("per_block_calls", &shape), |b| {
+            b.iter(|| {
+                with_num_threads(1, || {
+                    let mut parts = (0..n / block).map(|t| {
+                        let (gk, xk) = (
+                            gy.narrow(0, t * block, block),
+                            x.narrow(0, t * block, block),
+                        );
+                        Tensor::conv2d_backward_weight(&gk.unwrap(), &xk.unwrap(), &ws, p).unwrap()
+                    });
+                    // The tree for eight blocks: ((0+1)+(2+3))+((4+5)+(6+7)).
+                    let mut pair = || {
+                        let mut a = parts.next().unwrap();
+                        a.add_(&parts.next().unwrap(), 1.0).unwrap();
+                        a
+                    };
+                    let (mut q0, q1, mut q2, q3) = (pair(), pair(), pair(), pair());
+                    q0.add_(&q1, 1.0).unwrap();
+                    q2.add_(&q3, 1.0).unwrap();
+                    q0.add_(&q2, 1.0).unwrap();
+                    black_box(q0)
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, conv, weight_grad_blocks);
 criterion_main!(benches);

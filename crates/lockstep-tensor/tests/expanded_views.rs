@@ -202,6 +202,15 @@ fn cases() -> Vec<(&'static str, Run)> {
                 Conv2dParams::default(),
             ))
         }),
+        ("conv2d_weight_grad_blocks", |p| {
+            one(Tensor::conv2d_backward_weight_blocks(
+                &p(f(&[3, 4, 4, 4])),
+                &p(pos(&[3, 3, 6, 6])),
+                &[4, 3, 3, 3],
+                Conv2dParams::default(),
+                2,
+            ))
+        }),
         ("conv_transpose2d", |p| {
             let params = Conv2dParams {
                 stride: (2, 2),

@@ -792,6 +792,9 @@ fn weight_grad_part_impl(
     Ok(())
 }
 
+// Every block's weight gradient in one call (a child module: it shares the kernels above).
+pub(super) mod blocks;
+
 #[cfg(test)]
 mod tests {
     use super::super::{Conv2dParams, fwd_gemm, input_grad_col2im, weight_grad_part_gemm};

@@ -6,6 +6,7 @@
 //! | `conv2d_input_grad` | `conv2d_input_grad.gemm_col2im` (thread-invariant), `conv2d_input_grad.winograd_f4x3` |
 //! | `conv_transpose2d` | `conv_transpose2d.gemm_col2im`, `conv_transpose2d.winograd_f4x3`: the input gradient's kernels under their own name (`transpose.rs`) |
 //! | `conv2d_weight_grad` | `conv2d_weight_grad.fixed_parts` (the batch cut into a number of parts fixed by N, each one GEMM on one thread, added in part order: thread-invariant), `conv2d_weight_grad.batch_partials` (one part of the batch per thread, added as threads finish: not thread-invariant), `conv2d_weight_grad.winograd_f4x3` (the batch's tiles cut into ranges fixed by the shape, added in order: thread-invariant, parallel even for one sample) |
+//! | `conv2d_weight_grad_blocks` | `conv2d_weight_grad_blocks.implicit`: the weight gradient of a batch cut into blocks of samples, each block's as its own `conv2d_weight_grad` call computes it, added in a fixed tree, in one call (invariant seeding's micro-shard sum; thread-invariant; see [`Tensor::conv2d_backward_weight_blocks`](crate::Tensor::conv2d_backward_weight_blocks)) |
 //!
 //! With benchmark mode off, a heuristic of the shapes chooses (so the choice never depends on
 //! timing): the direct kernels for 1×1 and depthwise shapes; im2col + GEMM otherwise. Winograd
@@ -55,6 +56,7 @@ mod implicit;
 mod transpose;
 mod winograd;
 
+pub use implicit::blocks::CONV2D_WEIGHT_GRAD_BLOCKS;
 pub use transpose::CONV_TRANSPOSE2D;
 
 /// Stride, padding, dilation and groups of a 2-D convolution (PyTorch's arguments).
@@ -634,6 +636,7 @@ pub fn ops() -> Vec<crate::op::OpInfo> {
         CONV2D.info(),
         CONV2D_INPUT_GRAD.info(),
         CONV2D_WEIGHT_GRAD.info(),
+        CONV2D_WEIGHT_GRAD_BLOCKS.info(),
         CONV_TRANSPOSE2D.info(),
     ]
 }
