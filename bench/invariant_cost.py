@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--old", help="a lockstep binary from before the micro-shard default")
     ap.add_argument("--before", help="another lockstep binary whose default is timed too")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="mlp,cnn,lstm,gpt", help="comma-separated subset")
     a = ap.parse_args()
     common = ["--seeding", "invariant", "--batch-size", "64", "--threads", "1", "--json"]
     runs = {
@@ -58,6 +59,8 @@ def main():
     print("| model | steps |" + before_col + " default (8 micro-shards) | one shard (`--micro-batch 64`) | old, no micro-shards | torch seeding | default / un-sharded |")
     print("|---|---|" + ("---|" if a.before else "") + "---|---|---|---|---|")
     for model, args in runs.items():
+        if model not in a.models.split(","):
+            continue
         cmd = [a.bin] + args + common
         d = best(cmd, a.rounds)
         before = best([a.before] + args + common, a.rounds) if a.before else None

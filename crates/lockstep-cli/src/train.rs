@@ -1100,9 +1100,8 @@ pub fn run_distributed(
                     ib.to_vec::<i64>()?.into_iter().map(|i| i as u64).collect(),
                 );
                 let m = micro_batch_size(cfg.micro_batch);
-                // mlp and cnn are made of the ops `with_batch_blocks` covers; the lstm's
-                // fused layers sum their weight gradients over time inside one kernel.
-                if shards.whole_batch() && cfg.model != Model::Lstm {
+                // mlp, cnn and lstm are made of the ops `with_batch_blocks` covers.
+                if shards.whole_batch() {
                     whole_batch_grads(model.as_ref(), &params, m, keys, &xb, &yb)?
                 } else {
                     micro_batch_grads(model.as_ref(), &params, shards, m, &keys, &xb, &yb)?
@@ -1676,7 +1675,7 @@ fn micro_batch_grads(
 /// batch into the parameter gradients micro-shard by micro-shard and add them in the fixed
 /// tree, and BatchNorm merges the micro-shards' statistics as [`SyncStep`] does; the loss is
 /// each micro-shard's sum-reduced cross entropy times `1 / B`, added in the same tree. The
-/// same bits as [`micro_batch_grads`] for models made of the ops it covers (mlp, cnn).
+/// same bits as [`micro_batch_grads`] for models made of the ops it covers (mlp, cnn, lstm).
 fn whole_batch_grads(
     model: &dyn Forward,
     params: &[Var],

@@ -88,9 +88,36 @@ fn one_pass_over_the_batch_is_the_micro_shard_sum_bit_for_bit() {
 }
 
 #[test]
+fn the_lstm_in_one_pass_is_the_micro_shard_sum_bit_for_bit() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Hidden 12: `linear`'s input projection and the GEMM weight gradient; 64: the fused
+    // projection and `W_hh` read in place (on AVX2 and AVX-512). Two layers with dropout
+    // between them.
+    for hidden in [12, 64] {
+        for (batch, micro) in [(32, 0), (30, 0), (30, 7), (20, 4), (24, 8)] {
+            for threads in [1, 3] {
+                let cfg = TrainConfig {
+                    batch_size: batch,
+                    micro_batch: micro,
+                    threads,
+                    hidden,
+                    max_steps: 3,
+                    ..base("lstm")
+                };
+                let (whole, apart) = both(&cfg);
+                let at =
+                    format!("lstm hidden {hidden} batch {batch} micro {micro} threads {threads}");
+                assert_eq!(whole.step_losses, apart.step_losses, "{at}: losses");
+                assert_eq!(whole.final_sha256, apart.final_sha256, "{at}: state");
+            }
+        }
+    }
+}
+
+#[test]
 fn with_adam_clipping_and_noise_as_well() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for model in ["mlp", "cnn"] {
+    for model in ["mlp", "cnn", "lstm"] {
         let cfg = TrainConfig {
             optimizer: Optimizer::AdamW,
             lr: 0.01,

@@ -14,12 +14,15 @@
 //! [`functional::conv2d`](crate::functional::conv2d) (weight and bias gradients, when the
 //! input's first dimension is the batch), and BatchNorm in training mode (its statistics'
 //! partial moments and gradient sums per block, merged in the tree as
-//! [`SyncStep`](crate::sync_batch_norm::SyncStep) merges micro-shards). What it does not
+//! [`SyncStep`](crate::sync_batch_norm::SyncStep) merges micro-shards), and an LSTM layer's
+//! fused ops (`lstm_input`, `lstm_layer`: `W_ih`, `b_ih`, `W_hh`, `b_hh`, when the
+//! time-major input's dimension 1 is the batch; their sums over time × samples gather each
+//! block's rows step by step, the order of the block's own backward). What it does not
 //! cover: a parameter used more than once in one pass (its per-use block sums would be added
-//! in another order than one micro-shard's accumulated gradient), recurrent layers (their
-//! weight gradients sum over time inside one kernel), and ops reducing over the batch outside
-//! those listed (normalisations over the batch other than BatchNorm). Callers use it for
-//! models made of the listed ops and per-sample ops only (the CLI: its mlp and cnn).
+//! in another order than one micro-shard's accumulated gradient), GRU and Elman RNN layers
+//! (their weight gradients sum over time inside one kernel), and ops reducing over the batch
+//! outside those listed (normalisations over the batch other than BatchNorm). Callers use it
+//! for models made of the listed ops and per-sample ops only (the CLI: its mlp, cnn and lstm).
 
 use crate::error::invalid;
 use lockstep_tensor::{Result, Tensor};

@@ -5,8 +5,9 @@
 //! to the graph; the arithmetic and its bits are the kernels'.
 
 use crate::autograd::Var;
-use lockstep_tensor::Result;
-use lockstep_tensor::ops::recurrent::{self as kernels, LstmLayer, RecurrentLayer};
+use crate::batch_blocks::{self, BatchBlocks};
+use lockstep_tensor::ops::recurrent::{self as kernels, BatchBlockSum, LstmLayer, RecurrentLayer};
+use lockstep_tensor::{Result, Tensor};
 
 pub(crate) use kernels::CellKind;
 
@@ -53,6 +54,9 @@ pub(crate) fn layer(
 /// # Errors
 /// As [`Var::linear`].
 pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
+    if let Some(blocks) = batch_blocks_of(x) {
+        return project_blocks(x, w, b, blocks);
+    }
     let (xt, wt) = (x.data(), w.data());
     let bt = b.map(|b| b.data());
     if !kernels::lstm_input_fits(&xt, &wt, bt.as_ref()) {
@@ -69,6 +73,78 @@ pub(crate) fn project(x: &Var, w: &Var, b: Option<&Var>) -> Result<Var> {
     let has_bias = b.is_some();
     Ok(Var::from_op("lstm_input", value, &inputs, move |gy| {
         kernels::lstm_input_backward(gy, &xt, &wt, rx, rw, has_bias, rb)
+    }))
+}
+
+/// The batch blocks in force for a time-major `[T, B, …]` value whose `B` is their batch.
+fn batch_blocks_of(x: &Var) -> Option<BatchBlocks> {
+    x.shape()
+        .get(1)
+        .filter(|_| x.ndim() == 3)
+        .and_then(|&b| batch_blocks::for_batch(b))
+}
+
+/// The blocks' ranges and the fixed tree, as the kernels take them.
+fn block_sum(blocks: BatchBlocks) -> BatchBlockSum<'static> {
+    BatchBlockSum {
+        ranges: blocks.ranges().collect(),
+        sum: &batch_blocks::tree_sum,
+    }
+}
+
+/// [`project`] inside [`with_batch_blocks`](crate::batch_blocks::with_batch_blocks) (the
+/// batch is `x`'s dimension 1): the same value; `x`'s gradient over the whole batch,
+/// `W_ih`'s and `b_ih`'s as the sum of each block's own gradient, as the block's samples run
+/// alone would compute it ([`kernels::lstm_input_backward_blocks`], or `linear`'s backward on
+/// the block's rows where the fused kernels do not apply), added in the fixed tree.
+fn project_blocks(x: &Var, w: &Var, b: Option<&Var>, blocks: BatchBlocks) -> Result<Var> {
+    let (xt, wt) = (x.data(), w.data());
+    let bt = b.map(|b| b.data());
+    let fused = if kernels::lstm_input_fits(&xt, &wt, bt.as_ref()) {
+        kernels::lstm_input(&xt, &wt, bt.as_ref())?
+    } else {
+        None
+    };
+    let fused_ran = fused.is_some();
+    let value = match fused {
+        Some(v) => v,
+        // `linear`'s value, checks and bits (its node is dropped: the op below is the graph's).
+        None => x.linear(w, b)?.data(),
+    };
+    let (rx, rw) = (x.requires_grad(), w.requires_grad());
+    let rb = b.is_some_and(|b| b.requires_grad());
+    let mut inputs = vec![x, w];
+    inputs.extend(b);
+    let has_bias = b.is_some();
+    let name = if fused_ran { "lstm_input" } else { "linear" };
+    Ok(Var::from_op(name, value, &inputs, move |gy| {
+        let sum = block_sum(blocks);
+        if fused_ran {
+            return kernels::lstm_input_backward_blocks(gy, &xt, &wt, rx, rw, has_bias, rb, &sum);
+        }
+        // `Var::linear`'s backward on each block's rows `[T, n, k]`.
+        let (o, i) = (wt.shape()[0] as isize, wt.shape()[1] as isize);
+        let gx = rx.then(|| gy.matmul(&wt)).transpose()?;
+        let rows = |t: &Tensor, s: usize, n: usize| t.narrow(1, s, n)?.try_contiguous();
+        let gw = rw
+            .then(|| {
+                sum.sum_blocks(|s, n| {
+                    let g2 = rows(gy, s, n)?.reshape(&[-1, o])?;
+                    let x2 = rows(&xt, s, n)?.reshape(&[-1, i])?;
+                    g2.transpose(0, 1)?.matmul(&x2)
+                })
+            })
+            .transpose()?;
+        let mut out = vec![gx, gw];
+        if has_bias {
+            out.push(
+                rb.then(|| {
+                    sum.sum_blocks(|s, n| rows(gy, s, n)?.reshape(&[-1, o])?.sum_dim(0, false))
+                })
+                .transpose()?,
+            );
+        }
+        Ok(out)
     }))
 }
 
@@ -100,8 +176,12 @@ pub(crate) fn lstm_layer(
     let (need_h0, need_c0) = (h0.requires_grad(), c0.requires_grad());
     let steps = order.len();
     let last = *order.last().expect("checked non-empty by the kernel");
-    let y = Var::from_op("lstm_layer", value, &inputs, move |gy| {
-        run.backward(gy, need_h0, need_c0)
+    // Inside `with_batch_blocks` (the batch is `xw`'s dimension 1): W_hh's and b_hh's
+    // gradients block by block, added in the fixed tree.
+    let blocks = batch_blocks_of(xw);
+    let y = Var::from_op("lstm_layer", value, &inputs, move |gy| match blocks {
+        None => run.backward(gy, need_h0, need_c0),
+        Some(b) => run.backward_blocks(gy, need_h0, need_c0, &block_sum(b)),
     });
     let outs = y.narrow(0, 0, steps)?;
     let h_last = y.select(0, last)?;

@@ -37,7 +37,7 @@ static LSTM_INPUT: Op<ForwardFn> = Op {
 
 /// Its backward: the SIMD kernels' products (`linear`'s products where the instruction set
 /// changed since the forward), traced once per gradient.
-static LSTM_INPUT_BACKWARD: Op<()> = Op {
+pub(super) static LSTM_INPUT_BACKWARD: Op<()> = Op {
     name: "lstm_input_backward",
     impls: &[Impl {
         algo: "lstm_input_backward.simd",
@@ -119,6 +119,28 @@ pub fn lstm_input_backward(
     has_bias: bool,
     need_b: bool,
 ) -> Result<Vec<Option<Tensor>>> {
+    check_backward(gy, x, w)?;
+    let g = w.shape()[0];
+    let gy = gy.try_contiguous()?;
+    let (xt, wt) = (x.try_contiguous()?, w.try_contiguous()?);
+    LSTM_INPUT_BACKWARD.run(&[&gy], |_, par| {
+        let (gx, gw) = backward(&gy, &xt, &wt, need_x, need_w, par)?;
+        let mut out = vec![gx, gw];
+        if has_bias {
+            // As `linear`'s backward: the same reduction, the same bits.
+            out.push(if need_b {
+                Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
+            } else {
+                None
+            });
+        }
+        Ok(out)
+    })
+}
+
+/// The checks of [`lstm_input_backward`]'s operands: `gy` of `x`'s shape with `w`'s rows as
+/// its last dimension, all f32, `w` a matrix with `x`'s last dimension as its columns.
+pub(super) fn check_backward(gy: &Tensor, x: &Tensor, w: &Tensor) -> Result<()> {
     let g = w.shape().first().copied().unwrap_or(0);
     let mut want = x.shape().to_vec();
     if let Some(last) = want.last_mut() {
@@ -140,21 +162,7 @@ pub fn lstm_input_backward(
             ),
         ));
     }
-    let gy = gy.try_contiguous()?;
-    let (xt, wt) = (x.try_contiguous()?, w.try_contiguous()?);
-    LSTM_INPUT_BACKWARD.run(&[&gy], |_, par| {
-        let (gx, gw) = backward(&gy, &xt, &wt, need_x, need_w, par)?;
-        let mut out = vec![gx, gw];
-        if has_bias {
-            // As `linear`'s backward: the same reduction, the same bits.
-            out.push(if need_b {
-                Some(gy.reshape(&[-1, g as isize])?.sum_dim(0, false)?)
-            } else {
-                None
-            });
-        }
-        Ok(out)
-    })
+    Ok(())
 }
 
 /// `lstm_input.simd`.
@@ -190,7 +198,7 @@ fn forward_linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>, _: &Par) -> Result
 }
 
 /// The gradients of `x` (`gy · W`) and of `W` (`gyᵀ · x`), those asked for.
-fn backward(
+pub(super) fn backward(
     gy: &Tensor,
     x: &Tensor,
     w: &Tensor,

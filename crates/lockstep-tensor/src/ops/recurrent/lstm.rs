@@ -6,6 +6,7 @@
 //! step for the hidden state's gradient, then `W_hh`'s gradient as one product over all steps
 //! (`dGᵀ · H_prev`, K = T·B) and `b_hh`'s as a sum in step order.
 
+use super::blocks::{self, BatchBlockSum};
 use super::lstm_kernel::{self, Simd};
 use super::{Real, for_row_ranges, packed_transpose, uninit};
 use crate::error::invalid;
@@ -113,6 +114,34 @@ impl LstmLayer {
         need_h0: bool,
         need_c0: bool,
     ) -> Result<Vec<Option<Tensor>>> {
+        self.backward_with(gy, need_h0, need_c0, None)
+    }
+
+    /// [`LstmLayer::backward`] with `W_hh`'s and `b_hh`'s gradients as the sum, by `blocks`,
+    /// of each block of samples' own: block `(first, n)`'s is what `backward` gives for a
+    /// layer run on samples `first..first + n` alone (the same bits), and every other gradient
+    /// is `backward`'s (each sample's rows have their own bits).
+    ///
+    /// # Errors
+    /// As [`LstmLayer::backward`]; blocks that do not cover the batch (`InvalidArgument`).
+    pub fn backward_blocks(
+        &self,
+        gy: &Tensor,
+        need_h0: bool,
+        need_c0: bool,
+        blocks: &BatchBlockSum<'_>,
+    ) -> Result<Vec<Option<Tensor>>> {
+        blocks.check("lstm_layer_backward", self.input.dims().1)?;
+        self.backward_with(gy, need_h0, need_c0, Some(blocks))
+    }
+
+    fn backward_with(
+        &self,
+        gy: &Tensor,
+        need_h0: bool,
+        need_c0: bool,
+        blocks: Option<&BatchBlockSum<'_>>,
+    ) -> Result<Vec<Option<Tensor>>> {
         let (steps, b, hd) = self.input.dims();
         let dtype = self.input.xw.dtype();
         if gy.shape() != [steps + 1, b, hd] || gy.dtype() != dtype {
@@ -133,6 +162,7 @@ impl LstmLayer {
             input: &self.input,
             saved: &self.saved,
             need_h0,
+            blocks,
         };
         let has_bias = self.input.b.is_some();
         // Traced once per gradient.
@@ -206,6 +236,8 @@ struct BackwardIn<'a> {
     saved: &'a SavedAny,
     /// Whether `h0` needs its gradient (the first step's `dG · W_hh`).
     need_h0: bool,
+    /// `W_hh`'s and `b_hh`'s gradients as the sum of these blocks of the batch.
+    blocks: Option<&'a BatchBlockSum<'a>>,
 }
 
 /// The gradients of `xw`, `W_hh`, `b_hh` (if any), `h0`, `c0`.
@@ -383,49 +415,11 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     });
     // SAFETY: the steps wrote all `steps·b·g4` elements (every row of every step).
     unsafe { dg.set_len(steps * b * g4) };
-    // The first step's rows add +0.0 to W_hh's gradient when h_prev is zero (and dG finite).
-    let skip = usize::from(
-        lstm_kernel::all_zero(&sv.hprev[..bh]) && lstm_kernel::all_finite(&dg[..b * g4]),
-    );
-    let (dw, db) = if direct {
-        let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
-        let out = SyncPtr(dw.as_mut_ptr());
-        // b_hh's gradient beside it, the same columns of dG: each element the sum of its
-        // column over every row in processing order from +0.0, as `weight_grads`.
-        let mut db =
-            x.b.as_ref()
-                .map(|_| crate::try_filled_vec("lstm_layer_backward", g4, 0f32))
-                .transpose()?;
-        let dbo = db.as_mut().map(|d| SyncPtr(d.as_mut_ptr()));
-        let (dgs, hps) = (&dg[skip * b * g4..], &sv.hprev[skip * bh..]);
-        let dga = &dg[..];
-        // Blocks of DW_ROWS rows of W_hh's gradient per thread: each element is one chain
-        // whoever computes it.
-        let blocks = g4.div_ceil(lstm_kernel::DW_ROWS);
-        for_row_ranges(par, blocks, (steps - skip) * b * g4 * hd, |p0, p1| {
-            let (i0, i1) = (
-                p0 * lstm_kernel::DW_ROWS,
-                (p1 * lstm_kernel::DW_ROWS).min(g4),
-            );
-            // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements.
-            unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1) }
-            if let Some(dbo) = dbo {
-                // SAFETY: elements i0..i1 of the g4 are this range's.
-                let d = unsafe { core::slice::from_raw_parts_mut(dbo.at(i0), i1 - i0) };
-                for row in dga.chunks_exact(g4) {
-                    for (d, &v) in d.iter_mut().zip(&row[i0..i1]) {
-                        *d += v;
-                    }
-                }
-            }
-        });
-        // SAFETY: the ranges cover every row, each written whole.
-        unsafe { dw.set_len(g4 * hd) };
-        (Some(dw), db)
-    } else {
-        (None, None)
-    };
-    let (dxw, dw, db) = weight_grads(dg, &sv.hprev, x, skip, dw, db, par)?;
+    let has_bias = x.b.is_some();
+    let (dw, db) = blocks::hh_grads(&dg, &sv.hprev, steps, b, hd, a.blocks, |dg, hp, n| {
+        hh_grads_simd(simd, dg, hp, steps, n, hd, has_bias, par)
+    })?;
+    let dxw = dxw_in_time_order(dg, x)?;
     Ok(Grads {
         dxw,
         dw,
@@ -435,54 +429,110 @@ fn backward_simd(a: &BackwardIn, par: &Par) -> Result<Grads> {
     })
 }
 
-/// From the gates' gradients `dg` (processing order): `xw`'s gradient (time order), `W_hh`'s
-/// (`Σ_k dG_kᵀ · h_{k-1}`, one product with K = T·B, from step `skip` on: the steps before add
-/// `+0.0`) and `b_hh`'s (a sum in processing order); `dw` and `db`, when given, were already
-/// computed with the same bits.
-fn weight_grads<T: Real>(
-    dg: Vec<T>,
-    hprev: &[T],
-    x: &LayerIn,
-    skip: usize,
-    dw: Option<Vec<T>>,
-    db: Option<Vec<T>>,
+/// `W_hh`'s and `b_hh`'s gradients on the SIMD path from the gates' gradients `dg`
+/// `[steps, b, 4H]` and the hidden states before each step `hprev` `[steps, b, H]`
+/// (processing order): [`lstm_kernel::weight_grad_rows`] when `W_hh` is read in place, else
+/// [`hh_grads_gemm`]; either way the first step is skipped when its rows add only `+0.0`.
+#[allow(clippy::too_many_arguments)]
+fn hh_grads_simd(
+    simd: Simd,
+    dg: &[f32],
+    hprev: &[f32],
+    steps: usize,
+    b: usize,
+    hd: usize,
+    has_bias: bool,
     par: &Par,
-) -> Result<(Tensor, Tensor, Option<Tensor>)> {
-    let (steps, b, hd) = x.dims();
+) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
     let (g4, bh) = (4 * hd, b * hd);
-    let dw = match dw {
-        Some(dw) => dw,
-        None => {
-            let mut dw = crate::try_filled_vec("lstm_layer_backward", g4 * hd, T::ZERO)?;
-            gemm(
-                g4,
-                hd,
-                (steps - skip) * b,
-                &dg[skip * b * g4..],
-                (1, g4),
-                &hprev[skip * bh..],
-                (hd, 1),
-                &mut dw,
-                (hd, 1),
-                par,
-            )?;
-            dw
-        }
-    };
-    let db = match (x.b.as_ref(), db) {
-        (Some(_), Some(db)) => Some(Tensor::from_vec(db, &[g4])?),
-        (Some(_), None) => {
-            let mut db = crate::try_filled_vec("lstm_layer_backward", g4, T::ZERO)?;
-            for row in dg.chunks(g4) {
-                for (d, &v) in db.iter_mut().zip(row) {
-                    *d = *d + v;
+    // The first step's rows add +0.0 to W_hh's gradient when h_prev is zero (and dG finite).
+    let skip =
+        usize::from(lstm_kernel::all_zero(&hprev[..bh]) && lstm_kernel::all_finite(&dg[..b * g4]));
+    if !lstm_kernel::direct(simd, hd) {
+        return hh_grads_gemm(dg, hprev, steps, b, hd, skip, has_bias, par);
+    }
+    let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
+    let out = SyncPtr(dw.as_mut_ptr());
+    // b_hh's gradient beside it, the same columns of dG: each element the sum of its
+    // column over every row in processing order from +0.0, as `hh_grads_gemm`.
+    let mut db = has_bias
+        .then(|| crate::try_filled_vec("lstm_layer_backward", g4, 0f32))
+        .transpose()?;
+    let dbo = db.as_mut().map(|d| SyncPtr(d.as_mut_ptr()));
+    let (dgs, hps) = (&dg[skip * b * g4..], &hprev[skip * bh..]);
+    // Blocks of DW_ROWS rows of W_hh's gradient per thread: each element is one chain
+    // whoever computes it.
+    let blocks = g4.div_ceil(lstm_kernel::DW_ROWS);
+    for_row_ranges(par, blocks, (steps - skip) * b * g4 * hd, |p0, p1| {
+        let (i0, i1) = (
+            p0 * lstm_kernel::DW_ROWS,
+            (p1 * lstm_kernel::DW_ROWS).min(g4),
+        );
+        // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements.
+        unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1) }
+        if let Some(dbo) = dbo {
+            // SAFETY: elements i0..i1 of the g4 are this range's.
+            let d = unsafe { core::slice::from_raw_parts_mut(dbo.at(i0), i1 - i0) };
+            for row in dg.chunks_exact(g4) {
+                for (d, &v) in d.iter_mut().zip(&row[i0..i1]) {
+                    *d += v;
                 }
             }
-            Some(Tensor::from_vec(db, &[g4])?)
         }
-        (None, _) => None,
+    });
+    // SAFETY: the ranges cover every row, each written whole.
+    unsafe { dw.set_len(g4 * hd) };
+    Ok((dw, db))
+}
+
+/// `W_hh`'s gradient (`Σ_k dG_kᵀ · h_{k-1}`, one product with K = steps·b, from step `skip`
+/// on: the steps before add `+0.0`) and `b_hh`'s (with `has_bias`: a sum in processing order
+/// from `+0.0`), from the gates' gradients `dg` `[steps, b, 4H]` and `hprev` `[steps, b, H]`
+/// in processing order.
+#[allow(clippy::too_many_arguments)]
+fn hh_grads_gemm<T: Real>(
+    dg: &[T],
+    hprev: &[T],
+    steps: usize,
+    b: usize,
+    hd: usize,
+    skip: usize,
+    has_bias: bool,
+    par: &Par,
+) -> Result<(Vec<T>, Option<Vec<T>>)> {
+    let (g4, bh) = (4 * hd, b * hd);
+    let mut dw = crate::try_filled_vec("lstm_layer_backward", g4 * hd, T::ZERO)?;
+    gemm(
+        g4,
+        hd,
+        (steps - skip) * b,
+        &dg[skip * b * g4..],
+        (1, g4),
+        &hprev[skip * bh..],
+        (hd, 1),
+        &mut dw,
+        (hd, 1),
+        par,
+    )?;
+    let db = if has_bias {
+        let mut db = crate::try_filled_vec("lstm_layer_backward", g4, T::ZERO)?;
+        for row in dg.chunks(g4) {
+            for (d, &v) in db.iter_mut().zip(row) {
+                *d = *d + v;
+            }
+        }
+        Some(db)
+    } else {
+        None
     };
-    // In time order: the forward direction's processing order already is.
+    Ok((dw, db))
+}
+
+/// `xw`'s gradient `[T, B, 4H]` in time order from the gates' gradients in processing order
+/// (the forward direction's processing order already is).
+fn dxw_in_time_order<T: Real>(dg: Vec<T>, x: &LayerIn) -> Result<Tensor> {
+    let (steps, b, hd) = x.dims();
+    let g4 = 4 * hd;
     let order = &x.order;
     let dxw = if order.iter().enumerate().all(|(k, &s)| k == s) {
         dg
@@ -493,11 +543,7 @@ fn weight_grads<T: Real>(
         }
         dxw
     };
-    Ok((
-        Tensor::from_vec(dxw, &[steps, b, g4])?,
-        Tensor::from_vec(dw, &[g4, hd])?,
-        db,
-    ))
+    Tensor::from_vec(dxw, &[steps, b, g4])
 }
 
 /// `lstm_layer.gemm`.
@@ -628,7 +674,11 @@ fn backward_gemm_t<T: Real>(a: &BackwardIn, sv: &Saved<T>, par: &Par) -> Result<
             gemm_packed_b(b, dg, (g4, 1), &w, &mut dh, (hd, 1), par)?;
         }
     }
-    let (dxw, dw, db) = weight_grads(dg_all, &sv.hprev, x, 0, None, None, par)?;
+    let has_bias = x.b.is_some();
+    let (dw, db) = blocks::hh_grads(&dg_all, &sv.hprev, steps, b, hd, a.blocks, |dg, hp, n| {
+        hh_grads_gemm(dg, hp, steps, n, hd, 0, has_bias, par)
+    })?;
+    let dxw = dxw_in_time_order(dg_all, x)?;
     Ok(Grads {
         dxw,
         dw,

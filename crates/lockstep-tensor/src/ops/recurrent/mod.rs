@@ -10,11 +10,13 @@
 //! | `gru_layer`, `rnn_layer` and backwards | [`RecurrentLayer`] | `.gemm` |
 //! | `lstm_input`, `lstm_input_backward` | [`lstm_input`], [`lstm_input_backward`] | `.simd`, `.linear` (`Tensor::linear`): the same bits |
 
+mod blocks;
 mod gru;
 mod input;
 mod lstm;
 pub(crate) mod lstm_kernel;
 
+pub use blocks::{BatchBlockSum, lstm_input_backward_blocks};
 pub use gru::{CellKind, RecurrentLayer};
 pub use input::{lstm_input, lstm_input_backward, lstm_input_fits};
 pub use lstm::LstmLayer;
