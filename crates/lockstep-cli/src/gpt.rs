@@ -105,16 +105,17 @@ impl Module for CausalSelfAttention {
 
 impl Forward for CausalSelfAttention {
     fn forward(&self, x: &Var) -> lockstep::nn::Result<Var> {
-        let (b, t, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-        let (bi, ti, ci, nh) = (b as isize, t as isize, c as isize, self.n_head as isize);
-        let hd = c / self.n_head;
-        let qkv = self.c_attn.forward(x)?.chunk(3, 2)?;
-        let heads = |z: &Var| z.reshape(&[bi, ti, nh, hd as isize])?.transpose(1, 2);
-        let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
-        // `(q·kᵀ · scale).masked_fill(causal == 0, −∞).softmax(−1)` in one op (the same bits).
-        let att = F::causal_softmax(&q.matmul(&k.transpose(-2, -1)?)?, 1.0 / (hd as f64).sqrt())?;
-        let att = self.attn_dropout.forward(&att)?;
-        let y = att.matmul(&v)?.transpose(1, 2)?.reshape(&[bi, ti, ci])?;
+        let hd = x.shape()[2] / self.n_head;
+        // `q, k, v = c_attn(x).split(C, 2)`, the heads, `(q·kᵀ · scale).masked_fill(causal ==
+        // 0, −∞).softmax(−1)`, `attn_dropout`, `· v` and the heads merged, in one op (the same
+        // bits as those ops chained, without the copies of the pieces and their gradients).
+        let y = F::causal_self_attention(
+            &self.c_attn.forward(x)?,
+            self.n_head,
+            1.0 / (hd as f64).sqrt(),
+            self.attn_dropout.p,
+            self.attn_dropout.training().get(),
+        )?;
         self.resid_dropout.forward(&self.c_proj.forward(&y)?)
     }
 }

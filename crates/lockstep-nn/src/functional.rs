@@ -10,10 +10,12 @@ use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
 
 mod attention;
+mod causal_attention;
 
 pub use attention::{
     Sdpa, rms_norm, scaled_dot_product_attention, scaled_dot_product_attention_with,
 };
+pub use causal_attention::causal_self_attention;
 
 /// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)` (f32): `x` `[N, Cin, H, W]`,
 /// weight `[Cout, Cin/groups, kh, kw]`, bias `[Cout]`. The gradients use the convolution's own

@@ -119,6 +119,25 @@ fn per_sample_dropout(
     indices: &[u64],
     call: u64,
 ) -> Result<Var> {
+    let m = per_sample_mask(
+        x.shape(),
+        x.dtype(),
+        p,
+        batch_dim,
+        (seed, epoch, indices, call),
+    )?;
+    x.mul(&Var::constant(m))
+}
+
+/// The per-sample mask of [`with_sample_keys`] for a tensor of `shape` and `dtype`; `key` is
+/// (seed, epoch, indices, call).
+fn per_sample_mask(
+    shape: &[usize],
+    dtype: lockstep_tensor::DType,
+    p: f64,
+    batch_dim: usize,
+    (seed, epoch, indices, call): (u64, u64, &[u64], u64),
+) -> Result<lockstep_tensor::Tensor> {
     use lockstep_rng::StreamKey;
     use lockstep_tensor::{DType, Error, Tensor};
     if !(0.0..=1.0).contains(&p) {
@@ -128,7 +147,6 @@ fn per_sample_dropout(
             reason: format!("dropout probability has to be between 0 and 1, but got {p}"),
         });
     }
-    let shape = x.shape().to_vec();
     if batch_dim >= shape.len() || shape[batch_dim] != indices.len() {
         return Err(Error::InvalidArgument {
             op: "dropout",
@@ -144,7 +162,7 @@ fn per_sample_dropout(
     let b = indices.len();
     let keep = (1.0 - p) as f32;
     let scale = 1.0f32 / keep;
-    let mut mask = vec![0f32; x.numel()];
+    let mut mask = vec![0f32; shape.iter().product()];
     let mut u = vec![0f32; outer * inner];
     for (row, &idx) in indices.iter().enumerate() {
         StreamKey::sample(seed, epoch, idx)
@@ -158,13 +176,64 @@ fn per_sample_dropout(
             }
         }
     }
-    let m = Tensor::from_vec(mask, &shape)?;
-    let m = if x.dtype() == DType::F64 {
+    let m = Tensor::from_vec(mask, shape)?;
+    Ok(if dtype == DType::F64 {
         m.to_dtype(DType::F64)
     } else {
         m
-    };
-    x.mul(&Var::constant(m))
+    })
+}
+
+/// The mask [`dropout`] multiplies a dense (row-major) tensor of `shape` and `dtype` by in
+/// this forward pass, from the current source, with the same draws and the same effect on
+/// the source ([`with_sample_keys`]' call count included): `1 / (1 − p)` where kept, `0`
+/// where dropped; `None` where dropout is the identity (not training, `p == 0`, no elements).
+/// For fused ops that apply dropout inside (`F::causal_self_attention`).
+///
+/// # Errors
+/// As [`dropout`]: a dtype that is not float, `p` outside `[0, 1]`.
+pub fn dropout_mask_like(
+    shape: &[usize],
+    dtype: lockstep_tensor::DType,
+    p: f64,
+    training: bool,
+) -> Result<Option<lockstep_tensor::Tensor>> {
+    use lockstep_tensor::{Error, Tensor};
+    let keyed = SAMPLE_KEYS.with(|k| {
+        k.borrow_mut().as_mut().map(|k| {
+            let call = k.calls;
+            k.calls += 1;
+            (k.seed, k.epoch, k.indices.clone(), call)
+        })
+    });
+    let numel: usize = shape.iter().product();
+    if !dtype.is_float() {
+        return Err(Error::DType {
+            op: "dropout",
+            expected: lockstep_tensor::DType::F32,
+            got: dtype,
+        });
+    }
+    if let Some((seed, epoch, indices, call)) = keyed
+        && training
+        && p > 0.0
+        && numel > 0
+    {
+        return per_sample_mask(shape, dtype, p, 0, (seed, epoch, &indices, call)).map(Some);
+    }
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::InvalidArgument {
+            op: "dropout",
+            arg: "p",
+            reason: format!("dropout probability has to be between 0 and 1, but got {p}"),
+        });
+    }
+    if !training || p == 0.0 || numel == 0 {
+        return Ok(None);
+    }
+    DROPOUT_GEN
+        .with(|d| Tensor::dropout_mask(shape, dtype, p, d.borrow_mut().as_mut()))
+        .map(Some)
 }
 
 fn dropout_from_source(x: &Var, p: f64, training: bool) -> Result<Var> {

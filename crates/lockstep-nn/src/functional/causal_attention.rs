@@ -1,0 +1,138 @@
+//! nanoGPT's explicit causal self-attention from the fused `q, k, v` projection, as one
+//! autograd op: the heads are strided views of the projection (no `chunk` copies), and the
+//! gradient of all three comes back as one dense `[B, T, 3C]` tensor (no zero-padded pieces
+//! added together). The products, the causal softmax and the dropout are the same tensor ops,
+//! on the same shapes, as the composed graph's, so value and gradient keep its bits.
+
+use crate::autograd::Var;
+use crate::ops::invalid;
+use lockstep_tensor::{DType, Result, Tensor};
+
+/// `q, k, v = qkv.chunk(3, 2)`, each split into `n_head` heads (`[B, nh, T, hd]`),
+/// `att = softmax((q·kᵀ · scale).masked_fill(causal == 0, −∞))`, dropout on `att`
+/// (`dropout_p` in training, its mask from the current dropout source of [`crate::rng`],
+/// drawn exactly as `nn.Dropout` on `att` draws it), `y = att · v` with the heads merged back:
+/// `[B, T, C]` for `qkv` `[B, T, 3C]`.
+///
+/// Bit for bit the value and the gradient of that graph composed of `chunk`, `reshape`,
+/// `transpose`, `matmul`, [`causal_softmax`](super::causal_softmax) and `Dropout` (tested),
+/// including a zero gradient element coming back as `+0.0` as the zero-padded pieces of
+/// `chunk`'s backward make it; deterministic at any thread count, as those ops are.
+///
+/// # Errors
+/// `qkv` not 3-D or not float, its last dimension not a multiple of `3 · n_head`, `n_head`
+/// 0, `dropout_p` outside `[0, 1]`; a failing product or allocation.
+pub fn causal_self_attention(
+    qkv: &Var,
+    n_head: usize,
+    scale: f64,
+    dropout_p: f64,
+    training: bool,
+) -> Result<Var> {
+    const OP: &str = "causal_self_attention";
+    let s = qkv.shape().to_vec();
+    if s.len() != 3 || !qkv.dtype().is_float() {
+        return Err(invalid(
+            OP,
+            "qkv",
+            format!(
+                "expected a float [B, T, 3C] tensor, got {:?} {s:?}",
+                qkv.dtype()
+            ),
+        ));
+    }
+    if n_head == 0 || !s[2].is_multiple_of(3 * n_head) {
+        return Err(invalid(
+            OP,
+            "n_head",
+            format!(
+                "the last dimension {} of qkv is not 3 · n_head ({n_head}) · head size",
+                s[2]
+            ),
+        ));
+    }
+    let (b, t, c) = (s[0], s[1], s[2] / 3);
+    let hd = c / n_head;
+    let x = qkv.data().try_contiguous()?;
+    // [B, T, 3, nh, hd] → [3, B, nh, T, hd]: piece `i` is `chunk(3, 2)[i]`'s heads, a view.
+    let parts = x
+        .view(&[b as isize, t as isize, 3, n_head as isize, hd as isize])?
+        .permute(&[2, 0, 3, 1, 4])?;
+    let piece = |i: usize| parts.narrow(0, i, 1)?.squeeze(0);
+    let (q, k, v) = (piece(0)?, piece(1)?, piece(2)?);
+    let kt = k.transpose(-2, -1)?;
+    let att = q.matmul(&kt)?.causal_softmax(scale)?;
+    let mask = crate::rng::dropout_mask_like(att.shape(), att.dtype(), dropout_p, training)?;
+    let att_d = match &mask {
+        Some(m) => att.mul(m)?,
+        None => att.clone(),
+    };
+    let y = att_d
+        .matmul(&v)?
+        .transpose(1, 2)?
+        .reshape(&[b as isize, t as isize, c as isize])?;
+    if !qkv.requires_grad() {
+        return Ok(Var::constant(y));
+    }
+    Ok(Var::from_op(OP, y, &[qkv], move |g| {
+        // The composed graph's backward, op by op: the merged heads' gradient made dense,
+        // the product with v, the dropout mask, the softmax, the product q·kᵀ.
+        let gy = g
+            .reshape(&[b as isize, t as isize, n_head as isize, hd as isize])?
+            .transpose(1, 2)?
+            .try_contiguous()?;
+        let g_att_d = gy.matmul(&v.transpose(-1, -2)?)?;
+        let gv = att_d.transpose(-1, -2)?.matmul(&gy)?;
+        let g_att = match &mask {
+            Some(m) => g_att_d.mul(m)?,
+            None => g_att_d,
+        };
+        let gs = g_att.causal_softmax_backward(&att, scale)?;
+        let gq = gs.matmul(&k)?;
+        let gkt = q.transpose(-1, -2)?.matmul(&gs)?;
+        Ok(vec![Some(merge_heads([&gq, &gkt, &gv], [b, t, c])?)])
+    }))
+}
+
+/// The `[B, T, 3C]` gradient of `qkv` from q's and v's `[B, nh, T, hd]` gradients and k's
+/// transposed one (`[B, nh, hd, T]`, as the product `qᵀ · g` makes it), each element
+/// `g + 0.0`: what adding the three zero-padded pieces of `chunk`'s backward gives (a `-0.0`
+/// meets a `+0.0` padding zero).
+fn merge_heads(pieces: [&Tensor; 3], [b, t, c]: [usize; 3]) -> Result<Tensor> {
+    match pieces[0].dtype() {
+        DType::F32 => merge::<f32>(pieces, [b, t, c]),
+        _ => merge::<f64>(pieces, [b, t, c]),
+    }
+}
+
+fn merge<T>(pieces: [&Tensor; 3], [b, t, c]: [usize; 3]) -> Result<Tensor>
+where
+    T: lockstep_tensor::Element + core::ops::Add<Output = T> + Default,
+{
+    let (nh, hd) = (pieces[0].shape()[1], pieces[0].shape()[3]);
+    let dense: Vec<Tensor> = pieces
+        .iter()
+        .map(|p| p.try_contiguous())
+        .collect::<Result<_>>()?;
+    let [q, k, v] = [0, 1, 2].map(|i| dense[i].data::<T>());
+    let (q, k, v) = (q?, k?, v?);
+    let mut out = lockstep_rng::try_with_capacity::<T>("causal_self_attention", b * t * 3 * c)?;
+    let zero = T::default();
+    for bi in 0..b {
+        for ti in 0..t {
+            for h in 0..nh {
+                let o = ((bi * nh + h) * t + ti) * hd;
+                out.extend(q[o..o + hd].iter().map(|&x| x + zero));
+            }
+            for h in 0..nh {
+                let o = (bi * nh + h) * hd * t + ti;
+                out.extend((0..hd).map(|d| k[o + d * t] + zero));
+            }
+            for h in 0..nh {
+                let o = ((bi * nh + h) * t + ti) * hd;
+                out.extend(v[o..o + hd].iter().map(|&x| x + zero));
+            }
+        }
+    }
+    Tensor::from_vec(out, &[b, t, 3 * c])
+}
