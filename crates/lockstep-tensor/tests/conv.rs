@@ -603,6 +603,17 @@ fn batched_small_convolutions_equal_per_sample_ones_at_any_thread_count() {
                 ..Conv2dParams::default()
             },
         ),
+        // dcgan's discriminator: a 2×2 output makes the batch one chunk of samples, which
+        // is cut into one chunk per thread (and its weight gradient's sum split by blocks).
+        (
+            [64, 64, 4, 4],
+            [128, 64, 4, 4],
+            Conv2dParams {
+                stride: (2, 2),
+                padding: (1, 1),
+                ..Conv2dParams::default()
+            },
+        ),
         (
             [37, 4, 7, 5],
             [6, 2, 3, 2],

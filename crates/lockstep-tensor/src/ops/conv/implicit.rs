@@ -557,19 +557,19 @@ pub(super) fn pack_input_grad_weights(
     let panels = cg.div_ceil(nr);
     let panel = og * nr;
     let mut buf = scratch(g.op, g.p.groups * taps * panels * panel)?;
-    for grp in 0..g.p.groups {
-        for tap in 0..taps {
-            for cp in 0..panels {
-                let dst = &mut buf[((grp * taps + tap) * panels + cp) * panel..][..panel];
-                for co in 0..og {
-                    for j in 0..nr {
-                        let c = cp * nr + j;
-                        dst[co * nr + j] = if c < cg {
-                            w[((grp * og + co) * cg + c) * taps + tap]
-                        } else {
-                            0.0
-                        };
+    // Zeros past the group's channels (a reused scratch holds old values).
+    if cg % nr != 0 {
+        buf.fill(0.0);
                     }
+    // In the weight's own order, so that its taps are read contiguously (reading one tap of
+    // every channel was 3.6 % of dcgan's profile).
+    for grp in 0..g.p.groups {
+        for co in 0..og {
+            for c in 0..cg {
+                let (cp, j) = (c / nr, c % nr);
+                let src = &w[((grp * og + co) * cg + c) * taps..][..taps];
+                for (tap, &v) in src.iter().enumerate() {
+                    buf[((grp * taps + tap) * panels + cp) * panel + co * nr + j] = v;
                 }
             }
         }

@@ -462,6 +462,19 @@ const CHUNK_COLS: usize = 512;
 /// Multiply-adds below which a convolution stays on the calling thread.
 const SERIAL_MAX_WORK: usize = 1 << 21;
 
+/// Samples per chunk for a kernel that computes every sample on its own, whatever the chunk
+/// (the implicit GEMM): `per`, or fewer when the work is split over threads and `per` leaves
+/// fewer chunks than threads (a 2×2 plane makes the whole batch of 64 one chunk, which would
+/// run on one thread). Only which thread computes a sample changes, never its bits.
+fn samples_per_thread_chunk(g: &Geometry, per: usize, work: usize, par: &Par) -> usize {
+    let threads = par.threads().min(g.n);
+    if threads > 1 && work > SERIAL_MAX_WORK && g.n.div_ceil(per) < threads {
+        g.n.div_ceil(threads)
+    } else {
+        per
+    }
+}
+
 /// Runs `per_chunk(c, samples, par)` for the chunks of `per` samples of the batch, each
 /// writing only its samples' part of `out` (`size` elements per sample): in parallel over
 /// chunks (each on one thread) when there are at least as many chunks as threads and the work
@@ -525,7 +538,7 @@ fn fwd_implicit(g: &Geometry, x: &[f32], w: &[f32], out: &mut [f32], par: &Par) 
     let work = g.n * g.cout * g.ohw() * g.k();
     for_each_chunk(
         g,
-        implicit::samples_per_chunk(g),
+        samples_per_thread_chunk(g, implicit::samples_per_chunk(g), work, par),
         out,
         work,
         par,
@@ -689,7 +702,7 @@ fn input_grad_implicit(
     let work = g.n * g.cout * g.ohw() * g.k();
     for_each_chunk(
         g,
-        implicit::samples_per_chunk(g),
+        samples_per_thread_chunk(g, implicit::samples_per_chunk(g), work, par),
         dx,
         work,
         par,
@@ -884,24 +897,42 @@ fn weight_grad_fixed_parts(
             )
         };
         let mut partials: Vec<Option<Result<Scratch>>> = (0..parts).map(|_| None).collect();
-        if par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK {
+        let serial = par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK;
+        if serial {
             for (t, slot) in partials.iter_mut().enumerate() {
                 *slot = Some(part(t));
             }
         } else {
             par.for_each_chunk_mut(&mut partials, 1, |t, slot| slot[0] = Some(part(t)));
         }
+        let partials = partials
+            .into_iter()
+            .map(|p| p.ok_or_else(|| invalid(g.op, "weight", "internal: a part did not run"))?)
+            .collect::<Result<Vec<Scratch>>>()?;
         let dst = &mut dw[grp * og * k..][..og * k];
-        dst.fill(0.0);
-        for p in partials {
-            let p = p.ok_or_else(|| invalid(g.op, "weight", "internal: a part did not run"))?;
-            for (d, s) in dst.iter_mut().zip(p?.iter()) {
+        // Each element is `((0 + p_0) + p_1) + …` in part order, whichever thread adds it;
+        // block by block, so that a block of the sum stays in L1 through the parts.
+        let add = |b: usize, d: &mut [f32]| {
+            d.fill(0.0);
+            for p in &partials {
+                for (d, s) in d.iter_mut().zip(&p[b * SUM_BLOCK..]) {
                 *d += s;
             }
+        }
+        };
+        if serial {
+            dst.chunks_mut(SUM_BLOCK)
+                .enumerate()
+                .for_each(|(b, d)| add(b, d));
+        } else {
+            par.for_each_chunk_mut(dst, SUM_BLOCK, add);
         }
     }
     Ok(())
 }
+
+/// Elements per block of the weight gradient's sum of parts (16 KiB).
+const SUM_BLOCK: usize = 4096;
 
 fn weight_grad_partials(
     g: &Geometry,
