@@ -62,27 +62,7 @@ pub fn distributed_gpt_config(cfg: &crate::gpt::GptConfig) -> Result<crate::gpt:
     Ok(cfg.clone())
 }
 
-/// How the micro-shards' gradients are summed across processes; both give the same bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
-    /// Every process gathers every micro-shard's whole vector and adds them all in the fixed
-    /// tree: ≈ `4·G·P` bytes received per process and step.
-    Gather,
-    /// Process `j` receives chunk `j` (`≈ P/W` floats) of every micro-shard's vector
-    /// (all-to-all), adds them in the same fixed tree, and an all-gather of the summed chunks
-    /// gives everyone the whole sum: ≈ `4·P·(G/W + 1)` bytes received per process and step.
-    ReduceScatter,
-}
-
-impl Reduction {
-    /// The flag's name for it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Gather => "gather",
-            Self::ReduceScatter => "reduce-scatter",
-        }
-    }
-}
+pub use crate::names::Reduction;
 
 /// The default of `--collective-timeout`, in seconds.
 pub const DEFAULT_COLLECTIVE_TIMEOUT_S: f64 = 300.0;
@@ -109,29 +89,20 @@ impl Default for DistOptions {
 impl DistOptions {
     /// From the flags: `--collective-timeout SECS` (default
     /// [`DEFAULT_COLLECTIVE_TIMEOUT_S`]) and `--reduction gather|reduce-scatter` (default
-    /// `gather`).
+    /// [`Reduction::Gather`]; clap refuses other names).
     ///
     /// # Errors
-    /// A timeout that is not a number of seconds in `(0, 10⁶]`; an unknown reduction.
-    pub fn new(timeout_s: Option<f64>, reduction: Option<&str>) -> Result<Self> {
+    /// A timeout that is not a number of seconds in `(0, 10⁶]`.
+    pub fn new(timeout_s: Option<f64>, reduction: Option<Reduction>) -> Result<Self> {
         let t = timeout_s.unwrap_or(DEFAULT_COLLECTIVE_TIMEOUT_S);
         if !(t > 0.0 && t <= 1e6) {
             return Err(Error::config(format!(
                 "invalid value {t} for --collective-timeout: seconds, more than 0 and at most 1000000"
             )));
         }
-        let reduction = match reduction.unwrap_or("gather") {
-            "gather" => Reduction::Gather,
-            "reduce-scatter" => Reduction::ReduceScatter,
-            other => {
-                return Err(Error::config(format!(
-                    "invalid value {other:?} for --reduction: gather or reduce-scatter"
-                )));
-            }
-        };
         Ok(Self {
             collective_timeout: std::time::Duration::from_secs_f64(t),
-            reduction,
+            reduction: reduction.unwrap_or(Reduction::Gather),
         })
     }
 }
@@ -420,7 +391,7 @@ mod with_mpi {
                 serde_json::json!({
                     "world_size": self.size,
                     "steps": self.steps,
-                    "reduction": self.reduction.name(),
+                    "reduction": self.reduction.as_str(),
                     "fixed_order_reduction_ms_per_step": per(self.reduce_time),
                     "plain_allreduce_ms_per_step": per(self.allreduce_time),
                     "received_floats_per_step": self.floats / self.steps,

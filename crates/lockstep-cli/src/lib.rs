@@ -3,10 +3,11 @@
 //! Every fallible function returns [`lockstep::Result`]: a refused flag is
 //! [`lockstep::Error::Config`] (the message names the flag), a checkpoint that cannot be used is
 //! [`lockstep::Error::Checkpoint`] with its kind ([`lockstep::checkpoint::CheckpointError`]).
-//! (`sample` keeps its own `SampleError`; `verify` and `sweep`, which run child processes,
-//! have [`verify::VerifyError`] and [`sweep::SweepError`]: a refused flag or their own I/O as
-//! the `lockstep::Error` it is, a child's failure with its setting or seed, its status and its
-//! stderr; each converts into `lockstep::Error`.)
+//! (`sample` keeps its own `SampleError`, which converts into `lockstep::Error::Config`;
+//! `verify` and `sweep`, which run child processes, have [`verify::VerifyError`] and
+//! [`sweep::SweepError`]: a refused flag or their own I/O as the `lockstep::Error` it is, a
+//! child's failure with its setting or seed, its status and its stderr; each converts into
+//! `lockstep::Error`.)
 //!
 //! Modules import one another in one direction only: [`names`] (the named choices of
 //! `lockstep train`, clap's value enums) and [`shards`] (the micro-shard exchange) depend on no

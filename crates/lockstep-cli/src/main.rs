@@ -1,6 +1,7 @@
 //! The `lockstep` binary.
 
 use clap::{Parser, Subcommand};
+use lockstep_cli::distributed::Reduction;
 use lockstep_cli::gpt::GptConfig;
 use lockstep_cli::train::{Model, TrainConfig};
 use std::process::ExitCode;
@@ -256,8 +257,13 @@ struct TrainArgs {
     /// With --distributed: how gradients are summed, `gather` (every process adds every
     /// micro-shard's gradient) or `reduce-scatter` (each adds a slice); the same bits
     /// [default: gather].
-    #[arg(long, requires = "distributed")]
-    reduction: Option<String>,
+    #[arg(
+        long,
+        value_enum,
+        requires = "distributed",
+        hide_possible_values = true
+    )]
+    reduction: Option<Reduction>,
 }
 
 fn main() -> ExitCode {
@@ -412,7 +418,7 @@ fn verify_config(
 
 /// `--collective-timeout` and `--reduction` of `train --distributed`.
 fn dist_options(a: &TrainArgs) -> lockstep::Result<lockstep_cli::distributed::DistOptions> {
-    lockstep_cli::distributed::DistOptions::new(a.collective_timeout, a.reduction.as_deref())
+    lockstep_cli::distributed::DistOptions::new(a.collective_timeout, a.reduction)
 }
 
 /// Every check `lockstep train` makes of its flags before it starts, without training
@@ -577,40 +583,103 @@ fn gpt_config(a: &TrainArgs) -> lockstep::Result<GptConfig> {
     })
 }
 
+/// Why [`check_args`] refused a command line.
+#[derive(Debug)]
+#[allow(dead_code)]
+pub(crate) enum ArgsError {
+    /// clap's refusal: an unknown flag, a bad value (the message names the flag), or the
+    /// `--help`/`--version` text clap prints instead of running.
+    Usage(clap::Error),
+    /// The subcommand's own check of its flags (a refused setting names its flag).
+    Refused(lockstep::Error),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Usage(e) => write!(f, "{}", e.to_string().trim_end()),
+            Self::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ArgsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Usage(e) => Some(e),
+            Self::Refused(e) => Some(e),
+        }
+    }
+}
+
+impl From<clap::Error> for ArgsError {
+    fn from(e: clap::Error) -> Self {
+        Self::Usage(e)
+    }
+}
+
+impl From<lockstep::Error> for ArgsError {
+    fn from(e: lockstep::Error) -> Self {
+        Self::Refused(e)
+    }
+}
+
+impl From<lockstep_cli::sweep::SweepError> for ArgsError {
+    fn from(e: lockstep_cli::sweep::SweepError) -> Self {
+        Self::Refused(e.into())
+    }
+}
+
+impl From<lockstep_cli::sample::SampleError> for ArgsError {
+    fn from(e: lockstep_cli::sample::SampleError) -> Self {
+        Self::Refused(e.into())
+    }
+}
+
+impl From<ArgsError> for lockstep::Error {
+    /// A usage error as [`lockstep::Error::Config`] with clap's message; a refusal as it is.
+    fn from(e: ArgsError) -> Self {
+        match e {
+            ArgsError::Usage(_) => lockstep::Error::config(e.to_string()),
+            ArgsError::Refused(e) => e,
+        }
+    }
+}
+
 /// Parses `argv` (program name first) and checks the flags the way the subcommand does before
 /// any work, without running it (`sample` runs into a sink: its draws are capped and cheap).
 /// The entry of the CLI fuzz target (`fuzz/`) and its corpus replay
 /// (`tests/fuzz_corpus_replay.rs`), which include this file as a module.
 #[allow(dead_code)]
-pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
-    let cli = parse(argv.iter().cloned()).map_err(|e| e.to_string())?;
-    let s = |e: &dyn std::fmt::Display| e.to_string();
+pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), ArgsError> {
+    let cli = parse(argv.iter().cloned())?;
     match cli.command {
-        Command::Demo(a) => lockstep_cli::demo::check(&a.config()).map_err(|e| s(&e)),
-        Command::Train(a) => check_train(&a).map_err(|e| s(&e)),
+        Command::Demo(a) => lockstep_cli::demo::check(&a.config())?,
+        Command::Train(a) => check_train(&a)?,
         Command::Sweep {
             seeds,
             seed_list,
             jobs,
             out,
             command,
-        } => lockstep_cli::sweep::SweepConfig::new(seeds, seed_list, jobs, out, &command)
-            .map(drop)
-            .map_err(|e| s(&e)),
+        } => {
+            lockstep_cli::sweep::SweepConfig::new(seeds, seed_list, jobs, out, &command)?;
+        }
         Command::Sample {
             list: true, lib, ..
-        } => lockstep_cli::sample::list(lib.as_deref())
-            .map(drop)
-            .map_err(|e| s(&e)),
+        } => {
+            lockstep_cli::sample::list(lib.as_deref())?;
+        }
         Command::Sample {
             lib, func, options, ..
-        } => lockstep_cli::sample::run_to(
-            &lib.unwrap_or_default(),
-            &func.unwrap_or_default(),
-            &options,
-            &mut std::io::sink(),
-        )
-        .map_err(|e| s(&e)),
+        } => {
+            lockstep_cli::sample::run_to(
+                &lib.unwrap_or_default(),
+                &func.unwrap_or_default(),
+                &options,
+                &mut std::io::sink(),
+            )?;
+        }
         Command::Verify {
             threads,
             workers,
@@ -618,14 +687,13 @@ pub(crate) fn check_args(argv: &[std::ffi::OsString]) -> Result<(), String> {
             cmd,
             json,
             command,
-        } => verify_config(threads, workers, runs, cmd, json, command)
-            .map(drop)
-            .map_err(|e| s(&e)),
-        Command::Generate(a) => {
-            lockstep_cli::generate::check_config(&a.config()).map_err(|e| s(&e))
+        } => {
+            verify_config(threads, workers, runs, cmd, json, command)?;
         }
-        Command::VerifyTestProgram { .. } | Command::Doctor { .. } => Ok(()),
+        Command::Generate(a) => lockstep_cli::generate::check_config(&a.config())?,
+        Command::VerifyTestProgram { .. } | Command::Doctor { .. } => {}
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -638,6 +706,60 @@ mod tests {
             Command::Train(a) => *a,
             _ => unreachable!("a train command"),
         }
+    }
+
+    fn argv(line: &str) -> Vec<std::ffi::OsString> {
+        ["lockstep"]
+            .into_iter()
+            .chain(line.split(' '))
+            .map(Into::into)
+            .collect()
+    }
+
+    /// `check_args` keeps clap's refusals apart from the subcommands' own; both convert into
+    /// `lockstep::Error::Config` naming the flag.
+    #[test]
+    fn check_args_types_its_refusals() {
+        let e = check_args(&argv(
+            "train --distributed --seeding invariant --reduction ring",
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Usage(c) if c.kind() == clap::error::ErrorKind::InvalidValue),
+            "{e:?}"
+        );
+        let e = lockstep::Error::from(e);
+        assert!(
+            matches!(&e, lockstep::Error::Config(m)
+                if m.contains("'ring' for '--reduction <")
+                    && m.contains("[possible values: gather, reduce-scatter]")),
+            "{e}"
+        );
+        let e = check_args(&argv("train --lr inf")).unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Refused(lockstep::Error::Config(_))),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "invalid value inf for --lr: must be finite and >= 0"
+        );
+        let e = check_args(&argv("sample torch no_such_function")).unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Refused(lockstep::Error::Config(_))),
+            "{e:?}"
+        );
+        let e = check_args(&argv("sweep --seeds 2 --jobs 0 -- train")).unwrap_err();
+        assert!(matches!(&e, ArgsError::Refused(_)), "{e:?}");
+        let e = check_args(&argv("train --help")).unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Usage(c) if c.kind() == clap::error::ErrorKind::DisplayHelp),
+            "{e:?}"
+        );
+        check_args(&argv("train --epochs 1")).unwrap();
+        // Parsed into the enum, whatever the build then says of MPI.
+        let a = train_args(&["--distributed", "--reduction", "reduce-scatter"]);
+        assert_eq!(a.reduction, Some(Reduction::ReduceScatter));
     }
 
     /// The clap defaults are the configurations' `Default`s: one run, however it is built.

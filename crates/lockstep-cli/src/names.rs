@@ -1,6 +1,6 @@
 //! The named choices of `lockstep train` ([`Model`], [`Optimizer`], [`Scheduler`], [`Aug`],
-//! [`Seeding`]): each name is written once, in its enum. clap parses the flags into them and
-//! refuses any other name with the list of accepted ones; JSON reports and checkpoints store
+//! [`Seeding`], [`Reduction`]): each name is written once, in its enum. clap parses the flags
+//! into them and refuses any other name with the list of accepted ones; JSON reports and checkpoints store
 //! [`as_str`](Model::as_str), the same strings as the flags (so files written before these
 //! types existed still match).
 
@@ -115,6 +115,21 @@ names! {
     }
 }
 
+names! {
+    /// `--reduction` of `train --distributed`: how the micro-shards' gradients are summed
+    /// across processes; both give the same bits.
+    Reduction, "reduction" {
+        /// Every process gathers every micro-shard's whole vector and adds them all in the
+        /// fixed tree: ≈ `4·G·P` bytes received per process and step.
+        Gather = "gather",
+        /// Process `j` receives chunk `j` (`≈ P/W` floats) of every micro-shard's vector
+        /// (all-to-all), adds them in the same fixed tree, and an all-gather of the summed
+        /// chunks gives everyone the whole sum: ≈ `4·P·(G/W + 1)` bytes received per process
+        /// and step.
+        ReduceScatter = "reduce-scatter",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +157,7 @@ mod tests {
         round_trips::<Scheduler>(&["none", "step", "cosine"]);
         round_trips::<Aug>(&["none", "torch", "numpy"]);
         round_trips::<Seeding>(&["torch", "invariant"]);
+        round_trips::<Reduction>(&["gather", "reduce-scatter"]);
         let e = "resnet".parse::<Model>().unwrap_err().to_string();
         assert_eq!(
             e,

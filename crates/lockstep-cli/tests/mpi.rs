@@ -377,7 +377,7 @@ fn distributed_refuses_torch_seeding_workers_and_bad_options() {
         ),
         (
             ("--reduction", "ring"),
-            "invalid value \"ring\" for --reduction",
+            "invalid value 'ring' for '--reduction <",
         ),
     ] {
         let a = args_with("mlp", 4, true, &[bad]);

@@ -40,6 +40,24 @@ fn unknown_names_are_refused_with_the_accepted_ones() {
             "{flag} {bad}: {err}"
         );
     }
+    // `--reduction` (of `--distributed`) too, before anything checks MPI.
+    let (code, out, err) = train(&[
+        "--distributed",
+        "--seeding",
+        "invariant",
+        "--reduction",
+        "ring",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("invalid value 'ring' for '--reduction <"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[possible values: gather, reduce-scatter]"),
+        "{err}"
+    );
     // Names are exact, as the JSON reports and checkpoints store them.
     let (code, _, err) = train(&["--optimizer", "AdamW", "--epochs", "0"]);
     assert_eq!(code, 2, "{err}");

@@ -28,6 +28,14 @@ impl fmt::Display for SampleError {
 
 impl std::error::Error for SampleError {}
 
+impl From<SampleError> for lockstep::Error {
+    /// A refused `sample` call (a library, function or option it does not know, a value out
+    /// of range): [`lockstep::Error::Config`] with the same message.
+    fn from(e: SampleError) -> Self {
+        lockstep::Error::Config(e.0)
+    }
+}
+
 impl From<lockstep::rng::Error> for SampleError {
     fn from(e: lockstep::rng::Error) -> Self {
         SampleError(e.to_string())
