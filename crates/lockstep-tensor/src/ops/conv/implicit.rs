@@ -560,7 +560,7 @@ pub(super) fn pack_input_grad_weights(
     // Zeros past the group's channels (a reused scratch holds old values).
     if cg % nr != 0 {
         buf.fill(0.0);
-                    }
+    }
     // In the weight's own order, so that its taps are read contiguously (reading one tap of
     // every channel was 3.6 % of dcgan's profile).
     for grp in 0..g.p.groups {

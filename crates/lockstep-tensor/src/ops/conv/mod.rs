@@ -916,9 +916,9 @@ fn weight_grad_fixed_parts(
             d.fill(0.0);
             for p in &partials {
                 for (d, s) in d.iter_mut().zip(&p[b * SUM_BLOCK..]) {
-                *d += s;
+                    *d += s;
+                }
             }
-        }
         };
         if serial {
             dst.chunks_mut(SUM_BLOCK)
