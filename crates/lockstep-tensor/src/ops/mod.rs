@@ -28,6 +28,10 @@ macro_rules! chunked_ops {
     };
 }
 
+// Before the families: its macros are textually scoped.
+#[macro_use]
+mod fma_tile;
+
 pub mod activation;
 pub mod attention;
 pub mod cell;

@@ -161,22 +161,14 @@ unsafe fn portable<const MR: usize, const NR: usize>(
     // SAFETY (whole body): the caller guarantees the bounds (see `TileFn`).
     unsafe {
         let ap: [*const f32; MR] = core::array::from_fn(|i| *a.add(i));
-        let mut acc = [[0f32; NR]; MR];
-        for s in 0..kc {
-            let o = *off.add(s);
-            let bp = b.add(s * NR);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = *ap[i].add(o);
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = ai.mul_add(*bp.add(j), *v);
-                }
+        scalar_tile!(0f32, MR, NR;
+            for s in 0..kc {
+                let o = *off.add(s);
+                let bp = b.add(s * NR);
             }
-        }
-        for (i, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                *c.add(i * NR + j) = *v;
-            }
-        }
+            b |j| bp.add(j);
+            a |i| *ap[i].add(o);
+            store |i, j| c.add(i * NR + j));
     }
 }
 
@@ -186,9 +178,9 @@ mod x86 {
     //! broadcast per row and step, `NV` vector loads of B per step.
     use core::arch::x86_64::*;
 
+    /// Stamps the kernel `$name::<MR, NV>`: [`fma_tile!`] over [`x86_fma!`]'s vocabulary.
     macro_rules! tile_kernel {
-        ($name:ident, $feat:literal, $v:ty, $lanes:expr, $zero:ident, $load:ident,
-         $store:ident, $bcast:ident, $fma:ident) => {
+        ($name:ident, $feat:literal, $isa:tt) => {
             /// A SIMD build of the kernel (see `TileFn`).
             ///
             /// # Safety
@@ -201,57 +193,28 @@ mod x86 {
                 b: *const f32,
                 c: *mut f32,
             ) {
+                const LANES: usize = fma_tile!($isa LANES);
                 // SAFETY (whole body): the caller guarantees bounds and CPU features.
                 unsafe {
                     let ap: [*const f32; MR] = core::array::from_fn(|i| *a.add(i));
-                    let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
                     let mut bp = b;
-                    for s in 0..kc {
-                        let o = *off.add(s);
-                        let mut bv: [$v; NV] = [$zero(); NV];
-                        for v in 0..NV {
-                            bv[v] = $load(bp.add(v * $lanes));
+                    fma_tile!($isa, MR, NV;
+                        for s in 0..kc {
+                            let o = *off.add(s);
                         }
-                        for i in 0..MR {
-                            let ai = $bcast(*ap[i].add(o));
-                            for v in 0..NV {
-                                acc[i][v] = $fma(ai, bv[v], acc[i][v]);
-                            }
+                        b |v| bp.add(v * LANES);
+                        a |i| *ap[i].add(o);
+                        then {
+                            bp = bp.add(NV * LANES);
                         }
-                        bp = bp.add(NV * $lanes);
-                    }
-                    for i in 0..MR {
-                        for v in 0..NV {
-                            $store(c.add((i * NV + v) * $lanes), acc[i][v]);
-                        }
-                    }
+                        store |i, v| c.add((i * NV + v) * LANES));
                 }
             }
         };
     }
 
-    tile_kernel!(
-        avx2,
-        "avx2,fma",
-        __m256,
-        8,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
-    );
-    tile_kernel!(
-        avx512,
-        "avx512f",
-        __m512,
-        16,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
+    x86_fma!(avx2_f32, tile_kernel!(avx2));
+    x86_fma!(avx512_f32, tile_kernel!(avx512));
 }
 
 /// Calls `kern` on `kc` steps.

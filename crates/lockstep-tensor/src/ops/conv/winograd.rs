@@ -220,30 +220,16 @@ unsafe fn portable<const R: usize>(
     ldc: usize,
     load: bool,
 ) {
-    let mut acc = [[0f32; PORTABLE_NR]; R];
     // SAFETY (whole body): the caller guarantees the bounds.
     unsafe {
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = *c.add(i * ldc + j);
-                }
+        scalar_tile!(0f32, R, PORTABLE_NR;
+            load if load => |i, j| c.add(i * ldc + j);
+            for p in 0..kc {
+                let bp = b.add(p * ldb);
             }
-        }
-        for p in 0..kc {
-            let bp = b.add(p * ldb);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = *a.add(i * ars + p * acs);
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = ai.mul_add(*bp.add(j), *v);
-                }
-            }
-        }
-        for (i, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                *c.add(i * ldc + j) = *v;
-            }
-        }
+            b |j| bp.add(j);
+            a |i| *a.add(i * ars + p * acs);
+            store |i, j| c.add(i * ldc + j));
     }
 }
 
@@ -253,9 +239,10 @@ mod x86 {
     //! in registers, one element of A is broadcast per row and step.
     use core::arch::x86_64::*;
 
+    /// Stamps the kernel `$name::<R>` with `$nv` vectors per row: [`fma_tile!`] over
+    /// [`x86_fma!`]'s vocabulary.
     macro_rules! tile_kernel {
-        ($name:ident, $feat:literal, $v:ty, $lanes:expr, $nv:expr,
-         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
+        ($name:ident, $nv:expr, $feat:literal, $isa:tt) => {
             /// See [`TileFn`](super::TileFn).
             ///
             /// # Safety
@@ -273,41 +260,27 @@ mod x86 {
                 ldc: usize,
                 load: bool,
             ) {
+                const LANES: usize = fma_tile!($isa LANES);
                 // SAFETY (whole body): the caller guarantees bounds and CPU features.
                 unsafe {
-                    let mut acc: [[$v; $nv]; R] = [[$zero(); $nv]; R];
-                    if load {
-                        for i in 0..R {
-                            for v in 0..$nv {
-                                acc[i][v] = $load(c.add(i * ldc + v * $lanes));
-                            }
-                        }
-                    }
                     let mut ap = [a; R];
                     for i in 0..R {
                         ap[i] = a.add(i * ars);
                     }
-                    for _ in 0..kc {
-                        let mut bv: [$v; $nv] = [$zero(); $nv];
-                        for v in 0..$nv {
-                            bv[v] = $load(b.add(v * $lanes));
-                        }
-                        for i in 0..R {
-                            let ai = $bcast(*ap[i]);
-                            for v in 0..$nv {
-                                acc[i][v] = $fma(ai, bv[v], acc[i][v]);
+                    fma_tile!($isa, R, $nv;
+                        load if load => |i, v| c.add(i * ldc + v * LANES);
+                        for _ in 0..kc {}
+                        b |v| b.add(v * LANES);
+                        a |i| *ap[i];
+                        then {
+                            // Wrapping: after the last step the pointers may leave the
+                            // buffer (never dereferenced there).
+                            for p in &mut ap {
+                                *p = p.wrapping_add(acs);
                             }
-                            // Wrapping: after the last step the pointers may leave the buffer
-                            // (never dereferenced there).
-                            ap[i] = ap[i].wrapping_add(acs);
+                            b = b.wrapping_add(ldb);
                         }
-                        b = b.wrapping_add(ldb);
-                    }
-                    for i in 0..R {
-                        for v in 0..$nv {
-                            $store(c.add(i * ldc + v * $lanes), acc[i][v]);
-                        }
-                    }
+                        store |i, v| c.add(i * ldc + v * LANES));
                 }
             }
         };
@@ -356,30 +329,8 @@ mod x86 {
         }
     }
 
-    tile_kernel!(
-        avx512,
-        "avx512f",
-        __m512,
-        16,
-        4,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    tile_kernel!(
-        avx2,
-        "avx2,fma",
-        __m256,
-        8,
-        2,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
-    );
+    x86_fma!(avx512_f32, tile_kernel!(avx512, 4));
+    x86_fma!(avx2_f32, tile_kernel!(avx2, 2));
 }
 
 // ---------------------------------------------------------------------------------------------

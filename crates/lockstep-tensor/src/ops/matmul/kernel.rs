@@ -98,31 +98,17 @@ pub unsafe fn portable<T: GemmFloat, const MR: usize, const NR: usize>(
     rsc: usize,
     load: bool,
 ) {
-    let mut acc = [[T::ZERO; NR]; MR];
     // SAFETY (whole body): the caller guarantees the panels and the tile are in bounds.
     unsafe {
-        if load {
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = *c.add(i * rsc + j);
-                }
+        scalar_tile!(T::ZERO, MR, NR;
+            load if load => |i, j| c.add(i * rsc + j);
+            for p in 0..kc {
+                let ap = a.add(p * MR);
+                let bp = b.add(p * NR);
             }
-        }
-        for p in 0..kc {
-            let ap = a.add(p * MR);
-            let bp = b.add(p * NR);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = *ap.add(i);
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = ai.mul_add(*bp.add(j), *v);
-                }
-            }
-        }
-        for (i, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                *c.add(i * rsc + j) = *v;
-            }
-        }
+            b |j| bp.add(j);
+            a |i| *ap.add(i);
+            store |i, j| c.add(i * rsc + j));
     }
 }
 
@@ -133,17 +119,11 @@ pub(crate) mod x86 {
     //! `NR / lanes` vectors of B per step.
     use core::arch::x86_64::*;
 
+    /// Stamps a kernel `$name` of `$mr` rows of C from A panels packed `$as` rows wide (`$as >
+    /// $mr`: an edge kernel for the last, partial row panel, reading the first `$mr` rows of
+    /// each step) and `$nv` vectors of B: [`fma_tile!`] over [`x86_fma!`]'s vocabulary.
     macro_rules! simd_kernel {
-        ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:expr, $mr:expr, $nv:expr,
-         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
-            simd_kernel!(
-                $name, $feat, $t, $v, $lanes, $mr, $mr, $nv, $zero, $load, $store, $bcast, $fma
-            );
-        };
-        // `$mr` rows of C from A panels packed `$as` rows wide (`$as > $mr`: an edge kernel
-        // for the last, partial row panel, reading the first `$mr` rows of each step).
-        ($name:ident, $feat:literal, $t:ty, $v:ty, $lanes:expr, $mr:expr, $as:expr, $nv:expr,
-         $zero:ident, $load:ident, $store:ident, $bcast:ident, $fma:ident) => {
+        ($name:ident, $mr:expr, $as:expr, $nv:expr, $feat:literal, $isa:tt) => {
             /// A SIMD micro-kernel (see the module docs).
             ///
             /// # Safety
@@ -151,177 +131,54 @@ pub(crate) mod x86 {
             #[target_feature(enable = $feat)]
             pub unsafe fn $name(
                 kc: usize,
-                mut a: *const $t,
-                mut b: *const $t,
-                c: *mut $t,
+                mut a: *const fma_tile!($isa ELEM),
+                mut b: *const fma_tile!($isa ELEM),
+                c: *mut fma_tile!($isa ELEM),
                 rsc: usize,
                 load: bool,
             ) {
                 const MR: usize = $mr;
                 const AS: usize = $as;
                 const NV: usize = $nv;
-                const NR: usize = $nv * $lanes;
+                const LANES: usize = fma_tile!($isa LANES);
+                const NR: usize = NV * LANES;
+                // A streams from L2 (B stays in L1): fetch it a few steps ahead, every
+                // line of the panel (a step may span two lines). Past the panel's end the
+                // hint is harmless (prefetches do not fault).
+                const PF: usize = 8 * AS;
+                const STEP_BYTES: usize = AS * core::mem::size_of::<fma_tile!($isa ELEM)>();
                 // SAFETY (whole body): the caller guarantees bounds and CPU features.
                 unsafe {
-                    let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
-                    if load {
-                        for i in 0..MR {
-                            for v in 0..NV {
-                                acc[i][v] = $load(c.add(i * rsc + v * $lanes));
+                    fma_tile!($isa, MR, NV;
+                        load if load => |i, v| c.add(i * rsc + v * LANES);
+                        for _ in 0..kc {
+                            _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF) as *const i8);
+                            if STEP_BYTES > 64 {
+                                _mm_prefetch::<_MM_HINT_T0>(
+                                    (a.wrapping_add(PF) as *const i8).wrapping_add(64),
+                                );
                             }
                         }
-                    }
-                    // A streams from L2 (B stays in L1): fetch it a few steps ahead, every
-                    // line of the panel (a step may span two lines). Past the panel's end the
-                    // hint is harmless (prefetches do not fault).
-                    const PF: usize = 8 * AS;
-                    const STEP_BYTES: usize = AS * core::mem::size_of::<$t>();
-                    for _ in 0..kc {
-                        _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF) as *const i8);
-                        if STEP_BYTES > 64 {
-                            _mm_prefetch::<_MM_HINT_T0>(
-                                (a.wrapping_add(PF) as *const i8).wrapping_add(64),
-                            );
+                        b |v| b.add(v * LANES);
+                        a |i| *a.add(i);
+                        then {
+                            a = a.add(AS);
+                            b = b.add(NR);
                         }
-                        let mut bv: [$v; NV] = [$zero(); NV];
-                        for v in 0..NV {
-                            bv[v] = $load(b.add(v * $lanes));
-                        }
-                        for i in 0..MR {
-                            let ai = $bcast(*a.add(i));
-                            for v in 0..NV {
-                                acc[i][v] = $fma(ai, bv[v], acc[i][v]);
-                            }
-                        }
-                        a = a.add(AS);
-                        b = b.add(NR);
-                    }
-                    for i in 0..MR {
-                        for v in 0..NV {
-                            $store(c.add(i * rsc + v * $lanes), acc[i][v]);
-                        }
-                    }
+                        store |i, v| c.add(i * rsc + v * LANES));
                 }
             }
         };
     }
 
-    simd_kernel!(
-        avx2_f32_6x16,
-        "avx2,fma",
-        f32,
-        __m256,
-        8,
-        6,
-        2,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
-    );
-    simd_kernel!(
-        avx2_f64_6x8,
-        "avx2,fma",
-        f64,
-        __m256d,
-        4,
-        6,
-        2,
-        _mm256_setzero_pd,
-        _mm256_loadu_pd,
-        _mm256_storeu_pd,
-        _mm256_set1_pd,
-        _mm256_fmadd_pd
-    );
-    simd_kernel!(
-        avx512_f32_12x32,
-        "avx512f",
-        f32,
-        __m512,
-        16,
-        12,
-        2,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    simd_kernel!(
-        avx512_f64_12x16,
-        "avx512f",
-        f64,
-        __m512d,
-        8,
-        12,
-        2,
-        _mm512_setzero_pd,
-        _mm512_loadu_pd,
-        _mm512_storeu_pd,
-        _mm512_set1_pd,
-        _mm512_fmadd_pd
-    );
-    simd_kernel!(
-        avx512_f32_4x32_a12,
-        "avx512f",
-        f32,
-        __m512,
-        16,
-        4,
-        12,
-        2,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    simd_kernel!(
-        avx512_f32_8x32_a12,
-        "avx512f",
-        f32,
-        __m512,
-        16,
-        8,
-        12,
-        2,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    simd_kernel!(
-        avx512_f64_4x16_a12,
-        "avx512f",
-        f64,
-        __m512d,
-        8,
-        4,
-        12,
-        2,
-        _mm512_setzero_pd,
-        _mm512_loadu_pd,
-        _mm512_storeu_pd,
-        _mm512_set1_pd,
-        _mm512_fmadd_pd
-    );
-    simd_kernel!(
-        avx512_f64_8x16_a12,
-        "avx512f",
-        f64,
-        __m512d,
-        8,
-        8,
-        12,
-        2,
-        _mm512_setzero_pd,
-        _mm512_loadu_pd,
-        _mm512_storeu_pd,
-        _mm512_set1_pd,
-        _mm512_fmadd_pd
-    );
+    x86_fma!(avx2_f32, simd_kernel!(avx2_f32_6x16, 6, 6, 2));
+    x86_fma!(avx2_f64, simd_kernel!(avx2_f64_6x8, 6, 6, 2));
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_12x32, 12, 12, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_12x16, 12, 12, 2));
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_4x32_a12, 4, 12, 2));
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_8x32_a12, 8, 12, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_4x16_a12, 4, 12, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_8x16_a12, 8, 12, 2));
 
     /// Edge kernels of the AVX-512 f32 kernel (see [`Kernel::edge`](super::Kernel::edge)).
     pub const EDGE_F32: &[(usize, super::KernelFn<f32>)] =

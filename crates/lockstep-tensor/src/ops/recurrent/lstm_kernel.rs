@@ -403,9 +403,9 @@ pub(crate) mod x86 {
     use super::NV;
     use core::arch::x86_64::*;
 
+    /// Stamps the tile function `$name::<MR>`: [`fma_tile!`] over [`x86_fma!`]'s vocabulary.
     macro_rules! tile_fn {
-        ($name:ident, $feat:literal, $v:ty, $u:expr, $zero:ident, $load:ident, $store:ident,
-         $bcast:ident, $fma:ident) => {
+        ($name:ident, $feat:literal, $isa:tt) => {
             /// `out[i·ors + v·ovs + l]` for `i < MR`: the chain over `p < kc` of
             /// `a[i·ars + p·aks] · b[p·bks + v·U + l]`, from `+0.0`, or from the value in
             /// `out` with `init` (a chain continued).
@@ -427,65 +427,28 @@ pub(crate) mod x86 {
                 ovs: usize,
                 init: bool,
             ) {
-                const U: usize = $u;
+                const U: usize = fma_tile!($isa LANES);
                 // SAFETY (whole body): the caller guarantees bounds and CPU features; the
                 // pointers advance with `wrapping_add` (they end one step past their data).
                 unsafe {
-                    let mut acc = [[$zero(); NV]; MR];
-                    if init {
-                        for i in 0..MR {
-                            for v in 0..NV {
-                                acc[i][v] = $load(out.add(i * ors + v * ovs));
-                            }
-                        }
-                    }
                     let (mut a, mut b) = (a, b);
-                    for _ in 0..kc {
-                        let mut av = [$zero(); MR];
-                        for i in 0..MR {
-                            av[i] = $bcast(*a.add(i * ars));
+                    fma_tile!($isa, MR, NV;
+                        load if init => |i, v| out.add(i * ors + v * ovs);
+                        for _ in 0..kc {}
+                        a |i| *a.add(i * ars);
+                        b |v| b.add(v * U);
+                        then {
+                            a = a.wrapping_add(aks);
+                            b = b.wrapping_add(bks);
                         }
-                        for v in 0..NV {
-                            let bv = $load(b.add(v * U));
-                            for i in 0..MR {
-                                acc[i][v] = $fma(av[i], bv, acc[i][v]);
-                            }
-                        }
-                        a = a.wrapping_add(aks);
-                        b = b.wrapping_add(bks);
-                    }
-                    for i in 0..MR {
-                        for v in 0..NV {
-                            $store(out.add(i * ors + v * ovs), acc[i][v]);
-                        }
-                    }
+                        store |i, v| out.add(i * ors + v * ovs));
                 }
             }
         };
     }
 
-    tile_fn!(
-        tile512,
-        "avx512f",
-        __m512,
-        16,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    tile_fn!(
-        tile256,
-        "avx2,fma",
-        __m256,
-        8,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
-    );
+    x86_fma!(avx512_f32, tile_fn!(tile512));
+    x86_fma!(avx2_f32, tile_fn!(tile256));
 
     /// Stores the transpose of the 16 × 16 block at `src` (rows `ss` apart) to `dst` (rows
     /// `ds` apart): an exact copy of each value.
