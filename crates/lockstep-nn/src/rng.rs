@@ -199,6 +199,22 @@ pub fn dropout_mask_like(
     training: bool,
 ) -> Result<Option<lockstep_tensor::Tensor>> {
     use lockstep_tensor::{Error, Tensor};
+    // Refused before the keyed source counts a call, whichever source is active.
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::InvalidArgument {
+            op: "dropout",
+            arg: "p",
+            reason: format!("dropout probability has to be between 0 and 1, but got {p}"),
+        });
+    }
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| Error::InvalidArgument {
+            op: "dropout",
+            arg: "shape",
+            reason: format!("{shape:?} has more elements than fit in memory"),
+        })?;
     let keyed = SAMPLE_KEYS.with(|k| {
         k.borrow_mut().as_mut().map(|k| {
             let call = k.calls;
@@ -206,7 +222,6 @@ pub fn dropout_mask_like(
             (k.seed, k.epoch, k.indices.clone(), call)
         })
     });
-    let numel: usize = shape.iter().product();
     if !dtype.is_float() {
         return Err(Error::DType {
             op: "dropout",
@@ -220,13 +235,6 @@ pub fn dropout_mask_like(
         && numel > 0
     {
         return per_sample_mask(shape, dtype, p, 0, (seed, epoch, &indices, call)).map(Some);
-    }
-    if !(0.0..=1.0).contains(&p) {
-        return Err(Error::InvalidArgument {
-            op: "dropout",
-            arg: "p",
-            reason: format!("dropout probability has to be between 0 and 1, but got {p}"),
-        });
     }
     if !training || p == 0.0 || numel == 0 {
         return Ok(None);

@@ -139,6 +139,13 @@ fn bad_input_is_an_error() {
     assert!(F::causal_self_attention(&v2, 2, 1.0, 0.0, true).is_err());
     let e = F::causal_self_attention(&v, 2, 1.0, 1.5, true).unwrap_err();
     assert!(e.to_string().contains("dropout"), "{e}");
+    // The mask helper itself: a probability outside [0, 1] and a shape whose element count
+    // overflows are errors, not panics.
+    let e = lockstep_nn::rng::dropout_mask_like(&[2, 2], DType::F32, -0.5, true).unwrap_err();
+    assert!(e.to_string().contains("between 0 and 1"), "{e}");
+    let e =
+        lockstep_nn::rng::dropout_mask_like(&[usize::MAX, 3], DType::F32, 0.5, true).unwrap_err();
+    assert!(e.to_string().contains("shape"), "{e}");
     let i = Var::constant(Tensor::from_vec(vec![1i64; 24], &[1, 2, 12]).unwrap());
     assert!(F::causal_self_attention(&i, 2, 1.0, 0.0, true).is_err());
 }

@@ -2,7 +2,7 @@
 //! bits of the fixed-tree sum of separate micro-shards' gradients (invariant seeding's
 //! definition): one and two layers, both directions, hidden sizes on the fused kernels'
 //! paths (12: `linear`'s projection and the GEMM weight gradient; 16: the fused projection;
-//! 64: `W_hh` read in place), short last blocks, 1 and 3 threads, the `.gemm` layer pinned,
+//! 64: `W_hh` read in place), short last blocks, 1, 2, 3 and 8 threads, the `.gemm` layer pinned,
 //! and f64.
 
 use lockstep_nn::batch_blocks::{tree_reduce, with_batch_blocks};
@@ -132,7 +132,7 @@ fn one_pass_in_blocks_is_the_micro_shard_sum_bit_for_bit() {
         for bidirectional in [false, true] {
             for hidden in [12, 16, 64] {
                 for (batch, block) in [(32, 8), (30, 8), (30, 7), (20, 4), (20, 32)] {
-                    for threads in [1, 3] {
+                    for threads in [1, 2, 3, 8] {
                         let c = Case {
                             layers,
                             bidirectional,

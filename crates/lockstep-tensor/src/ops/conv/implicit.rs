@@ -766,7 +766,7 @@ mod tests {
 
     /// Values with every kind of special case: signed zeros, subnormals, infinities, NaNs,
     /// huge and tiny magnitudes, mostly ordinary numbers.
-    fn values(n: usize, seed: u64, special: bool) -> Vec<f32> {
+    pub(super) fn values(n: usize, seed: u64, special: bool) -> Vec<f32> {
         let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..n)
             .map(|_| {
@@ -795,7 +795,7 @@ mod tests {
 
     /// Bits, with every NaN the same (their payloads depend on the operand order the
     /// compiler picks for each fused multiply-add, in either path).
-    fn bits(v: &[f32]) -> Vec<u32> {
+    pub(super) fn bits(v: &[f32]) -> Vec<u32> {
         v.iter()
             .map(|f| if f.is_nan() { 0x7fc0_0000 } else { f.to_bits() })
             .collect()

@@ -359,38 +359,9 @@ fn per_block_calls(
 #[cfg(test)]
 mod tests {
     use super::super::super::weight_grad_fixed_parts;
+    // The implicit kernel's own test inputs (special values included) and NaN-blind bits.
+    use super::super::tests::{bits, values};
     use super::*;
-
-    /// Ordinary values and (with `special`) signed zeros, infinities, NaNs, subnormals and
-    /// huge magnitudes.
-    fn values(n: usize, seed: u64, special: bool) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-                match (special, (s >> 3) % 64) {
-                    (true, 0) => 0.0,
-                    (true, 1) => -0.0,
-                    (true, 2) => f32::INFINITY,
-                    (true, 3) => f32::NEG_INFINITY,
-                    (true, 4) => f32::NAN,
-                    (true, 5) => 1e-40 * (u as f32 - 0.5),
-                    (true, 6) => 3e38 * (u as f32 - 0.5),
-                    _ => (u * 4.0 - 2.0) as f32,
-                }
-            })
-            .collect()
-    }
-
-    /// Bits, every NaN the same (payloads follow the compiler's operand order in an fma).
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter()
-            .map(|f| if f.is_nan() { 0x7fc0_0000 } else { f.to_bits() })
-            .collect()
-    }
 
     /// The definition: each block's `fixed_parts` gradient (the kernel a block's own call
     /// runs), then the tree.
