@@ -539,7 +539,6 @@ impl<F: 'static> Op<F> {
 mod tests {
     use super::*;
     use crate::deterministic::{allow_nondeterministic, scope};
-    use crate::threads::Par;
 
     type F = fn(u32) -> u32;
     /// A user-defined op with only a nondeterministic implementation.
