@@ -25,77 +25,77 @@ pub type DirectFn<T> =
 pub(crate) mod x86 {
     use core::arch::x86_64::*;
 
-    /// `MR` rows (`1..=12`) × 32 columns of f32, A read in place (see the module docs).
-    ///
-    /// # Safety
-    /// See [`DirectFn`](super::DirectFn).
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn avx512_f32_direct<const MR: usize>(
-        kc: usize,
-        a: *const f32,
-        lda: usize,
-        mut b: *const f32,
-        c: *mut f32,
-        rsc: usize,
-        load: bool,
-        pf: &[*const i8],
-    ) {
-        const NV: usize = 2;
-        const LANES: usize = 16;
-        const NR: usize = NV * LANES;
-        // A row's elements this far ahead are fetched into L1 (two lines: from L2 or memory).
-        const PFA: usize = 32;
-        // SAFETY (whole body): the caller guarantees bounds and CPU features; prefetches of
-        // addresses past A's rows do not fault (wrapping arithmetic, never dereferenced).
-        unsafe {
-            let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-            if load {
-                for (i, row) in acc.iter_mut().enumerate() {
-                    for (v, x) in row.iter_mut().enumerate() {
-                        *x = _mm512_loadu_ps(c.add(i * rsc + v * LANES));
-                    }
+    /// Stamps a direct kernel `$name::<MR>` (`MR` rows, `1..=12`, × `$nv` vectors of B):
+    /// [`fma_tile!`] over [`x86_fma!`]'s vocabulary, A read in place (see the module docs).
+    macro_rules! direct_kernel {
+        ($name:ident, $nv:expr, $feat:literal, $isa:tt) => {
+            /// A direct-A kernel (see the module docs).
+            ///
+            /// # Safety
+            /// See [`DirectFn`](super::DirectFn).
+            #[allow(clippy::too_many_arguments)]
+            #[target_feature(enable = $feat)]
+            pub unsafe fn $name<const MR: usize>(
+                kc: usize,
+                a: *const fma_tile!($isa ELEM),
+                lda: usize,
+                mut b: *const fma_tile!($isa ELEM),
+                c: *mut fma_tile!($isa ELEM),
+                rsc: usize,
+                load: bool,
+                pf: &[*const i8],
+            ) {
+                const NV: usize = $nv;
+                const LANES: usize = fma_tile!($isa LANES);
+                const NR: usize = NV * LANES;
+                // A row's elements this far ahead are fetched into L1 (two lines: from L2 or
+                // memory).
+                const PFA: usize = 32;
+                // One prefetch of the list every `every` steps.
+                let every = match pf.len() {
+                    0 => usize::MAX,
+                    n => (kc / n).max(1),
+                };
+                let (mut cnt, mut next) = (every, 0);
+                // SAFETY (whole body): the caller guarantees bounds and CPU features;
+                // prefetches of addresses past A's rows do not fault (wrapping arithmetic,
+                // never dereferenced).
+                unsafe {
+                    fma_tile!($isa, MR, NV;
+                        load if load => |i, v| c.add(i * rsc + v * LANES);
+                        for p in 0..kc {
+                            // Each row's next lines, one row per step (a row advances a line
+                            // every 16 steps).
+                            let r = p & 15;
+                            if r < MR {
+                                _mm_prefetch::<_MM_HINT_T0>(
+                                    a.wrapping_add(r * lda + p + PFA) as *const i8,
+                                );
+                            }
+                            cnt -= 1;
+                            if cnt == 0 {
+                                cnt = every;
+                                if next < pf.len() {
+                                    _mm_prefetch::<_MM_HINT_T1>(*pf.get_unchecked(next));
+                                    next += 1;
+                                }
+                            }
+                        }
+                        b |v| b.add(v * LANES);
+                        a |i| *a.add(i * lda + p);
+                        then {
+                            b = b.add(NR);
+                        }
+                        store |i, v| c.add(i * rsc + v * LANES));
+                }
+                for &q in &pf[next.min(pf.len())..] {
+                    _mm_prefetch::<_MM_HINT_T1>(q);
                 }
             }
-            // One prefetch of the list every `every` steps.
-            let every = match pf.len() {
-                0 => usize::MAX,
-                n => (kc / n).max(1),
-            };
-            let (mut cnt, mut next) = (every, 0);
-            for p in 0..kc {
-                // Each row's next lines, one row per step (a row advances a line every 16).
-                let r = p & 15;
-                if r < MR {
-                    _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(r * lda + p + PFA) as *const i8);
-                }
-                cnt -= 1;
-                if cnt == 0 {
-                    cnt = every;
-                    if next < pf.len() {
-                        _mm_prefetch::<_MM_HINT_T1>(*pf.get_unchecked(next));
-                        next += 1;
-                    }
-                }
-                let b0 = _mm512_loadu_ps(b);
-                let b1 = _mm512_loadu_ps(b.add(LANES));
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.add(i * lda + p));
-                    row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
-                    row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
-                }
-                b = b.add(NR);
-            }
-            for &q in &pf[next.min(pf.len())..] {
-                _mm_prefetch::<_MM_HINT_T1>(q);
-            }
-            for (i, row) in acc.iter().enumerate() {
-                for (v, x) in row.iter().enumerate() {
-                    _mm512_storeu_ps(c.add(i * rsc + v * LANES), *x);
-                }
-            }
-        }
+        };
     }
+
+    x86_fma!(avx512_f32, direct_kernel!(avx512_f32_direct, 2));
 
     /// The AVX-512 f32 direct kernels by row count: entry `r - 1` computes `r` rows.
     pub const F32: [super::DirectFn<f32>; 12] = [
@@ -112,4 +112,65 @@ pub(crate) mod x86 {
         avx512_f32_direct::<11>,
         avx512_f32_direct::<12>,
     ];
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        // The template stamped on AVX2 too (the shipped kernels are AVX-512 only), so that its
+        // chain is checked on every x86-64 machine, not only where AVX-512 runs.
+        x86_fma!(avx2_f32, direct_kernel!(avx2_f32_direct, 2));
+
+        /// Every element of a direct tile is the fma chain over `p` in order, from `+0.0` or from C.
+        #[test]
+        fn the_direct_template_computes_the_fma_chain() {
+            if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+                return;
+            }
+            const NR: usize = 16;
+            let val = |i: usize| ((i * 2_654_435_761) % 1000) as f32 / 97.0 - 5.0;
+            for (rows, kc, lda, load) in [(1, 1, 1, false), (3, 17, 20, true), (6, 40, 45, false)] {
+                let a: Vec<f32> = (0..rows * lda).map(val).collect();
+                let b: Vec<f32> = (0..kc * NR).map(|i| val(i + 7)).collect();
+                let c0: Vec<f32> = (0..rows * NR).map(|i| val(i + 13)).collect();
+                let mut c = c0.clone();
+                let pf = [a.as_ptr().cast::<i8>(), b.as_ptr().cast::<i8>()];
+                let f = [
+                    avx2_f32_direct::<1>,
+                    avx2_f32_direct::<2>,
+                    avx2_f32_direct::<3>,
+                    avx2_f32_direct::<4>,
+                    avx2_f32_direct::<5>,
+                    avx2_f32_direct::<6>,
+                ][rows - 1];
+                // SAFETY: AVX2 and FMA are present; A holds `rows` rows of `lda ≥ kc`, B `kc`
+                // rows of 16, C `rows` rows of 16.
+                unsafe {
+                    f(
+                        kc,
+                        a.as_ptr(),
+                        lda,
+                        b.as_ptr(),
+                        c.as_mut_ptr(),
+                        NR,
+                        load,
+                        &pf,
+                    )
+                };
+                for i in 0..rows {
+                    for j in 0..NR {
+                        let mut want = if load { c0[i * NR + j] } else { 0.0 };
+                        for p in 0..kc {
+                            want = a[i * lda + p].mul_add(b[p * NR + j], want);
+                        }
+                        assert_eq!(
+                            c[i * NR + j].to_bits(),
+                            want.to_bits(),
+                            "{rows}x{kc} ({i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
