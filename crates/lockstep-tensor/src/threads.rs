@@ -228,10 +228,14 @@ impl Par {
     /// Runs `f(p)` exactly once for every `p < parts`, returning when all are done, on at most
     /// `min(parts, self.threads())` threads in all, the caller's included (one thread: the
     /// caller runs them in order). The calling thread runs pieces itself beside standing helper
-    /// threads, which wait for the next job spinning (and yielding) for about a millisecond: a
-    /// region costs no sleep and wake of the caller, which [`Par::install`] pays (~100 µs on a
-    /// busy 2-core VM, as much as the work of one LSTM step's region). While another thread's
-    /// job holds the helpers, the pieces run in the pool instead. Which thread runs a piece is
+    /// threads: a region costs no sleep and wake of the caller, which [`Par::install`] pays
+    /// (~100 µs on a busy 2-core VM, as much as the work of one LSTM step's region). An idle
+    /// helper spins for the next job for 200 µs (environment variable `LOCKSTEP_SPIN_US`, read
+    /// once), then parks until a job wakes it: short gaps between regions cost no wake-up, long
+    /// ones no core, and the caller takes the pieces a helper still waking has not claimed. The
+    /// caller, done with its pieces, spins 200 µs (`LOCKSTEP_WAIT_US`) for the helpers' ones,
+    /// then parks until the last finishes. While another thread's job holds the helpers, the
+    /// pieces run in the pool instead. Which thread runs a piece is
     /// unspecified, so deterministic kernels must make each piece's result independent of it.
     /// A panic in a piece reaches the caller after every other piece is done.
     pub fn run_parts(&self, parts: usize, f: impl Fn(usize) + Sync) {
@@ -308,17 +312,62 @@ impl Par {
 
 /// Standing helper threads for [`Par::run_parts`]: the caller publishes a job of `parts`
 /// pieces, every thread (the caller too) claims pieces by an atomic counter until none is left,
-/// and the caller waits for all of them to finish. Helpers spin (yielding) for a while after
-/// each job, then sleep on a condition variable.
+/// and the caller waits for all of them to finish. Idle helpers spin for a short while after
+/// each job (no yielding), then park; the caller spins a while for the last pieces, then parks
+/// until the thread that finishes the last one unparks it.
 mod team {
     use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    use std::sync::{Arc, Condvar, Mutex, OnceLock, TryLockError};
+    use std::sync::{Arc, Mutex, OnceLock, TryLockError};
+    use std::thread::Thread;
     use std::time::{Duration, Instant};
 
-    /// How long an idle helper keeps looking for the next job before it sleeps: longer than
-    /// the gaps between an LSTM layer's regions in training (the optimizer's step included).
-    const SPIN: Duration = Duration::from_millis(1);
+    /// How long an idle helper looks for the next job before it parks (`LOCKSTEP_SPIN_US`
+    /// overrides, read once). Spinning through a gap burns a core for its whole length; a
+    /// parked helper joins late, which costs the wall time of small regions (an LSTM step
+    /// measured ~5–10% slower at 50 µs, within noise of 1 ms at 200 µs).
+    const SPIN_US: u64 = 200;
+    /// How long the caller spins for pieces that helpers are still running before it parks
+    /// (`LOCKSTEP_WAIT_US` overrides, read once): a wake-up delays the caller, so longer.
+    const WAIT_US: u64 = 200;
+
+    fn knob(var: &str, default: u64, cell: &'static OnceLock<Duration>) -> Duration {
+        *cell.get_or_init(|| {
+            let us = std::env::var(var)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default);
+            Duration::from_micros(us)
+        })
+    }
+
+    fn spin_limit() -> Duration {
+        static S: OnceLock<Duration> = OnceLock::new();
+        knob("LOCKSTEP_SPIN_US", SPIN_US, &S)
+    }
+
+    fn wait_limit() -> Duration {
+        static S: OnceLock<Duration> = OnceLock::new();
+        knob("LOCKSTEP_WAIT_US", WAIT_US, &S)
+    }
+
+    /// Spins until `ready()` or until `limit` has passed (checking the clock every 64 spins);
+    /// whether `ready()` held.
+    #[inline]
+    fn spin_until(limit: Duration, ready: impl Fn() -> bool) -> bool {
+        let since = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if ready() {
+                return true;
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && since.elapsed() > limit {
+                return false;
+            }
+            core::hint::spin_loop();
+        }
+    }
 
     struct Job {
         next: AtomicUsize,
@@ -330,6 +379,10 @@ mod team {
         panicked: AtomicBool,
         /// The first panic's payload, handed to the caller as the other paths hand it.
         panic: Mutex<Option<Box<dyn core::any::Any + Send>>>,
+        /// The caller, and whether it parks waiting for `done` (then whoever finishes the
+        /// last piece unparks it).
+        caller: Thread,
+        caller_parked: AtomicBool,
         /// Lifetime erased: dereferenced only by a thread that claimed a range, and the
         /// publisher does not return before every claimed range is done.
         f: *const (dyn Fn(usize) + Sync),
@@ -363,23 +416,46 @@ mod team {
                         .get_or_insert(e);
                     self.panicked.store(true, Ordering::Relaxed);
                 }
-                self.done.fetch_add(1, Ordering::Release);
+                // SeqCst with the caller's `caller_parked` store and `done` reload: either it
+                // sees the last piece done, or this sees it parked and wakes it.
+                if self.done.fetch_add(1, Ordering::SeqCst) + 1 == self.parts
+                    && self.caller_parked.load(Ordering::SeqCst)
+                {
+                    self.caller.unpark();
+                }
             }
         }
+
+        /// The caller's wait for every piece: spin a while, then park.
+        fn wait(&self) {
+            let all = || self.done.load(Ordering::Acquire) >= self.parts;
+            if spin_until(wait_limit(), all) {
+                return;
+            }
+            self.caller_parked.store(true, Ordering::SeqCst);
+            while self.done.load(Ordering::SeqCst) < self.parts {
+                std::thread::park();
+            }
+        }
+    }
+
+    /// One standing helper, as the caller sees it.
+    struct Helper {
+        thread: Thread,
+        /// Set (SeqCst) before the helper rechecks `epoch` and parks.
+        parked: AtomicBool,
     }
 
     struct Team {
         /// Bumped for every job (under `slot`'s lock).
         epoch: AtomicU64,
         slot: Mutex<Option<Arc<Job>>>,
-        wake: Condvar,
-        sleepers: AtomicUsize,
     }
 
     /// The helpers started so far; locked by the thread whose job runs.
     struct Crew {
         team: Arc<Team>,
-        helpers: usize,
+        helpers: Vec<Arc<Helper>>,
     }
 
     fn crew() -> &'static Mutex<Crew> {
@@ -389,35 +465,24 @@ mod team {
                 team: Arc::new(Team {
                     epoch: AtomicU64::new(0),
                     slot: Mutex::new(None),
-                    wake: Condvar::new(),
-                    sleepers: AtomicUsize::new(0),
                 }),
-                helpers: 0,
+                helpers: Vec::new(),
             })
         })
     }
 
-    fn helper(team: Arc<Team>) {
-        let mut seen = team.epoch.load(Ordering::Acquire);
+    fn helper(team: Arc<Team>, me: Arc<Helper>, mut seen: u64) {
+        let spin = spin_limit();
         loop {
-            let since = Instant::now();
-            let mut spins = 0u32;
-            while team.epoch.load(Ordering::Acquire) == seen {
-                spins += 1;
-                if spins.is_multiple_of(64) {
-                    if since.elapsed() > SPIN {
-                        let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
-                        team.sleepers.fetch_add(1, Ordering::Relaxed);
-                        while team.epoch.load(Ordering::Acquire) == seen {
-                            slot = team.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
-                        }
-                        team.sleepers.fetch_sub(1, Ordering::Relaxed);
-                        break;
-                    }
-                    // Others waiting for this core (the pool's threads) go first.
-                    std::thread::yield_now();
+            let fresh = || team.epoch.load(Ordering::Acquire) != seen;
+            if !spin_until(spin, fresh) {
+                // SeqCst with the publisher's epoch bump and `parked` load: either this sees
+                // the new epoch, or the publisher sees `parked` and unparks.
+                me.parked.store(true, Ordering::SeqCst);
+                while team.epoch.load(Ordering::SeqCst) == seen {
+                    std::thread::park();
                 }
-                core::hint::spin_loop();
+                me.parked.store(false, Ordering::Relaxed);
             }
             let job = {
                 let slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -439,15 +504,28 @@ mod team {
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return false,
         };
-        while crew.helpers + 1 < threads {
+        while crew.helpers.len() + 1 < threads {
             let team = crew.team.clone();
+            let seen = team.epoch.load(Ordering::Acquire);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<Helper>>(1);
             let started = std::thread::Builder::new()
-                .name(format!("lockstep-team-{}", crew.helpers))
-                .spawn(move || helper(team));
-            if started.is_err() {
+                .name(format!("lockstep-team-{}", crew.helpers.len()))
+                .spawn(move || {
+                    if let Ok(me) = rx.recv() {
+                        helper(team, me, seen);
+                    }
+                });
+            let Ok(handle) = started else {
+                return false;
+            };
+            let me = Arc::new(Helper {
+                thread: handle.thread().clone(),
+                parked: AtomicBool::new(false),
+            });
+            if tx.send(me.clone()).is_err() {
                 return false;
             }
-            crew.helpers += 1;
+            crew.helpers.push(me);
         }
         // SAFETY (lifetime erasure): see `Job::f`; this function waits below for every range.
         let f: *const (dyn Fn(usize) + Sync + '_) = f;
@@ -459,26 +537,29 @@ mod team {
             seats: AtomicUsize::new(threads - 1),
             panicked: AtomicBool::new(false),
             panic: Mutex::new(None),
+            caller: std::thread::current(),
+            caller_parked: AtomicBool::new(false),
             f,
         });
         let team = &crew.team;
         {
             let mut slot = team.slot.lock().unwrap_or_else(|e| e.into_inner());
             *slot = Some(job.clone());
-            team.epoch.fetch_add(1, Ordering::Release);
-            if team.sleepers.load(Ordering::Relaxed) > 0 {
-                team.wake.notify_all();
+            team.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        // Wake only as many parked helpers as the job has seats for.
+        let mut woken = 0;
+        for h in &crew.helpers {
+            if woken + 1 >= threads {
+                break;
+            }
+            if h.parked.load(Ordering::SeqCst) {
+                h.thread.unpark();
+                woken += 1;
             }
         }
         job.work();
-        let mut spins = 0u32;
-        while job.done.load(Ordering::Acquire) < parts {
-            spins += 1;
-            if spins > 1000 {
-                std::thread::yield_now();
-            }
-            core::hint::spin_loop();
-        }
+        job.wait();
         *team.slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         drop(crew);
         if job.panicked.load(Ordering::Relaxed) {
