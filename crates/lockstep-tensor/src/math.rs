@@ -1008,9 +1008,22 @@ pub mod lanes {
         tanhf_slice_on, f32, tanhf
     );
     slice_fn!(
-        /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`.
-        tanh_slice_on, f64, tanh
+        /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`, as the
+        /// compiler vectorises it (not for AVX2: see [`tanh_slice_on`]).
+        tanh_slice_auto, f64, tanh
     );
+
+    /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`, for the first
+    /// `min(len)` elements.
+    pub fn tanh_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(isa, Isa::Avx2) && isa.available() {
+            // SAFETY: the CPU has AVX2 (checked).
+            return unsafe { tanh_avx2(src, dst) };
+        }
+        tanh_slice_auto(isa, src, dst)
+    }
+
     slice_fn!(
         /// `dst[i] = lnf(src[i])` (the bits of [`super::lnf`]) on the path `isa`.
         lnf_slice_on, f32, lnf
@@ -1019,6 +1032,140 @@ pub mod lanes {
         /// `dst[i] = ln(src[i])` (the bits of [`super::ln`]) on the path `isa`.
         ln_slice_on, f64, ln
     );
+
+    /// [`tanh`] four lanes at a time with AVX2 intrinsics (the loop of [`tanh`] is not vectorised
+    /// for AVX2 by the compiler: its cost model refuses the divisions). The same operations on
+    /// the same values, so the same bits: |x|'s high word compared through |x|'s bits as an i64
+    /// (non-negative), k kept in f64 (`trunc` of the same `t0`: the value `to_int_unchecked`
+    /// gives), `2^±k` built from k's bits in the low mantissa of `2^52 + 1023 ± k`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn tanh_avx2(src: &[f64], dst: &mut [f64]) {
+        use core::arch::x86_64::*;
+        #[inline(always)]
+        unsafe fn lanes(x: __m256d) -> __m256d {
+            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
+            unsafe {
+                let (mul, add, sub, div) =
+                    (_mm256_mul_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_div_pd);
+                let set = _mm256_set1_pd;
+                let sel = |m: __m256d, t: __m256d, e: __m256d| _mm256_blendv_pd(e, t, m);
+                let gt_bits = |v: __m256i, c: i64| {
+                    _mm256_castsi256_pd(_mm256_cmpgt_epi64(v, _mm256_set1_epi64x(c)))
+                };
+                let lt_bits = |v: __m256i, c: i64| {
+                    _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(c), v))
+                };
+                const LN2_HI: f64 = 6.93147180369123816490e-01;
+                const LN2_LO: f64 = 1.90821492927058770002e-10;
+                const INVLN2: f64 = core::f64::consts::LOG2_E;
+                const Q1: f64 = -3.33333333333331316428e-02;
+                const Q2: f64 = 1.58730158725481460165e-03;
+                const Q3: f64 = -7.93650757867487942473e-05;
+                const Q4: f64 = 4.00821782732936239552e-06;
+                const Q5: f64 = -2.01099218183624371326e-07;
+                const MAGIC: f64 = 4503599627370496.0 + 1023.0;
+                let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
+                // tanh
+                let a = _mm256_andnot_pd(signbit, x);
+                let ab = _mm256_castpd_si256(a);
+                let big = gt_bits(ab, 0x4034_0000_ffff_ffff);
+                let mid = gt_bits(ab, 0x3fd0_58ae_ffff_ffff);
+                let a2 = mul(set(2.0), a);
+                let arg = sel(big, set(0.0), sel(mid, a2, mul(set(-2.0), a)));
+                // expm1_tanh(arg)
+                let xa = arg;
+                let xab = _mm256_castpd_si256(_mm256_andnot_pd(signbit, xa));
+                let neg = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
+                    _mm256_setzero_si256(),
+                    _mm256_castpd_si256(xa),
+                ));
+                let t0 = add(mul(set(INVLN2), xa), sel(neg, set(-0.5), set(0.5)));
+                let kbig = _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t0);
+                let k = sel(
+                    gt_bits(xab, 0x3fd6_2e42_ffff_ffff),
+                    sel(
+                        lt_bits(xab, 0x3ff0_a2b2_0000_0000),
+                        sel(neg, set(-1.0), set(1.0)),
+                        kbig,
+                    ),
+                    set(0.0),
+                );
+                let hi = sub(xa, mul(k, set(LN2_HI)));
+                let lo = mul(k, set(LN2_LO));
+                let xr = sub(hi, lo);
+                let c = sub(sub(hi, xr), lo);
+                let hfx = mul(set(0.5), xr);
+                let hxs = mul(xr, hfx);
+                let p = add(set(Q4), mul(hxs, set(Q5)));
+                let p = add(set(Q3), mul(hxs, p));
+                let p = add(set(Q2), mul(hxs, p));
+                let p = add(set(Q1), mul(hxs, p));
+                let r1 = add(set(1.0), mul(hxs, p));
+                let tt = sub(set(3.0), mul(r1, hfx));
+                let e = mul(hxs, div(sub(r1, tt), sub(set(6.0), mul(xr, tt))));
+                let y0 = sub(xr, sub(mul(xr, e), hxs));
+                let e2 = sub(sub(mul(xr, sub(e, c)), c), hxs);
+                let ym1 = sub(mul(set(0.5), sub(xr, e2)), set(0.5));
+                let y1 = sel(
+                    _mm256_cmp_pd::<_CMP_LT_OQ>(xr, set(-0.25)),
+                    mul(set(-2.0), sub(e2, add(xr, set(0.5)))),
+                    add(set(1.0), mul(set(2.0), sub(xr, e2))),
+                );
+                let pow = |v: __m256d| {
+                    _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_castpd_si256(v)))
+                };
+                let twopk = pow(add(set(MAGIC), k));
+                let uf = pow(sub(set(MAGIC), k));
+                let yfar = sub(mul(add(sub(xr, e2), set(1.0)), twopk), set(1.0));
+                let ylt = mul(add(sub(xr, e2), sub(set(1.0), uf)), twopk);
+                let yge = mul(add(sub(xr, add(e2, uf)), set(1.0)), twopk);
+                let eq = |v: __m256d, w: f64| _mm256_cmp_pd::<_CMP_EQ_OQ>(v, set(w));
+                let y = sel(_mm256_cmp_pd::<_CMP_LT_OQ>(k, set(20.0)), ylt, yge);
+                let y = sel(_mm256_cmp_pd::<_CMP_GT_OQ>(k, set(56.0)), yfar, y);
+                let y = sel(eq(k, 1.0), y1, y);
+                let y = sel(eq(k, -1.0), ym1, y);
+                let y = sel(eq(k, 0.0), y0, y);
+                let t = sel(lt_bits(xab, 0x3c90_0000_0000_0000), xa, y);
+                // back in tanh
+                let tp2 = add(t, set(2.0));
+                let r = sel(
+                    gt_bits(ab, 0x000f_ffff_ffff_ffff),
+                    div(_mm256_xor_pd(t, signbit), tp2),
+                    a,
+                );
+                let r = sel(mid, div(t, tp2), r);
+                let r = sel(
+                    gt_bits(ab, 0x3fe1_93ea_ffff_ffff),
+                    sub(set(1.0), div(set(2.0), tp2)),
+                    r,
+                );
+                let r = sel(big, sub(set(1.0), div(set(0.0), a)), r);
+                _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
+            }
+        }
+        let n = src.len().min(dst.len());
+        let mut i = 0;
+        // SAFETY: every load reads src[i..i + 4] and every store writes dst[i..i + 4], i + 4 <= n.
+        unsafe {
+            while i + 4 <= n {
+                let y = lanes(_mm256_loadu_pd(src.as_ptr().add(i)));
+                _mm256_storeu_pd(dst.as_mut_ptr().add(i), y);
+                i += 4;
+            }
+            if i < n {
+                // The last 1–3 elements through a padded vector (each lane is independent).
+                let mut buf = [0.0f64; 4];
+                buf[..n - i].copy_from_slice(&src[i..n]);
+                let y = lanes(_mm256_loadu_pd(buf.as_ptr()));
+                _mm256_storeu_pd(buf.as_mut_ptr(), y);
+                dst[i..n].copy_from_slice(&buf[..n - i]);
+            }
+        }
+    }
 
     /// `dst[i] = f(src[i])` for the first `min(len)` elements, compiled for the instructions of
     /// `isa` (the portable loop if the CPU lacks them).

@@ -139,6 +139,14 @@ fn same_bits_everywhere<T: GemmFloat>() {
         // with dense B rows packed across several panels per block, and a ragged last panel.
         (64, 300, 140),
         (68, 1100, 300),
+        // time_sequence_prediction's LSTM-cell products (f64, 97 waves, 51 hidden): forward,
+        // both gradients, and the first cell's 1-wide input; full panels packed by the
+        // AVX2 transposes (row-major A) and column moves (transposed A), a 1-row last panel.
+        (97, 204, 51),
+        (97, 51, 204),
+        (204, 51, 97),
+        (204, 1, 97),
+        (97, 204, 1),
     ] {
         let a = data::<T>(m * k, 3);
         let b = data::<T>(k * n, 4);

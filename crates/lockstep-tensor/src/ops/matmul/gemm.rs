@@ -438,6 +438,41 @@ fn pack_a_panel<T: GemmFloat>(
         return;
     }
     let _ = wide;
+    // A full panel of a row-major f64 A for the 6-row AVX2 kernel: transposed four columns at
+    // a time in registers (the gather below moves one element per load and store; it was half
+    // of the driver's time on the LSTM cells' products). A copy: the same bits.
+    #[cfg(target_arch = "x86_64")]
+    if cs == 1 && rows == 6 && mr == 6 && size_of::<T>() == 8 && avx2() {
+        // SAFETY: the CPU has AVX2 (checked); T is f64 (8 bytes: the GEMM takes f32 and f64
+        // only); every read is at most `last` and every write below `kc * mr` (checked above).
+        unsafe {
+            pack_rows6_f64_avx2(
+                p.a.as_ptr().add(i0 * rs + p0) as *const f64,
+                rs,
+                dst.as_mut_ptr() as *mut f64,
+                kc,
+            )
+        };
+        return;
+    }
+    // A full panel of a column-major A (a transposed operand): each column is `mr` contiguous
+    // elements, copied as one fixed-size move.
+    if rs == 1 && rows == mr && matches!(mr, 6 | 8 | 12 | 16) {
+        // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
+        unsafe {
+            let (src, d) = (p.a.as_ptr().add(i0 + p0 * cs), dst.as_mut_ptr());
+            for q in 0..kc {
+                let (s, dq) = (src.add(q * cs), d.add(q * mr));
+                match mr {
+                    6 => copy_row::<T, 6>(s, dq),
+                    8 => copy_row::<T, 8>(s, dq),
+                    12 => copy_row::<T, 12>(s, dq),
+                    _ => copy_row::<T, 16>(s, dq),
+                }
+            }
+        }
+        return;
+    }
     // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
     // Raw pointers: checked indexing cost more than the copy itself.
     // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
@@ -448,6 +483,58 @@ fn pack_a_panel<T: GemmFloat>(
             let (s, dq) = (src.add(q * cs), d.add(q * mr));
             for i in 0..rows {
                 *dq.add(i) = *s.add(i * rs);
+            }
+        }
+    }
+}
+
+/// Whether the CPU has AVX2 (cached by the standard library after the first call).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Packs 6 rows of f64, `kc` long and `rs` apart, column by column: `dst[q * 6 + i] =
+/// src[i * rs + q]` (a row-major A panel for the 6-row kernels). Four columns at a time: rows
+/// 0–3 transposed as a 4 × 4 block in registers, rows 4–5 interleaved in pairs; the columns
+/// past the last multiple of 4 one by one. A copy: the same bits as the scalar gather.
+///
+/// # Safety
+/// The CPU must have AVX2; `src` must hold 6 readable rows of `kc` elements `rs` apart, and
+/// `dst` `kc * 6` writable elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack_rows6_f64_avx2(src: *const f64, rs: usize, dst: *mut f64, kc: usize) {
+    use core::arch::x86_64::*;
+    // SAFETY: as documented; loads stay inside the rows and stores inside the panel.
+    unsafe {
+        let mut q = 0;
+        while q + 4 <= kc {
+            let r = |i: usize| _mm256_loadu_pd(src.add(i * rs + q));
+            let (r0, r1, r2, r3, r4, r5) = (r(0), r(1), r(2), r(3), r(4), r(5));
+            // t0 = (r0[0], r1[0], r0[2], r1[2]), t1 = (r0[1], r1[1], r0[3], r1[3]), …
+            let t0 = _mm256_unpacklo_pd(r0, r1);
+            let t1 = _mm256_unpackhi_pd(r0, r1);
+            let t2 = _mm256_unpacklo_pd(r2, r3);
+            let t3 = _mm256_unpackhi_pd(r2, r3);
+            let u0 = _mm256_unpacklo_pd(r4, r5);
+            let u1 = _mm256_unpackhi_pd(r4, r5);
+            let d = dst.add(q * 6);
+            // Column e: rows 0–3 at d + 6e, rows 4–5 at d + 6e + 4.
+            _mm256_storeu_pd(d, _mm256_permute2f128_pd::<0x20>(t0, t2));
+            _mm_storeu_pd(d.add(4), _mm256_castpd256_pd128(u0));
+            _mm256_storeu_pd(d.add(6), _mm256_permute2f128_pd::<0x20>(t1, t3));
+            _mm_storeu_pd(d.add(10), _mm256_castpd256_pd128(u1));
+            _mm256_storeu_pd(d.add(12), _mm256_permute2f128_pd::<0x31>(t0, t2));
+            _mm_storeu_pd(d.add(16), _mm256_extractf128_pd::<1>(u0));
+            _mm256_storeu_pd(d.add(18), _mm256_permute2f128_pd::<0x31>(t1, t3));
+            _mm_storeu_pd(d.add(22), _mm256_extractf128_pd::<1>(u1));
+            q += 4;
+        }
+        for q in q..kc {
+            for i in 0..6 {
+                *dst.add(q * 6 + i) = *src.add(i * rs + q);
             }
         }
     }
@@ -736,8 +823,9 @@ fn pack_all<T: GemmFloat>(
     buf
 }
 
-/// Runs one micro-tile: straight into C when it is full and C's rows are dense, else through a
-/// scratch tile.
+/// Runs one micro-tile: straight into C when it is full and C's rows are dense, else through
+/// `tmp` (the caller's scratch tile, kept across calls: zeroing one per partial tile was most
+/// of a small product's `memset`).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 unsafe fn micro_tile<T: GemmFloat>(
@@ -747,9 +835,9 @@ unsafe fn micro_tile<T: GemmFloat>(
     bp: *const T,
     c: *mut T,
     (rsc, csc): Strides,
-    rows: usize,
-    cols: usize,
+    (rows, cols): (usize, usize),
     load: bool,
+    tmp: &mut [T; 12 * 32],
 ) {
     // A partial row panel runs an edge kernel that computes only the rows it needs.
     let (f, frows) = kern.for_rows(rows);
@@ -759,7 +847,6 @@ unsafe fn micro_tile<T: GemmFloat>(
             f(kc, ap, bp, c, rsc, load);
             return;
         }
-        let mut tmp = [T::ZERO; 12 * 32];
         debug_assert!(kern.mr * kern.nr <= tmp.len());
         if load {
             for i in 0..rows {
@@ -947,6 +1034,8 @@ fn blocked_with<T: GemmFloat>(
         // micro-tile onto a few L1 sets and evict the B panel. Copied out after the last block.
         let mut cbuf = (k > T::KC).then(|| Aligned::<T>::new((ip1 - ip0) * mr * (jp1 - jp0) * nr));
         let cbuf_ptr = cbuf.as_mut().map(Aligned::as_mut_ptr);
+        // The partial micro-tiles' scratch (its contents between calls do not matter).
+        let mut scratch = [T::ZERO; 12 * 32];
         // The direct kernels' prefetch list for one micro-tile.
         let mut pfl = [core::ptr::null::<i8>(); PF_MAX];
         let mut p0 = 0;
@@ -1153,7 +1242,17 @@ fn blocked_with<T: GemmFloat>(
                                         prefetch(t.wrapping_add(r * sc.0), 0..lines, true);
                                     }
                                 }
-                                micro_tile(kern, kc, ap, bp, out, sc, rows, cols, p0 > 0)
+                                micro_tile(
+                                    kern,
+                                    kc,
+                                    ap,
+                                    bp,
+                                    out,
+                                    sc,
+                                    (rows, cols),
+                                    p0 > 0,
+                                    &mut scratch,
+                                )
                             }
                         }
                     }
