@@ -131,6 +131,8 @@ fn same_bits_everywhere<T: GemmFloat>() {
         (13, 35, 300),
         (25, 33, 520),
         (30, 70, 9),
+        // Full A panels whose K ends on a transposed 8-column block (the last column stored exactly).
+        (12, 32, 16),
         (250, 20, 130), // more than one MC row of tiles: B packed up front, not per task
         // More than one NC column of tiles even at one thread (A packed up front), more than
         // one KC block (partial sums in the tile buffer), edge tiles in both directions.
@@ -158,6 +160,13 @@ fn same_bits_everywhere<T: GemmFloat>() {
                 at[p * m + i] = a[i * k + p];
             }
         }
+        // B transposed in memory (read with strides (1, k): the transposing B pack).
+        let mut bt = vec![T::ZERO; k * n];
+        for p in 0..k {
+            for j in 0..n {
+                bt[j * k + p] = b[p * n + j];
+            }
+        }
         for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
             if !isa.available() {
                 continue;
@@ -173,6 +182,9 @@ fn same_bits_everywhere<T: GemmFloat>() {
                 gemm_with(isa, m, n, k, &at, (1, m), &b, (n, 1), &mut ct, (1, m), &par).unwrap();
                 let back: Vec<T> = (0..m * n).map(|x| ct[(x % n) * m + x / n]).collect();
                 assert_eq!(bits(&back), bits(&chain), "{isa:?} transposed {m}x{n}x{k}");
+                let mut c = vec![T::from_f64(f64::NAN); m * n];
+                gemm_with(isa, m, n, k, &a, (k, 1), &bt, (1, k), &mut c, (n, 1), &par).unwrap();
+                assert_eq!(bits(&c), bits(&chain), "{isa:?} column-major B {m}x{n}x{k}");
             }
         }
     }

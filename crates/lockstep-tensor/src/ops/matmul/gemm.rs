@@ -315,7 +315,7 @@ impl<T: GemmFloat> PackedB<T> {
     pub fn new(k: usize, n: usize, b: &[T], b_strides: Strides) -> Result<Self> {
         check_operand("b", k, n, b_strides, b.len())?;
         let isa = Isa::best();
-        let (nr, wide) = (T::kernel(isa).nr, T::kernel(isa).isa == Isa::Avx512);
+        let (nr, kisa) = (T::kernel(isa).nr, T::kernel(isa).isa);
         let p = Problem {
             m: 0,
             n,
@@ -326,7 +326,7 @@ impl<T: GemmFloat> PackedB<T> {
             sb: b_strides,
         };
         let buf = pack_all(k, T::KC, n.div_ceil(nr), nr, None, |j0, p0, kc, d| {
-            pack_b_panel(&p, nr, j0, p0, kc, d, wide)
+            pack_b_panel(&p, nr, j0, p0, kc, d, kisa)
         });
         Ok(Self { isa, k, n, buf })
     }
@@ -400,8 +400,8 @@ impl<'a, T: GemmFloat> Problem<'a, T> {
 }
 
 /// Packs the A block of rows `0..m`, columns `p0..p0+kc` into `dst` (`m_pad × kc`, panel by
-/// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`. `wide`: the CPU has
-/// AVX-512F (the kernel in use is the AVX-512 one).
+/// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`. `isa`: the
+/// instruction set of the kernel in use (the CPU has it), which the packing may use too.
 fn pack_a_panel<T: GemmFloat>(
     p: &Problem<T>,
     mr: usize,
@@ -409,7 +409,7 @@ fn pack_a_panel<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
-    wide: bool,
+    isa: Isa,
 ) {
     let (rs, cs) = p.sa;
     let rows = mr.min(p.m - i0);
@@ -419,32 +419,26 @@ fn pack_a_panel<T: GemmFloat>(
     // The last element read; the operand was checked to fit, this keeps the loop below sound.
     let last = (i0 + rows - 1) * rs + (p0 + kc - 1) * cs;
     assert!(last < p.a.len() && kc * mr <= dst.len());
-    // A full panel of a row-major f32 A: transposed 16 columns at a time in registers (the
-    // scalar gather below moves one element per load and store). A copy: the same bits.
+    // A full panel of a row-major f32 A: transposed 16 (AVX-512) or 8 (AVX2) columns at a
+    // time in registers (the scalar gather below moves one element per load and store). A
+    // copy: the same bits.
     #[cfg(target_arch = "x86_64")]
-    if wide && cs == 1 && rows == mr && mr <= 32 && size_of::<T>() == 4 {
-        // SAFETY: the CPU has AVX-512F (`wide`); T is f32 (4 bytes: the GEMM takes f32 and
-        // f64 only), so the block is plain 32-bit words; every read is at most `last` and
-        // every write below `kc * mr` (checked above).
-        unsafe {
-            pack_transposed_avx512(
-                p.a.as_ptr().add(i0 * rs + p0) as *const f32,
-                rs,
-                dst.as_mut_ptr() as *mut f32,
-                mr,
-                kc,
-            )
-        };
-        return;
+    if cs == 1 && rows == mr && size_of::<T>() == 4 {
+        // SAFETY: T is f32 (4 bytes: the GEMM takes f32 and f64 only), so the block is plain
+        // 32-bit words; every read is at most `last` and every write below `kc * mr` (checked
+        // above); the CPU has the kernel's instruction set.
+        if unsafe { pack_transposed(isa, p.a.as_ptr().add(i0 * rs + p0), rs, dst, mr, kc) } {
+            return;
+        }
     }
-    let _ = wide;
     // A full panel of a row-major f64 A for the 6-row AVX2 kernel: transposed four columns at
     // a time in registers (the gather below moves one element per load and store; it was half
     // of the driver's time on the LSTM cells' products). A copy: the same bits.
     #[cfg(target_arch = "x86_64")]
-    if cs == 1 && rows == 6 && mr == 6 && size_of::<T>() == 8 && avx2() {
-        // SAFETY: the CPU has AVX2 (checked); T is f64 (8 bytes: the GEMM takes f32 and f64
-        // only); every read is at most `last` and every write below `kc * mr` (checked above).
+    if cs == 1 && rows == 6 && mr == 6 && size_of::<T>() == 8 && isa == Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 (the kernel's instruction set); T is f64 (8 bytes: the GEMM
+        // takes f32 and f64 only); every read is at most `last` and every write below
+        // `kc * mr` (checked above).
         unsafe {
             pack_rows6_f64_avx2(
                 p.a.as_ptr().add(i0 * rs + p0) as *const f64,
@@ -455,44 +449,137 @@ fn pack_a_panel<T: GemmFloat>(
         };
         return;
     }
-    // A full panel of a column-major A (a transposed operand): each column is `mr` contiguous
-    // elements, copied as one fixed-size move.
-    if rs == 1 && rows == mr && matches!(mr, 6 | 8 | 12 | 16) {
-        // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
-        unsafe {
-            let (src, d) = (p.a.as_ptr().add(i0 + p0 * cs), dst.as_mut_ptr());
-            for q in 0..kc {
-                let (s, dq) = (src.add(q * cs), d.add(q * mr));
-                match mr {
-                    6 => copy_row::<T, 6>(s, dq),
-                    8 => copy_row::<T, 8>(s, dq),
-                    12 => copy_row::<T, 12>(s, dq),
-                    _ => copy_row::<T, 16>(s, dq),
-                }
-            }
-        }
-        return;
-    }
+    let _ = isa;
     // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
     // Raw pointers: checked indexing cost more than the copy itself.
     // SAFETY: every read is at most `last` (checked above) and every write below `kc * mr`.
     unsafe {
         let src = p.a.as_ptr().add(i0 * rs + p0 * cs);
         let d = dst.as_mut_ptr();
-        for q in 0..kc {
-            let (s, dq) = (src.add(q * cs), d.add(q * mr));
-            for i in 0..rows {
-                *dq.add(i) = *s.add(i * rs);
+        // A transposed A's full panel: each column is `mr` contiguous elements, copied as
+        // one fixed-size move (the loop below moves them one by one).
+        match (rs, rows == mr, mr) {
+            (1, true, 6) => (0..kc).for_each(|q| copy_row::<T, 6>(src.add(q * cs), d.add(q * 6))),
+            (1, true, 12) => {
+                (0..kc).for_each(|q| copy_row::<T, 12>(src.add(q * cs), d.add(q * 12)))
+            }
+            _ => {
+                for q in 0..kc {
+                    let (s, dq) = (src.add(q * cs), d.add(q * mr));
+                    for i in 0..rows {
+                        *dq.add(i) = *s.add(i * rs);
+                    }
+                }
             }
         }
     }
 }
 
-/// Whether the CPU has AVX2 (cached by the standard library after the first call).
+/// Packs `w` rows of 32-bit words, `kc` long and `rs` apart, column by column
+/// (`dst[q * w + i] = src[i * rs + q]`) with `isa`'s register transposes, where it has one for
+/// this `w` ([`pack_transposed_avx512`]: `w ≤ 32`; [`pack_transposed_avx2`]: `w < 8` or a
+/// multiple of 8); returns whether it did (else nothing is written). A copy: the same bits.
+///
+/// # Safety
+/// The CPU must have `isa`; `src` must hold `w` readable rows of `kc` 4-byte elements `rs`
+/// apart; `T` must be 4 bytes (f32) and `dst` hold `kc * w` elements.
 #[cfg(target_arch = "x86_64")]
-#[inline]
-fn avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
+unsafe fn pack_transposed<T>(
+    isa: Isa,
+    src: *const T,
+    rs: usize,
+    dst: &mut [T],
+    w: usize,
+    kc: usize,
+) -> bool {
+    debug_assert!(size_of::<T>() == 4 && kc * w <= dst.len());
+    let (s, d) = (src as *const f32, dst.as_mut_ptr() as *mut f32);
+    // SAFETY: as documented.
+    unsafe {
+        match isa {
+            Isa::Avx512 if w <= 32 => pack_transposed_avx512(s, rs, d, w, kc),
+            Isa::Avx2 if w < 8 || w.is_multiple_of(8) => pack_transposed_avx2(s, rs, d, w, kc),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`pack_transposed_avx512`] for AVX2: eight columns at a time, each group of up to eight
+/// rows loaded as vectors (zeros for the missing ones) and transposed as an 8 × 8 block in
+/// registers. `w` is below 8 (the 6-row A panel: each column stored as a whole vector, whose
+/// tail the next column's store overwrites; the panel's last column exactly) or a multiple of
+/// 8 (the 16-column B panel); the columns past the last multiple of 8 one by one. A copy: the
+/// same bits as the scalar gather.
+///
+/// # Safety
+/// The CPU must have AVX2; `w < 8` or a multiple of 8; `src` must hold `w` readable rows of
+/// `kc` words `rs` apart, and `dst` `kc * w` writable words.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack_transposed_avx2(src: *const f32, rs: usize, dst: *mut f32, w: usize, kc: usize) {
+    use core::arch::x86_64::*;
+    debug_assert!(w < 8 || w.is_multiple_of(8));
+    // SAFETY: as documented; loads stay inside the rows, stores inside the panel (a column's
+    // whole-vector store only where it ends at or before the panel's end).
+    unsafe {
+        let mut q = 0;
+        while q + 8 <= kc {
+            for g0 in (0..w).step_by(8) {
+                let rows = (w - g0).min(8);
+                // Constant indices once unrolled: the block stays in registers.
+                let mut r = [_mm256_setzero_ps(); 8];
+                #[allow(clippy::needless_range_loop)]
+                for i in 0..8 {
+                    if i < rows {
+                        r[i] = _mm256_loadu_ps(src.add((g0 + i) * rs + q));
+                    }
+                }
+                // Pairs of rows interleaved, then quadruples: s[4h + e] holds rows 4h..4h+3 of
+                // column e (low half) and of column 4 + e (high half).
+                let mut s = [_mm256_setzero_ps(); 8];
+                for h in 0..2 {
+                    let (a, b, c, d) = (r[4 * h], r[4 * h + 1], r[4 * h + 2], r[4 * h + 3]);
+                    let t0 = _mm256_unpacklo_ps(a, b);
+                    let t1 = _mm256_unpackhi_ps(a, b);
+                    let t2 = _mm256_unpacklo_ps(c, d);
+                    let t3 = _mm256_unpackhi_ps(c, d);
+                    s[4 * h] = _mm256_shuffle_ps::<0x44>(t0, t2);
+                    s[4 * h + 1] = _mm256_shuffle_ps::<0xee>(t0, t2);
+                    s[4 * h + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+                    s[4 * h + 3] = _mm256_shuffle_ps::<0xee>(t1, t3);
+                }
+                let cols = [
+                    _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
+                    _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
+                    _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
+                    _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
+                    _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
+                    _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
+                    _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
+                    _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
+                ];
+                for (c, col) in cols.into_iter().enumerate() {
+                    let at = (q + c) * w + g0;
+                    if rows == 8 || at + 8 <= kc * w {
+                        // A short column's last lanes land in the next column's slots, which
+                        // its own store (or the tail loop) writes after this one.
+                        _mm256_storeu_ps(dst.add(at), col);
+                    } else {
+                        let mut v = [0f32; 8];
+                        _mm256_storeu_ps(v.as_mut_ptr(), col);
+                        core::ptr::copy_nonoverlapping(v.as_ptr(), dst.add(at), rows);
+                    }
+                }
+            }
+            q += 8;
+        }
+        for q in q..kc {
+            for i in 0..w {
+                *dst.add(q * w + i) = *src.add(i * rs + q);
+            }
+        }
+    }
 }
 
 /// Packs 6 rows of f64, `kc` long and `rs` apart, column by column: `dst[q * 6 + i] =
@@ -617,7 +704,7 @@ unsafe fn pack_transposed_avx512(src: *const f32, rs: usize, dst: *mut f32, w: u
 }
 
 /// Packs the B panel of columns `j0..j0+nr`, rows `p0..p0+kc` (`dst[p * nr + j]`), zero-padding
-/// columns past `n`. `wide`: the CPU has AVX-512F (the kernel in use is the AVX-512 one).
+/// columns past `n`. `isa`: the instruction set of the kernel in use (see [`pack_a_panel`]).
 fn pack_b_panel<T: GemmFloat>(
     p: &Problem<T>,
     nr: usize,
@@ -625,7 +712,7 @@ fn pack_b_panel<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
-    wide: bool,
+    isa: Isa,
 ) {
     let (rs, cs) = p.sb;
     let cols = nr.min(p.n - j0);
@@ -637,21 +724,14 @@ fn pack_b_panel<T: GemmFloat>(
     // A full panel of a column-major f32 B (a transposed operand, e.g. the keys of attention):
     // transposed in registers as a row-major A is (a copy: the same bits).
     #[cfg(target_arch = "x86_64")]
-    if wide && rs == 1 && cs != 1 && cols == nr && nr <= 32 && size_of::<T>() == 4 {
-        // SAFETY: the CPU has AVX-512F (`wide`); T is f32 (see `pack_a_panel`); every read is
-        // at most `last` and every write below `kc * nr` (checked above).
-        unsafe {
-            pack_transposed_avx512(
-                p.b.as_ptr().add(p0 + j0 * cs) as *const f32,
-                cs,
-                dst.as_mut_ptr() as *mut f32,
-                nr,
-                kc,
-            )
-        };
-        return;
+    if rs == 1 && cs != 1 && cols == nr && size_of::<T>() == 4 {
+        // SAFETY: T is f32 (see `pack_a_panel`); every read is at most `last` and every write
+        // below `kc * nr` (checked above); the CPU has the kernel's instruction set.
+        if unsafe { pack_transposed(isa, p.b.as_ptr().add(p0 + j0 * cs), cs, dst, nr, kc) } {
+            return;
+        }
     }
-    let _ = wide;
+    let _ = isa;
     // SAFETY: every read is at most `last` (checked above) and every write below `kc * nr`.
     unsafe {
         let src = p.b.as_ptr().add(p0 * rs + j0 * cs);
@@ -688,7 +768,7 @@ fn pack_b_block<T: GemmFloat>(
     p0: usize,
     kc: usize,
     dst: &mut [T],
-    wide: bool,
+    isa: Isa,
 ) {
     let (rs, cs) = p.sb;
     let full = jp1.min(p.n / nr).max(jp0);
@@ -701,7 +781,7 @@ fn pack_b_block<T: GemmFloat>(
                 p0,
                 kc,
                 &mut dst[x * nr * kc..(x + 1) * nr * kc],
-                wide,
+                isa,
             );
         }
         return;
@@ -711,19 +791,19 @@ fn pack_b_block<T: GemmFloat>(
     assert!(last < p.b.len() && (full - jp0) * kc * nr <= dst.len());
     let panel = kc * nr;
     // SAFETY: every read is at most `last` (checked above) and every write below
-    // `(full - jp0) * kc * nr`; `wide` only where the CPU has AVX-512.
+    // `(full - jp0) * kc * nr`; the CPU has the kernel's instruction set.
     unsafe {
         let src = p.b.as_ptr().add(p0 * rs + jp0 * nr);
         let args = (src, rs, dst.as_mut_ptr(), kc, nr, full - jp0);
         #[cfg(target_arch = "x86_64")]
-        if wide {
-            pack_rows_avx512(args);
-        } else {
-            pack_rows(args);
+        match isa {
+            Isa::Avx512 => pack_rows_avx512(args),
+            Isa::Avx2 => pack_rows_avx2(args),
+            Isa::Portable => pack_rows(args),
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = wide;
+            let _ = isa;
             pack_rows(args);
         }
     }
@@ -736,7 +816,7 @@ fn pack_b_block<T: GemmFloat>(
             p0,
             kc,
             &mut dst[x * panel..(x + 1) * panel],
-            wide,
+            isa,
         );
     }
 }
@@ -774,6 +854,17 @@ unsafe fn pack_rows<T: Copy>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_rows_avx512<T: Copy>(args: (*const T, usize, *mut T, usize, usize, usize)) {
+    // SAFETY: as documented.
+    unsafe { pack_rows(args) }
+}
+
+/// [`pack_rows`] with 32-byte moves.
+///
+/// # Safety
+/// As [`pack_rows`]; the CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack_rows_avx2<T: Copy>(args: (*const T, usize, *mut T, usize, usize, usize)) {
     // SAFETY: as documented.
     unsafe { pack_rows(args) }
 }
@@ -976,13 +1067,13 @@ fn blocked_with<T: GemmFloat>(
     // per KC step into a buffer that stays in cache, instead of packing all of B up front
     // (which costs a round trip through memory for wide products such as 64×128×50257).
     let local_b = (tiles_m == 1 || small) && packed_b.is_none();
-    // The CPU has AVX-512F: the packing may use it.
-    let avx512 = kern.isa == Isa::Avx512;
+    // The kernel's instruction set (the CPU has it): the packing may use it too.
+    let isa = kern.isa;
     let pb = if local_b || packed_b.is_some() {
         None
     } else {
         Some(pack_all(k, T::KC, np, nr, par, |j0, p0, kc, d| {
-            pack_b_panel(p, nr, j0, p0, kc, d, avx512)
+            pack_b_panel(p, nr, j0, p0, kc, d, isa)
         }))
     };
     // A with contiguous rows and a single row of tiles (few rows: an LM head) is read in place
@@ -1007,7 +1098,7 @@ fn blocked_with<T: GemmFloat>(
         None
     } else {
         Some(pack_all(k, T::KC, mp, mr, par, |i0, p0, kc, d| {
-            pack_a_panel(p, mr, i0, p0, kc, d, avx512)
+            pack_a_panel(p, mr, i0, p0, kc, d, isa)
         }))
     };
     let pa_ptr = SyncPtr(
@@ -1044,8 +1135,7 @@ fn blocked_with<T: GemmFloat>(
             // Panel `jp` of this KC block is at `bblk + (jp - jp_first) * nr * kc`.
             let (bblk, jp_first) = match local.as_mut() {
                 Some(buf) => {
-                    let wide = kern.isa == Isa::Avx512;
-                    pack_b_block(p, nr, jp0, jp1, p0, kc, buf.as_mut_slice(), wide);
+                    pack_b_block(p, nr, jp0, jp1, p0, kc, buf.as_mut_slice(), isa);
                     (buf.as_ptr(), jp0)
                 }
                 // SAFETY: block `p0` of the packed B starts `p0 * np * nr` elements in.
@@ -1058,7 +1148,7 @@ fn blocked_with<T: GemmFloat>(
                     let d = buf.as_mut_slice();
                     for (x, ip) in (ip0..ip1).enumerate() {
                         let panel = &mut d[x * mr * kc..(x + 1) * mr * kc];
-                        pack_a_panel(p, mr, ip * mr, p0, kc, panel, avx512);
+                        pack_a_panel(p, mr, ip * mr, p0, kc, panel, isa);
                     }
                     (buf.as_ptr(), ip0)
                 }
