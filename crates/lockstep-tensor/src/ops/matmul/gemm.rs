@@ -535,30 +535,7 @@ unsafe fn pack_transposed_avx2(src: *const f32, rs: usize, dst: *mut f32, w: usi
                         r[i] = _mm256_loadu_ps(src.add((g0 + i) * rs + q));
                     }
                 }
-                // Pairs of rows interleaved, then quadruples: s[4h + e] holds rows 4h..4h+3 of
-                // column e (low half) and of column 4 + e (high half).
-                let mut s = [_mm256_setzero_ps(); 8];
-                for h in 0..2 {
-                    let (a, b, c, d) = (r[4 * h], r[4 * h + 1], r[4 * h + 2], r[4 * h + 3]);
-                    let t0 = _mm256_unpacklo_ps(a, b);
-                    let t1 = _mm256_unpackhi_ps(a, b);
-                    let t2 = _mm256_unpacklo_ps(c, d);
-                    let t3 = _mm256_unpackhi_ps(c, d);
-                    s[4 * h] = _mm256_shuffle_ps::<0x44>(t0, t2);
-                    s[4 * h + 1] = _mm256_shuffle_ps::<0xee>(t0, t2);
-                    s[4 * h + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
-                    s[4 * h + 3] = _mm256_shuffle_ps::<0xee>(t1, t3);
-                }
-                let cols = [
-                    _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
-                    _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
-                    _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
-                    _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
-                    _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
-                    _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
-                    _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
-                    _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
-                ];
+                let cols = super::kernel::x86::transpose8x8(r);
                 for (c, col) in cols.into_iter().enumerate() {
                     let at = (q + c) * w + g0;
                     if rows == 8 || at + 8 <= kc * w {

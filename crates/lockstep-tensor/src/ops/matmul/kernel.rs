@@ -171,6 +171,38 @@ pub(crate) mod x86 {
         };
     }
 
+    /// The transpose of an 8 × 8 block of f32 held in registers: `r[i]` is row `i`, result
+    /// `[j]` is column `j`. An exact copy of each value; shared by the packing (`gemm.rs`) and
+    /// the LSTM's transposes.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    pub(crate) fn transpose8x8(r: [__m256; 8]) -> [__m256; 8] {
+        // Pairs of rows interleaved, then quadruples: s[4h + e] holds rows 4h..4h+3 of column
+        // e (low half) and of column 4 + e (high half).
+        let mut s = [_mm256_setzero_ps(); 8];
+        for h in 0..2 {
+            let (a, b, c, d) = (r[4 * h], r[4 * h + 1], r[4 * h + 2], r[4 * h + 3]);
+            let t0 = _mm256_unpacklo_ps(a, b);
+            let t1 = _mm256_unpackhi_ps(a, b);
+            let t2 = _mm256_unpacklo_ps(c, d);
+            let t3 = _mm256_unpackhi_ps(c, d);
+            s[4 * h] = _mm256_shuffle_ps::<0x44>(t0, t2);
+            s[4 * h + 1] = _mm256_shuffle_ps::<0xee>(t0, t2);
+            s[4 * h + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+            s[4 * h + 3] = _mm256_shuffle_ps::<0xee>(t1, t3);
+        }
+        [
+            _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
+            _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
+        ]
+    }
+
     x86_fma!(avx2_f32, simd_kernel!(avx2_f32_6x16, 6, 6, 2));
     x86_fma!(avx2_f64, simd_kernel!(avx2_f64_6x8, 6, 6, 2));
     x86_fma!(avx512_f32, simd_kernel!(avx512_f32_12x32, 12, 12, 2));

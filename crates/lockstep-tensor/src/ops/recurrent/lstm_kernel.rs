@@ -504,31 +504,9 @@ pub(crate) mod x86 {
         // SAFETY (whole body): as documented.
         unsafe {
             let r: [__m256; 8] = core::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ss)));
-            // t: pairs of rows interleaved; s[4·h + m]: column m (128-bit lane 0) and m + 4
-            // (lane 1) of rows 4·h..4·h + 4.
-            let t: [__m256; 8] = core::array::from_fn(|i| {
-                let (a, b) = (r[i & !1], r[i | 1]);
-                if i % 2 == 0 {
-                    _mm256_unpacklo_ps(a, b)
-                } else {
-                    _mm256_unpackhi_ps(a, b)
-                }
-            });
-            let mut s = [_mm256_setzero_ps(); 8];
-            for h in 0..2 {
-                let (a0, a1, b0, b1) = (t[4 * h], t[4 * h + 1], t[4 * h + 2], t[4 * h + 3]);
-                s[4 * h] = _mm256_shuffle_ps::<0x44>(a0, b0);
-                s[4 * h + 1] = _mm256_shuffle_ps::<0xee>(a0, b0);
-                s[4 * h + 2] = _mm256_shuffle_ps::<0x44>(a1, b1);
-                s[4 * h + 3] = _mm256_shuffle_ps::<0xee>(a1, b1);
-            }
-            for m in 0..4 {
-                let (lo, hi) = (s[m], s[4 + m]);
-                _mm256_storeu_ps(dst.add(m * ds), _mm256_permute2f128_ps::<0x20>(lo, hi));
-                _mm256_storeu_ps(
-                    dst.add((m + 4) * ds),
-                    _mm256_permute2f128_ps::<0x31>(lo, hi),
-                );
+            let cols = crate::ops::matmul::kernel::x86::transpose8x8(r);
+            for (m, col) in cols.into_iter().enumerate() {
+                _mm256_storeu_ps(dst.add(m * ds), col);
             }
         }
     }
