@@ -549,15 +549,16 @@ fn ln_backward<T: Element, G: Element>(
         for q in 0..n {
             let ((xr, gr), (mu, is)) = (row(r0 + q), stats[r0 + q]);
             let (a, bb) = (a[q], bb[q]);
-            let cols = xr.iter().zip(gr).zip(wv);
-            gx.extend(cols.zip(gw.iter_mut().zip(gb.iter_mut())).map(
-                |(((&x, &g), &wj), (gwj, gbj))| {
-                    let (g, h) = (g.to_f64(), (x.to_f64() - mu) * is);
-                    *gwj += g * h;
-                    *gbj += g;
-                    T::from_f64(is / lf * (lf * (g * wj) - a - h * bb))
-                },
-            ));
+            // Indexed over slices of one length (a chain of zipped iterators feeding
+            // `extend` was not vectorised); the same expressions, so the same bits.
+            let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
+            let (xr, gr, wv) = (&xr[..l], &gr[..l], &wv[..l]);
+            gx.extend((0..l).map(|j| {
+                let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
+                gw[j] += g * h;
+                gb[j] += g;
+                T::from_f64(is / lf * (lf * (g * wv[j]) - a - h * bb))
+            }));
         }
         r0 += n;
     }

@@ -293,6 +293,15 @@ fn gelu_extra() -> Vec<f32> {
         7 => [1.5f32, -40.0, f32::NAN, f32::INFINITY][(i / 16) % 4],
         _ => (i as f32 * 0.37).sin() * 0.5,
     }));
+    // The thresholds of the derivative's exp (of −x²/2) in the small and mid forms: k = −1
+    // from x²/2 > 0.3466 (|x| near 0.8326), k = −2 from 1.0397 (|x| near 1.4420), and the tiny
+    // form below x²/2 = 2⁻²⁸ (|x| near 2^−13.5), every f32 nearby.
+    for c in [0.832_554_6f32, 1.442_027_6, 8.631_674_6e-5] {
+        for d in -4000i32..=4000 {
+            let y = f32::from_bits((c.to_bits() as i32 + d) as u32);
+            v.extend([y, -y]);
+        }
+    }
     for t in ERFF_THRESHOLDS {
         let x = f32::from_bits(t) * s2;
         for d in -3i32..=3 {

@@ -399,6 +399,9 @@ impl<'a, T: GemmFloat> Problem<'a, T> {
     }
 }
 
+/// How many rows ahead a transposed A's panel packing fetches its source lines.
+const PF_ROWS: usize = 24;
+
 /// Packs the A block of rows `0..m`, columns `p0..p0+kc` into `dst` (`m_pad × kc`, panel by
 /// panel: `dst[ip * mr * kc + p * mr + i]`), zero-padding rows past `m`. `isa`: the
 /// instruction set of the kernel in use (the CPU has it), which the packing may use too.
@@ -459,7 +462,12 @@ fn pack_a_panel<T: GemmFloat>(
         // A transposed A's full panel: each column is `mr` contiguous elements, copied as
         // one fixed-size move (the loop below moves them one by one).
         match (rs, rows == mr, mr) {
-            (1, true, 6) => (0..kc).for_each(|q| copy_row::<T, 6>(src.add(q * cs), d.add(q * 6))),
+            // Each step reads a new line (`cs` apart), from L2 or beyond: the line of the row
+            // `PF_ROWS` steps ahead is fetched into L1 first (a hint, whatever the address).
+            (1, true, 6) => (0..kc).for_each(|q| {
+                prefetch(src.wrapping_add((q + PF_ROWS) * cs + 5), 0..1, true);
+                copy_row::<T, 6>(src.add(q * cs), d.add(q * 6))
+            }),
             (1, true, 12) => {
                 (0..kc).for_each(|q| copy_row::<T, 12>(src.add(q * cs), d.add(q * 12)))
             }
@@ -520,6 +528,10 @@ unsafe fn pack_transposed<T>(
 unsafe fn pack_transposed_avx2(src: *const f32, rs: usize, dst: *mut f32, w: usize, kc: usize) {
     use core::arch::x86_64::*;
     debug_assert!(w < 8 || w.is_multiple_of(8));
+    // The next panel's rows (callers pack panels in order), fetched into L1 a step at a time
+    // while this one is packed: the loads below waited on L2 or L3 (most of this function's
+    // time in a gpt step). A hint: past the operand it fetches nothing useful, never faults.
+    let next = src.wrapping_add(w * rs);
     // SAFETY: as documented; loads stay inside the rows, stores inside the panel (a column's
     // whole-vector store only where it ends at or before the panel's end).
     unsafe {
@@ -533,6 +545,7 @@ unsafe fn pack_transposed_avx2(src: *const f32, rs: usize, dst: *mut f32, w: usi
                 for i in 0..8 {
                     if i < rows {
                         r[i] = _mm256_loadu_ps(src.add((g0 + i) * rs + q));
+                        prefetch(next.wrapping_add((g0 + i) * rs + q), 0..1, true);
                     }
                 }
                 let cols = super::kernel::x86::transpose8x8(r);
