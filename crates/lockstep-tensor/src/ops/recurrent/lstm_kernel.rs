@@ -1377,6 +1377,14 @@ unsafe fn product_body<const U: usize, const MR: usize>(
     tile: TileFn,
 ) {
     let q = NV * U;
+    if g == 0 {
+        // No K block runs: the empty chains' +0.0.
+        for i in r0..r1 {
+            // SAFETY: row i is this task's.
+            unsafe { core::ptr::write_bytes(out.0.add(i * n), 0, n) };
+        }
+        return;
+    }
     for t in 0..n / q {
         let panel = w[t * g * q..].as_ptr();
         // K blocks of the panel that stay in L1 across the row tiles (see [`KB`]); each
