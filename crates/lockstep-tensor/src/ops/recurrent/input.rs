@@ -221,11 +221,14 @@ pub(super) fn backward(
     let gx = if !rx {
         None
     } else if k.is_multiple_of(q) {
+        // `W_ih`'s column panels once for every row range (rows `k·4` bytes apart in place
+        // crowd a few L1 sets).
+        let wp = lstm_kernel::pack_cols(simd, ws, g, k)?;
         let mut dx = uninit("lstm_input_backward", m * k)?;
         let o = SyncPtr(dx.as_mut_ptr());
         for_row_ranges(par, m, m * g * k, |r0, r1| {
             // SAFETY: the row ranges are disjoint; `dx` has room for m·k elements.
-            unsafe { lstm_kernel::product_rows(simd, gs, g, ws, k, o, r0, r1) }
+            unsafe { lstm_kernel::product_rows(simd, gs, g, &wp, k, o, r0, r1) }
         });
         // SAFETY: every row was written whole.
         unsafe { dx.set_len(m * k) };

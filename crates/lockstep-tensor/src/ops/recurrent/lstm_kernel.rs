@@ -372,25 +372,32 @@ fn pack_panels(
     }
 }
 
-/// Whether the backward steps read `W_hh` in place (whole tiles of `4·U` columns), without
-/// [`pack_backward`]: then `W_hh`'s gradient is computed here too (see [`weight_grad_rows`]).
+/// Whether `H` is whole tiles of `4·U` columns: then `W_hh`'s gradient is computed here too
+/// (see [`weight_grad_rows`]).
 pub(crate) fn direct(simd: Simd, h: usize) -> bool {
     h.is_multiple_of(NV * simd.lanes())
 }
 
-/// `W_hh` (`[4H, H]`) for the backward steps' `dG · W_hh`: for each tile of `4·U` columns, the
-/// `4H` rows' slices (zero past `H`). Not needed when [`direct`].
+/// `W_hh` (`[4H, H]`) for the backward steps' `dG · W_hh`: [`pack_cols`] of it.
 pub(crate) fn pack_backward(simd: Simd, w: &[f32], h: usize) -> Result<Packed> {
+    pack_cols(simd, w, 4 * h, h)
+}
+
+/// `W` (`[g, n]`) for products `dG · W`: for each tile of `4·U` columns `t`, the `g` rows'
+/// slices `W[j][t·4·U..]` one after the other (`g·4·U` values, zero past `n`): plain copies.
+pub(crate) fn pack_cols(simd: Simd, w: &[f32], g: usize, n: usize) -> Result<Packed> {
     let q = NV * simd.lanes();
-    let g4 = 4 * h;
-    let tiles = h.div_ceil(q);
-    let mut pk = Packed::new(tiles * g4 * q)?;
+    assert!(w.len() == g * n);
+    let tiles = n.div_ceil(q);
+    let mut pk = Packed::new(tiles * g * q)?;
     let dst = pk.as_mut_slice();
-    dst.fill(0.0);
+    if !n.is_multiple_of(q) {
+        dst.fill(0.0);
+    }
     for t in 0..tiles {
-        let cols = q.min(h - t * q);
-        for j in 0..g4 {
-            dst[(t * g4 + j) * q..][..cols].copy_from_slice(&w[j * h + t * q..][..cols]);
+        let cols = q.min(n - t * q);
+        for j in 0..g {
+            dst[(t * g + j) * q..][..cols].copy_from_slice(&w[j * n + t * q..][..cols]);
         }
     }
     Ok(pk)
@@ -585,8 +592,8 @@ pub(crate) struct Backward<'a> {
     pub hidden: usize,
     /// `[T + 1, B, H]`: the gradient of the forward's value.
     pub gy: &'a [f32],
-    /// `W_hh` for `dG · W_hh`: [`pack_backward`]'s panels (`wks = 4·U`, `wts = 4H·4·U`), or
-    /// `W_hh` itself when [`direct`] (`wks = H`, `wts = 4·U`): tile `t`'s row `j` starts at
+    /// `W_hh` for `dG · W_hh`: [`pack_backward`]'s panels (`wks = 4·U`, `wts = 4H·4·U`) or
+    /// `W_hh` itself (`wks = H`, `wts = 4·U`, `H` [`direct`]): tile `t`'s row `j` starts at
     /// `t·wts + j·wks`.
     pub w: &'a [f32],
     pub wks: usize,
@@ -937,27 +944,33 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
         let dgk = b.dg.0.wrapping_add((k * bsz + r0) * g4) as *const f32;
         for t in 0..tiles {
             let panel = w[t * b.wts..].as_ptr();
-            let mut i0 = 0;
-            while i0 < n {
-                let mr = MR.min(n - i0);
-                // SAFETY: rows i0..i0+mr of this step's dG hold g4 elements each, the panel g4
-                // rows of q from `wks` apart (asserted above), `dh` rows of `hp ≥ (t + 1)·q`.
-                unsafe {
-                    tile(
-                        mr,
-                        g4,
-                        dgk.add(i0 * g4),
-                        g4,
-                        1,
-                        panel,
-                        b.wks,
-                        dh[i0 * hp + t * q..].as_mut_ptr(),
-                        hp,
-                        U,
-                        false,
-                    );
+            // K blocks of the panel that stay in L1 across the row tiles; each block continues
+            // the chains the one before stored (`init`), so the bits are one chain's.
+            for j0 in (0..g4).step_by(KB / U) {
+                let kc = (KB / U).min(g4 - j0);
+                let mut i0 = 0;
+                while i0 < n {
+                    let mr = MR.min(n - i0);
+                    // SAFETY: rows i0..i0+mr of this step's dG hold g4 elements each (columns
+                    // j0..j0+kc), the panel g4 rows of q from `wks` apart (asserted above),
+                    // `dh` rows of `hp ≥ (t + 1)·q`, written by the block before when j0 > 0.
+                    unsafe {
+                        tile(
+                            mr,
+                            kc,
+                            dgk.add(i0 * g4 + j0),
+                            g4,
+                            1,
+                            panel.wrapping_add(j0 * b.wks),
+                            b.wks,
+                            dh[i0 * hp + t * q..].as_mut_ptr(),
+                            hp,
+                            U,
+                            j0 > 0,
+                        );
+                    }
+                    i0 += mr;
                 }
-                i0 += mr;
             }
         }
     }
@@ -970,13 +983,20 @@ unsafe fn backward_body<const U: usize, const MR: usize>(
     }
 }
 
+/// `K` steps per block, times the lanes `U`, of the products whose B operand is a panel of
+/// `4·U` columns in rows of their own (`dG · W` from [`pack_cols`]' panels, the weight
+/// gradients from [`dw_body`]'s copied blocks): `KB / U` rows of `4·U` floats fill 16 KiB of
+/// L1 (AVX2: 128 rows of 128 bytes), reused by every row tile before the next block.
+const KB: usize = 1024;
+
 /// Rows of `W_hh`'s gradient per block: a multiple of every micro-tile's row count (6 and 3),
 /// so that the threads' shares ([`weight_grad_rows`]) start on tile boundaries.
 pub(crate) const DW_ROWS: usize = 6;
 
-/// `K` steps per pass over `W_hh`'s gradient: a block of `H_prev`'s rows (`KC × 4·U`) stays in
-/// L1 while every row tile of the share uses it (rows 512 bytes apart, H = 128, share 32 of the
-/// 64 sets: 64 rows fill 8 of their 12 ways, 128 overflowed them; measured ~2 % of the step).
+/// `K` steps per pass over `W_hh`'s gradient when `H_prev` is read in place (no memory for
+/// [`dw_body`]'s copied block): a block of its rows (`KC × 4·U`) stays in L1 while every row
+/// tile of the share uses it (rows 512 bytes apart, H = 128, share 32 of the 64 sets: 64 rows
+/// fill 8 of their 12 ways, 128 overflowed them; measured ~2 % of the step).
 const KC: usize = 64;
 
 /// Rows `i0..i1` of `W_hh`'s gradient `[4H, H]` into `dw`: element `(i, j)` is the chain over
@@ -1054,15 +1074,61 @@ unsafe fn dw_body<const U: usize, const MR: usize>(
         }
         return;
     }
+    let kcb = KB / U;
+    // The block of `hp` (kc rows of q) copied contiguous: in place its rows `h·4` bytes apart
+    // crowd a few L1 sets (with `dg`'s lines) and left it in L2.
+    let Ok(mut blk) = Packed::new(kcb.min(k) * q) else {
+        // No memory for 16 KiB: read `hp` in place (the same bits).
+        // SAFETY: forwarded (the caller's contract).
+        return unsafe { dw_blocks::<U, MR>(dg, g4, hp, h, k, dw, i0, i1, tile, None) };
+    };
+    // SAFETY: forwarded (the caller's contract).
+    unsafe { dw_blocks::<U, MR>(dg, g4, hp, h, k, dw, i0, i1, tile, Some(&mut blk)) }
+}
+
+/// [`dw_body`]'s loops, the `hp` blocks copied into `blk` when given.
+///
+/// # Safety
+/// As [`dw_body`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn dw_blocks<const U: usize, const MR: usize>(
+    dg: &[f32],
+    g4: usize,
+    hp: &[f32],
+    h: usize,
+    k: usize,
+    dw: Out,
+    i0: usize,
+    i1: usize,
+    tile: TileFn,
+    mut blk: Option<&mut Packed>,
+) {
+    let q = NV * U;
+    let kcb = match &blk {
+        Some(b) => b.as_slice().len() / q,
+        None => KC,
+    };
     for j0 in (0..h).step_by(q) {
-        for p0 in (0..k).step_by(KC) {
-            let kc = KC.min(k - p0);
+        for p0 in (0..k).step_by(kcb) {
+            let kc = kcb.min(k - p0);
+            let (b, bks) = match blk.as_deref_mut() {
+                Some(b) => {
+                    let b = b.as_mut_slice();
+                    for (p, line) in b.chunks_exact_mut(q).take(kc).enumerate() {
+                        line.copy_from_slice(&hp[(p0 + p) * h + j0..][..q]);
+                    }
+                    (b.as_ptr(), q)
+                }
+                None => (hp[p0 * h + j0..].as_ptr(), h),
+            };
             let mut i = i0;
             while i < i1 {
                 let mr = MR.min(i1 - i);
-                // SAFETY: `dg` rows p0..p0+kc hold columns i..i+mr, `hp` rows p0..p0+kc columns
-                // j0..j0+q (q divides h); `dw` rows i..i+mr, columns j0..j0+q are this task's,
-                // written by the first block (init false) before the later ones read them.
+                // SAFETY: `dg` rows p0..p0+kc hold columns i..i+mr, `b` kc rows of q from
+                // `bks` apart (hp's columns j0..j0+q, q divides h); `dw` rows i..i+mr, columns
+                // j0..j0+q are this task's, written by the first block (init false) before
+                // the later ones read them.
                 unsafe {
                     tile(
                         mr,
@@ -1070,8 +1136,8 @@ unsafe fn dw_body<const U: usize, const MR: usize>(
                         dg.as_ptr().add(p0 * g4 + i),
                         1,
                         g4,
-                        hp.as_ptr().add(p0 * h + j0),
-                        h,
+                        b,
+                        bks,
                         dw.0.add(i * h + j0),
                         h,
                         U,
@@ -1269,9 +1335,9 @@ unsafe fn project_body<const U: usize, const MR: usize>(
     }
 }
 
-/// Rows `r0..r1` of `dg · W` into `out` `[M, n]`: `dg` is `[M, g]`, `W` `[g, n]` (read in
-/// place, `n` a multiple of `4·U`). Element `(r, c)` is the chain over `j < g` of
-/// `dg[r·g + j] · W[j·n + c]` from `+0.0` — the blocked GEMM's bits.
+/// Rows `r0..r1` of `dg · W` into `out` `[M, n]`: `dg` is `[M, g]`, `W` `[g, n]` as
+/// [`pack_cols`]' panels (`n` a multiple of `4·U`). Element `(r, c)` is the chain over `j < g`
+/// of `dg[r·g + j] · W[j·n + c]` from `+0.0` — the blocked GEMM's bits.
 ///
 /// # Safety
 /// `out` holds `M·n` elements and no other task writes rows `r0..r1`.
@@ -1280,12 +1346,13 @@ pub(crate) unsafe fn product_rows(
     simd: Simd,
     dg: &[f32],
     g: usize,
-    w: &[f32],
+    w: &Packed,
     n: usize,
     out: Out,
     r0: usize,
     r1: usize,
 ) {
+    let w = w.as_slice();
     assert!(
         n.is_multiple_of(NV * simd.lanes()) && w.len() == g * n && r0 <= r1 && r1 * g <= dg.len()
     );
@@ -1310,28 +1377,43 @@ unsafe fn product_body<const U: usize, const MR: usize>(
     tile: TileFn,
 ) {
     let q = NV * U;
-    for c0 in (0..n).step_by(q) {
-        let mut i = r0;
-        while i < r1 {
-            let mr = MR.min(r1 - i);
-            // SAFETY: rows i..i+mr of `dg` hold g values, `W` g rows of n with columns
-            // c0..c0+q; `out` rows i..i+mr, those columns, are this task's.
-            unsafe {
-                tile(
-                    mr,
-                    g,
-                    dg.as_ptr().add(i * g),
-                    g,
-                    1,
-                    w.as_ptr().add(c0),
-                    n,
-                    out.0.add(i * n + c0),
-                    n,
-                    U,
-                    false,
-                )
-            };
-            i += mr;
+    if g == 0 {
+        // No K block runs: the empty chains' +0.0.
+        for i in r0..r1 {
+            // SAFETY: row i is this task's.
+            unsafe { core::ptr::write_bytes(out.0.add(i * n), 0, n) };
+        }
+        return;
+    }
+    for t in 0..n / q {
+        let panel = w[t * g * q..].as_ptr();
+        // K blocks of the panel that stay in L1 across the row tiles (see [`KB`]); each
+        // continues the chains the block before stored.
+        for j0 in (0..g).step_by(KB / U) {
+            let kc = (KB / U).min(g - j0);
+            let mut i = r0;
+            while i < r1 {
+                let mr = MR.min(r1 - i);
+                // SAFETY: rows i..i+mr of `dg` hold g values (columns j0..j0+kc), the panel g
+                // rows of q; `out` rows i..i+mr, columns t·q..(t+1)·q, are this task's,
+                // written by the block before when j0 > 0.
+                unsafe {
+                    tile(
+                        mr,
+                        kc,
+                        dg.as_ptr().add(i * g + j0),
+                        g,
+                        1,
+                        panel.add(j0 * q),
+                        q,
+                        out.0.add(i * n + t * q),
+                        n,
+                        U,
+                        j0 > 0,
+                    )
+                };
+                i += mr;
+            }
         }
     }
 }
