@@ -49,7 +49,7 @@ def main():
     a = ap.parse_args()
     common = ["--seeding", "invariant", "--batch-size", "64", "--threads", "1", "--json"]
     runs = {
-        "mlp": ["train", "--model", "mlp", "--epochs", "50"],
+        "mlp": ["train", "--model", "mlp", "--epochs", "400"],
         "cnn": ["train", "--model", "cnn", "--epochs", "20"],
         "lstm": ["train", "--model", "lstm", "--epochs", "5"],
         "gpt": ["train", "--model", "gpt", "--max-iters", "4", "--eval-interval", "0",
@@ -68,7 +68,7 @@ def main():
         old = best([a.old] + args + common, a.rounds) if a.old and model != "gpt" else None
         t = [a.bin] + args + [x if x != "invariant" else "torch" for x in common]
         torch = best(t, a.rounds)
-        steps = {"mlp": "50 epochs × 23", "cnn": "20 × 23", "lstm": "5 × 23", "gpt": "4"}[model]
+        steps = {"mlp": "400 epochs × 23", "cnn": "20 × 23", "lstm": "5 × 23", "gpt": "4"}[model]
         ref = old if old is not None else one
         f = lambda v: "–" if v is None else f"{v:.2f} s"
         bc = f" {f(before)} |" if a.before else ""

@@ -292,10 +292,5 @@ fn tree<T: GemmFloat>(s: &mut [T], lo: usize, hi: usize, tile: usize) {
     tree(s, lo, mid, tile);
     tree(s, mid, hi, tile);
     let (left, right) = s.split_at_mut(mid * tile);
-    for (x, &y) in left[lo * tile..(lo + 1) * tile]
-        .iter_mut()
-        .zip(&right[..tile])
-    {
-        *x = *x + y;
-    }
+    T::add_into(&mut left[lo * tile..(lo + 1) * tile], &right[..tile]);
 }

@@ -78,6 +78,10 @@ pub trait GemmFloat: Float {
     const NC: usize;
     /// The micro-kernel for an instruction set (the portable one if `isa` is not compiled in).
     fn kernel(isa: Isa) -> Kernel<Self>;
+    /// `acc[i] = acc[i] + v[i]` over the shorter length with the widest vectors available:
+    /// one addition per element, so the same bits on every path.
+    #[doc(hidden)]
+    fn add_into(acc: &mut [Self], v: &[Self]);
 }
 
 impl GemmFloat for f32 {
@@ -87,6 +91,9 @@ impl GemmFloat for f32 {
     fn kernel(isa: Isa) -> Kernel<Self> {
         kernel::kernel_f32(isa)
     }
+    fn add_into(acc: &mut [Self], v: &[Self]) {
+        crate::ops::reduce::sum::add_into(acc, v)
+    }
 }
 
 impl GemmFloat for f64 {
@@ -95,6 +102,9 @@ impl GemmFloat for f64 {
     const NC: usize = 384;
     fn kernel(isa: Isa) -> Kernel<Self> {
         kernel::kernel_f64(isa)
+    }
+    fn add_into(acc: &mut [Self], v: &[Self]) {
+        crate::ops::reduce::sum::add_into(acc, v)
     }
 }
 

@@ -27,7 +27,7 @@ mod dim;
 mod lanes;
 mod real;
 mod softmax;
-mod sum;
+pub(crate) mod sum;
 #[cfg(test)]
 mod tests;
 

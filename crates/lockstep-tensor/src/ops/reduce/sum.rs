@@ -159,30 +159,34 @@ pub(super) const SERIAL_MAX: usize = 1 << 15;
 const COL_TILE_BYTES: usize = 1 << 10;
 
 /// The pairwise tree of [`tree_sum`] applied column by column to `rows` rows of `w` elements
-/// (row `r` at `v[r * w..]`); the result is left in row 0.
-fn tree_rows<T: LaneSum>(v: &mut [T], rows: usize, w: usize) {
-    let mut n = rows;
+/// (row `r` at `v[r * w..]`); the result is left in row 0. Computed in place with a doubling
+/// stride (level `s` adds row `(2i + 1)·s` into row `2i·s`), which pairs the same partial sums
+/// in the same operand order as moving each level's results down to rows `0..⌈n / 2⌉` would
+/// (an odd level's last sum passes through), so every row addition is one [`add_into`].
+///
+/// Rows `live..rows` are taken to be `+0` and are never read: an addition whose right operand
+/// covers only such rows is skipped, which leaves the bits unchanged because `a + (+0) = a` for
+/// every `a` but `-0`, and a sum that starts from `+0` is never `-0` (round to nearest gives
+/// `-0` only for `-0 + -0`). Sums of fewer rows than [`LANES`] so skip most of the tree.
+fn tree_rows<T: LaneSum>(v: &mut [T], rows: usize, w: usize, live: usize) {
+    let (mut n, mut stride) = (rows, 1);
     while n > 1 {
-        let half = n / 2;
-        for i in 0..half {
-            // Row i reads rows 2i and 2i + 1 (never below i), so in place is safe.
-            for j in 0..w {
-                v[i * w + j] = v[2 * i * w + j] + v[(2 * i + 1) * w + j];
+        for i in 0..n / 2 {
+            if (2 * i + 1) * stride >= live {
+                break;
             }
+            let (lo, hi) = v.split_at_mut((2 * i + 1) * stride * w);
+            add_into(&mut lo[2 * i * stride * w..][..w], &hi[..w]);
         }
-        if n % 2 == 1 {
-            v.copy_within((n - 1) * w..n * w, half * w);
-            n = half + 1;
-        } else {
-            n = half;
-        }
+        n = n.div_ceil(2);
+        stride *= 2;
     }
 }
 
 /// `acc[i] = acc[i] + v[i]` over the shorter length, built for the widest vectors the path in
 /// use allows: each element's one addition, so every build gives the same bits.
 #[inline]
-fn add_into<T: LaneSum>(acc: &mut [T], v: &[T]) {
+pub(crate) fn add_into<T: LaneSum>(acc: &mut [T], v: &[T]) {
     #[inline(always)]
     fn imp<T: LaneSum>(acc: &mut [T], v: &[T]) {
         for (a, &x) in acc.iter_mut().zip(v) {
@@ -228,7 +232,9 @@ fn col_piece<T: LaneSum>(
     dst: &mut [T],
 ) {
     let acc = &mut acc[..LANES * w];
-    acc.fill(T::default());
+    // Lanes past the rows' count stay +0 and are never read (see `tree_rows`).
+    let live = (k1 - k0).min(LANES);
+    acc[..live * w].fill(T::default());
     if w == inner {
         // Whole rows: a group of LANES rows is one contiguous block of LANES * inner elements,
         // added element by element to the lanes (row l of the group to lane l).
@@ -245,7 +251,7 @@ fn col_piece<T: LaneSum>(
             add_into(&mut acc[l * w..(l + 1) * w], row);
         }
     }
-    tree_rows(acc, LANES, w);
+    tree_rows(acc, LANES, w, live);
     dst.copy_from_slice(&acc[..w]);
 }
 
@@ -301,7 +307,7 @@ fn col_sums<T: LaneSum>(
     if pieces > 1 {
         for (o, dst) in out.chunks_mut(inner).enumerate() {
             let p = &mut parts[o * pieces * inner..(o + 1) * pieces * inner];
-            tree_rows(p, pieces, inner);
+            tree_rows(p, pieces, inner, pieces);
             dst.copy_from_slice(&p[..inner]);
         }
     }

@@ -249,6 +249,53 @@ fn sum_dim_and_mean_dim_give_the_bits_of_the_line_sum() {
     }
 }
 
+/// Column sums of fewer rows than there are lanes skip the empty lanes' part of the tree;
+/// the bits must stay those of the line sum, signed zeros, infinities and NaN included.
+#[test]
+fn short_column_sums_give_the_bits_of_the_line_sum() {
+    let specials = [
+        -0.0f32,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-45,
+        -3.5,
+    ];
+    for n in 1..=2 * LANES + 1 {
+        for inner in [1usize, 7, 300] {
+            // Column c: all -0 (c % 5 == 0), a special value in row c % n (c % 5 == 1), else data.
+            let mut v = data(n * inner);
+            for c in 0..inner {
+                for k in 0..n {
+                    let x = &mut v[k * inner + c];
+                    match c % 5 {
+                        0 => *x = -0.0,
+                        1 if k == c % n => *x = specials[c % specials.len()],
+                        _ => {}
+                    }
+                }
+            }
+            let x = Tensor::from_vec(v.clone(), &[n, inner]).unwrap();
+            let want: Vec<u32> = (0..inner)
+                .map(|c| {
+                    let line: Vec<f32> = (0..n).map(|k| v[k * inner + c]).collect();
+                    reference_det(&line).to_bits()
+                })
+                .collect();
+            for t in [1, 2, 3, 8] {
+                let got: Vec<u32> = with_num_threads(t, || x.sum_dim(0, false).unwrap())
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                assert_eq!(got, want, "n={n} inner={inner} t={t}");
+            }
+        }
+    }
+}
+
 #[test]
 fn sums_are_close_to_the_f64_reference() {
     let v = data(70_001);
