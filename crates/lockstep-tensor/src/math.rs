@@ -1182,19 +1182,25 @@ pub mod lanes {
                 let y = sel(eq(k, 0.0), y0, y);
                 let t = sel(lt_bits(xab, 0x3c90_0000_0000_0000), xa, y);
                 // back in tanh
+                // One division for the three ranges that divide by t + 2: the numerator
+                // (2 or t) chosen first, and −t/(t+2) as −(t/(t+2)), which IEEE division
+                // rounds to the same value (t + 2 ≥ 1 is never NaN there). Two divisions per
+                // vector instead of five (a small gain: the loop is bound by its ~200
+                // instructions, not by the divider).
                 let tp2 = add(t, set(2.0));
+                let upper = gt_bits(ab, 0x3fe1_93ea_ffff_ffff);
+                let q = div(sel(upper, set(2.0), t), tp2);
                 let r = sel(
                     gt_bits(ab, 0x000f_ffff_ffff_ffff),
-                    div(_mm256_xor_pd(t, signbit), tp2),
+                    _mm256_xor_pd(q, signbit),
                     a,
                 );
-                let r = sel(mid, div(t, tp2), r);
-                let r = sel(
-                    gt_bits(ab, 0x3fe1_93ea_ffff_ffff),
-                    sub(set(1.0), div(set(2.0), tp2)),
-                    r,
-                );
-                let r = sel(big, sub(set(1.0), div(set(0.0), a)), r);
+                let r = sel(mid, q, r);
+                let r = sel(upper, sub(set(1.0), q), r);
+                // |x| > 20 or NaN: 1 − 0/|x|, which is 1, or the NaN quieted (`|x| + 1` gives
+                // the same NaN: an operation returns its NaN operand quieted).
+                let nan = _mm256_cmp_pd::<_CMP_UNORD_Q>(a, a);
+                let r = sel(big, sel(nan, add(a, set(1.0)), set(1.0)), r);
                 _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
             }
         }
@@ -1258,7 +1264,156 @@ pub mod lanes {
 
     /// `dst[i] = exp(src[i])` (the bits of [`super::exp`]) on the path `isa`.
     pub fn exp_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(isa, Isa::Avx2) && isa.available() {
+            // SAFETY: the CPU has AVX2 (checked).
+            return unsafe { exp_avx2::map::<false>(src, dst) };
+        }
         map_on(isa, src, dst, exp)
+    }
+
+    /// `dst[i] = 1 / (1 + exp(−src[i]))` (`torch.sigmoid` in f64, with [`exp`]'s bits) on the
+    /// path `isa`, for the first `min(len)` elements.
+    pub fn sigmoid_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(isa, Isa::Avx2) && isa.available() {
+            // SAFETY: the CPU has AVX2 (checked).
+            return unsafe { exp_avx2::map::<true>(src, dst) };
+        }
+        map_on(isa, src, dst, |x: f64| 1.0 / (1.0 + exp(-x)))
+    }
+
+    /// [`exp`] four lanes at a time with AVX2 intrinsics (the compiler's vector loop of it, and
+    /// of the sigmoid around it, converts k between integer widths and runs a scalar
+    /// remainder; this one took 13 % fewer samples in the LSTM-cell example's profile). The
+    /// same operations on the same values, so the same bits:
+    /// k kept in f64 (`trunc` of the same `t`, the value `to_int_unchecked` gives), `k >> 1` as
+    /// `floor(k / 2)`, `2^k` built from k's bits in the low mantissa of `2^52 + 1023 + k`, the
+    /// high-word comparisons made on |x|'s bits as an i64.
+    #[cfg(target_arch = "x86_64")]
+    mod exp_avx2 {
+        use core::arch::x86_64::*;
+
+        /// `exp` of four lanes.
+        ///
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[inline(always)]
+        pub(super) unsafe fn exp(x: __m256d) -> __m256d {
+            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
+            unsafe {
+                let (mul, add, sub, div) =
+                    (_mm256_mul_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_div_pd);
+                let set = _mm256_set1_pd;
+                let sel = |m: __m256d, t: __m256d, e: __m256d| _mm256_blendv_pd(e, t, m);
+                let gt_bits = |v: __m256i, c: i64| {
+                    _mm256_castsi256_pd(_mm256_cmpgt_epi64(v, _mm256_set1_epi64x(c)))
+                };
+                const LN2HI: f64 = 6.93147180369123816490e-01;
+                const LN2LO: f64 = 1.90821492927058770002e-10;
+                const INVLN2: f64 = core::f64::consts::LOG2_E;
+                const P1: f64 = 1.66666666666666019037e-01;
+                const P2: f64 = -2.77777777770155933842e-03;
+                const P3: f64 = 6.61375632143793436117e-05;
+                const P4: f64 = -1.65339022054652515390e-06;
+                const P5: f64 = 4.13813679705723846039e-08;
+                const MAGIC: f64 = 4503599627370496.0 + 1023.0;
+                let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
+                let a = _mm256_andnot_pd(signbit, x);
+                let ab = _mm256_castpd_si256(a);
+                // The sign bit as a mask (NaN lanes included, as `to_bits() >> 63`).
+                let neg = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
+                    _mm256_setzero_si256(),
+                    _mm256_castpd_si256(x),
+                ));
+                let xr = sel(_mm256_cmp_pd::<_CMP_LE_OQ>(a, set(746.0)), x, set(0.0));
+                let t = add(mul(set(INVLN2), xr), sel(neg, set(-0.5), set(0.5)));
+                let kbig = _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
+                let k = sel(
+                    gt_bits(ab, 0x3ff0_a2b1_ffff_ffff),
+                    kbig,
+                    sel(
+                        gt_bits(ab, 0x3fd6_2e42_ffff_ffff),
+                        sel(neg, set(-1.0), set(1.0)),
+                        set(0.0),
+                    ),
+                );
+                let hi = sub(xr, mul(k, set(LN2HI)));
+                let lo = mul(k, set(LN2LO));
+                let r = sub(hi, lo);
+                let xx = mul(r, r);
+                let p = add(set(P4), mul(xx, set(P5)));
+                let p = add(set(P3), mul(xx, p));
+                let p = add(set(P2), mul(xx, p));
+                let p = add(set(P1), mul(xx, p));
+                let c = sub(r, mul(xx, p));
+                let y = add(set(1.0), add(sub(div(mul(r, c), sub(set(2.0), c)), lo), hi));
+                let pow = |v: __m256d| {
+                    _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_castpd_si256(v)))
+                };
+                let ka = _mm256_floor_pd(mul(k, set(0.5)));
+                let kb = sub(k, ka);
+                let v = mul(mul(y, pow(add(set(MAGIC), ka))), pow(add(set(MAGIC), kb)));
+                let v = sel(gt_bits(ab, 0x3e30_0000_ffff_ffff), v, add(set(1.0), x));
+                let v = sel(
+                    _mm256_cmp_pd::<_CMP_LT_OQ>(x, set(-745.13321910194110842)),
+                    set(0.0),
+                    v,
+                );
+                let v = sel(
+                    _mm256_cmp_pd::<_CMP_GT_OQ>(x, set(709.782712893383973096)),
+                    set(f64::INFINITY),
+                    v,
+                );
+                sel(_mm256_cmp_pd::<_CMP_UNORD_Q>(x, x), x, v)
+            }
+        }
+
+        /// `1 / (1 + exp(−x))` of four lanes.
+        ///
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[inline(always)]
+        pub(super) unsafe fn sigmoid(x: __m256d) -> __m256d {
+            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
+            unsafe {
+                let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
+                let e = exp(_mm256_xor_pd(x, signbit));
+                _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_add_pd(_mm256_set1_pd(1.0), e))
+            }
+        }
+
+        /// `dst[i] = sigmoid(src[i])` (with `SIGMOID`) or `exp(src[i])`, four lanes at a
+        /// time, the last 1–3 through a padded vector (each lane is independent).
+        ///
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[target_feature(enable = "avx2")]
+        pub(super) unsafe fn map<const SIGMOID: bool>(src: &[f64], dst: &mut [f64]) {
+            #[inline(always)]
+            unsafe fn f<const SIGMOID: bool>(v: __m256d) -> __m256d {
+                // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
+                unsafe { if SIGMOID { sigmoid(v) } else { exp(v) } }
+            }
+            let n = src.len().min(dst.len());
+            let mut i = 0;
+            // SAFETY: every load reads src[i..i + 4] and every store writes dst[i..i + 4],
+            // i + 4 <= n.
+            unsafe {
+                while i + 4 <= n {
+                    let y = f::<SIGMOID>(_mm256_loadu_pd(src.as_ptr().add(i)));
+                    _mm256_storeu_pd(dst.as_mut_ptr().add(i), y);
+                    i += 4;
+                }
+                if i < n {
+                    let mut buf = [0.0f64; 4];
+                    buf[..n - i].copy_from_slice(&src[i..n]);
+                    let y = f::<SIGMOID>(_mm256_loadu_pd(buf.as_ptr()));
+                    _mm256_storeu_pd(buf.as_mut_ptr(), y);
+                    dst[i..n].copy_from_slice(&buf[..n - i]);
+                }
+            }
+        }
     }
 
     /// `dst[i] = erff(src[i])` (the bits of [`super::erff`]) on the path `isa`.

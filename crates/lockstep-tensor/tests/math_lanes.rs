@@ -246,6 +246,19 @@ fn exp_lanes_are_the_scalar_bits_on_every_path() {
 }
 
 #[test]
+fn sigmoid_lanes_are_the_scalar_bits_on_every_path() {
+    let extra: Vec<f64> = (0..100_000).map(|i| -746.0 + i as f64 * 0.014_63).collect();
+    let xs = inputs64(
+        &[0x4086_232b, 0x3ff0_a2b2, 0x3fd6_2e42, 0x3e30_0000],
+        &extra,
+    );
+    fn want(x: f64) -> f64 {
+        1.0 / (1.0 + math::exp(-x))
+    }
+    check_all_paths64("sigmoid", &xs, want, math::lanes::sigmoid_slice_on);
+}
+
+#[test]
 fn erf_lanes_are_the_scalar_bits_on_every_path() {
     let extra: Vec<f64> = (0..100_000).map(|i| -7.0 + i as f64 * 0.000_14).collect();
     let xs = inputs64(

@@ -52,7 +52,7 @@ impl CellFloat for f32 {
 
 impl CellFloat for f64 {
     fn sigmoid_slice(isa: Isa, src: &[f64], dst: &mut [f64]) {
-        math::lanes::map_on(isa, src, dst, |x: f64| 1.0 / (1.0 + math::lanes::exp(-x)))
+        math::lanes::sigmoid_slice_on(isa, src, dst)
     }
     fn tanh_slice(isa: Isa, src: &[f64], dst: &mut [f64]) {
         math::lanes::tanh_slice_on(isa, src, dst)
