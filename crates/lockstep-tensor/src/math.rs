@@ -225,15 +225,7 @@ pub mod lanes {
     /// [`expf`] in f64).
     #[inline(always)]
     pub fn exp(x: f64) -> f64 {
-        // The `libm` crate's constants, as written there.
-        const LN2HI: f64 = 6.93147180369123816490e-01; // k·LN2HI is exact
-        const LN2LO: f64 = 1.90821492927058770002e-10;
-        const INVLN2: f64 = core::f64::consts::LOG2_E; // libm's 1.44269504088896338700e+00
-        const P1: f64 = 1.66666666666666019037e-01;
-        const P2: f64 = -2.77777777770155933842e-03;
-        const P3: f64 = 6.61375632143793436117e-05;
-        const P4: f64 = -1.65339022054652515390e-06;
-        const P5: f64 = 4.13813679705723846039e-08;
+        use exp_c::*;
         let neg = x.to_bits() >> 63 != 0;
         let hx = (x.to_bits() >> 32) as u32 & 0x7fff_ffff; // the high word of |x|
         // Beyond ±746 (inf, NaN included) the result is selected below; 0 keeps k in range.
@@ -282,14 +274,7 @@ pub mod lanes {
     /// GELU's derivative in its small and mid ranges (7 % of a gpt training step).
     #[inline(always)]
     fn exp_near0<const MID: bool>(x: f64) -> f64 {
-        const LN2HI: f64 = 6.93147180369123816490e-01;
-        const LN2LO: f64 = 1.90821492927058770002e-10;
-        const INVLN2: f64 = core::f64::consts::LOG2_E;
-        const P1: f64 = 1.66666666666666019037e-01;
-        const P2: f64 = -2.77777777770155933842e-03;
-        const P3: f64 = 6.61375632143793436117e-05;
-        const P4: f64 = -1.65339022054652515390e-06;
-        const P5: f64 = 4.13813679705723846039e-08;
+        use exp_c::*;
         let neg = x.to_bits() >> 63 != 0;
         let hx = (x.to_bits() >> 32) as u32 & 0x7fff_ffff;
         let kf: f64 = if MID && hx >= 0x3ff0_a2b2 {
@@ -307,10 +292,25 @@ pub mod lanes {
         let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
         // 2^k: the integer kf + 1023 sits in the low bits of kf + (2^52 + 1023), exactly;
         // shifted into the exponent field.
-        const MAGIC: f64 = 4_503_599_627_370_496.0 + 1023.0;
         let scale = f64::from_bits((kf + MAGIC).to_bits() << 52);
         let v = y * scale;
         if hx <= 0x3e30_0000 { 1.0 + x } else { v }
+    }
+
+    /// The `libm` crate's constants of `exp` (f64), as written there, shared by the scalar
+    /// form and its restricted and AVX2 versions (one set of values, so one set of bits).
+    mod exp_c {
+        pub const LN2HI: f64 = 6.93147180369123816490e-01; // k·LN2HI is exact
+        pub const LN2LO: f64 = 1.90821492927058770002e-10;
+        pub const INVLN2: f64 = core::f64::consts::LOG2_E; // libm's 1.44269504088896338700e+00
+        pub const P1: f64 = 1.66666666666666019037e-01;
+        pub const P2: f64 = -2.77777777770155933842e-03;
+        pub const P3: f64 = 6.61375632143793436117e-05;
+        pub const P4: f64 = -1.65339022054652515390e-06;
+        pub const P5: f64 = 4.13813679705723846039e-08;
+        /// 2^52 + 1023: `k + MAGIC` holds the biased exponent `k + 1023` in its low mantissa
+        /// bits (exactly, for small integer `k`), ready to shift into an exponent field.
+        pub const MAGIC: f64 = 4_503_599_627_370_496.0 + 1023.0;
     }
 
     /// The `libm` crate's coefficients of `erff`, as written there.
@@ -1309,15 +1309,7 @@ pub mod lanes {
                 let gt_bits = |v: __m256i, c: i64| {
                     _mm256_castsi256_pd(_mm256_cmpgt_epi64(v, _mm256_set1_epi64x(c)))
                 };
-                const LN2HI: f64 = 6.93147180369123816490e-01;
-                const LN2LO: f64 = 1.90821492927058770002e-10;
-                const INVLN2: f64 = core::f64::consts::LOG2_E;
-                const P1: f64 = 1.66666666666666019037e-01;
-                const P2: f64 = -2.77777777770155933842e-03;
-                const P3: f64 = 6.61375632143793436117e-05;
-                const P4: f64 = -1.65339022054652515390e-06;
-                const P5: f64 = 4.13813679705723846039e-08;
-                const MAGIC: f64 = 4503599627370496.0 + 1023.0;
+                use super::exp_c::*;
                 let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
                 let a = _mm256_andnot_pd(signbit, x);
                 let ab = _mm256_castpd_si256(a);
