@@ -1204,22 +1204,49 @@ pub mod lanes {
                 _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
             }
         }
+        // SAFETY: the CPU has AVX2 (the caller's contract).
+        unsafe { map4_avx2(src, dst, |v| lanes(v)) }
+    }
+
+    /// `dst[i] = f(src[i])` for the first `min(len)` elements, four f64 lanes per call of `f`:
+    /// two independent vectors per iteration (each lane's long dependency chain of divisions
+    /// and polynomial steps then overlaps another's: the loops of `exp`, `sigmoid` and `tanh`
+    /// are bound by latency, not by their instruction count), the last 1–3 elements through a
+    /// masked load and store (the masked-off lanes compute on zeros and are never stored).
+    /// Each lane is independent, so the bits do not depend on the grouping.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn map4_avx2(
+        src: &[f64],
+        dst: &mut [f64],
+        f: impl Fn(core::arch::x86_64::__m256d) -> core::arch::x86_64::__m256d,
+    ) {
+        use core::arch::x86_64::*;
         let n = src.len().min(dst.len());
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
         let mut i = 0;
-        // SAFETY: every load reads src[i..i + 4] and every store writes dst[i..i + 4], i + 4 <= n.
+        // SAFETY: every load reads src[i..i + w] and every store writes dst[i..i + w] with
+        // i + w <= n; the masked pair touches only the lanes below n − i.
         unsafe {
-            while i + 4 <= n {
-                let y = lanes(_mm256_loadu_pd(src.as_ptr().add(i)));
-                _mm256_storeu_pd(dst.as_mut_ptr().add(i), y);
+            while i + 8 <= n {
+                let (a, b) = (_mm256_loadu_pd(s.add(i)), _mm256_loadu_pd(s.add(i + 4)));
+                let (ya, yb) = (f(a), f(b));
+                _mm256_storeu_pd(d.add(i), ya);
+                _mm256_storeu_pd(d.add(i + 4), yb);
+                i += 8;
+            }
+            if i + 4 <= n {
+                _mm256_storeu_pd(d.add(i), f(_mm256_loadu_pd(s.add(i))));
                 i += 4;
             }
             if i < n {
-                // The last 1–3 elements through a padded vector (each lane is independent).
-                let mut buf = [0.0f64; 4];
-                buf[..n - i].copy_from_slice(&src[i..n]);
-                let y = lanes(_mm256_loadu_pd(buf.as_ptr()));
-                _mm256_storeu_pd(buf.as_mut_ptr(), y);
-                dst[i..n].copy_from_slice(&buf[..n - i]);
+                let r = (n - i) as i64;
+                let mask = _mm256_cmpgt_epi64(_mm256_set1_epi64x(r), _mm256_set_epi64x(3, 2, 1, 0));
+                let y = f(_mm256_maskload_pd(s.add(i), mask));
+                _mm256_maskstore_pd(d.add(i), mask, y);
             }
         }
     }
@@ -1375,8 +1402,8 @@ pub mod lanes {
             }
         }
 
-        /// `dst[i] = sigmoid(src[i])` (with `SIGMOID`) or `exp(src[i])`, four lanes at a
-        /// time, the last 1–3 through a padded vector (each lane is independent).
+        /// `dst[i] = sigmoid(src[i])` (with `SIGMOID`) or `exp(src[i])`, through
+        /// [`super::map4_avx2`].
         ///
         /// # Safety
         /// The CPU must have AVX2.
@@ -1387,24 +1414,8 @@ pub mod lanes {
                 // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
                 unsafe { if SIGMOID { sigmoid(v) } else { exp(v) } }
             }
-            let n = src.len().min(dst.len());
-            let mut i = 0;
-            // SAFETY: every load reads src[i..i + 4] and every store writes dst[i..i + 4],
-            // i + 4 <= n.
-            unsafe {
-                while i + 4 <= n {
-                    let y = f::<SIGMOID>(_mm256_loadu_pd(src.as_ptr().add(i)));
-                    _mm256_storeu_pd(dst.as_mut_ptr().add(i), y);
-                    i += 4;
-                }
-                if i < n {
-                    let mut buf = [0.0f64; 4];
-                    buf[..n - i].copy_from_slice(&src[i..n]);
-                    let y = f::<SIGMOID>(_mm256_loadu_pd(buf.as_ptr()));
-                    _mm256_storeu_pd(buf.as_mut_ptr(), y);
-                    dst[i..n].copy_from_slice(&buf[..n - i]);
-                }
-            }
+            // SAFETY: the CPU has AVX2 (the caller's contract).
+            unsafe { super::map4_avx2(src, dst, |v| f::<SIGMOID>(v)) }
         }
     }
 

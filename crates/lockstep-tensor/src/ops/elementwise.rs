@@ -45,6 +45,35 @@ fn collect_out<U>(op: &'static str, n: usize, iter: impl Iterator<Item = U>) -> 
     Ok(v)
 }
 
+/// Runs `f`, an elementwise loop, compiled for the widest vectors of the path in use
+/// ([`Isa::best`](crate::isa::Isa::best)): the base x86-64 build runs such loops two f64 lanes
+/// at a time. Only the speed changes: the loops' operations are correctly rounded IEEE ones or
+/// exact, whatever the width, and Rust never fuses a multiply and an add. `f` must hold the loop
+/// itself (a call it makes to a function that is not inlined keeps that function's build).
+#[inline(always)]
+fn vectorised<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::isa::Isa;
+        #[target_feature(enable = "avx512f")]
+        fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        match Isa::best() {
+            // SAFETY: the CPU has AVX-512F (checked).
+            isa @ Isa::Avx512 if isa.available() => return unsafe { avx512(f) },
+            // SAFETY: the CPU has AVX2 and FMA (checked).
+            isa @ Isa::Avx2 if isa.available() => return unsafe { avx2(f) },
+            _ => {}
+        }
+    }
+    f()
+}
+
 /// How an elementwise op's kernel runs: its implementations' `f` (one today).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
@@ -286,23 +315,23 @@ fn chunk2<T: Element, U: Element>(
         |p, [oa, ob], [ia, ib], n| {
             let o = &mut out[p..p + n];
             match (ia, ib) {
-                (1, 1) => {
+                (1, 1) => vectorised(|| {
                     for ((o, &x), &y) in o.iter_mut().zip(&va[oa..oa + n]).zip(&vb[ob..ob + n]) {
                         *o = f(x, y);
                     }
-                }
-                (1, 0) => {
+                }),
+                (1, 0) => vectorised(|| {
                     let y = vb[ob];
                     for (o, &x) in o.iter_mut().zip(&va[oa..oa + n]) {
                         *o = f(x, y);
                     }
-                }
-                (0, 1) => {
+                }),
+                (0, 1) => vectorised(|| {
                     let x = va[oa];
                     for (o, &y) in o.iter_mut().zip(&vb[ob..ob + n]) {
                         *o = f(x, y);
                     }
-                }
+                }),
                 _ => {
                     for (t, o) in o.iter_mut().enumerate() {
                         *o = f(va[oa + t * ia], vb[ob + t * ib]);
@@ -347,7 +376,7 @@ pub fn map1<T: Element, U: Element>(
         if let (Some(d), Kernel::Chunked) = (dense, imp.f)
             && serial(d.len(), par)
         {
-            let out = collect_out(op.name, d.len(), d.iter().map(|&s| f(s)))?;
+            let out = vectorised(|| collect_out(op.name, d.len(), d.iter().map(|&s| f(s))))?;
             return Tensor::from_vec(out, x.shape());
         }
         let mut out = out_buf::<U>(op.name, x.shape())?;
@@ -358,9 +387,11 @@ pub fn map1<T: Element, U: Element>(
         let run = |o: &mut [U], lo: usize| match (dense, &strided) {
             (Some(d), _) => {
                 let n = o.len();
-                for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
-                    *o = f(s);
-                }
+                vectorised(|| {
+                    for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
+                        *o = f(s);
+                    }
+                })
             }
             (None, Some(s)) => walk(x.shape(), [&s.st], lo, o.len(), |p, [os], [is], n| {
                 for (t, o) in o[p..p + n].iter_mut().enumerate() {
@@ -502,8 +533,8 @@ pub fn map2<T: Element, U: Element>(
         if let (Some((va, vb)), Kernel::Chunked) = (dense, imp.f)
             && serial(va.len(), par)
         {
-            let it = va.iter().zip(vb).map(|(&x, &y)| f(x, y));
-            let out = collect_out(op.name, va.len(), it)?;
+            let mut out = crate::tensor::try_with_capacity::<U>(op.name, va.len())?;
+            vectorised(|| out.extend(va.iter().zip(vb).map(|(&x, &y)| f(x, y))));
             return Tensor::from_vec(out, &shape);
         }
         let mut out = out_buf::<U>(op.name, &shape)?;
@@ -518,9 +549,11 @@ pub fn map2<T: Element, U: Element>(
             (Some((va, vb)), _) => {
                 let n = o.len();
                 let (x, y) = (&va[lo..lo + n], &vb[lo..lo + n]);
-                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-                    *o = f(x, y);
-                }
+                vectorised(|| {
+                    for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                        *o = f(x, y);
+                    }
+                })
             }
             (None, Some((sa, sb))) => chunk2(o, lo, &shape, sa, sb, &f),
             (None, None) => unreachable!("one of the two is set"),
@@ -564,19 +597,22 @@ fn inplace2<T: Element>(
         let s = Src::<T>::new(op.name, &keep, &shape)?;
         let d = dst.data_mut::<T>()?;
         // `dst` is dense now: an element's position is its offset.
+        // Dimensions merged where `src` allows (a same-shape `src` is one run).
+        let dense = crate::layout::contiguous_strides(&shape);
+        let (cshape, [_, cst]) = coalesce(&shape, [&dense, &s.st]);
         let run = |o: &mut [T], lo: usize| {
-            walk(&shape, [&s.st], lo, o.len(), |p, [os], [is], n| {
+            walk(&cshape, [&cst], lo, o.len(), |p, [os], [is], n| {
                 let o = &mut o[p..p + n];
                 match is {
-                    0 => {
+                    0 => vectorised(|| {
                         let y = s.data[os];
                         o.iter_mut().for_each(|x| *x = f(*x, y));
-                    }
-                    1 => {
+                    }),
+                    1 => vectorised(|| {
                         for (x, &y) in o.iter_mut().zip(&s.data[os..os + n]) {
                             *x = f(*x, y);
                         }
-                    }
+                    }),
                     _ => {
                         for (t, x) in o.iter_mut().enumerate() {
                             *x = f(*x, s.data[os + t * is]);
