@@ -266,8 +266,22 @@ fn col_sums<T: LaneSum>(
     par: &Par,
 ) -> Result<Vec<T>> {
     let mut out = crate::try_filled_vec("sum_dim", outer * inner, T::default())?;
+    col_sums_into(x, outer, n, inner, par, &mut out)?;
+    Ok(out)
+}
+
+/// [`col_sums`] into `out` (`outer * inner` elements, every one written; `+0` where `n` is 0).
+pub(super) fn col_sums_into<T: LaneSum>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    par: &Par,
+    out: &mut [T],
+) -> Result<()> {
     if n == 0 || out.is_empty() {
-        return Ok(out);
+        out.fill(T::default());
+        return Ok(());
     }
     let tile = (COL_TILE_BYTES / core::mem::size_of::<T>()).max(1);
     let pieces = n.div_ceil(CHUNK);
@@ -277,7 +291,7 @@ fn col_sums<T: LaneSum>(
     } else {
         crate::try_filled_vec("sum_dim", outer * pieces * inner, T::default())?
     };
-    let buf: &mut [T] = if pieces == 1 { &mut out } else { &mut parts };
+    let buf: &mut [T] = if pieces == 1 { &mut *out } else { &mut parts };
     let work = |r: usize, row: &mut [T], acc: &mut Vec<T>| {
         let (o, p) = (r / pieces, r % pieces);
         let slab = &x[o * n * inner..(o + 1) * n * inner];
@@ -311,7 +325,7 @@ fn col_sums<T: LaneSum>(
             dst.copy_from_slice(&p[..inner]);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Sums `[outer, n, inner]` over `n` (see [`SUM_DIM`]): lines of stride 1 with [`sum_det`],
