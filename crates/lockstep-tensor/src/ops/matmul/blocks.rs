@@ -235,7 +235,7 @@ pub fn gemm_k_blocks_with<T: GemmFloat>(
                         )
                     };
                 }
-                tree(s, 0, blocks, tile);
+                T::tree_blocks(s, blocks, tile);
                 let (i0, j0) = (ip * mr, jp * nr);
                 let cols = nr.min(n - j0);
                 for i in 0..mr.min(m - i0) {
@@ -281,16 +281,4 @@ fn pack<T: GemmFloat>(
         }
         d[live..].fill(T::ZERO);
     }
-}
-
-/// `s[lo] = S(lo, hi)` for tiles of `tile` elements: the fixed binary tree over block index.
-fn tree<T: GemmFloat>(s: &mut [T], lo: usize, hi: usize, tile: usize) {
-    if hi - lo <= 1 {
-        return;
-    }
-    let mid = lo + (hi - lo).div_ceil(2);
-    tree(s, lo, mid, tile);
-    tree(s, mid, hi, tile);
-    let (left, right) = s.split_at_mut(mid * tile);
-    T::add_into(&mut left[lo * tile..(lo + 1) * tile], &right[..tile]);
 }

@@ -17,7 +17,7 @@
 
 use super::buf::dense;
 use super::lanes::LaneSum;
-use super::sum::{SERIAL_MAX, add_into, col_sums_into};
+use super::sum::{SERIAL_MAX, col_sums_into, tree_blocks};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::{Guarantee, Impl, Op};
@@ -75,21 +75,9 @@ fn kernel<T: LaneSum>(x: &[T], n: usize, inner: usize, block: usize, par: &Par) 
             return Err(e);
         }
     }
-    tree(&mut parts, 0, blocks, inner);
+    tree_blocks(&mut parts, blocks, inner);
     parts.truncate(inner);
     Ok(parts)
-}
-
-/// `s[lo] = S(lo, hi)` for rows of `w` elements: the fixed binary tree over block index.
-fn tree<T: LaneSum>(s: &mut [T], lo: usize, hi: usize, w: usize) {
-    if hi - lo <= 1 {
-        return;
-    }
-    let mid = lo + (hi - lo).div_ceil(2);
-    tree(s, lo, mid, w);
-    tree(s, mid, hi, w);
-    let (left, right) = s.split_at_mut(mid * w);
-    add_into(&mut left[lo * w..(lo + 1) * w], &right[..w]);
 }
 
 impl Tensor {
