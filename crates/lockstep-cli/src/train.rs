@@ -1699,15 +1699,29 @@ fn whole_batch_grads(
         Ok(out)
     })?;
     // The loss as the micro-shards computed it: each one's sum times 1 / B, then the tree.
-    let logits = out.data();
-    let mut losses = Vec::with_capacity(b.div_ceil(m));
-    for start in (0..b).step_by(m) {
-        let n = m.min(b - start);
-        let y = yb.narrow(0, start, n)?.contiguous();
-        let x = Var::constant(logits.narrow(0, start, n)?);
-        let l = no_grad(|| F::cross_entropy_with(&x, &y, &sum_loss)?.mul_scalar(inv_b))?;
-        losses.push(vec![l.data().item::<f32>()?]);
-    }
+    // A sum-reduced cross entropy is its rows' losses (each `-log p` of its own row, exact
+    // in f32) added in f64 in row order, rounded to the dtype: so one pass over the batch
+    // unreduced, each block's rows added as that sum adds them, and one `mul_scalar`.
+    let rows = no_grad(|| {
+        let none = F::CrossEntropy {
+            reduction: F::Reduction::None,
+            ..F::CrossEntropy::default()
+        };
+        F::cross_entropy_with(&Var::constant(out.data()), yb, &none)
+    })?
+    .data()
+    .to_vec::<f32>()?;
+    let sums: Vec<f32> = rows
+        .chunks(m)
+        .map(|c| c.iter().map(|&v| f64::from(v)).sum::<f64>() as f32)
+        .collect();
+    let g = sums.len();
+    let losses: Vec<Vec<f32>> = Tensor::from_vec(sums, &[g])?
+        .mul_scalar(inv_b)?
+        .to_vec::<f32>()?
+        .into_iter()
+        .map(|l| vec![l])
+        .collect();
     for p in params {
         if p.grad().is_none() {
             p.set_grad(Some(Tensor::zeros(p.shape(), p.dtype())?))?;

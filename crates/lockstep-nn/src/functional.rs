@@ -68,13 +68,9 @@ pub fn conv2d(x: &Var, weight: &Var, bias: Option<&Var>, p: Conv2dParams) -> Res
                 Some(match blocks {
                     None => plane_sums(g)?.sum_dim(0, false)?,
                     // A plane's sum is its row's alone (the same bits in any batch): one call
-                    // for every block's planes, then each block's column sum and the tree.
-                    Some(b) => {
-                        let planes = plane_sums(g)?;
-                        crate::batch_blocks::tree_sum_blocks(b, |s, n| {
-                            planes.narrow(0, s, n)?.sum_dim(0, false)
-                        })?
-                    }
+                    // for every block's planes, then one for every block's column sum and the
+                    // tree (the bits of a `sum_dim(0)` per block added by `tree_sum_blocks`).
+                    Some(b) => plane_sums(g)?.sum_dim0_blocks(b.block)?,
                 })
             } else {
                 None

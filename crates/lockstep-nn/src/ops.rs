@@ -449,9 +449,9 @@ impl Var {
                 out.push(if rb {
                     Some(match blocks {
                         None => g2.sum_dim(0, false)?,
-                        Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
-                            rows(&g2, per, s, n)?.sum_dim(0, false)
-                        })?,
+                        // One call: the bits of one `sum_dim(0)` per block's rows added in
+                        // the tree of `tree_sum_blocks`.
+                        Some(b) => g2.sum_dim0_blocks(per * b.block)?,
                     })
                 } else {
                     None

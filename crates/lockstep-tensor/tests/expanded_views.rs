@@ -133,6 +133,7 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("sum", |p| one(p(i64s(&[1, -2, 3, 4, 5, 6], &[2, 3])).sum())),
         ("sum_dim", |p| one(p(f(&[3, 4])).sum_dim(1, false))),
         ("sum_dim", |p| one(p(f(&[3, 4, 2])).sum_dim(0, true))),
+        ("sum_dim0_blocks", |p| one(p(f(&[7, 4])).sum_dim0_blocks(3))),
         ("mean", |p| one(p(f(&[3, 4])).mean())),
         ("mean", |p| one(p(f(&[3, 4])).mean_dim(0, false))),
         ("var", |p| one(p(f(&[3, 4])).var(1.0))),

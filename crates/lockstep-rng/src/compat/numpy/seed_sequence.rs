@@ -37,6 +37,66 @@ pub(crate) fn int_words(mut n: u128) -> Vec<u32> {
     w
 }
 
+/// The number of words [`int_words`] gives for `n`.
+fn int_word_count(n: u128) -> usize {
+    (128 - n.leading_zeros() as usize).div_ceil(32).max(1)
+}
+
+/// Input words of [`mix_pool`] kept on the stack up to this many: a seed's words padded to the
+/// pool and a spawn key of a few integers (invariant seeding builds one pool per sample key)
+/// cost no heap allocation. Speed only: longer inputs give the same pool from the heap.
+const STACK_WORDS: usize = 24;
+
+/// NumPy's pool for `entropy` and `spawn_key`, `pool.len()` words: the input words (the
+/// entropy, zero-padded to the pool size when there is a spawn key, then each key integer's
+/// [`int_words`]) hashed into the pool, mixed all to all, then the words past the pool size
+/// mixed into every pool word.
+fn mix_pool(entropy: &[u32], spawn_key: &[u128], pool: &mut [u32]) {
+    let pool_size = pool.len();
+    let padded = if !spawn_key.is_empty() && entropy.len() < pool_size {
+        pool_size
+    } else {
+        entropy.len()
+    };
+    let len = padded + spawn_key.iter().map(|&k| int_word_count(k)).sum::<usize>();
+    let (mut stack, mut heap) = ([0u32; STACK_WORDS], Vec::new());
+    let words: &mut [u32] = if len <= STACK_WORDS {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap
+    };
+    // The padding between the entropy and the key stays zero.
+    words[..entropy.len()].copy_from_slice(entropy);
+    let mut at = padded;
+    for &k in spawn_key {
+        let c = int_word_count(k);
+        for (j, w) in words[at..at + c].iter_mut().enumerate() {
+            *w = (k >> (32 * j)) as u32;
+        }
+        at += c;
+    }
+    let words = &*words;
+    let mut h = INIT_A;
+    for (i, p) in pool.iter_mut().enumerate() {
+        *p = hashmix(words.get(i).copied().unwrap_or(0), &mut h);
+    }
+    for src in 0..pool_size {
+        for dst in 0..pool_size {
+            if src != dst {
+                let m = hashmix(pool[src], &mut h);
+                pool[dst] = mix(pool[dst], m);
+            }
+        }
+    }
+    for &w in words.iter().skip(pool_size) {
+        for dst in 0..pool_size {
+            let m = hashmix(w, &mut h);
+            pool[dst] = mix(pool[dst], m);
+        }
+    }
+}
+
 fn hashmix(v: u32, h: &mut u32) -> u32 {
     let mut v = v ^ *h;
     *h = h.wrapping_mul(MULT_A);
@@ -98,29 +158,8 @@ impl SeedSequence {
     }
 
     fn build(entropy: Vec<u32>, spawn_key: Vec<u128>, pool_size: usize) -> Self {
-        let mut words = entropy.clone();
-        if !spawn_key.is_empty() && words.len() < pool_size {
-            words.resize(pool_size, 0);
-        }
-        words.extend(spawn_key.iter().flat_map(|&k| int_words(k)));
-        let mut h = INIT_A;
-        let mut pool: Vec<u32> = (0..pool_size)
-            .map(|i| hashmix(words.get(i).copied().unwrap_or(0), &mut h))
-            .collect();
-        for src in 0..pool_size {
-            for dst in 0..pool_size {
-                if src != dst {
-                    let m = hashmix(pool[src], &mut h);
-                    pool[dst] = mix(pool[dst], m);
-                }
-            }
-        }
-        for &w in words.iter().skip(pool_size) {
-            for dst in 0..pool_size {
-                let m = hashmix(w, &mut h);
-                pool[dst] = mix(pool[dst], m);
-            }
-        }
+        let mut pool = vec![0; pool_size];
+        mix_pool(&entropy, &spawn_key, &mut pool);
         Self {
             entropy,
             spawn_key,
@@ -260,6 +299,62 @@ mod tests {
         assert_eq!(p.inc(), 332724090758049132448979897138935081983);
         assert_eq!(p.next_u64(), 14276969152011380360);
         assert_eq!(p.next_u64(), 8095878257575067585);
+    }
+
+    /// The pool as NumPy builds it, words collected in a vector: `mix_pool` gives it on the
+    /// stack and on the heap, on both sides of `STACK_WORDS`.
+    #[test]
+    fn stack_and_heap_words_give_the_same_pool() {
+        fn reference(entropy: &[u32], spawn_key: &[u128], pool_size: usize) -> Vec<u32> {
+            let mut words = entropy.to_vec();
+            if !spawn_key.is_empty() && words.len() < pool_size {
+                words.resize(pool_size, 0);
+            }
+            words.extend(spawn_key.iter().flat_map(|&k| int_words(k)));
+            let mut h = INIT_A;
+            let mut pool: Vec<u32> = (0..pool_size)
+                .map(|i| hashmix(words.get(i).copied().unwrap_or(0), &mut h))
+                .collect();
+            for src in 0..pool_size {
+                for dst in 0..pool_size {
+                    if src != dst {
+                        let m = hashmix(pool[src], &mut h);
+                        pool[dst] = mix(pool[dst], m);
+                    }
+                }
+            }
+            for &w in words.iter().skip(pool_size) {
+                for dst in 0..pool_size {
+                    let m = hashmix(w, &mut h);
+                    pool[dst] = mix(pool[dst], m);
+                }
+            }
+            pool
+        }
+        let ints = [
+            0u128,
+            1,
+            u32::MAX as u128,
+            1 << 32,
+            u64::MAX as u128 + 5,
+            u128::MAX,
+        ];
+        for e in 0..8usize {
+            let entropy: Vec<u32> = (0..e as u32)
+                .map(|i| 0x9E37_79B9u32.wrapping_mul(i + 1))
+                .collect();
+            for keys in 0..9usize {
+                let key: Vec<u128> = (0..keys).map(|i| ints[(i * 5 + e) % ints.len()]).collect();
+                for pool_size in [4, 5, 9] {
+                    let mut pool = vec![0; pool_size];
+                    mix_pool(&entropy, &key, &mut pool);
+                    assert_eq!(pool, reference(&entropy, &key, pool_size), "{e} {key:?}");
+                }
+            }
+        }
+        assert_eq!(int_word_count(0), 1);
+        assert_eq!(int_word_count(1 << 32), 2);
+        assert_eq!(int_word_count(u128::MAX), 4);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! as the fixed-tree sum of the micro-shards' own products (K = the micro-shard's rows).
 //! Computing them as `K / block` separate products pays each one's dispatch, allocation and
 //! packing, and then a tensor addition per block. Here both operands are packed once, every
-//! block's `MR × NR` tile is computed by the same micro-kernel into a small scratch that stays
-//! in L1, and the tree runs on the scratch before one write of the tile.
+//! block's `MR × NR` tiles of a group of row panels are computed by the same micro-kernel into
+//! a scratch that stays in L1, and the tree runs on the scratch before one write of each tile.
 //!
 //! # Order of operations
 //! Block `t` covers `k0 = t·block .. min(k0 + block, k)`. Its element `P_t[i][j]` is the chain
@@ -41,6 +41,10 @@ pub static MATMUL_K_BLOCKS: Op<KBlocksFn> = Op {
 };
 
 const OP: &str = "matmul_k_blocks";
+
+/// Bytes of block tiles one tree covers (the row panels of a group, every block): about half
+/// of L1. Speed only: the additions are the same for any grouping.
+const GROUP_BYTES: usize = 16 << 10;
 
 fn k_blocks_impl(a: &Tensor, b: &Tensor, block: usize, par: &Par) -> Result<Tensor> {
     let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
@@ -205,7 +209,12 @@ pub fn gemm_k_blocks_with<T: GemmFloat>(
     } else {
         1
     };
-    let scratch_len = blocks.checked_mul(tile).and_then(|s| s.checked_mul(parts));
+    // Row panels in groups whose block tiles stay in L1 together: one tree per group, over
+    // rows of `g·tile` elements (fewer, longer additions than a tree per tile; element by
+    // element the same ones).
+    let group = (GROUP_BYTES / (blocks * tile * core::mem::size_of::<T>()).max(1)).clamp(1, mp);
+    let per_part = blocks * group * tile;
+    let scratch_len = per_part.checked_mul(parts);
     let mut scratch = crate::try_filled_vec(OP, scratch_len.ok_or_else(|| oom(None))?, T::ZERO)
         .map_err(|_| oom(scratch_len))?;
     let (cp, sp) = (SyncPtr(c.as_mut_ptr()), SyncPtr(scratch.as_mut_ptr()));
@@ -213,38 +222,43 @@ pub fn gemm_k_blocks_with<T: GemmFloat>(
     let piece = |part: usize| {
         // SAFETY: piece `part` alone uses scratch `part` and writes the columns of its own
         // column panels of C.
-        let s = unsafe {
-            core::slice::from_raw_parts_mut(sp.get().add(part * blocks * tile), blocks * tile)
-        };
+        let s = unsafe { core::slice::from_raw_parts_mut(sp.get().add(part * per_part), per_part) };
         for jp in np * part / parts..np * (part + 1) / parts {
-            for ip in 0..mp {
+            for ip0 in (0..mp).step_by(group) {
+                let g = group.min(mp - ip0);
+                // Block `t`'s tile of row panel `ip0 + q` at `s[(t·g + q)·tile..]`.
                 for t in 0..blocks {
                     let k0 = t * block;
                     let kb = block.min(k - k0);
-                    // SAFETY: the panels hold `kb·mr` and `kb·nr` elements from these offsets
-                    // (packed over all of K); the tile `s[t·tile..]` is `mr × nr` with rows
-                    // `nr` apart; `isa` was checked above.
-                    unsafe {
-                        (kern.f)(
-                            kb,
-                            pa.as_ptr().add(ip * mr * k + k0 * mr),
-                            pb.as_ptr().add(jp * nr * k + k0 * nr),
-                            s.as_mut_ptr().add(t * tile),
-                            nr,
-                            false,
-                        )
-                    };
+                    for q in 0..g {
+                        // SAFETY: the panels hold `kb·mr` and `kb·nr` elements from these
+                        // offsets (packed over all of K); the tile `s[(t·g + q)·tile..]` is
+                        // `mr × nr` with rows `nr` apart; `isa` was checked above.
+                        unsafe {
+                            (kern.f)(
+                                kb,
+                                pa.as_ptr().add((ip0 + q) * mr * k + k0 * mr),
+                                pb.as_ptr().add(jp * nr * k + k0 * nr),
+                                s.as_mut_ptr().add((t * g + q) * tile),
+                                nr,
+                                false,
+                            )
+                        };
+                    }
                 }
-                tree(s, 0, blocks, tile);
-                let (i0, j0) = (ip * mr, jp * nr);
-                let cols = nr.min(n - j0);
-                for i in 0..mr.min(m - i0) {
-                    // SAFETY: row `i0 + i`, columns `j0..j0 + cols` of the `m × n` C: this
-                    // piece's columns only.
-                    let row = unsafe {
-                        core::slice::from_raw_parts_mut(cp.get().add((i0 + i) * n + j0), cols)
-                    };
-                    row.copy_from_slice(&s[i * nr..i * nr + cols]);
+                T::tree_blocks(s, blocks, g * tile);
+                for q in 0..g {
+                    let (i0, j0) = ((ip0 + q) * mr, jp * nr);
+                    let cols = nr.min(n - j0);
+                    let t = &s[q * tile..(q + 1) * tile];
+                    for i in 0..mr.min(m - i0) {
+                        // SAFETY: row `i0 + i`, columns `j0..j0 + cols` of the `m × n` C:
+                        // this piece's columns only.
+                        let row = unsafe {
+                            core::slice::from_raw_parts_mut(cp.get().add((i0 + i) * n + j0), cols)
+                        };
+                        row.copy_from_slice(&t[i * nr..i * nr + cols]);
+                    }
                 }
             }
         }
@@ -281,16 +295,4 @@ fn pack<T: GemmFloat>(
         }
         d[live..].fill(T::ZERO);
     }
-}
-
-/// `s[lo] = S(lo, hi)` for tiles of `tile` elements: the fixed binary tree over block index.
-fn tree<T: GemmFloat>(s: &mut [T], lo: usize, hi: usize, tile: usize) {
-    if hi - lo <= 1 {
-        return;
-    }
-    let mid = lo + (hi - lo).div_ceil(2);
-    tree(s, lo, mid, tile);
-    tree(s, mid, hi, tile);
-    let (left, right) = s.split_at_mut(mid * tile);
-    T::add_into(&mut left[lo * tile..(lo + 1) * tile], &right[..tile]);
 }

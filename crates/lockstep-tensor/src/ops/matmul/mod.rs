@@ -82,6 +82,11 @@ pub trait GemmFloat: Float {
     /// one addition per element, so the same bits on every path.
     #[doc(hidden)]
     fn add_into(acc: &mut [Self], v: &[Self]);
+    /// `s[..w]` becomes the fixed binary tree sum of the first `blocks` rows of `w` elements
+    /// (`S(lo, hi) = S(lo, mid) + S(mid, hi)`, `mid = lo + ⌈(hi − lo) / 2⌉`), one addition per
+    /// element, so the same bits on every path.
+    #[doc(hidden)]
+    fn tree_blocks(s: &mut [Self], blocks: usize, w: usize);
 }
 
 impl GemmFloat for f32 {
@@ -94,6 +99,9 @@ impl GemmFloat for f32 {
     fn add_into(acc: &mut [Self], v: &[Self]) {
         crate::ops::reduce::sum::add_into(acc, v)
     }
+    fn tree_blocks(s: &mut [Self], blocks: usize, w: usize) {
+        crate::ops::reduce::sum::tree_blocks(s, blocks, w)
+    }
 }
 
 impl GemmFloat for f64 {
@@ -105,6 +113,9 @@ impl GemmFloat for f64 {
     }
     fn add_into(acc: &mut [Self], v: &[Self]) {
         crate::ops::reduce::sum::add_into(acc, v)
+    }
+    fn tree_blocks(s: &mut [Self], blocks: usize, w: usize) {
+        crate::ops::reduce::sum::tree_blocks(s, blocks, w)
     }
 }
 

@@ -16,10 +16,12 @@
 
 //!
 //! Layout: `lanes` (the fixed-order primitives), `sum` (whole-tensor and per-dimension sums),
+//! `blocks` (the sum over dimension 0 in blocks of rows, the blocks added in a fixed tree),
 //! `dim` (mean, var/std, max/min along a dimension), `softmax` (logsumexp, softmax,
 //! log_softmax), `cumsum`; `real` holds the float trait the last three share, `buf` the output
 //! buffers every op file uses.
 
+mod blocks;
 mod buf;
 mod causal_softmax;
 mod cumsum;
@@ -31,6 +33,7 @@ pub(crate) mod sum;
 #[cfg(test)]
 mod tests;
 
+pub use blocks::SUM_DIM0_BLOCKS;
 pub(crate) use buf::{advise_huge, dense};
 pub use buf::{copied_vec, zeroed_vec};
 pub use causal_softmax::{CAUSAL_SOFTMAX, CAUSAL_SOFTMAX_BACKWARD};
@@ -49,6 +52,7 @@ pub fn ops() -> Vec<crate::op::OpInfo> {
     vec![
         SUM.info(),
         SUM_DIM.info(),
+        SUM_DIM0_BLOCKS.info(),
         MEAN_DIM.info(),
         VAR.info(),
         STD.info(),

@@ -215,6 +215,51 @@ pub(crate) fn add_into<T: LaneSum>(acc: &mut [T], v: &[T]) {
     imp(acc, v)
 }
 
+/// `s[..w] = S(0, blocks)` for `blocks` rows of `w` elements (row `t` at `s[t·w..]`): the
+/// fixed binary tree over row index, `S(lo, hi) = S(lo, mid) + S(mid, hi)` with
+/// `mid = lo + ⌈(hi − lo) / 2⌉`, the left operand first, one addition per element (so every
+/// path gives the same bits); rows past the first are left holding partial sums. The micro-shard
+/// tree of `matmul_k_blocks` and `sum_dim0_blocks`: the instruction set is chosen once for the
+/// whole tree, not once per row addition (the rows are short, a tile or a bias).
+pub(crate) fn tree_blocks<T: LaneSum>(s: &mut [T], blocks: usize, w: usize) {
+    macro_rules! tree_fn {
+        ($name:ident $(, $feat:literal)?) => {
+            $(#[target_feature(enable = $feat)])?
+            fn $name<T: LaneSum>(s: &mut [T], lo: usize, hi: usize, w: usize) {
+                if hi - lo <= 1 {
+                    return;
+                }
+                let mid = lo + (hi - lo).div_ceil(2);
+                $name(s, lo, mid, w);
+                $name(s, mid, hi, w);
+                let (left, right) = s.split_at_mut(mid * w);
+                for (a, &x) in left[lo * w..(lo + 1) * w].iter_mut().zip(&right[..w]) {
+                    *a = *a + x;
+                }
+            }
+        };
+    }
+    assert!(
+        s.len() >= blocks * w,
+        "tree_blocks: fewer than {blocks} rows of {w}"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        tree_fn!(w512, "avx512f");
+        tree_fn!(w256, "avx2");
+        if Isa::Avx512.enabled() && Isa::Avx512.available() {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { w512(s, 0, blocks, w) };
+        }
+        if Isa::Avx2.enabled() && Isa::Avx2.available() {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { w256(s, 0, blocks, w) };
+        }
+    }
+    tree_fn!(portable);
+    portable(s, 0, blocks, w)
+}
+
 /// Fixed-order sums of rows `k0..k1` (at most [`CHUNK`]) of an `[n, inner]` slab, for the
 /// columns `c0..c0 + w`, into `dst` (`w` elements): row `k` goes to lane `(k - k0) mod LANES`
 /// of its column, each lane in row order from `+0`, then the lanes are folded by the tree of
@@ -266,8 +311,22 @@ fn col_sums<T: LaneSum>(
     par: &Par,
 ) -> Result<Vec<T>> {
     let mut out = crate::try_filled_vec("sum_dim", outer * inner, T::default())?;
+    col_sums_into(x, outer, n, inner, par, &mut out)?;
+    Ok(out)
+}
+
+/// [`col_sums`] into `out` (`outer * inner` elements, every one written; `+0` where `n` is 0).
+pub(super) fn col_sums_into<T: LaneSum>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    par: &Par,
+    out: &mut [T],
+) -> Result<()> {
     if n == 0 || out.is_empty() {
-        return Ok(out);
+        out.fill(T::default());
+        return Ok(());
     }
     let tile = (COL_TILE_BYTES / core::mem::size_of::<T>()).max(1);
     let pieces = n.div_ceil(CHUNK);
@@ -277,7 +336,7 @@ fn col_sums<T: LaneSum>(
     } else {
         crate::try_filled_vec("sum_dim", outer * pieces * inner, T::default())?
     };
-    let buf: &mut [T] = if pieces == 1 { &mut out } else { &mut parts };
+    let buf: &mut [T] = if pieces == 1 { &mut *out } else { &mut parts };
     let work = |r: usize, row: &mut [T], acc: &mut Vec<T>| {
         let (o, p) = (r / pieces, r % pieces);
         let slab = &x[o * n * inner..(o + 1) * n * inner];
@@ -311,7 +370,7 @@ fn col_sums<T: LaneSum>(
             dst.copy_from_slice(&p[..inner]);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Sums `[outer, n, inner]` over `n` (see [`SUM_DIM`]): lines of stride 1 with [`sum_det`],
