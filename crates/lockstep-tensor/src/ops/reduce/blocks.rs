@@ -86,7 +86,7 @@ impl Tensor {
     /// `self.narrow(0, k0, kb).sum_dim(0, false)`, and the blocks are added in the fixed
     /// binary tree over block index (`sum(lo..hi) = sum(lo..mid) + sum(mid..hi)`,
     /// `mid = lo + ⌈(hi − lo) / 2⌉`, left operand first), element by element. One call
-    /// instead of one `sum_dim` per block and the additions (see the [module docs](self));
+    /// instead of one `sum_dim` per block and the additions;
     /// the bits depend on the shape, `block` and the values only, at any thread count. The
     /// result has `self`'s shape without dimension 0; an empty dimension 0 gives zeros.
     ///
