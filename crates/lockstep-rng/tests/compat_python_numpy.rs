@@ -326,6 +326,36 @@ fn numpy_seed_sequences() {
     }
 }
 
+/// Inputs of many words (past the 24 that are assembled on the stack), spawn keys of large
+/// integers and several pool sizes: the pool and the state words NumPy gives
+/// (`tools/golden_seed_sequence_words.py`).
+#[test]
+fn numpy_seed_sequences_of_many_words() {
+    let doc = load("numpy_seed_sequence_words.json");
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() > 100);
+    for c in cases {
+        let entropy: Vec<u32> = u64s(&c["entropy"]).into_iter().map(|w| w as u32).collect();
+        let key: Vec<u128> = c["spawn_key"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(u128_of)
+            .collect();
+        let pool_size = c["pool_size"].as_u64().unwrap() as usize;
+        let what = format!("{} words, key {key:?}, pool {pool_size}", entropy.len());
+        let ss = SeedSequence::new(entropy, key, pool_size).unwrap();
+        let pool: Vec<u64> = ss.pool().iter().map(|&x| u64::from(x)).collect();
+        assert_eq!(pool, u64s(&c["pool"]), "{what}");
+        let st: Vec<u64> = ss
+            .generate_state_u32(6)
+            .into_iter()
+            .map(u64::from)
+            .collect();
+        assert_eq!(st, u64s(&c["state_u32"]), "{what}");
+    }
+}
+
 #[test]
 fn numpy_pcg64_advance_and_jumped() {
     let doc = load("numpy_state.json");
