@@ -219,10 +219,20 @@ fn check_all_paths64(
     got: fn(Isa, &[f64], &mut [f64]),
 ) {
     for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-        for len in [xs.len(), xs.len() - 3] {
-            let mut out = vec![0f64; len];
+        // Every remainder modulo 8 (the AVX2 loops take two vectors, then one, then a masked
+        // tail), and a longer output whose extra elements must stay as they were.
+        for len in xs.len() - 7..=xs.len() {
+            let mut out = vec![0f64; len + 4];
+            out[len..].fill(f64::from_bits(0x7ff8_dead_beef_0001));
             got(isa, &xs[..len], &mut out);
-            for (&x, &y) in xs.iter().zip(&out) {
+            for (i, y) in out[len..].iter().enumerate() {
+                assert_eq!(
+                    y.to_bits(),
+                    0x7ff8_dead_beef_0001,
+                    "{name} on {isa}, length {len}: wrote past the input at {i}"
+                );
+            }
+            for (&x, &y) in xs.iter().zip(&out[..len]) {
                 assert_eq!(
                     y.to_bits(),
                     want(x).to_bits(),
