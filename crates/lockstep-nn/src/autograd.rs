@@ -30,6 +30,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 /// the order they were passed to [`Var::from_op`]; `None` for an input without a gradient).
 pub type BackwardFn = dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync;
 
+/// The backward of an op with several outputs ([`Var::from_op_multi`]): given each output's
+/// gradient (`None` for an output no gradient reached), the gradients of its inputs.
+pub type MultiBackwardFn = dyn Fn(&[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> + Send + Sync;
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
@@ -69,7 +73,35 @@ struct GradFn {
 struct Saved {
     inputs: Vec<Var>,
     versions: Vec<u64>,
-    backward: Box<BackwardFn>,
+    backward: Backward,
+}
+
+enum Backward {
+    /// An op with one output.
+    One(Box<BackwardFn>),
+    /// The hidden node of a multi-output op: runs once with every output's gradient.
+    Multi(Box<MultiBackwardFn>),
+    /// Output `k` of `n` of a multi-output op (whose hidden node is this node's one input): its
+    /// gradient is handed to the hidden node as piece `k`, unchanged.
+    Piece(usize, usize),
+}
+
+/// The gradient waiting at a node: a tensor, or (at a multi-output op's hidden node) one per
+/// output.
+enum Pending {
+    Whole(Tensor),
+    Pieces(Vec<Option<Tensor>>),
+}
+
+/// Adds `g` to the running sum `acc` (in place when shapes and dtypes agree: the same `a + b`
+/// per element without a fresh buffer; `add_` copies first if the storage is shared).
+fn accumulate(acc: &mut Tensor, g: &Tensor) -> Result<()> {
+    if acc.shape() == g.shape() && acc.dtype() == g.dtype() {
+        acc.add_(g, 1.0)
+    } else {
+        *acc = acc.add(g)?;
+        Ok(())
+    }
 }
 
 /// A value and its version counter, shared by a tensor and its [`Var::detach`]ed aliases as
@@ -208,10 +240,63 @@ impl Var {
                 saved: Mutex::new(Some(Arc::new(Saved {
                     inputs: inputs.iter().map(|&v| v.clone()).collect(),
                     versions: inputs.iter().map(|v| v.version()).collect(),
-                    backward: Box::new(backward),
+                    backward: Backward::One(Box::new(backward)),
                 }))),
             }),
         )
+    }
+
+    /// The results of a differentiable op with several outputs (a `torch.autograd.Function`
+    /// returning a tuple): `values` computed from `inputs`, and `backward` giving the inputs'
+    /// gradients from the outputs' — one call per backward pass, with each output's gradient
+    /// (`None` for an output that no gradient reached, as PyTorch's
+    /// `ctx.set_materialize_grads(False)`). Nothing is recorded when gradients are off or no
+    /// input requires a gradient. `backward`'s results are checked as [`from_op`](Self::from_op)'s.
+    ///
+    /// The outputs are separate tensors (no copy, no views of one buffer); the op's backward
+    /// runs after every use of every output, as a one-output op's does.
+    pub fn from_op_multi(
+        name: &'static str,
+        values: Vec<Tensor>,
+        inputs: &[&Var],
+        backward: impl Fn(&[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+    ) -> Result<Vec<Var>> {
+        let track = is_grad_enabled() && inputs.iter().any(|v| v.requires_grad());
+        if !track || values.iter().any(|v| !v.dtype().is_float()) {
+            return Ok(values.into_iter().map(Self::constant).collect());
+        }
+        let grad_fn = |backward: Backward, inputs: Vec<Var>| {
+            let versions = inputs.iter().map(|v| v.version()).collect();
+            Some(GradFn {
+                name,
+                saved: Mutex::new(Some(Arc::new(Saved {
+                    inputs,
+                    versions,
+                    backward,
+                }))),
+            })
+        };
+        // Made before the outputs, so the backward walk reaches it after all of them.
+        let n = values.len();
+        let hidden = Self::make(
+            Tensor::empty(&[0], values.first().map_or(DType::F32, |v| v.dtype()))?,
+            true,
+            grad_fn(
+                Backward::Multi(Box::new(backward)),
+                inputs.iter().map(|&v| v.clone()).collect(),
+            ),
+        );
+        Ok(values
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| {
+                Self::make(
+                    v,
+                    true,
+                    grad_fn(Backward::Piece(k, n), vec![hidden.clone()]),
+                )
+            })
+            .collect())
     }
 
     /// The current value, as a cheap **read-only** handle (`x.data` / `x.detach()` for
@@ -592,12 +677,14 @@ impl Var {
             }
         };
         check_grad("backward", self, &grad)?;
-        let mut pending: BTreeMap<u64, (Var, Tensor)> = BTreeMap::new();
-        pending.insert(self.id(), (self.clone(), grad));
+        let mut pending: BTreeMap<u64, (Var, Pending)> = BTreeMap::new();
+        pending.insert(self.id(), (self.clone(), Pending::Whole(grad)));
         let mut leaves: Vec<(Var, Tensor)> = Vec::new();
         while let Some((_, (var, g))) = pending.pop_last() {
             let Some(f) = &var.0.grad_fn else {
-                leaves.push((var, g));
+                if let Pending::Whole(g) = g {
+                    leaves.push((var, g));
+                }
                 continue;
             };
             let saved = {
@@ -626,7 +713,36 @@ impl Var {
                     ));
                 }
             }
-            let grads = lockstep_tensor::trace::backward_scope(f.name, || (saved.backward)(&g))?;
+            let grads = match (&saved.backward, g) {
+                (&Backward::Piece(k, n), Pending::Whole(g)) => {
+                    // Handed on unchanged; pieces of one output add up as any gradient does.
+                    let hidden = &saved.inputs[0];
+                    let entry = pending
+                        .entry(hidden.id())
+                        .or_insert_with(|| (hidden.clone(), Pending::Pieces(vec![None; n])));
+                    if let Pending::Pieces(pieces) = &mut entry.1 {
+                        match &mut pieces[k] {
+                            Some(acc) => accumulate(acc, &g)?,
+                            slot => *slot = Some(g),
+                        }
+                    }
+                    continue;
+                }
+                (Backward::One(b), Pending::Whole(g)) => {
+                    lockstep_tensor::trace::backward_scope(f.name, || b(&g))?
+                }
+                (Backward::Multi(backward), Pending::Pieces(pieces)) => {
+                    lockstep_tensor::trace::backward_scope(f.name, || backward(&pieces))?
+                }
+                _ => {
+                    // Not reachable: hidden nodes are inputs of their pieces only.
+                    return Err(invalid(
+                        f.name,
+                        "backward",
+                        "a gradient reached a multi-output op's node out of order",
+                    ));
+                }
+            };
             if grads.len() != saved.inputs.len() {
                 return Err(invalid(
                     f.name,
@@ -646,18 +762,12 @@ impl Var {
                 check_grad(f.name, input, &gi)?;
                 match pending.entry(input.id()) {
                     Entry::Occupied(mut e) => {
-                        let acc = &mut e.get_mut().1;
-                        // In place when the sum has the running sum's shape and dtype: the
-                        // same `a + b` per element without a fresh buffer (`add_` copies
-                        // first if the storage is shared, so no other tensor changes).
-                        if acc.shape() == gi.shape() && acc.dtype() == gi.dtype() {
-                            acc.add_(&gi, 1.0)?;
-                        } else {
-                            *acc = acc.add(&gi)?;
+                        if let Pending::Whole(acc) = &mut e.get_mut().1 {
+                            accumulate(acc, &gi)?;
                         }
                     }
                     Entry::Vacant(e) => {
-                        e.insert((input.clone(), gi));
+                        e.insert((input.clone(), Pending::Whole(gi)));
                     }
                 }
             }
@@ -774,6 +884,70 @@ mod tests {
         y.backward().unwrap();
         // (1 + 1) + 1e16 = 1e16 + 2 exactly; starting from a would give (1e16 + 1) + 1 = 1e16.
         assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), [1e16 + 2.0]);
+    }
+
+    /// `(2x, 3x)` as one two-output op, counting its backward calls and recording which
+    /// outputs had a gradient.
+    fn pair(x: &Var, calls: &Arc<Mutex<Vec<[bool; 2]>>>) -> (Var, Var) {
+        let d = x.data();
+        let log = calls.clone();
+        let out = Var::from_op_multi(
+            "pair",
+            vec![d.mul_scalar(2.0).unwrap(), d.mul_scalar(3.0).unwrap()],
+            &[x],
+            move |g| {
+                lock(&log).push([g[0].is_some(), g[1].is_some()]);
+                let mut sum: Option<Tensor> = None;
+                for (k, gk) in g.iter().enumerate() {
+                    if let Some(gk) = gk {
+                        let part = gk.mul_scalar(k as f64 + 2.0)?;
+                        sum = Some(match sum {
+                            Some(s) => s.add(&part)?,
+                            None => part,
+                        });
+                    }
+                }
+                Ok(vec![sum])
+            },
+        )
+        .unwrap();
+        (out[0].clone(), out[1].clone())
+    }
+
+    #[test]
+    fn a_multi_output_op_runs_its_backward_once_with_every_output_gradient() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let x = Var::new(t(&[1.0, 2.0]), true);
+        let (a, b) = pair(&x, &calls);
+        assert_eq!(a.grad_fn_name(), Some("pair"));
+        // a used twice, b once: d/dx (a + a·a + b) = 2 + 2·(2x)·2 + 3.
+        let y = a
+            .add(&a.mul(&a).unwrap())
+            .unwrap()
+            .add(&b)
+            .unwrap()
+            .sum()
+            .unwrap();
+        y.backward().unwrap();
+        assert_eq!(*lock(&calls), [[true, true]]);
+        assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), [13.0, 21.0]);
+        // Through the freed graph again: PyTorch's error.
+        let e = a.sum().unwrap().backward().unwrap_err().to_string();
+        assert!(e.contains("second time"), "{e}");
+    }
+
+    #[test]
+    fn an_output_no_gradient_reached_is_none() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let x = Var::new(t(&[1.0]), true);
+        let (_, b) = pair(&x, &calls);
+        b.sum().unwrap().backward().unwrap();
+        assert_eq!(*lock(&calls), [[false, true]]);
+        assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), [3.0]);
+        // Nothing recorded without gradients.
+        let (a, b) = no_grad(|| pair(&x, &calls));
+        assert!(a.is_leaf() && !a.requires_grad() && b.is_leaf());
+        assert_eq!(a.data().to_vec::<f64>().unwrap(), [2.0]);
     }
 
     #[test]

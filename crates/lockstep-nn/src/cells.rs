@@ -14,7 +14,7 @@
 
 use crate::autograd::Var;
 use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
-use crate::ops::invalid;
+use crate::ops::{LinearGrads, invalid, linear_value};
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::{Result, Tensor};
@@ -254,25 +254,74 @@ impl LSTMCell {
             None => (None, None),
         };
         let (x, s, unbatched) = self.p.prepare(&describe, x, &[h, c])?;
-        let (gi, gh) = self.p.linears(&x, &s[0])?;
-        let (hy, cy) = lstm_pointwise(&gh, &gi, &s[1])?;
+        let (hy, cy) = lstm_step(&self.p, &x, &s[0], &s[1])?;
         Ok((unbatch(hy, unbatched)?, unbatch(cy, unbatched)?))
     }
 }
 
-/// `gates = gh + gi`, chunked into `i, f, g, o`, then `c' = σ(f)·c + σ(i)·tanh(g)` and
-/// `h' = σ(o)·tanh(c')` as one op each way ([`Tensor::lstm_cell`] and its backward): the bits
-/// of those ops run one by one (their gradients too, but for the sign of a zero in `c`'s),
-/// without their fifteen passes and temporaries.
-fn lstm_pointwise(gh: &Var, gi: &Var, c: &Var) -> Result<(Var, Var)> {
-    let ct = c.data();
-    let (hc, saved) = Tensor::lstm_cell(&gh.data(), &gi.data(), &ct)?;
+/// One `LSTMCell` step as one recorded op with two outputs: `gi = linear(x, w_ih, b_ih)` and
+/// `gh = linear(h, w_hh, b_hh)` (the ops [`Var::linear`] runs), then `gates = gh + gi`, chunked
+/// into `i, f, g, o`, `c' = σ(f)·c + σ(i)·tanh(g)` and `h' = σ(o)·tanh(c')` as one op each way
+/// ([`Tensor::lstm_cell`] and its backward). The bits of those ops run one by one, gradients
+/// included (but for the sign of a zero in `c`'s), without their fifteen passes and
+/// temporaries: the gates are not kept for the backward, the two bias gradients (equal, both
+/// the gates' gradient summed over the batch) are computed once, and `h'` and `c'` are separate
+/// tensors rather than views of one.
+fn lstm_step(p: &CellParams, x: &Var, h: &Var, c: &Var) -> Result<(Var, Var)> {
+    let (xt, ht, ct) = (x.data(), h.data(), c.data());
+    let (w_ih, w_hh) = (p.weight_ih.data(), p.weight_hh.data());
+    let (b_ih, b_hh) = (
+        p.bias_ih.as_ref().map(Var::data),
+        p.bias_hh.as_ref().map(Var::data),
+    );
+    let gi = linear_value(&xt, &w_ih, b_ih.as_ref())?;
+    let gh = linear_value(&ht, &w_hh, b_hh.as_ref())?;
+    let (hy, cy, saved) = Tensor::lstm_cell(&gh, &gi, &ct)?;
+    drop((gi, gh));
+    let needs = |v: Option<&Var>| v.is_some_and(Var::requires_grad);
+    let (rb_ih, rb_hh) = (needs(p.bias_ih.as_ref()), needs(p.bias_hh.as_ref()));
     let need_c = c.requires_grad();
-    let hc = Var::from_op("lstm_cell", hc, &[gh, gi, c], move |g| {
-        let (dz, dc) = Tensor::lstm_cell_backward(g, &saved, &ct, need_c)?;
-        Ok(vec![Some(dz.clone()), Some(dz), dc])
-    });
-    Ok((hc.select(0, 0)?, hc.select(0, 1)?))
+    // The bias gradient is taken with whichever linear wants one (both give the same bits).
+    let grads_hh = LinearGrads::new(
+        ht,
+        w_hh,
+        [
+            h.requires_grad(),
+            p.weight_hh.requires_grad(),
+            rb_hh || rb_ih,
+        ],
+    );
+    let grads_ih = LinearGrads::new(
+        xt,
+        w_ih,
+        [x.requires_grad(), p.weight_ih.requires_grad(), false],
+    );
+    // Inputs in the order the unfused graph's gradients reached them (the cell's node, then
+    // `linear(h, …)`'s, then `linear(x, …)`'s), so that an input passed twice sums the same.
+    let mut inputs = vec![c, h, &p.weight_hh];
+    inputs.extend(p.bias_hh.as_ref());
+    inputs.extend([x, &p.weight_ih]);
+    inputs.extend(p.bias_ih.as_ref());
+    let has_bias = p.bias_hh.is_some();
+    let out = Var::from_op_multi("lstm_cell", vec![hy, cy], &inputs, move |g| {
+        let (dz, dc) =
+            Tensor::lstm_cell_backward(g[0].as_ref(), g[1].as_ref(), &saved, &ct, need_c)?;
+        let (dh, dw_hh, db) = grads_hh.of(&dz)?;
+        let (dx, dw_ih, _) = grads_ih.of(&dz)?;
+        let mut out = vec![dc, dh, dw_hh];
+        if has_bias {
+            out.push(if rb_hh { db.clone() } else { None });
+        }
+        out.extend([dx, dw_ih]);
+        if has_bias {
+            out.push(if rb_ih { db } else { None });
+        }
+        Ok(out)
+    })?;
+    let [hy, cy]: [Var; 2] = out
+        .try_into()
+        .map_err(|_| invalid("lstm_cell", "outputs", "expected two outputs"))?;
+    Ok((hy, cy))
 }
 
 impl Module for LSTMCell {

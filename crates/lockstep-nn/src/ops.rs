@@ -387,75 +387,24 @@ impl Var {
     /// As [`Tensor::linear`].
     pub fn linear(&self, weight: &Var, bias: Option<&Var>) -> Result<Var> {
         let (x, w) = (self.data(), weight.data());
-        let mut v = x.linear(&w, None)?;
-        if let Some(b) = bias.map(|b| b.data()) {
-            // The bias added here rather than inside `Tensor::linear`, as its own op (`add_`,
-            // through dispatch, traced), in place in the fresh product: the same bits.
-            let of = w.shape()[0];
-            if b.shape() != [of] {
-                return Err(Error::ShapeMismatch {
-                    op: "linear",
-                    lhs: b.shape().to_vec(),
-                    rhs: vec![of],
-                });
-            }
-            if b.dtype() != v.dtype() {
-                return Err(Error::DType {
-                    op: "linear",
-                    expected: v.dtype(),
-                    got: b.dtype(),
-                });
-            }
-            v.add_(&b, 1.0)?;
-        }
-        let (rx, rw) = (self.requires_grad(), weight.requires_grad());
-        let rb = bias.is_some_and(|b| b.requires_grad());
+        let v = linear_value(&x, &w, bias.map(|b| b.data()).as_ref())?;
+        let grads = LinearGrads::new(
+            x,
+            w,
+            [
+                self.requires_grad(),
+                weight.requires_grad(),
+                bias.is_some_and(|b| b.requires_grad()),
+            ],
+        );
         let mut inputs = vec![self, weight];
         inputs.extend(bias);
         let has_bias = bias.is_some();
-        // Inside `with_batch_blocks`, the weight and bias gradients reduce the batch in blocks
-        // (each sample's rows are contiguous: the input's first dimension is the batch).
-        let blocks = if x.ndim() >= 2 {
-            crate::batch_blocks::for_batch(x.shape()[0])
-        } else {
-            None
-        };
         Ok(Var::from_op("linear", v, &inputs, move |g| {
-            let (o, i) = (w.shape()[0], w.shape()[1]);
-            let g2 = g.reshape(&[-1, o as isize])?;
-            let gx = if rx { Some(g.matmul(&w)?) } else { None };
-            let per = blocks.map_or(1, |b| g2.shape()[0] / b.batch);
-            let gw = if rw {
-                let x2 = x.reshape(&[-1, i as isize])?;
-                let gt = g2.transpose(0, 1)?;
-                Some(match blocks {
-                    None => gt.matmul(&x2)?,
-                    // One call for every block's product and the tree: the bits of the
-                    // per-block `matmul`s (blocked kernel) added in the tree, which is what
-                    // `matmul` runs on shapes that are not skinny.
-                    Some(b) if !is_skinny(o, i, per * b.block) => {
-                        gt.matmul_k_blocks(&x2, per * b.block)?
-                    }
-                    Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
-                        let (gk, xk) = (rows(&g2, per, s, n)?, rows(&x2, per, s, n)?);
-                        gk.transpose(0, 1)?.matmul(&xk)
-                    })?,
-                })
-            } else {
-                None
-            };
+            let (gx, gw, gb) = grads.of(g)?;
             let mut out = vec![gx, gw];
             if has_bias {
-                out.push(if rb {
-                    Some(match blocks {
-                        None => g2.sum_dim(0, false)?,
-                        // One call: the bits of one `sum_dim(0)` per block's rows added in
-                        // the tree of `tree_sum_blocks`.
-                        Some(b) => g2.sum_dim0_blocks(per * b.block)?,
-                    })
-                } else {
-                    None
-                });
+                out.push(gb);
             }
             Ok(out)
         }))
@@ -863,6 +812,96 @@ fn dropout_mask(x: &Tensor, p: f64, g: Option<&mut lockstep_rng::Generator>) -> 
 /// `t.narrow(d, start, length)` made dense. An empty slice is made afresh: a narrowed view of
 /// a tensor with a zero-sized dimension can carry an offset past its (empty) storage, which
 /// `Tensor::contiguous` does not accept.
+/// The value of [`Var::linear`]: `x · wᵀ`, then the bias added in place as its own op (`add_`,
+/// through dispatch, traced) rather than inside `Tensor::linear`: the same bits.
+pub(crate) fn linear_value(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+    let mut v = x.linear(w, None)?;
+    if let Some(b) = b {
+        let of = w.shape()[0];
+        if b.shape() != [of] {
+            return Err(Error::ShapeMismatch {
+                op: "linear",
+                lhs: b.shape().to_vec(),
+                rhs: vec![of],
+            });
+        }
+        if b.dtype() != v.dtype() {
+            return Err(Error::DType {
+                op: "linear",
+                expected: v.dtype(),
+                got: b.dtype(),
+            });
+        }
+        v.add_(b, 1.0)?;
+    }
+    Ok(v)
+}
+
+/// What [`Var::linear`]'s backward needs: the input and weight, which gradients are wanted
+/// (input, weight, bias), and — inside `with_batch_blocks` — the batch's blocks, over which the
+/// weight and bias gradients reduce in the fixed tree (each sample's rows are contiguous: the
+/// input's first dimension is the batch).
+pub(crate) struct LinearGrads {
+    x: Tensor,
+    w: Tensor,
+    need: [bool; 3],
+    blocks: Option<crate::batch_blocks::BatchBlocks>,
+}
+
+impl LinearGrads {
+    pub(crate) fn new(x: Tensor, w: Tensor, need: [bool; 3]) -> Self {
+        let blocks = if x.ndim() >= 2 {
+            crate::batch_blocks::for_batch(x.shape()[0])
+        } else {
+            None
+        };
+        Self { x, w, need, blocks }
+    }
+
+    /// The gradients of the input, weight and bias (those wanted) from the output's `g`.
+    pub(crate) fn of(
+        &self,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (x, w, blocks) = (&self.x, &self.w, self.blocks);
+        let [rx, rw, rb] = self.need;
+        let (o, i) = (w.shape()[0], w.shape()[1]);
+        let g2 = g.reshape(&[-1, o as isize])?;
+        let gx = if rx { Some(g.matmul(w)?) } else { None };
+        let per = blocks.map_or(1, |b| g2.shape()[0] / b.batch);
+        let gw = if rw {
+            let x2 = x.reshape(&[-1, i as isize])?;
+            let gt = g2.transpose(0, 1)?;
+            Some(match blocks {
+                None => gt.matmul(&x2)?,
+                // One call for every block's product and the tree: the bits of the per-block
+                // `matmul`s (blocked kernel) added in the tree, which is what `matmul` runs on
+                // shapes that are not skinny.
+                Some(b) if !is_skinny(o, i, per * b.block) => {
+                    gt.matmul_k_blocks(&x2, per * b.block)?
+                }
+                Some(b) => crate::batch_blocks::tree_sum_blocks(b, |s, n| {
+                    let (gk, xk) = (rows(&g2, per, s, n)?, rows(&x2, per, s, n)?);
+                    gk.transpose(0, 1)?.matmul(&xk)
+                })?,
+            })
+        } else {
+            None
+        };
+        let gb = if rb {
+            Some(match blocks {
+                None => g2.sum_dim(0, false)?,
+                // One call: the bits of one `sum_dim(0)` per block's rows added in the tree of
+                // `tree_sum_blocks`.
+                Some(b) => g2.sum_dim0_blocks(per * b.block)?,
+            })
+        } else {
+            None
+        };
+        Ok((gx, gw, gb))
+    }
+}
+
 fn narrow_dense(t: &Tensor, d: usize, start: usize, length: usize) -> Result<Tensor> {
     let n = t.narrow(d as isize, start, length)?;
     if n.numel() == 0 {

@@ -144,13 +144,24 @@ fn fused_cell_op_refuses_bad_shapes_and_dtypes() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("lstm_cell"), "{e}");
-    let e = Tensor::lstm_cell_backward(&t(&[2, 2, 2]), &t(&[2, 9]), &t(&[2, 2]), true)
+    let e = Tensor::lstm_cell_backward(Some(&t(&[2, 2])), None, &t(&[2, 9]), &t(&[2, 2]), true)
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("lstm_cell_backward") && e.contains("saved"),
         "{e}"
     );
+    let e = Tensor::lstm_cell_backward(None, Some(&t(&[2, 3])), &t(&[2, 10]), &t(&[2, 2]), true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lstm_cell_backward") && e.contains("grad_c"),
+        "{e}"
+    );
+    let e = Tensor::lstm_cell_backward(None, None, &t(&[2, 10]), &t(&[2, 2]), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lstm_cell_backward"), "{e}");
     let i = Tensor::zeros(&[2, 8], DType::I64).unwrap();
     let e = Tensor::lstm_cell(&i, &i, &Tensor::zeros(&[2, 2], DType::I64).unwrap())
         .unwrap_err()

@@ -88,6 +88,14 @@ impl<B> Output for (Tensor, B) {
     }
 }
 
+/// The first two tensors (an LSTM cell's `h'` and `c'`, not what its backward keeps).
+impl<C> Output for (Tensor, Tensor, C) {
+    fn traced(&self, record: &mut dyn FnMut(&Tensor)) {
+        record(&self.0);
+        record(&self.1)
+    }
+}
+
 /// The first tensor: an op's primary output (`max`'s values before their indices).
 impl Output for Vec<Tensor> {
     fn traced(&self, record: &mut dyn FnMut(&Tensor)) {

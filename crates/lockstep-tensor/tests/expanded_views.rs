@@ -491,12 +491,14 @@ fn cases() -> Vec<(&'static str, Run)> {
             ))
         }),
         ("lstm_cell", |p| {
-            let (hc, saved) = Tensor::lstm_cell(&p(f(&[3, 8])), &p(pos(&[3, 8])), &p(f(&[3, 2])))?;
-            Ok(vec![hc, saved])
+            let (hy, cy, saved) =
+                Tensor::lstm_cell(&p(f(&[3, 8])), &p(pos(&[3, 8])), &p(f(&[3, 2])))?;
+            Ok(vec![hy, cy, saved])
         }),
         ("lstm_cell_backward", |p| {
             let (dz, dc) = Tensor::lstm_cell_backward(
-                &p(f(&[2, 3, 2])),
+                Some(&p(f(&[3, 2]))),
+                Some(&p(f(&[3, 2]))),
                 &p(pos(&[3, 10])),
                 &p(f(&[3, 2])),
                 true,

@@ -151,14 +151,19 @@ fn forward_t<T: CellFloat>(
     c: &Tensor,
     (b, h): (usize, usize),
     par: &Par,
-) -> Result<(Tensor, Tensor)> {
+) -> Result<(Tensor, Tensor, Tensor)> {
     let (gh, gi, c) = (gh.data::<T>()?, gi.data::<T>()?, c.data::<T>()?);
     let isa = Isa::best();
     // Outputs not zero-filled (that `memset` was a twentieth of an LSTM-cell model's time):
     // each row is computed in scratch rows and copied out whole.
-    let mut hc = crate::tensor::try_with_capacity::<T>(op, 2 * b * h)?;
+    let mut hy = crate::tensor::try_with_capacity::<T>(op, b * h)?;
+    let mut cy = crate::tensor::try_with_capacity::<T>(op, b * h)?;
     let mut saved = crate::tensor::try_with_capacity::<T>(op, b * 5 * h)?;
-    let (hp, sp) = (SyncPtr(hc.as_mut_ptr()), SyncPtr(saved.as_mut_ptr()));
+    let (hp, cp, sp) = (
+        SyncPtr(hy.as_mut_ptr()),
+        SyncPtr(cy.as_mut_ptr()),
+        SyncPtr(saved.as_mut_ptr()),
+    );
     let n = block_count(par, b, b * 4 * h);
     for_row_blocks(par, b, vec![(); n], |rows, ()| {
         let mut z = vec![T::ZERO; 4 * h];
@@ -181,37 +186,48 @@ fn forward_t<T: CellFloat>(
             for (j, o) in hyr.iter_mut().enumerate() {
                 *o = act[3 * h + j] * t[j];
             }
-            // SAFETY: row `r` of each output lies inside its capacity (`2·b·h`, `b·5h`); the
-            // blocks' rows are disjoint.
+            // SAFETY: row `r` of each output lies inside its capacity (`b·h`, `b·h`, `b·5h`);
+            // the blocks' rows are disjoint.
             unsafe {
                 core::ptr::copy_nonoverlapping(hyr.as_ptr(), hp.get().add(r * h), h);
-                core::ptr::copy_nonoverlapping(cyr.as_ptr(), hp.get().add((b + r) * h), h);
+                core::ptr::copy_nonoverlapping(cyr.as_ptr(), cp.get().add(r * h), h);
                 core::ptr::copy_nonoverlapping(s.as_ptr(), sp.get().add(r * 5 * h), 5 * h);
             }
         }
     });
     // SAFETY: every row of both outputs was written whole above.
     unsafe {
-        hc.set_len(2 * b * h);
+        hy.set_len(b * h);
+        cy.set_len(b * h);
         saved.set_len(b * 5 * h);
     }
     Ok((
-        Tensor::from_vec(hc, &[2, b, h])?,
+        Tensor::from_vec(hy, &[b, h])?,
+        Tensor::from_vec(cy, &[b, h])?,
         Tensor::from_vec(saved, &[b, 5 * h])?,
     ))
 }
 
 fn backward_t<T: CellFloat>(
     op: &'static str,
-    g: &Tensor,
+    (grad_h, grad_c): (Option<&Tensor>, Option<&Tensor>),
     saved: &Tensor,
     c: &Tensor,
     need_c: bool,
     (b, h): (usize, usize),
     par: &Par,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    let (g, s, c) = (g.data::<T>()?, saved.data::<T>()?, c.data::<T>()?);
-    let (ghy, gcy) = g.split_at(b * h);
+    let (s, c) = (saved.data::<T>()?, c.data::<T>()?);
+    let (ghy, gcy) = (
+        grad_h.map(|g| g.data::<T>()).transpose()?,
+        grad_c.map(|g| g.data::<T>()).transpose()?,
+    );
+    // Both gradients present: each element + 0 (`-0` becomes `+0`), as the sum of the two
+    // zero-padded gradients of `[h', c']` was; one alone: unchanged (`+ -0` is exact), the
+    // other's zeros `+0`.
+    let both = ghy.is_some() && gcy.is_some();
+    let adj = if both { T::ZERO } else { T::from_f64(-0.0) };
+    let zeros = buf::<T>(op, if both { 0 } else { h })?;
     let one = T::ONE;
     let mut dg = buf::<T>(op, b * 4 * h)?;
     let mut dc = buf::<T>(op, if need_c { b * h } else { 0 })?;
@@ -232,7 +248,9 @@ fn backward_t<T: CellFloat>(
             let (sg, s) = s.split_at(h);
             let (so, st) = s.split_at(h);
             let row = r * h..(r + 1) * h;
-            let (ghr, ger, cr) = (&ghy[row.clone()], &gcy[row.clone()], &c[row]);
+            let ghr = ghy.map_or(&zeros[..], |g| &g[row.clone()]);
+            let ger = gcy.map_or(&zeros[..], |g| &g[row.clone()]);
+            let cr = &c[row];
             let d = &mut dg[k * 4 * h..(k + 1) * 4 * h];
             let (di, d) = d.split_at_mut(h);
             let (df, d) = d.split_at_mut(h);
@@ -240,7 +258,7 @@ fn backward_t<T: CellFloat>(
             // h' = o·t: `mul`'s backward, then `tanh_backward`, then the two uses of c' summed;
             // c' = f·c + i·g: `mul`'s backward, then `sigmoid_backward` / `tanh_backward`; each
             // gate gradient + 0 as the chunks' zero-padded gradients accumulate.
-            let gc = |gh: T, ge: T, o: T, t: T| ge + gh * o * (one - t * t);
+            let gc = |gh: T, ge: T, o: T, t: T| (ge + adj) + (gh + adj) * o * (one - t * t);
             let it = si
                 .iter()
                 .zip(sf)
@@ -262,7 +280,7 @@ fn backward_t<T: CellFloat>(
                 *di = gcj * g * ((one - i) * i) + T::ZERO;
                 *df = gcj * cj * ((one - f) * f) + T::ZERO;
                 *dg = gcj * i * (one - g * g) + T::ZERO;
-                *dout = gh * t * ((one - o) * o) + T::ZERO;
+                *dout = (gh + adj) * t * ((one - o) * o) + T::ZERO;
             }
             if need_c {
                 let dc = &mut dc[k * h..(k + 1) * h];
@@ -286,15 +304,15 @@ fn backward_t<T: CellFloat>(
 impl Tensor {
     /// The pointwise step of `nn.LSTMCell` (PyTorch's gate order `i, f, g, o`): with
     /// `z = gh + gi` (`[B, 4H]` each), `i, f, o = σ(z)`, `g = tanh(z)`, `c' = f·c + i·g`,
-    /// `h' = o·tanh(c')`. Returns `[2, B, H]` (`h'` then `c'`) and what
-    /// [`lstm_cell_backward`](Self::lstm_cell_backward) needs (`[B, 5H]`: the four activated
-    /// gates and `tanh(c')`). The bits of those ops run one by one, at any thread count and
-    /// on every instruction-set path. Views are copied dense first.
+    /// `h' = o·tanh(c')`. Returns `h'` and `c'` (`[B, H]` each, separate dense tensors) and
+    /// what [`lstm_cell_backward`](Self::lstm_cell_backward) needs (`[B, 5H]`: the four
+    /// activated gates and `tanh(c')`). The bits of those ops run one by one, at any thread
+    /// count and on every instruction-set path. Views are copied dense first.
     ///
     /// # Errors
     /// Dtypes that differ or are not float; shapes other than `[B, 4H]`, `[B, 4H]`, `[B, H]`;
     /// dispatch refuses the op; an output cannot be allocated.
-    pub fn lstm_cell(gh: &Tensor, gi: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn lstm_cell(gh: &Tensor, gi: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let op = &LSTM_CELL;
         let bh = check(op.name, gh, gi, c)?;
         let (gh, gi, c) = (
@@ -311,17 +329,19 @@ impl Tensor {
         })
     }
 
-    /// The gradient of [`lstm_cell`](Self::lstm_cell): from `grad` (`[2, B, H]`, the
-    /// gradients of `h'` and `c'`), the forward's `saved` and the state `c`, the gradient of
-    /// the gates `z` (`[B, 4H]`, for `gh` and `gi` alike) and, with `need_c`, of `c`. The bits
-    /// of the unfused ops' backwards (`mul`, `tanh_backward`, `sigmoid_backward`, the chunks'
-    /// zero padding) at any thread count.
+    /// The gradient of [`lstm_cell`](Self::lstm_cell): from the gradients of `h'` and `c'`
+    /// (`[B, H]` each; `None` for one that no gradient reached, taken as zeros), the
+    /// forward's `saved` and the state `c`, the gradient of the gates `z` (`[B, 4H]`, for `gh`
+    /// and `gi` alike) and, with `need_c`, of `c`. The bits of the unfused ops' backwards
+    /// (`mul`, `tanh_backward`, `sigmoid_backward`, the chunks' zero padding) and of the sum
+    /// of the two outputs' zero-padded gradients, at any thread count.
     ///
     /// # Errors
-    /// Shapes or dtypes that do not match the forward's; dispatch refuses the op; an output
-    /// cannot be allocated.
+    /// Both gradients `None`; shapes or dtypes that do not match the forward's; dispatch
+    /// refuses the op; an output cannot be allocated.
     pub fn lstm_cell_backward(
-        grad: &Tensor,
+        grad_h: Option<&Tensor>,
+        grad_c: Option<&Tensor>,
         saved: &Tensor,
         c: &Tensor,
         need_c: bool,
@@ -331,8 +351,14 @@ impl Tensor {
             [b, h] => (*b, *h),
             s => return Err(invalid(op.name, "c", format!("expected [B, H], got {s:?}"))),
         };
+        if grad_h.is_none() && grad_c.is_none() {
+            return Err(invalid(op.name, "grad_h", "neither output has a gradient"));
+        }
         let h5 = h.saturating_mul(5);
-        for (name, t, want) in [("grad", grad, vec![2, b, h]), ("saved", saved, vec![b, h5])] {
+        let mut checks = vec![("saved", saved, vec![b, h5])];
+        checks.extend(grad_h.map(|g| ("grad_h", g, vec![b, h])));
+        checks.extend(grad_c.map(|g| ("grad_c", g, vec![b, h])));
+        for (name, t, want) in checks {
             if t.shape() != want.as_slice() {
                 return Err(invalid(
                     op.name,
@@ -355,16 +381,17 @@ impl Tensor {
                 got: c.dtype(),
             });
         }
-        let (grad, saved, c) = (
-            grad.contiguous_for(op.name)?,
-            saved.contiguous_for(op.name)?,
-            c.contiguous_for(op.name)?,
-        );
-        op.run(&[&grad, &saved, &c], |imp, par| {
+        let dense = |t: Option<&Tensor>| t.map(|t| t.contiguous_for(op.name)).transpose();
+        let (grad_h, grad_c) = (dense(grad_h)?, dense(grad_c)?);
+        let (saved, c) = (saved.contiguous_for(op.name)?, c.contiguous_for(op.name)?);
+        let mut inputs: Vec<&Tensor> = grad_h.iter().chain(grad_c.iter()).collect();
+        inputs.extend([&saved, &c]);
+        let grads = (grad_h.as_ref(), grad_c.as_ref());
+        op.run(&inputs, |imp, par| {
             let Kernel::Chunked = imp.f;
             match c.dtype() {
-                DType::F32 => backward_t::<f32>(op.name, &grad, &saved, &c, need_c, (b, h), par),
-                _ => backward_t::<f64>(op.name, &grad, &saved, &c, need_c, (b, h), par),
+                DType::F32 => backward_t::<f32>(op.name, grads, &saved, &c, need_c, (b, h), par),
+                _ => backward_t::<f64>(op.name, grads, &saved, &c, need_c, (b, h), par),
             }
         })
     }
