@@ -16,7 +16,7 @@
 //! | `x.grad`, `x.grad = None` | [`Var::grad`], [`Var::zero_grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
 //! | `x.detach()`, `x.data` | [`Var::detach`], [`Var::data`] |
-//! | `torch.autograd.Function` | [`Var::from_op`] |
+//! | `torch.autograd.Function` | [`Var::from_op`]; with several outputs [`Var::from_op_multi`] |
 
 use crate::error::invalid;
 use lockstep_tensor::{DType, Error, Result, Tensor};

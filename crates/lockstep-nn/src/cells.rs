@@ -8,13 +8,13 @@
 //! A cell takes an input `[B, input_size]` (or `[input_size]`, unbatched) and an optional
 //! state `[B, hidden_size]` (zeros when absent, as in PyTorch). Every step is made of
 //! differentiable ops ([`Var::linear`], `sigmoid`, `tanh`, …), so gradients need nothing more
-//! and each kernel is deterministic at any thread count. `LSTMCell`'s pointwise part after
-//! its two linears is one fused op each way ([`Tensor::lstm_cell`]) with the bits of those
-//! ops run one by one.
+//! and each kernel is deterministic at any thread count. An `LSTMCell` step is one recorded op
+//! with two outputs: its two linears, then the pointwise part as one fused op each way
+//! ([`Tensor::lstm_cell`]), with the bits of those ops run one by one.
 
 use crate::autograd::Var;
 use crate::module::{Forward, Module, Training, Visitor, check_input_dtype, module_error};
-use crate::ops::{LinearGrads, invalid, linear_value};
+use crate::ops::{LinearGrads, check_linear_bias, invalid};
 use lockstep_rng::Generator;
 use lockstep_rng::compat::torch as t;
 use lockstep_tensor::{Result, Tensor};
@@ -260,7 +260,8 @@ impl LSTMCell {
 }
 
 /// One `LSTMCell` step as one recorded op with two outputs: `gi = linear(x, w_ih, b_ih)` and
-/// `gh = linear(h, w_hh, b_hh)` (the ops [`Var::linear`] runs), then `gates = gh + gi`, chunked
+/// `gh = linear(h, w_hh, b_hh)` (the products [`Var::linear`] runs; the bias adds inside the
+/// cell op), then `gates = gh + gi`, chunked
 /// into `i, f, g, o`, `c' = σ(f)·c + σ(i)·tanh(g)` and `h' = σ(o)·tanh(c')` as one op each way
 /// ([`Tensor::lstm_cell`] and its backward). The bits of those ops run one by one, gradients
 /// included (but for the sign of a zero in `c`'s), without their fifteen passes and
@@ -274,9 +275,18 @@ fn lstm_step(p: &CellParams, x: &Var, h: &Var, c: &Var) -> Result<(Var, Var)> {
         p.bias_ih.as_ref().map(Var::data),
         p.bias_hh.as_ref().map(Var::data),
     );
-    let gi = linear_value(&xt, &w_ih, b_ih.as_ref())?;
-    let gh = linear_value(&ht, &w_hh, b_hh.as_ref())?;
-    let (hy, cy, saved) = Tensor::lstm_cell(&gh, &gi, &ct)?;
+    // The products alone: the bias adds happen inside the cell op, with the same bits.
+    let gi = xt.linear(&w_ih, None)?;
+    let gh = ht.linear(&w_hh, None)?;
+    let biases = match (&b_hh, &b_ih) {
+        (Some(p), Some(q)) => {
+            check_linear_bias(&gh, &w_hh, p)?;
+            check_linear_bias(&gi, &w_ih, q)?;
+            Some((p, q))
+        }
+        _ => None,
+    };
+    let (hy, cy, saved) = Tensor::lstm_cell(&gh, &gi, &ct, biases)?;
     drop((gi, gh));
     let needs = |v: Option<&Var>| v.is_some_and(Var::requires_grad);
     let (rb_ih, rb_hh) = (needs(p.bias_ih.as_ref()), needs(p.bias_hh.as_ref()));

@@ -814,27 +814,33 @@ fn dropout_mask(x: &Tensor, p: f64, g: Option<&mut lockstep_rng::Generator>) -> 
 /// `Tensor::contiguous` does not accept.
 /// The value of [`Var::linear`]: `x · wᵀ`, then the bias added in place as its own op (`add_`,
 /// through dispatch, traced) rather than inside `Tensor::linear`: the same bits.
-pub(crate) fn linear_value(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+fn linear_value(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
     let mut v = x.linear(w, None)?;
     if let Some(b) = b {
-        let of = w.shape()[0];
-        if b.shape() != [of] {
-            return Err(Error::ShapeMismatch {
-                op: "linear",
-                lhs: b.shape().to_vec(),
-                rhs: vec![of],
-            });
-        }
-        if b.dtype() != v.dtype() {
-            return Err(Error::DType {
-                op: "linear",
-                expected: v.dtype(),
-                got: b.dtype(),
-            });
-        }
+        check_linear_bias(&v, w, b)?;
         v.add_(b, 1.0)?;
     }
     Ok(v)
+}
+
+/// A bias of `[out]` (`w`'s rows) and the product `v`'s dtype, as `linear` requires.
+pub(crate) fn check_linear_bias(v: &Tensor, w: &Tensor, b: &Tensor) -> Result<()> {
+    let of = w.shape()[0];
+    if b.shape() != [of] {
+        return Err(Error::ShapeMismatch {
+            op: "linear",
+            lhs: b.shape().to_vec(),
+            rhs: vec![of],
+        });
+    }
+    if b.dtype() != v.dtype() {
+        return Err(Error::DType {
+            op: "linear",
+            expected: v.dtype(),
+            got: b.dtype(),
+        });
+    }
+    Ok(())
 }
 
 /// What [`Var::linear`]'s backward needs: the input and weight, which gradients are wanted

@@ -131,16 +131,26 @@ fn fused_cell_gives_the_bits_of_the_unfused_ops() {
 #[test]
 fn fused_cell_op_refuses_bad_shapes_and_dtypes() {
     let t = |s: &[usize]| Tensor::zeros(s, DType::F32).unwrap();
-    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &t(&[2, 3]))
+    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &t(&[2, 3]), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("lstm_cell") && e.contains("[2, 3]"), "{e}");
-    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[3, 8]), &t(&[2, 2]))
+    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[3, 8]), &t(&[2, 2]), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lstm_cell"), "{e}");
+    let (b8, b7) = (t(&[8]), t(&[7]));
+    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &t(&[2, 2]), Some((&b7, &b8)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lstm_cell") && e.contains("b_hh"), "{e}");
+    let b8d = Tensor::zeros(&[8], DType::F64).unwrap();
+    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &t(&[2, 2]), Some((&b8, &b8d)))
         .unwrap_err()
         .to_string();
     assert!(e.contains("lstm_cell"), "{e}");
     let d = Tensor::zeros(&[2, 2], DType::F64).unwrap();
-    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &d)
+    let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &d, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("lstm_cell"), "{e}");
@@ -163,7 +173,7 @@ fn fused_cell_op_refuses_bad_shapes_and_dtypes() {
         .to_string();
     assert!(e.contains("lstm_cell_backward"), "{e}");
     let i = Tensor::zeros(&[2, 8], DType::I64).unwrap();
-    let e = Tensor::lstm_cell(&i, &i, &Tensor::zeros(&[2, 2], DType::I64).unwrap())
+    let e = Tensor::lstm_cell(&i, &i, &Tensor::zeros(&[2, 2], DType::I64).unwrap(), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("lstm_cell"), "{e}");

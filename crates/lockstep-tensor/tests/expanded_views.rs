@@ -491,8 +491,12 @@ fn cases() -> Vec<(&'static str, Run)> {
             ))
         }),
         ("lstm_cell", |p| {
-            let (hy, cy, saved) =
-                Tensor::lstm_cell(&p(f(&[3, 8])), &p(pos(&[3, 8])), &p(f(&[3, 2])))?;
+            let (hy, cy, saved) = Tensor::lstm_cell(
+                &p(f(&[3, 8])),
+                &p(pos(&[3, 8])),
+                &p(f(&[3, 2])),
+                Some((&p(f(&[8])), &p(f(&[8])))),
+            )?;
             Ok(vec![hy, cy, saved])
         }),
         ("lstm_cell_backward", |p| {

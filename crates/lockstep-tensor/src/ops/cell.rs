@@ -146,13 +146,16 @@ fn split_rows<T>(v: &mut [T], b: usize, n: usize, w: usize) -> Vec<&mut [T]> {
 
 fn forward_t<T: CellFloat>(
     op: &'static str,
-    gh: &Tensor,
-    gi: &Tensor,
-    c: &Tensor,
+    (gh, gi, c): (&Tensor, &Tensor, &Tensor),
+    biases: Option<(&Tensor, &Tensor)>,
     (b, h): (usize, usize),
     par: &Par,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (gh, gi, c) = (gh.data::<T>()?, gi.data::<T>()?, c.data::<T>()?);
+    let biases = match biases {
+        Some((bh, bi)) => Some((bh.data::<T>()?, bi.data::<T>()?)),
+        None => None,
+    };
     let isa = Isa::best();
     // Outputs not zero-filled (that `memset` was a twentieth of an LSTM-cell model's time):
     // each row is computed in scratch rows and copied out whole.
@@ -171,8 +174,20 @@ fn forward_t<T: CellFloat>(
         let (mut cyr, mut hyr) = (vec![T::ZERO; h], vec![T::ZERO; h]);
         for r in rows {
             let g4 = r * 4 * h..(r + 1) * 4 * h;
-            for ((z, &a), &bb) in z.iter_mut().zip(&gh[g4.clone()]).zip(&gi[g4]) {
-                *z = a + bb;
+            let (ghr, gir) = (&gh[g4.clone()], &gi[g4]);
+            match biases {
+                // `linear`'s bias adds (`add_`, one rounding each), then `gh + gi`.
+                Some((bh, bi)) => {
+                    let it = ghr.iter().zip(bh).zip(gir.iter().zip(bi));
+                    for (z, ((&a, &p), (&bb, &q))) in z.iter_mut().zip(it) {
+                        *z = (a + p) + (bb + q);
+                    }
+                }
+                None => {
+                    for ((z, &a), &bb) in z.iter_mut().zip(ghr).zip(gir) {
+                        *z = a + bb;
+                    }
+                }
             }
             T::sigmoid_slice(isa, &z[..2 * h], &mut s[..2 * h]);
             T::tanh_slice(isa, &z[2 * h..3 * h], &mut s[2 * h..3 * h]);
@@ -303,28 +318,61 @@ fn backward_t<T: CellFloat>(
 
 impl Tensor {
     /// The pointwise step of `nn.LSTMCell` (PyTorch's gate order `i, f, g, o`): with
-    /// `z = gh + gi` (`[B, 4H]` each), `i, f, o = σ(z)`, `g = tanh(z)`, `c' = f·c + i·g`,
-    /// `h' = o·tanh(c')`. Returns `h'` and `c'` (`[B, H]` each, separate dense tensors) and
-    /// what [`lstm_cell_backward`](Self::lstm_cell_backward) needs (`[B, 5H]`: the four
-    /// activated gates and `tanh(c')`). The bits of those ops run one by one, at any thread
-    /// count and on every instruction-set path. Views are copied dense first.
+    /// `z = gh + gi` (`[B, 4H]` each; with `biases = (b_hh, b_ih)`, `[4H]` each,
+    /// `z = (gh + b_hh) + (gi + b_ih)`: the bits of the two linears' bias adds, without their
+    /// passes), `i, f, o = σ(z)`, `g = tanh(z)`, `c' = f·c + i·g`, `h' = o·tanh(c')`. Returns
+    /// `h'` and `c'` (`[B, H]` each, separate dense tensors) and what
+    /// [`lstm_cell_backward`](Self::lstm_cell_backward) needs (`[B, 5H]`: the four activated
+    /// gates and `tanh(c')`). The bits of those ops run one by one, at any thread count and
+    /// on every instruction-set path. Views are copied dense first.
     ///
     /// # Errors
-    /// Dtypes that differ or are not float; shapes other than `[B, 4H]`, `[B, 4H]`, `[B, H]`;
-    /// dispatch refuses the op; an output cannot be allocated.
-    pub fn lstm_cell(gh: &Tensor, gi: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    /// Dtypes that differ or are not float; shapes other than `[B, 4H]`, `[B, 4H]`, `[B, H]`
+    /// (and `[4H]` for the biases); dispatch refuses the op; an output cannot be allocated.
+    pub fn lstm_cell(
+        gh: &Tensor,
+        gi: &Tensor,
+        c: &Tensor,
+        biases: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         let op = &LSTM_CELL;
         let bh = check(op.name, gh, gi, c)?;
+        if let Some((b_hh, b_ih)) = biases {
+            for (name, t) in [("b_hh", b_hh), ("b_ih", b_ih)] {
+                if t.shape() != [4 * bh.1] {
+                    return Err(invalid(
+                        op.name,
+                        name,
+                        format!("expected [{}], got {:?}", 4 * bh.1, t.shape()),
+                    ));
+                }
+                if t.dtype() != gh.dtype() {
+                    return Err(Error::DType {
+                        op: op.name,
+                        expected: gh.dtype(),
+                        got: t.dtype(),
+                    });
+                }
+            }
+        }
         let (gh, gi, c) = (
             gh.contiguous_for(op.name)?,
             gi.contiguous_for(op.name)?,
             c.contiguous_for(op.name)?,
         );
-        op.run(&[&gh, &gi, &c], |imp, par| {
+        let biases = match biases {
+            Some((p, q)) => Some((p.contiguous_for(op.name)?, q.contiguous_for(op.name)?)),
+            None => None,
+        };
+        let mut inputs = vec![&gh, &gi, &c];
+        inputs.extend(biases.iter().flat_map(|(p, q)| [p, q]));
+        let biases = biases.as_ref().map(|(p, q)| (p, q));
+        op.run(&inputs, |imp, par| {
             let Kernel::Chunked = imp.f;
+            let t = (&gh, &gi, &c);
             match gh.dtype() {
-                DType::F32 => forward_t::<f32>(op.name, &gh, &gi, &c, bh, par),
-                _ => forward_t::<f64>(op.name, &gh, &gi, &c, bh, par),
+                DType::F32 => forward_t::<f32>(op.name, t, biases, bh, par),
+                _ => forward_t::<f64>(op.name, t, biases, bh, par),
             }
         })
     }
