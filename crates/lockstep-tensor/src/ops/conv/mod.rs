@@ -896,20 +896,27 @@ fn weight_grad_fixed_parts(
                 &one,
             )
         };
-        let mut partials: Vec<Option<Result<Scratch>>> = (0..parts).map(|_| None).collect();
+        let dst = &mut dw[grp * og * k..][..og * k];
         let serial = par.threads() == 1 || g.n * g.cout * g.ohw() * g.k() <= SERIAL_MAX_WORK;
         if serial {
-            for (t, slot) in partials.iter_mut().enumerate() {
-                *slot = Some(part(t));
+            // Each part added as soon as it is made: the same sums in the same order, with one
+            // part's scratch alive instead of all (eight large parts overflowed the spares'
+            // cap and were allocated and zeroed again on every call).
+            dst.fill(0.0);
+            for t in 0..parts {
+                let p = part(t)?;
+                for (d, s) in dst.iter_mut().zip(p.iter()) {
+                    *d += s;
+                }
             }
-        } else {
-            par.for_each_chunk_mut(&mut partials, 1, |t, slot| slot[0] = Some(part(t)));
+            continue;
         }
+        let mut partials: Vec<Option<Result<Scratch>>> = (0..parts).map(|_| None).collect();
+        par.for_each_chunk_mut(&mut partials, 1, |t, slot| slot[0] = Some(part(t)));
         let partials = partials
             .into_iter()
             .map(|p| p.ok_or_else(|| invalid(g.op, "weight", "internal: a part did not run"))?)
             .collect::<Result<Vec<Scratch>>>()?;
-        let dst = &mut dw[grp * og * k..][..og * k];
         // Each element is `((0 + p_0) + p_1) + …` in part order, whichever thread adds it;
         // block by block, so that a block of the sum stays in L1 through the parts.
         let add = |b: usize, d: &mut [f32]| {
@@ -920,13 +927,7 @@ fn weight_grad_fixed_parts(
                 }
             }
         };
-        if serial {
-            dst.chunks_mut(SUM_BLOCK)
-                .enumerate()
-                .for_each(|(b, d)| add(b, d));
-        } else {
-            par.for_each_chunk_mut(dst, SUM_BLOCK, add);
-        }
+        par.for_each_chunk_mut(dst, SUM_BLOCK, add);
     }
     Ok(())
 }
