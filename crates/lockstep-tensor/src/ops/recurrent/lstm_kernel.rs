@@ -1130,19 +1130,21 @@ unsafe fn dw_packed<const U: usize, const MR: usize>(
     for p0 in (0..k).step_by(kcb) {
         let kc = kcb.min(k - p0);
         let a = at.as_mut_slice();
-        for p in 0..kc {
-            let row = &dg[(p0 + p) * g4 + i0..][..n];
-            let mut groups = row.chunks_exact(DW_GROUP);
-            // Whole groups as fixed-size copies (a few vector moves, no `memcpy` call).
-            for (m, src) in (&mut groups).enumerate() {
-                let dst: &mut [f32; DW_GROUP] = (&mut a[(m * kc + p) * DW_GROUP..][..DW_GROUP])
-                    .try_into()
-                    .unwrap();
-                *dst = src.try_into().unwrap();
-            }
-            let (m, src) = (n / DW_GROUP, groups.remainder());
-            if !src.is_empty() {
-                a[(m * kc + p) * DW_GROUP..][..src.len()].copy_from_slice(src);
+        // Group by group, each written in order (one stream of stores; by steps, every step's
+        // row scattered its stores over all the groups' lines).
+        for m in 0..n.div_ceil(DW_GROUP) {
+            let (c0, w) = (i0 + m * DW_GROUP, DW_GROUP.min(n - m * DW_GROUP));
+            let dst = &mut a[m * kc * DW_GROUP..][..kc * DW_GROUP];
+            if w == DW_GROUP {
+                for (p, d) in dst.chunks_exact_mut(DW_GROUP).enumerate() {
+                    // Fixed-size copies: a few vector moves, no `memcpy` call.
+                    let d: &mut [f32; DW_GROUP] = d.try_into().unwrap();
+                    *d = dg[(p0 + p) * g4 + c0..][..DW_GROUP].try_into().unwrap();
+                }
+            } else {
+                for (p, d) in dst.chunks_exact_mut(DW_GROUP).enumerate() {
+                    d[..w].copy_from_slice(&dg[(p0 + p) * g4 + c0..][..w]);
+                }
             }
         }
         let a = at.as_slice().as_ptr();
