@@ -1009,8 +1009,9 @@ const KC: usize = 64;
 
 /// Rows `i0..i1` of `W_hh`'s gradient `[4H, H]` into `dw`: element `(i, j)` is the chain over
 /// `p < K` of `dg[p·4H + i] · hp[p·H + j]` from `+0.0` — the blocked GEMM's bits for
-/// `dGᵀ · H_prev` (see the module doc), with no packing: `dG`'s rows give the broadcasts,
-/// `H_prev`'s rows the vectors. `dg` is `[K, 4H]`, `hp` `[K, H]`, `H` [`direct`].
+/// `dGᵀ · H_prev` (see the module doc): `dG`'s columns give the broadcasts, `H_prev`'s rows
+/// the vectors (both copied per K block, see `dw_packed`). `dg` is `[K, 4H]`, `hp` `[K, H]`,
+/// `H` [`direct`].
 ///
 /// With `db`, also adds each column `i` of `dg` (`i0 ≤ i < i1`), row by row in order, to
 /// `db[i]`: the same additions as a loop over the rows after the product, done while the
@@ -1031,7 +1032,7 @@ pub(crate) unsafe fn weight_grad_rows(
     db: Option<Out>,
 ) {
     assert!(direct(simd, h));
-    let k = hp.len() / h;
+    let k = hp.len() / h.max(1);
     assert!(dg.len() == k * 4 * h && hp.len() == k * h && i0 <= i1 && i1 <= 4 * h);
     // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` and `db` as documented.
     unsafe { dw_simd(simd, dg, 4 * h, hp, h, k, dw, i0, i1, db) }
