@@ -450,7 +450,8 @@ fn hh_grads_simd(
     let mut dw = uninit("lstm_layer_backward", g4 * hd)?;
     let out = SyncPtr(dw.as_mut_ptr());
     // b_hh's gradient beside it, the same columns of dG: each element the sum of its
-    // column over every row in processing order from +0.0, as `hh_grads_gemm`.
+    // column over every row in processing order from +0.0, as `hh_grads_gemm` (the product
+    // adds the rows it reads as it copies them).
     let mut db = has_bias
         .then(|| crate::try_filled_vec("lstm_layer_backward", g4, 0f32))
         .transpose()?;
@@ -464,17 +465,18 @@ fn hh_grads_simd(
             p0 * lstm_kernel::DW_ROWS,
             (p1 * lstm_kernel::DW_ROWS).min(g4),
         );
-        // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements.
-        unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1) }
         if let Some(dbo) = dbo {
             // SAFETY: elements i0..i1 of the g4 are this range's.
             let d = unsafe { core::slice::from_raw_parts_mut(dbo.at(i0), i1 - i0) };
-            for row in dg.chunks_exact(g4) {
+            // The skipped first step's rows first; the product adds the others in order.
+            for row in dg[..skip * b * g4].chunks_exact(g4) {
                 for (d, &v) in d.iter_mut().zip(&row[i0..i1]) {
                     *d += v;
                 }
             }
         }
+        // SAFETY: the ranges are disjoint; `dw` holds g4·hd elements, `db` g4.
+        unsafe { lstm_kernel::weight_grad_rows(simd, dgs, hps, hd, out, i0, i1, dbo) }
     });
     // SAFETY: the ranges cover every row, each written whole.
     unsafe { dw.set_len(g4 * hd) };
