@@ -106,8 +106,8 @@ fn run(fused: bool, dtype: DType, (b, input, hidden, steps): (usize, usize, usiz
 
 #[test]
 fn fused_cell_gives_the_bits_of_the_unfused_ops() {
-    // (B, input, hidden, steps): the example's shape, a small odd one, and one of 300 × 4·64
-    // gate elements, above the serial limit (rows split among threads).
+    // (B, input, hidden, steps): the example's shape and one of 300 × 4·64 gate elements, both
+    // above the serial limit (rows split among threads), and a small odd one below it.
     for dims in [(97, 1, 51, 4), (3, 2, 5, 3), (300, 8, 64, 2)] {
         for dtype in [DType::F32, DType::F64] {
             let want = run(false, dtype, dims);
