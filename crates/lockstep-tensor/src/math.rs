@@ -147,6 +147,21 @@ pub fn powf(x: f32, y: f32) -> f32 {
 pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + exp(-x))
 }
+/// `β = 2/√π · 1/√2 · ½` (the standard normal density's factor) rounded to f32, as PyTorch's
+/// `scalar_t(M_2_SQRTPI * M_SQRT1_2 * 0.5)`.
+const GELU_BETA_F32: f32 =
+    (core::f64::consts::FRAC_2_SQRT_PI * core::f64::consts::FRAC_1_SQRT_2 * 0.5) as f32;
+
+/// GELU's derivative (exact form) in f32, PyTorch's formula and operation order for `float`:
+/// `Φ(x) + x·φ(x)` with `Φ(x) = ½·(1 + erff(x·(1/√2)))` and `φ(x) = β·expf(x·x·(−½))`, every
+/// operation an f32 rounding ([`erff`], [`expf`]). Vectorised with the same bits by
+/// `lanes::gelu_grad_f32_slice_on`.
+#[inline]
+pub fn gelu_gradf(x: f32) -> f32 {
+    let cdf = 0.5 * (1.0 + erff(x * core::f32::consts::FRAC_1_SQRT_2));
+    let pdf = GELU_BETA_F32 * expf(x * x * -0.5);
+    cdf + x * pdf
+}
 /// The logistic function in f32 (PyTorch's formula). Error below 2.5 ulps (2.480 at most
 /// over every f32 input), except where `e^-x` overflows (`x < −88.72`): `+0` there, the exact value
 /// being below `f32::MIN_POSITIVE`.
@@ -271,7 +286,7 @@ pub mod lanes {
     /// anything elsewhere. The same operations as [`exp`] on that range, without the pieces of
     /// other ranges (large `k`, overflow, underflow, NaN): `k` as a float (`t.trunc()` is
     /// `t as i32` for |t| < 4), and `y · 2^k` as one product, exact as `exp`'s two are there.
-    /// GELU's derivative in its small and mid ranges (7 % of a gpt training step).
+    /// GELU's f64 derivative in its small and mid ranges.
     #[inline(always)]
     fn exp_near0<const MID: bool>(x: f64) -> f64 {
         use exp_c::*;
@@ -595,9 +610,9 @@ pub mod lanes {
     );
 
     /// d/dx of `x · Φ(x)` (`Φ(x) + x · φ(x)`, in f64) with the erf form `$erf` and the exp
-    /// form `$exp`, for f64 (`$g64`) and f32 inputs (`$g32`: computed in f64, rounded once).
+    /// form `$exp`.
     macro_rules! gelu_grad_fns {
-        ($g64:ident, $g32:ident, $erf:ident, $exp:path) => {
+        ($g64:ident, $erf:ident, $exp:path) => {
             #[inline(always)]
             fn $g64(x: f64) -> f64 {
                 let cdf = 0.5 * (1.0 + $erf(x * core::f64::consts::FRAC_1_SQRT_2));
@@ -606,41 +621,39 @@ pub mod lanes {
                     * core::f64::consts::FRAC_1_SQRT_2;
                 cdf + x * pdf
             }
+        };
+    }
+    gelu_grad_fns!(gelu_grad64, erf, exp);
+    // Small range: |x| < 0.84375 · √2, so x²/2 < 0.712 (below 1.5 ln 2); mid: |x| < 1.25 · √2,
+    // so x²/2 < 1.563 (below 2).
+    gelu_grad_fns!(gelu_grad64_small, erf_upto_small, exp_near0::<false>);
+    gelu_grad_fns!(gelu_grad64_mid, erf_upto_mid, exp_near0::<true>);
+
+    /// [`super::gelu_gradf`] with the erff form `$erf` (the bits of the scalar function
+    /// wherever that form has them).
+    macro_rules! gelu_grad32_fns {
+        ($g32:ident, $erf:ident) => {
             #[inline(always)]
             fn $g32(x: f32) -> f32 {
-                $g64(x as f64) as f32
+                let cdf = 0.5 * (1.0 + $erf(x * core::f32::consts::FRAC_1_SQRT_2));
+                let pdf = super::GELU_BETA_F32 * expf(x * x * -0.5);
+                cdf + x * pdf
             }
         };
     }
-    gelu_grad_fns!(gelu_grad64, gelu_grad32, erf, exp);
-    // Small range: |x| < 0.84375 · √2, so x²/2 < 0.712 (below 1.5 ln 2); mid: |x| < 1.25 · √2,
-    // so x²/2 < 1.563 (below 2).
-    gelu_grad_fns!(
-        gelu_grad64_small,
-        gelu_grad32_small,
-        erf_upto_small,
-        exp_near0::<false>
-    );
-    gelu_grad_fns!(
-        gelu_grad64_mid,
-        gelu_grad32_mid,
-        erf_upto_mid,
-        exp_near0::<true>
-    );
+    gelu_grad32_fns!(gelu_grad32, erff);
+    gelu_grad32_fns!(gelu_grad32_small, erff_upto_small);
+    gelu_grad32_fns!(gelu_grad32_mid, erff_upto_mid);
 
     /// The erf argument's high word for GELU of an f32 (computed in f32) ...
     #[inline(always)]
     fn hi_f32(x: f32) -> u32 {
         (x * core::f32::consts::FRAC_1_SQRT_2).to_bits() & 0x7fff_ffff
     }
-    /// ... of an f64, and of an f32 computed in f64 (the derivative).
+    /// ... and of an f64.
     #[inline(always)]
     fn hi_f64(x: f64) -> u32 {
         ((x * core::f64::consts::FRAC_1_SQRT_2).to_bits() >> 32) as u32 & 0x7fff_ffff
-    }
-    #[inline(always)]
-    fn hi_f32_in_f64(x: f32) -> u32 {
-        hi_f64(x as f64)
     }
 
     /// A slice kernel `$name(isa, src, dst)` over blocks of 16: a block whose erf arguments all
@@ -1044,9 +1057,9 @@ pub mod lanes {
         gelu64_mid
     );
     gelu_kernel!(
-        /// `dst[i] = gelu'(src[i])` for f32 inputs: `Φ(x) + x · φ(x)` computed in f64 (with
-        /// [`super::erf`] and [`super::exp`]) and rounded once, on the path `isa`.
-        gelu_grad_f32_slice_on, f32, hi_f32_in_f64, ERF_SMALL_HI, ERF_MID_HI, gelu_grad32,
+        /// `dst[i] = gelu'(src[i])` in f32 (the bits of [`super::gelu_gradf`], PyTorch's
+        /// formula in f32) on the path `isa`.
+        gelu_grad_f32_slice_on, f32, hi_f32, ERFF_SMALL_HI, ERFF_MID_HI, gelu_grad32,
         gelu_grad32_small, gelu_grad32_mid
     );
     gelu_kernel!(

@@ -292,14 +292,19 @@ fn gelu32(x: f32) -> f32 {
 fn gelu64(x: f64) -> f64 {
     x * 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2))
 }
-/// Its derivative in f64, as `Tensor::gelu_derivative` defines it.
+/// Its derivative, as `Tensor::gelu_derivative` defines it: f64 ...
 fn gelu_grad64(x: f64) -> f64 {
     use core::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI};
     let cdf = 0.5 * (1.0 + math::erf(x * FRAC_1_SQRT_2));
     cdf + x * (math::exp(-0.5 * x * x) * (0.5 * FRAC_2_SQRT_PI) * FRAC_1_SQRT_2)
 }
+/// ... and f32, written out here from PyTorch's `GeluBackward` for `float` (not through
+/// `math::gelu_gradf`), with the scalar `libm` erff and expf.
 fn gelu_grad32(x: f32) -> f32 {
-    gelu_grad64(x as f64) as f32
+    let beta = (core::f64::consts::FRAC_2_SQRT_PI * core::f64::consts::FRAC_1_SQRT_2 * 0.5) as f32;
+    let cdf = 0.5f32 * (1.0 + math::erff(x * core::f32::consts::FRAC_1_SQRT_2));
+    let pdf = beta * math::expf(x * x * -0.5);
+    cdf + x * pdf
 }
 
 /// GELU's inputs in blocks that take each of the kernels' three forms: dense sweeps inside
@@ -497,9 +502,7 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
     for (name, op, f32_fn, f64_fn) in cases {
         let (w32, w64): (Vec<u32>, Vec<u64>) = if name == "gelu_derivative" {
             (
-                xs.iter()
-                    .map(|&x| (gelu_grad(x as f64) as f32).to_bits())
-                    .collect(),
+                xs.iter().map(|&x| gelu_grad32(x).to_bits()).collect(),
                 xs.iter().map(|&x| gelu_grad(x as f64).to_bits()).collect(),
             )
         } else {

@@ -734,7 +734,7 @@ macro_rules! gelu_tanh_fns {
 gelu_tanh_fns!(f32, math::tanhf, gelu_tanh_f32, gelu_tanh_grad_f32);
 gelu_tanh_fns!(f64, math::tanh, gelu_tanh_f64, gelu_tanh_grad_f64);
 
-/// d/dx of `x · Φ(x)`: `Φ(x) + x · φ(x)`, in f64 (portable erf and exp).
+/// d/dx of `x · Φ(x)` in f64: `Φ(x) + x · φ(x)` (portable erf and exp).
 fn gelu_grad(x: f64) -> f64 {
     let cdf = 0.5 * (1.0 + math::erf(x * core::f64::consts::FRAC_1_SQRT_2));
     let pdf = math::exp(-0.5 * x * x)
@@ -825,8 +825,10 @@ impl Tensor {
     }
 
     /// The derivative of [`gelu`](Self::gelu) (or, with `tanh`, of
-    /// [`gelu_tanh`](Self::gelu_tanh), PyTorch's formula) at `self`; f32 inputs take the exact
-    /// form's derivative in f64 and round once.
+    /// [`gelu_tanh`](Self::gelu_tanh)) at `self`, PyTorch's formulas: the exact form's
+    /// `Φ(x) + x·φ(x)` is computed in the input's dtype ([`math::gelu_gradf`] for f32, in
+    /// PyTorch's operation order; f64 with [`math::erf`] and [`math::exp`]), vectorised with the
+    /// same bits.
     ///
     /// # Errors
     /// A dtype that is not float.
@@ -835,7 +837,7 @@ impl Tensor {
             (DType::F32, false) => map1_kernel(
                 &GELU_BACKWARD,
                 self,
-                |x: f32| gelu_grad(x as f64) as f32,
+                math::gelu_gradf,
                 math::lanes::gelu_grad_f32_slice_on,
             ),
             (DType::F64, false) => map1_kernel(
