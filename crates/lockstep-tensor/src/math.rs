@@ -1110,7 +1110,7 @@ pub mod lanes {
     unsafe fn tanh_avx2(src: &[f64], dst: &mut [f64]) {
         use core::arch::x86_64::*;
         #[inline(always)]
-        unsafe fn lanes(x: __m256d) -> __m256d {
+        unsafe fn lanes<const COMMON: bool>(x: __m256d) -> __m256d {
             // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
             unsafe {
                 let (mul, add, sub, div) =
@@ -1139,7 +1139,8 @@ pub mod lanes {
                 let big = gt_bits(ab, 0x4034_0000_ffff_ffff);
                 let mid = gt_bits(ab, 0x3fd0_58ae_ffff_ffff);
                 let a2 = mul(set(2.0), a);
-                let arg = sel(big, set(0.0), sel(mid, a2, mul(set(-2.0), a)));
+                let arg = sel(mid, a2, mul(set(-2.0), a));
+                let arg = if COMMON { arg } else { sel(big, set(0.0), arg) };
                 // expm1_tanh(arg)
                 let xa = arg;
                 let xab = _mm256_castpd_si256(_mm256_andnot_pd(signbit, xa));
@@ -1184,16 +1185,25 @@ pub mod lanes {
                 };
                 let twopk = pow(add(set(MAGIC), k));
                 let uf = pow(sub(set(MAGIC), k));
-                let yfar = sub(mul(add(sub(xr, e2), set(1.0)), twopk), set(1.0));
                 let ylt = mul(add(sub(xr, e2), sub(set(1.0), uf)), twopk);
-                let yge = mul(add(sub(xr, add(e2, uf)), set(1.0)), twopk);
                 let eq = |v: __m256d, w: f64| _mm256_cmp_pd::<_CMP_EQ_OQ>(v, set(w));
-                let y = sel(_mm256_cmp_pd::<_CMP_LT_OQ>(k, set(20.0)), ylt, yge);
-                let y = sel(_mm256_cmp_pd::<_CMP_GT_OQ>(k, set(56.0)), yfar, y);
+                // In the common range k < 20: `ylt`.
+                let y = if COMMON {
+                    ylt
+                } else {
+                    let yge = mul(add(sub(xr, add(e2, uf)), set(1.0)), twopk);
+                    let yfar = sub(mul(add(sub(xr, e2), set(1.0)), twopk), set(1.0));
+                    let y = sel(_mm256_cmp_pd::<_CMP_LT_OQ>(k, set(20.0)), ylt, yge);
+                    sel(_mm256_cmp_pd::<_CMP_GT_OQ>(k, set(56.0)), yfar, y)
+                };
                 let y = sel(eq(k, 1.0), y1, y);
                 let y = sel(eq(k, -1.0), ym1, y);
                 let y = sel(eq(k, 0.0), y0, y);
-                let t = sel(lt_bits(xab, 0x3c90_0000_0000_0000), xa, y);
+                let t = if COMMON {
+                    y
+                } else {
+                    sel(lt_bits(xab, 0x3c90_0000_0000_0000), xa, y)
+                };
                 // back in tanh
                 // One division for the three ranges that divide by t + 2: the numerator
                 // (2 or t) chosen first, and −t/(t+2) as −(t/(t+2)), which IEEE division
@@ -1203,22 +1213,41 @@ pub mod lanes {
                 let tp2 = add(t, set(2.0));
                 let upper = gt_bits(ab, 0x3fe1_93ea_ffff_ffff);
                 let q = div(sel(upper, set(2.0), t), tp2);
-                let r = sel(
-                    gt_bits(ab, 0x000f_ffff_ffff_ffff),
-                    _mm256_xor_pd(q, signbit),
-                    a,
-                );
+                let r = if COMMON {
+                    _mm256_xor_pd(q, signbit)
+                } else {
+                    sel(
+                        gt_bits(ab, 0x000f_ffff_ffff_ffff),
+                        _mm256_xor_pd(q, signbit),
+                        a,
+                    )
+                };
                 let r = sel(mid, q, r);
                 let r = sel(upper, sub(set(1.0), q), r);
                 // |x| > 20 or NaN: 1 − 0/|x|, which is 1, or the NaN quieted (`|x| + 1` gives
                 // the same NaN: an operation returns its NaN operand quieted).
-                let nan = _mm256_cmp_pd::<_CMP_UNORD_Q>(a, a);
-                let r = sel(big, sel(nan, add(a, set(1.0)), set(1.0)), r);
+                let r = if COMMON {
+                    r
+                } else {
+                    let nan = _mm256_cmp_pd::<_CMP_UNORD_Q>(a, a);
+                    sel(big, sel(nan, add(a, set(1.0)), set(1.0)), r)
+                };
                 _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
             }
         }
         // SAFETY: the CPU has AVX2 (the caller's contract).
-        unsafe { map4_avx2(src, dst, |v| lanes(v)) }
+        // The common range: 2⁻⁵⁵ ≤ |x| ≤ 6.5, where the argument of expm1 is not tiny (nor the
+        // input subnormal), k < 20, and |x| ≤ 20 (no NaN).
+        const COMMON: (u64, u64) = (0x3c80_0000_0000_0000, 0x401a_0000_0000_0000);
+        unsafe {
+            map4_avx2(
+                src,
+                dst,
+                COMMON,
+                |v| lanes::<true>(v),
+                |v| lanes::<false>(v),
+            )
+        }
     }
 
     /// `dst[i] = f(src[i])` for the first `min(len)` elements, four f64 lanes per call of `f`:
@@ -1226,7 +1255,10 @@ pub mod lanes {
     /// and polynomial steps then overlaps another's: the loops of `exp`, `sigmoid` and `tanh`
     /// are bound by latency, not by their instruction count), the last 1–3 elements through a
     /// masked load and store (the masked-off lanes compute on zeros and are never stored).
-    /// Each lane is independent, so the bits do not depend on the grouping.
+    /// Where all eight inputs of an iteration have `|x|`'s bits in `common` (inclusive), they
+    /// go through `fast` instead, which must give `f`'s bits on that range (it leaves out the
+    /// selects of the rare ranges: tiny, huge, infinite and NaN inputs). Each lane is
+    /// independent, so the bits do not depend on the grouping.
     ///
     /// # Safety
     /// The CPU must have AVX2.
@@ -1235,6 +1267,8 @@ pub mod lanes {
     unsafe fn map4_avx2(
         src: &[f64],
         dst: &mut [f64],
+        common: (u64, u64),
+        fast: impl Fn(core::arch::x86_64::__m256d) -> core::arch::x86_64::__m256d,
         f: impl Fn(core::arch::x86_64::__m256d) -> core::arch::x86_64::__m256d,
     ) {
         use core::arch::x86_64::*;
@@ -1244,9 +1278,24 @@ pub mod lanes {
         // SAFETY: every load reads src[i..i + w] and every store writes dst[i..i + w] with
         // i + w <= n; the masked pair touches only the lanes below n − i.
         unsafe {
+            // |x|'s bits as i64 (non-negative), outside [lo, hi]: lo − 1 > b or b > hi.
+            let abs = _mm256_set1_epi64x(i64::MAX);
+            let (below, above) = (
+                _mm256_set1_epi64x(common.0 as i64 - 1),
+                _mm256_set1_epi64x(common.1 as i64),
+            );
+            let outside = |v: __m256d| {
+                let b = _mm256_and_si256(_mm256_castpd_si256(v), abs);
+                _mm256_or_si256(_mm256_cmpgt_epi64(below, b), _mm256_cmpgt_epi64(b, above))
+            };
             while i + 8 <= n {
                 let (a, b) = (_mm256_loadu_pd(s.add(i)), _mm256_loadu_pd(s.add(i + 4)));
-                let (ya, yb) = (f(a), f(b));
+                let rare = _mm256_or_si256(outside(a), outside(b));
+                let (ya, yb) = if _mm256_testz_si256(rare, rare) != 0 {
+                    (fast(a), fast(b))
+                } else {
+                    (f(a), f(b))
+                };
                 _mm256_storeu_pd(d.add(i), ya);
                 _mm256_storeu_pd(d.add(i + 4), yb);
                 i += 8;
@@ -1334,12 +1383,17 @@ pub mod lanes {
     mod exp_avx2 {
         use core::arch::x86_64::*;
 
-        /// `exp` of four lanes.
+        /// The common range of |x| (inclusive bit patterns): 2⁻²⁸ < |x| ≤ 708, where `exp`
+        /// neither overflows nor underflows, x is not NaN and not in the `1 + x` range.
+        pub(super) const COMMON: (u64, u64) = (0x3e30_0001_0000_0000, 0x4086_2000_0000_0000);
+
+        /// `exp` of four lanes; with `COMMON`, only for lanes in [`COMMON`] (the same bits
+        /// there, without the other ranges' selects).
         ///
         /// # Safety
         /// The CPU must have AVX2.
         #[inline(always)]
-        pub(super) unsafe fn exp(x: __m256d) -> __m256d {
+        pub(super) unsafe fn exp<const COMMON: bool>(x: __m256d) -> __m256d {
             // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
             unsafe {
                 let (mul, add, sub, div) =
@@ -1358,7 +1412,11 @@ pub mod lanes {
                     _mm256_setzero_si256(),
                     _mm256_castpd_si256(x),
                 ));
-                let xr = sel(_mm256_cmp_pd::<_CMP_LE_OQ>(a, set(746.0)), x, set(0.0));
+                let xr = if COMMON {
+                    x
+                } else {
+                    sel(_mm256_cmp_pd::<_CMP_LE_OQ>(a, set(746.0)), x, set(0.0))
+                };
                 let t = add(mul(set(INVLN2), xr), sel(neg, set(-0.5), set(0.5)));
                 let kbig = _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
                 let k = sel(
@@ -1386,6 +1444,9 @@ pub mod lanes {
                 let ka = _mm256_floor_pd(mul(k, set(0.5)));
                 let kb = sub(k, ka);
                 let v = mul(mul(y, pow(add(set(MAGIC), ka))), pow(add(set(MAGIC), kb)));
+                if COMMON {
+                    return v;
+                }
                 let v = sel(gt_bits(ab, 0x3e30_0000_ffff_ffff), v, add(set(1.0), x));
                 let v = sel(
                     _mm256_cmp_pd::<_CMP_LT_OQ>(x, set(-745.13321910194110842)),
@@ -1406,11 +1467,11 @@ pub mod lanes {
         /// # Safety
         /// The CPU must have AVX2.
         #[inline(always)]
-        pub(super) unsafe fn sigmoid(x: __m256d) -> __m256d {
+        pub(super) unsafe fn sigmoid<const COMMON: bool>(x: __m256d) -> __m256d {
             // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
             unsafe {
                 let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
-                let e = exp(_mm256_xor_pd(x, signbit));
+                let e = exp::<COMMON>(_mm256_xor_pd(x, signbit));
                 _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_add_pd(_mm256_set1_pd(1.0), e))
             }
         }
@@ -1423,12 +1484,26 @@ pub mod lanes {
         #[target_feature(enable = "avx2")]
         pub(super) unsafe fn map<const SIGMOID: bool>(src: &[f64], dst: &mut [f64]) {
             #[inline(always)]
-            unsafe fn f<const SIGMOID: bool>(v: __m256d) -> __m256d {
+            unsafe fn f<const SIGMOID: bool, const COMMON: bool>(v: __m256d) -> __m256d {
                 // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
-                unsafe { if SIGMOID { sigmoid(v) } else { exp(v) } }
+                unsafe {
+                    if SIGMOID {
+                        sigmoid::<COMMON>(v)
+                    } else {
+                        exp::<COMMON>(v)
+                    }
+                }
             }
             // SAFETY: the CPU has AVX2 (the caller's contract).
-            unsafe { super::map4_avx2(src, dst, |v| f::<SIGMOID>(v)) }
+            unsafe {
+                super::map4_avx2(
+                    src,
+                    dst,
+                    COMMON,
+                    |v| f::<SIGMOID, true>(v),
+                    |v| f::<SIGMOID, false>(v),
+                )
+            }
         }
     }
 
