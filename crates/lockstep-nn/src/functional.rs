@@ -545,16 +545,22 @@ fn ln_backward<T: Element, G: Element>(
         for q in 0..n {
             let ((xr, gr), (mu, is)) = (row(r0 + q), stats[r0 + q]);
             let (a, bb) = (a[q], bb[q]);
-            // Indexed over slices of one length (a chain of zipped iterators feeding
-            // `extend` was not vectorised); the same expressions, so the same bits.
+            // Indexed over slices of one length, written into the spare capacity (through
+            // `extend` the loop was not vectorised); the same expressions, so the same bits
+            // (`σ⁻¹/l` is computed once per row: the same value every time).
             let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
             let (xr, gr, wv) = (&xr[..l], &gr[..l], &wv[..l]);
-            gx.extend((0..l).map(|j| {
+            let scale = is / lf;
+            let out = &mut gx.spare_capacity_mut()[..l];
+            for j in 0..l {
                 let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
                 gw[j] += g * h;
                 gb[j] += g;
-                T::from_f64(is / lf * (lf * (g * wv[j]) - a - h * bb))
-            }));
+                out[j].write(T::from_f64(scale * (lf * (g * wv[j]) - a - h * bb)));
+            }
+            // SAFETY: the `l` elements after the old length were written just above (the
+            // capacity is the whole input's, `rows · l`).
+            unsafe { gx.set_len(gx.len() + l) };
         }
         r0 += n;
     }
