@@ -6,7 +6,8 @@ BENCHMARKS.md.
 Per example and thread count: the whole run's wall and CPU time (user + system of the child,
 from `wait4`), best of `--repeat`; the same program with no training (`START_UP` below: the
 same flags with zero epochs/steps, so it loads the data, builds the model and prints its report)
-timed the same way, and subtracted — the "work" columns compare the training alone, without
+timed the same way, and subtracted — the "work" columns (CPU time, and wall time: at two threads
+the CPU time counts a spinning helper) compare the training alone, without
 Python's and torch's start-up (about 2–3 s) or lockstep's; lockstep in nondeterministic mode
 (`--nondeterministic`) against its default deterministic mode; and the peak resident memory of
 each child (`ru_maxrss` of that process alone).
@@ -61,7 +62,7 @@ def main():
     a = p.parse_args()
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     print("| example | threads | lockstep wall / CPU (s) | PyTorch wall / CPU (s) | speed-up "
-          "wall / CPU | start-up lockstep / PyTorch, CPU (s) | speed-up of the work, CPU | "
+          "wall / CPU | start-up lockstep / PyTorch, CPU (s) | speed-up of the work, CPU / wall | "
           "nondet / det CPU (s) | peak RSS lockstep / PyTorch (MiB) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in a.names:
@@ -76,9 +77,10 @@ def main():
             ours0 = best([exe, "--quiet"] + t + START_UP[name], a.repeat)
             torch0 = best(twin + t + START_UP[name], a.repeat)
             work = (torch[1] - torch0[1]) / max(ours[1] - ours0[1], 1e-9)
+            work_wall = (torch[0] - torch0[0]) / max(ours[0] - ours0[0], 1e-9)
             print(f"| {name} | {threads} | {ours[0]:.2f} / {ours[1]:.2f} | "
                   f"{torch[0]:.2f} / {torch[1]:.2f} | {torch[0] / ours[0]:.2f}× / "
-                  f"{torch[1] / ours[1]:.2f}× | {ours0[1]:.2f} / {torch0[1]:.2f} | {work:.2f}× | "
+                  f"{torch[1] / ours[1]:.2f}× | {ours0[1]:.2f} / {torch0[1]:.2f} | {work:.2f}× / {work_wall:.2f}× | "
                   f"{nondet[1]:.2f} / {ours[1]:.2f} ({ours[1] / nondet[1]:.2f}×) | "
                   f"{ours[2]:.0f} / {torch[2]:.0f} |")
             sys.stdout.flush()
