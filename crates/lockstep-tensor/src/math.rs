@@ -1101,7 +1101,9 @@ pub mod lanes {
     /// for AVX2 by the compiler: its cost model refuses the divisions). The same operations on
     /// the same values, so the same bits: |x|'s high word compared through |x|'s bits as an i64
     /// (non-negative), k kept in f64 (`trunc` of the same `t0`: the value `to_int_unchecked`
-    /// gives), `2^±k` built from k's bits in the low mantissa of `2^52 + 1023 ± k`.
+    /// gives), `2^±k` built from k's bits in the low mantissa of `2^52 + 1023 ± k`. Eight inputs
+    /// all in the common range take a form without the other ranges' selects (see
+    /// [`map4_avx2`]), with the same bits.
     ///
     /// # Safety
     /// The CPU must have AVX2.
@@ -1235,15 +1237,15 @@ pub mod lanes {
                 _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
             }
         }
-        // SAFETY: the CPU has AVX2 (the caller's contract).
         // The common range: 2⁻⁵⁵ ≤ |x| ≤ 6.5, where the argument of expm1 is not tiny (nor the
         // input subnormal), k < 20, and |x| ≤ 20 (no NaN).
-        const COMMON: (u64, u64) = (0x3c80_0000_0000_0000, 0x401a_0000_0000_0000);
+        const COMMON_RANGE: (u64, u64) = (0x3c80_0000_0000_0000, 0x401a_0000_0000_0000);
+        // SAFETY: the CPU has AVX2 (the caller's contract).
         unsafe {
             map4_avx2(
                 src,
                 dst,
-                COMMON,
+                COMMON_RANGE,
                 |v| lanes::<true>(v),
                 |v| lanes::<false>(v),
             )
@@ -1385,9 +1387,9 @@ pub mod lanes {
 
         /// The common range of |x| (inclusive bit patterns): 2⁻²⁸ < |x| ≤ 708, where `exp`
         /// neither overflows nor underflows, x is not NaN and not in the `1 + x` range.
-        pub(super) const COMMON: (u64, u64) = (0x3e30_0001_0000_0000, 0x4086_2000_0000_0000);
+        const COMMON_RANGE: (u64, u64) = (0x3e30_0001_0000_0000, 0x4086_2000_0000_0000);
 
-        /// `exp` of four lanes; with `COMMON`, only for lanes in [`COMMON`] (the same bits
+        /// `exp` of four lanes; with `COMMON`, only for lanes in [`COMMON_RANGE`] (the same bits
         /// there, without the other ranges' selects).
         ///
         /// # Safety
@@ -1499,7 +1501,7 @@ pub mod lanes {
                 super::map4_avx2(
                     src,
                     dst,
-                    COMMON,
+                    COMMON_RANGE,
                     |v| f::<SIGMOID, true>(v),
                     |v| f::<SIGMOID, false>(v),
                 )
