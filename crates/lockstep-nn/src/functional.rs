@@ -7,7 +7,9 @@ use crate::ops::invalid;
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::norm::BatchNorm;
 use lockstep_tensor::ops::pool::Pool2d;
+use lockstep_tensor::threads::Par;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
+use std::sync::Mutex;
 
 mod attention;
 mod causal_attention;
@@ -370,16 +372,19 @@ pub fn layer_norm(
     let xd = x.data().try_contiguous()?;
     let dtype = x.dtype();
     let shape = x.shape().to_vec();
-    let (y, stats) = match dtype {
-        DType::F32 => {
-            let (y, st) = ln_forward(xd.data::<f32>()?, l, w.as_deref(), b.as_deref(), eps);
-            (Tensor::from_vec(y, &shape)?, st)
-        }
-        _ => {
-            let (y, st) = ln_forward(xd.data::<f64>()?, l, w.as_deref(), b.as_deref(), eps);
-            (Tensor::from_vec(y, &shape)?, st)
-        }
-    };
+    let (y, stats) = crate::ops::LAYER_NORM.run(&[&xd], |_, par| {
+        let (wv, bv) = (w.as_deref(), b.as_deref());
+        Ok(match dtype {
+            DType::F32 => {
+                let (y, st) = ln_forward_par(par, xd.data::<f32>()?, l, wv, bv, eps);
+                (Tensor::from_vec(y, &shape)?, st)
+            }
+            _ => {
+                let (y, st) = ln_forward_par(par, xd.data::<f64>()?, l, wv, bv, eps);
+                (Tensor::from_vec(y, &shape)?, st)
+            }
+        })
+    })?;
     let ns = normalized_shape.to_vec();
     let mut inputs = vec![x];
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
@@ -387,28 +392,30 @@ pub fn layer_norm(
     inputs.extend(bias);
     Ok(Var::from_op(OP, y, &inputs, move |g| {
         let gc = g.try_contiguous()?;
-        let (gx, gw, gb) = match (dtype, gc.dtype()) {
-            (DType::F32, DType::F32) => {
-                let (gx, gw, gb) = ln_backward(
-                    xd.data::<f32>()?,
-                    gc.data::<f32>()?,
-                    l,
-                    &stats,
-                    w.as_deref(),
-                );
-                (Tensor::from_vec(gx, &shape)?, gw, gb)
-            }
-            (DType::F32, _) => {
-                let gs = f64s(&gc);
-                let (gx, gw, gb) = ln_backward(xd.data::<f32>()?, &gs, l, &stats, w.as_deref());
-                (Tensor::from_vec(gx, &shape)?, gw, gb)
-            }
-            _ => {
-                let gs = f64s(&gc);
-                let (gx, gw, gb) = ln_backward(xd.data::<f64>()?, &gs, l, &stats, w.as_deref());
-                (Tensor::from_vec(gx, &shape)?, gw, gb)
-            }
-        };
+        let need_wb = has_w || has_b;
+        let (gx, (gw, gb)) = crate::ops::LAYER_NORM_BACKWARD.run(&[&gc, &xd], |_, par| {
+            let wv = w.as_deref();
+            let (gx, gw, gb) = match (dtype, gc.dtype()) {
+                (DType::F32, DType::F32) => {
+                    let (xs, gs) = (xd.data::<f32>()?, gc.data::<f32>()?);
+                    let (gx, gw, gb) = ln_backward_par(par, xs, gs, l, &stats, wv, need_wb);
+                    (Tensor::from_vec(gx, &shape)?, gw, gb)
+                }
+                (DType::F32, _) => {
+                    let gs = f64s(&gc);
+                    let xs = xd.data::<f32>()?;
+                    let (gx, gw, gb) = ln_backward_par(par, xs, &gs, l, &stats, wv, need_wb);
+                    (Tensor::from_vec(gx, &shape)?, gw, gb)
+                }
+                _ => {
+                    let gs = f64s(&gc);
+                    let xs = xd.data::<f64>()?;
+                    let (gx, gw, gb) = ln_backward_par(par, xs, &gs, l, &stats, wv, need_wb);
+                    (Tensor::from_vec(gx, &shape)?, gw, gb)
+                }
+            };
+            Ok((gx, (gw, gb)))
+        })?;
         let mut out = vec![Some(gx)];
         if has_w {
             out.push(Some(from_f64s(gw, &ns, dtype)?));
@@ -436,6 +443,139 @@ fn ln_row_sums<const N: usize>(l: usize, r0: usize, f: impl Fn(usize, usize) -> 
         }
     }
     s
+}
+
+/// LayerNorm inputs of at least this many elements split their rows among threads (a function
+/// of the size only: rows are independent, so the bits never depend on it).
+const LN_PAR_MIN: usize = 1 << 14;
+
+/// How many row ranges `rows` rows of `l` elements are cut into on `par`.
+fn ln_parts(par: &Par, rows: usize, l: usize) -> usize {
+    if l == 0 || rows < 2 || rows * l < LN_PAR_MIN {
+        1
+    } else {
+        par.threads().min(rows)
+    }
+}
+
+/// Each of `parts` ranges of `rows` rows through `f` on `par`, the results in range order.
+fn ln_by_ranges<R: Send>(
+    par: &Par,
+    rows: usize,
+    parts: usize,
+    f: impl Fn(core::ops::Range<usize>) -> R + Sync,
+) -> Vec<R> {
+    let slots: Vec<Mutex<Option<R>>> = (0..parts).map(|_| Mutex::new(None)).collect();
+    par.run_parts(parts, |p| {
+        let r = f(p * rows / parts..(p + 1) * rows / parts);
+        *slots[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("run_parts runs every part")
+        })
+        .collect()
+}
+
+/// [`ln_forward`] with its rows split among `par`'s threads: the same bits.
+fn ln_forward_par<T: Element>(
+    par: &Par,
+    xs: &[T],
+    l: usize,
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+    eps: f64,
+) -> (Vec<T>, Vec<(f64, f64)>) {
+    let rows = xs.len() / l.max(1);
+    let parts = ln_parts(par, rows, l);
+    if parts == 1 {
+        return ln_forward(xs, l, w, b, eps);
+    }
+    let pieces = ln_by_ranges(par, rows, parts, |r| {
+        ln_forward(&xs[r.start * l..r.end * l], l, w, b, eps)
+    });
+    let mut y = Vec::with_capacity(xs.len());
+    let mut stats = Vec::with_capacity(rows);
+    for (py, ps) in pieces {
+        y.extend_from_slice(&py);
+        stats.extend_from_slice(&ps);
+    }
+    (y, stats)
+}
+
+/// [`ln_backward`] on `par`: one thread runs it whole; more split the rows' `∂x` among them and
+/// give the weight and bias gradients (`need_wb`) a task of their own, which adds every row in
+/// row order with the same expressions ([`ln_weight_grads`]): the same bits.
+fn ln_backward_par<T: Element, G: Element>(
+    par: &Par,
+    xs: &[T],
+    gs: &[G],
+    l: usize,
+    stats: &[(f64, f64)],
+    w: Option<&[f64]>,
+    need_wb: bool,
+) -> (Vec<T>, Vec<f64>, Vec<f64>) {
+    let rows = stats.len();
+    let parts = ln_parts(par, rows, l);
+    if parts == 1 {
+        return ln_backward::<T, G, true>(xs, gs, l, stats, w);
+    }
+    // Task 0: the weight and bias gradients; tasks 1..=parts: the rows' ranges.
+    enum Piece<T> {
+        Wb(Vec<f64>, Vec<f64>),
+        Gx(Vec<T>),
+    }
+    let ranges = parts + 1;
+    let pieces = ln_by_ranges(par, ranges, ranges, |t| {
+        if t.start == 0 {
+            if !need_wb {
+                return Piece::Wb(Vec::new(), Vec::new());
+            }
+            let (gw, gb) = ln_weight_grads(xs, gs, l, stats);
+            return Piece::Wb(gw, gb);
+        }
+        let q = t.start - 1;
+        let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
+        let span = r0 * l..r1 * l;
+        let (gx, _, _) =
+            ln_backward::<T, G, false>(&xs[span.clone()], &gs[span], l, &stats[r0..r1], w);
+        Piece::Gx(gx)
+    });
+    let (mut gx, mut gw, mut gb) = (Vec::with_capacity(xs.len()), Vec::new(), Vec::new());
+    for p in pieces {
+        match p {
+            Piece::Wb(w, b) => (gw, gb) = (w, b),
+            Piece::Gx(v) => gx.extend_from_slice(&v),
+        }
+    }
+    if !need_wb {
+        (gw, gb) = (vec![0.0; l], vec![0.0; l]);
+    }
+    (gx, gw, gb)
+}
+
+/// LayerNorm's `∂w = Σ g·x̂` and `∂b = Σ g` over rows in row order, each element's terms as
+/// [`ln_backward`] forms them (`x̂ = (x − μ)·σ⁻¹` recomputed): the same bits.
+fn ln_weight_grads<T: Element, G: Element>(
+    xs: &[T],
+    gs: &[G],
+    l: usize,
+    stats: &[(f64, f64)],
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut gw, mut gb) = (vec![0.0; l], vec![0.0; l]);
+    for (r, &(mu, is)) in stats.iter().enumerate() {
+        let (xr, gr) = (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
+        let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
+        for j in 0..l {
+            let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
+            gw[j] += g * h;
+            gb[j] += g;
+        }
+    }
+    (gw, gb)
 }
 
 /// LayerNorm's forward over rows of `l` elements: `y = (x − μ)·σ⁻¹·w + b` per element (`w`
@@ -494,8 +634,8 @@ fn ln_forward<T: Element>(
 /// LayerNorm's backward from the saved input and row statistics (the normalised row
 /// `x̂ = (x − μ)·σ⁻¹` recomputed, the same bits as when it was kept): per row `a = Σ g·w`,
 /// `b = Σ g·w·x̂` in column order, `∂x = σ⁻¹/l · (l·g·w − a − x̂·b)`; `∂w = Σ g·x̂` and
-/// `∂b = Σ g` over rows in row order.
-fn ln_backward<T: Element, G: Element>(
+/// `∂b = Σ g` over rows in row order (those two only with `WB`; zeros without).
+fn ln_backward<T: Element, G: Element, const WB: bool>(
     xs: &[T],
     gs: &[G],
     l: usize,
@@ -554,8 +694,10 @@ fn ln_backward<T: Element, G: Element>(
             let out = &mut gx.spare_capacity_mut()[..l];
             for j in 0..l {
                 let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
-                gw[j] += g * h;
-                gb[j] += g;
+                if WB {
+                    gw[j] += g * h;
+                    gb[j] += g;
+                }
                 out[j].write(T::from_f64(scale * (lf * (g * wv[j]) - a - h * bb)));
             }
             // SAFETY: the `l` elements after the old length were written just above (the

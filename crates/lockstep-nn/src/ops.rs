@@ -20,6 +20,8 @@ pub fn builtin_ops() -> Vec<OpInfo> {
         CLIP_GRADS_WITH_NORM.info(),
         CLIP_GRAD_VALUE.info(),
         SGD.info(),
+        LAYER_NORM.info(),
+        LAYER_NORM_BACKWARD.info(),
     ]
 }
 
@@ -56,6 +58,16 @@ single_op!(
     /// `SGD.step`'s update of one parameter (PyTorch's single-tensor formulas, element by
     /// element); traced once per parameter with its new value.
     SGD = "sgd", "sgd.elementwise"
+);
+single_op!(
+    /// `F.layer_norm`'s forward: rows split among threads (each row's sums are chains of its
+    /// own, so the bits never depend on the split).
+    LAYER_NORM = "layer_norm", "layer_norm.rows"
+);
+single_op!(
+    /// `F.layer_norm`'s backward: the rows' input gradients split among threads, and the weight
+    /// and bias gradients one task adding every row in row order (the one-thread order).
+    LAYER_NORM_BACKWARD = "layer_norm_backward", "layer_norm_backward.rows"
 );
 /// Sums `g` down to `shape` (the reverse of broadcasting): leading dimensions are summed away,
 /// and dimensions where `shape` has 1 are summed with `keepdim`. Deterministic (`sum_dim`).

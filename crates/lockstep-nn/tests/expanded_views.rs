@@ -65,6 +65,16 @@ fn batch_norm(p: Prep) -> Result<Vec<Tensor>> {
     Ok(vec![y.data(), x.grad().unwrap(), rm.data()])
 }
 
+/// LayerNorm of `x` (`[3, 4]`) over its last dimension with weight and bias, forward and
+/// backward: the output, `x`'s gradient and the weight's.
+fn layer_norm(p: Prep) -> Result<Vec<Tensor>> {
+    let x = Var::new(p(f(&[3, 4])), true);
+    let (w, b) = (Var::new(f(&[4]), true), Var::new(f(&[4]), true));
+    let y = lockstep_nn::functional::layer_norm(&x, &[4], Some(&w), Some(&b), 1e-5)?;
+    y.mul_scalar(1.5)?.sum()?.backward()?;
+    Ok(vec![y.data(), x.grad().unwrap(), w.grad().unwrap()])
+}
+
 fn cases() -> Vec<(&'static str, Run)> {
     vec![
         ("get_total_norm", |p| {
@@ -92,6 +102,8 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("lstm_input_backward", |p| recurrent("lstm", p)),
         ("batch_norm", batch_norm),
         ("batch_norm_backward", batch_norm),
+        ("layer_norm", layer_norm),
+        ("layer_norm_backward", layer_norm),
         ("sgd", |p| {
             let w = Var::new(f(&[3, 4]), true);
             w.set_grad(Some(p(f(&[3, 4]))))?;
