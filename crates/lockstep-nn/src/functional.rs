@@ -458,16 +458,16 @@ fn ln_parts(par: &Par, rows: usize, l: usize) -> usize {
     }
 }
 
-/// Each of `parts` ranges of `rows` rows through `f` on `par`, the results in range order.
-fn ln_by_ranges<R: Send>(
-    par: &Par,
-    rows: usize,
-    parts: usize,
-    f: impl Fn(core::ops::Range<usize>) -> R + Sync,
-) -> Vec<R> {
+/// Range `q` of `rows` rows cut into `parts` (the cut depends on the sizes only).
+fn ln_span(q: usize, rows: usize, parts: usize) -> core::ops::Range<usize> {
+    q * rows / parts..(q + 1) * rows / parts
+}
+
+/// `f(p)` for every `p < parts` on `par`'s threads, the results in order of `p`.
+fn ln_run_parts<R: Send>(par: &Par, parts: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     let slots: Vec<Mutex<Option<R>>> = (0..parts).map(|_| Mutex::new(None)).collect();
     par.run_parts(parts, |p| {
-        let r = f(p * rows / parts..(p + 1) * rows / parts);
+        let r = f(p);
         *slots[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
     });
     slots
@@ -494,7 +494,8 @@ fn ln_forward_par<T: Element>(
     if parts == 1 {
         return ln_forward(xs, l, w, b, eps);
     }
-    let pieces = ln_by_ranges(par, rows, parts, |r| {
+    let pieces = ln_run_parts(par, parts, |q| {
+        let r = ln_span(q, rows, parts);
         ln_forward(&xs[r.start * l..r.end * l], l, w, b, eps)
     });
     let mut y = Vec::with_capacity(xs.len());
@@ -507,8 +508,8 @@ fn ln_forward_par<T: Element>(
 }
 
 /// [`ln_backward`] on `par`: one thread runs it whole; more split the rows' `∂x` among them and
-/// give the weight and bias gradients (`need_wb`) a task of their own, which adds every row in
-/// row order with the same expressions ([`ln_weight_grads`]): the same bits.
+/// give the weight and bias gradients (`need_wb`; zeros without) a task of their own, which adds
+/// every row in row order with the same expressions ([`ln_weight_grads`]): the same bits.
 fn ln_backward_par<T: Element, G: Element>(
     par: &Par,
     xs: &[T],
@@ -523,36 +524,30 @@ fn ln_backward_par<T: Element, G: Element>(
     if parts == 1 {
         return ln_backward::<T, G, true>(xs, gs, l, stats, w);
     }
-    // Task 0: the weight and bias gradients; tasks 1..=parts: the rows' ranges.
     enum Piece<T> {
-        Wb(Vec<f64>, Vec<f64>),
-        Gx(Vec<T>),
+        Grads(Vec<f64>, Vec<f64>),
+        Rows(Vec<T>),
     }
-    let ranges = parts + 1;
-    let pieces = ln_by_ranges(par, ranges, ranges, |t| {
-        if t.start == 0 {
-            if !need_wb {
-                return Piece::Wb(Vec::new(), Vec::new());
-            }
+    // Task 0: the weight and bias gradients; task q + 1: the rows' range q.
+    let pieces = ln_run_parts(par, parts + 1, |p| match p {
+        0 if need_wb => {
             let (gw, gb) = ln_weight_grads(xs, gs, l, stats);
-            return Piece::Wb(gw, gb);
+            Piece::Grads(gw, gb)
         }
-        let q = t.start - 1;
-        let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
-        let span = r0 * l..r1 * l;
-        let (gx, _, _) =
-            ln_backward::<T, G, false>(&xs[span.clone()], &gs[span], l, &stats[r0..r1], w);
-        Piece::Gx(gx)
+        0 => Piece::Grads(vec![0.0; l], vec![0.0; l]),
+        _ => {
+            let r = ln_span(p - 1, rows, parts);
+            let span = r.start * l..r.end * l;
+            let (xr, gr) = (&xs[span.clone()], &gs[span]);
+            Piece::Rows(ln_backward::<T, G, false>(xr, gr, l, &stats[r], w).0)
+        }
     });
     let (mut gx, mut gw, mut gb) = (Vec::with_capacity(xs.len()), Vec::new(), Vec::new());
     for p in pieces {
         match p {
-            Piece::Wb(w, b) => (gw, gb) = (w, b),
-            Piece::Gx(v) => gx.extend_from_slice(&v),
+            Piece::Grads(w, b) => (gw, gb) = (w, b),
+            Piece::Rows(v) => gx.extend_from_slice(&v),
         }
-    }
-    if !need_wb {
-        (gw, gb) = (vec![0.0; l], vec![0.0; l]);
     }
     (gx, gw, gb)
 }

@@ -265,7 +265,7 @@ pub(super) fn backward(
                 (p1 * lstm_kernel::DW_ROWS).min(g),
             );
             // SAFETY: the ranges are disjoint; `dw` has room for g·k elements.
-            unsafe { lstm_kernel::product_t_rows(simd, gs, g, xs, k, o, i0, i1) }
+            unsafe { lstm_kernel::product_t_rows(simd, gs, g, xs, k, o, i0, i1, None) }
         });
         // SAFETY: the ranges cover every row, each written whole.
         unsafe { dw.set_len(g * k) };

@@ -1032,18 +1032,19 @@ pub(crate) unsafe fn weight_grad_rows(
     db: Option<Out>,
 ) {
     assert!(direct(simd, h));
-    let k = hp.len() / h.max(1);
-    assert!(dg.len() == k * 4 * h && hp.len() == k * h && i0 <= i1 && i1 <= 4 * h);
-    // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` and `db` as documented.
-    unsafe { dw_simd(simd, dg, 4 * h, hp, h, k, dw, i0, i1, db) }
+    // SAFETY: as documented (`dw` is `[4H, H]`, `db` `[4H]`).
+    unsafe { product_t_rows(simd, dg, 4 * h, hp, h, dw, i0, i1, db) }
 }
 
 /// Rows `i0..i1` of `dgᵀ · xs` (`[g, n]`) into `dw`: element `(i, j)` is the chain over `p < K`
 /// of `dg[p·g + i] · xs[p·n + j]` from `+0.0` — the blocked GEMM's bits for that product, with
 /// no packing. `dg` is `[K, g]`, `xs` `[K, n]`, `n` a multiple of `4·U` (see [`Simd::lanes`]).
+/// With `db`, also adds each column `i` of `dg` (`i0 ≤ i < i1`), row by row in order, to
+/// `db[i]` (see [`weight_grad_rows`]).
 ///
 /// # Safety
-/// `dw` holds `g·n` elements and no other task writes rows `i0..i1`.
+/// `dw` holds `g·n` elements, `db` (if any) `g`, and no other task writes rows `i0..i1` of `dw`
+/// or elements `i0..i1` of `db`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn product_t_rows(
     simd: Simd,
@@ -1054,6 +1055,7 @@ pub(crate) unsafe fn product_t_rows(
     dw: Out,
     i0: usize,
     i1: usize,
+    db: Option<Out>,
 ) {
     let k = xs.len() / n.max(1);
     assert!(
@@ -1063,8 +1065,8 @@ pub(crate) unsafe fn product_t_rows(
             && i0 <= i1
             && i1 <= g
     );
-    // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` as documented.
-    unsafe { dw_simd(simd, dg, g, xs, n, k, dw, i0, i1, None) }
+    // SAFETY: `Simd::detect` found the features; sizes asserted, `dw` and `db` as documented.
+    unsafe { dw_simd(simd, dg, g, xs, n, k, dw, i0, i1, db) }
 }
 
 /// See [`product_t_rows`] (`g4` is its `g`, `h` its `n`).
