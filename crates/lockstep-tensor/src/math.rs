@@ -186,12 +186,7 @@ pub mod lanes {
     /// [`super::expf`] without branches: the same bits for every input.
     #[inline(always)]
     pub fn expf(x: f32) -> f32 {
-        // The `libm` crate's constants, as written there.
-        const LN2_HI: f32 = 6.9314575195e-01; // 0x3f317200: k·LN2_HI is exact
-        const LN2_LO: f32 = 1.4286067653e-06; // 0x35bfbe8e
-        const INV_LN2: f32 = 1.4426950216e+00; // 0x3fb8aa3b
-        const P1: f32 = 1.6666625440e-1;
-        const P2: f32 = -2.7667332906e-3;
+        use expf_c::*;
         let hx = x.to_bits();
         let neg = hx >> 31 != 0;
         let ax = hx & 0x7fff_ffff;
@@ -310,6 +305,76 @@ pub mod lanes {
         let scale = f64::from_bits((kf + MAGIC).to_bits() << 52);
         let v = y * scale;
         if hx <= 0x3e30_0000 { 1.0 + x } else { v }
+    }
+
+    /// [`expf`] near 0, as [`exp_near0`] is to [`exp`]: for |x| < 1.5 ln 2 (`ax` not above
+    /// `0x3f85_1592`: `k` is −1, 0 or 1), and with `MID` for |x| < 2 (`k` from −3 to 3); the
+    /// bits of the full form there, anything elsewhere. The same operations as [`expf`] on that
+    /// range without the pieces of other ranges: `k` as a float (`t.trunc()` is `t as i32` for
+    /// |t| < 4), and `y · 2^k` as one product, exact as `expf`'s two are there. GELU's f32
+    /// derivative in its small and mid ranges (its argument `−x²/2` is below 0.72 and 1.57 in
+    /// magnitude there).
+    #[inline(always)]
+    fn expf_near0<const MID: bool>(x: f32) -> f32 {
+        use expf_c::*;
+        let neg = x.to_bits() >> 31 != 0;
+        let ax = x.to_bits() & 0x7fff_ffff;
+        let kf: f32 = if MID && ax > 0x3f85_1592 {
+            (INV_LN2 * x + if neg { -0.5 } else { 0.5 }).trunc()
+        } else if ax > 0x3eb1_7218 {
+            if neg { -1.0 } else { 1.0 }
+        } else {
+            0.0
+        };
+        let hi = x - kf * LN2_HI;
+        let lo = kf * LN2_LO;
+        let r = hi - lo;
+        let xx = r * r;
+        let c = r - xx * (P1 + xx * P2);
+        let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
+        let scale = f32::from_bits((kf + MAGIC).to_bits() << 23);
+        let v = y * scale;
+        if ax <= 0x3900_0000 { 1.0 + x } else { v }
+    }
+
+    #[cfg(test)]
+    mod near0_tests {
+        /// [`super::expf_near0`] gives [`super::expf`]'s bits on its ranges: a stride through
+        /// every f32 of magnitude below 1.5 ln 2 (both signs), and below 2 with `MID`.
+        #[test]
+        fn expf_near0_is_expf_on_its_ranges() {
+            let check = |top: f32, mid: bool| {
+                let mut n = 0;
+                for sign in [0u32, 0x8000_0000] {
+                    for b in (0..top.to_bits()).step_by(331).chain([top.to_bits() - 1]) {
+                        let x = f32::from_bits(b | sign);
+                        let got = if mid {
+                            super::expf_near0::<true>(x)
+                        } else {
+                            super::expf_near0::<false>(x)
+                        };
+                        assert_eq!(got.to_bits(), super::expf(x).to_bits(), "{x:e} mid {mid}");
+                        n += 1;
+                    }
+                }
+                assert!(n > 6_000_000);
+            };
+            check(f32::from_bits(0x3f85_1593), false);
+            check(2.0, true);
+        }
+    }
+
+    /// The `libm` crate's constants of `expf`, as written there, shared by [`expf`] and
+    /// [`expf_near0`] (one set of values, so one set of bits).
+    mod expf_c {
+        pub const LN2_HI: f32 = 6.9314575195e-01; // 0x3f317200: k·LN2_HI is exact
+        pub const LN2_LO: f32 = 1.4286067653e-06; // 0x35bfbe8e
+        pub const INV_LN2: f32 = 1.4426950216e+00; // 0x3fb8aa3b
+        pub const P1: f32 = 1.6666625440e-1;
+        pub const P2: f32 = -2.7667332906e-3;
+        /// 2^23 + 127: `k + MAGIC` holds the biased exponent `k + 127` in its low mantissa
+        /// bits (for small integers `k`).
+        pub const MAGIC: f32 = 8_388_608.0 + 127.0;
     }
 
     /// The `libm` crate's constants of `exp` (f64), as written there, shared by the scalar
@@ -629,21 +694,22 @@ pub mod lanes {
     gelu_grad_fns!(gelu_grad64_small, erf_upto_small, exp_near0::<false>);
     gelu_grad_fns!(gelu_grad64_mid, erf_upto_mid, exp_near0::<true>);
 
-    /// [`super::gelu_gradf`] with the erff form `$erf` (the bits of the scalar function
-    /// wherever that form has them).
+    /// [`super::gelu_gradf`] with the erff form `$erf` and the expf form `$exp` (the bits of
+    /// the scalar function wherever those forms have them).
     macro_rules! gelu_grad32_fns {
-        ($g32:ident, $erf:ident) => {
+        ($g32:ident, $erf:ident, $exp:path) => {
             #[inline(always)]
             fn $g32(x: f32) -> f32 {
                 let cdf = 0.5 * (1.0 + $erf(x * core::f32::consts::FRAC_1_SQRT_2));
-                let pdf = super::GELU_BETA_F32 * expf(x * x * -0.5);
+                let pdf = super::GELU_BETA_F32 * $exp(x * x * -0.5);
                 cdf + x * pdf
             }
         };
     }
-    gelu_grad32_fns!(gelu_grad32, erff);
-    gelu_grad32_fns!(gelu_grad32_small, erff_upto_small);
-    gelu_grad32_fns!(gelu_grad32_mid, erff_upto_mid);
+    gelu_grad32_fns!(gelu_grad32, erff, expf);
+    // As for f64: small range, x²/2 < 0.712 (below 1.5 ln 2); mid, x²/2 < 1.563 (below 2).
+    gelu_grad32_fns!(gelu_grad32_small, erff_upto_small, expf_near0::<false>);
+    gelu_grad32_fns!(gelu_grad32_mid, erff_upto_mid, expf_near0::<true>);
 
     /// The erf argument's high word for GELU of an f32 (computed in f32) ...
     #[inline(always)]
