@@ -880,26 +880,29 @@ fn pack_all<T: GemmFloat>(
     pack: impl Fn(usize, usize, usize, &mut [T]) + Sync,
 ) -> Aligned<T> {
     let mut buf = Aligned::<T>::new(len_k * panels * width);
-    let mut jobs: Vec<(usize, usize, usize, &mut [T])> = Vec::new();
-    let mut rest = buf.as_mut_slice();
-    let mut p0 = 0;
-    while p0 < len_k {
-        let kc = kcb.min(len_k - p0);
-        for ip in 0..panels {
-            let (d, r) = rest.split_at_mut(kc * width);
-            rest = r;
-            jobs.push((ip, p0, kc, d));
-        }
-        p0 += kc;
-    }
+    // One job per panel of each KC block, each `kc · width` elements of `buf`, in order.
+    let blocks = len_k.div_ceil(kcb);
+    let jobs = blocks * panels;
+    let base = SyncPtr(buf.as_mut_slice().as_mut_ptr());
+    let job = |x: usize| {
+        let (pc, ip) = (x / panels, x % panels);
+        let (p0, kc) = (pc * kcb, kcb.min(len_k - pc * kcb));
+        // SAFETY: job x's range, `pc·kcb·width·panels + ip·kc·width` plus `kc·width`, lies
+        // inside `buf` (`len_k·panels·width` elements) and no other job's range overlaps it.
+        let d = unsafe {
+            core::slice::from_raw_parts_mut(
+                base.get().add((p0 * panels + ip * kc) * width),
+                kc * width,
+            )
+        };
+        pack(ip * width, p0, kc, d);
+    };
     match par {
-        Some(par) if par.threads() > 1 && jobs.len() > 1 => par.install(|| {
-            jobs.into_par_iter()
-                .for_each(|(ip, p0, kc, d)| pack(ip * width, p0, kc, d))
-        }),
-        _ => jobs
-            .into_iter()
-            .for_each(|(ip, p0, kc, d)| pack(ip * width, p0, kc, d)),
+        // On the team (the caller and its standing helpers), not in the rayon pool: a helper
+        // still spinning from the last region would compete with the pool's threads for the
+        // cores.
+        Some(par) if par.threads() > 1 && jobs > 1 => par.run_parts(jobs, job),
+        _ => (0..jobs).for_each(job),
     }
     buf
 }
@@ -1343,9 +1346,9 @@ fn blocked_with<T: GemmFloat>(
     };
     let tiles = tiles_m * tiles_n;
     match par {
-        Some(par) if threads > 1 && tiles > 1 => {
-            par.install(|| (0..tiles).into_par_iter().with_max_len(1).for_each(tile))
-        }
+        // On the team, as `pack_all`'s jobs: tiles claimed one at a time by the caller and the
+        // helpers.
+        Some(par) if threads > 1 && tiles > 1 => par.run_parts(tiles, tile),
         _ => (0..tiles).for_each(tile),
     }
 }
