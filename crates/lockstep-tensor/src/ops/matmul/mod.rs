@@ -66,7 +66,6 @@ use crate::{Tensor, invalid};
 use gemm::Problem;
 pub use gemm::{PackedB, Strides, gemm, gemm_packed_b, gemm_with, is_skinny, splitk_parts};
 pub use kernel::{Isa, Kernel};
-use rayon::prelude::*;
 
 /// A float type the GEMM supports (`f32`, `f64`), with its blocking constants.
 pub trait GemmFloat: Float {
@@ -301,13 +300,24 @@ fn run<T: GemmFloat>(
         && m * n * k <= SMALL_BATCH_ITEM
         && items * m * n * k > gemm::PAR_MIN_WORK
     {
-        // Many small products: one per task (the bits do not depend on who computes what).
-        par.install(|| {
-            out.spare_capacity_mut()[..len]
-                .par_chunks_mut(mn)
-                .zip(offs_a.par_iter().zip(&offs_b))
-                .try_for_each(|(c, (&oa, &ob))| one(oa, ob, c, None))
-        })?;
+        // Many small products: one per part, claimed one at a time by the team (the caller
+        // and its helpers; the bits do not depend on who computes what).
+        let base = SyncPtr(out.spare_capacity_mut()[..len].as_mut_ptr());
+        let failed = std::sync::Mutex::new(None);
+        par.run_parts(items, |x| {
+            // SAFETY: product x's block, `x·mn..(x + 1)·mn` of the spare capacity (`len =
+            // items·mn` elements), is written by this part alone.
+            let c = unsafe { core::slice::from_raw_parts_mut(base.get().add(x * mn), mn) };
+            if let Err(e) = one(offs_a[x], offs_b[x], c, None) {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+            }
+        });
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
     } else {
         let spare = &mut out.spare_capacity_mut()[..len];
         for ((c, &oa), &ob) in spare.chunks_mut(mn).zip(&offs_a).zip(&offs_b) {
