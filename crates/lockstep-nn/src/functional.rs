@@ -565,12 +565,19 @@ fn ln_weight_grads<T: Element, G: Element>(
         let (xr, gr) = (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
         let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
         for j in 0..l {
-            let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
+            let (g, h) = ln_terms(xr[j], gr[j], mu, is);
             gw[j] += g * h;
             gb[j] += g;
         }
     }
     (gw, gb)
+}
+
+/// One element's `(g, x̂)` for LayerNorm's backward, `x̂ = (x − μ)·σ⁻¹`: the one expression
+/// [`ln_backward`] and [`ln_weight_grads`] both use, so that their sums have the same bits.
+#[inline(always)]
+fn ln_terms<T: Element, G: Element>(x: T, g: G, mu: f64, is: f64) -> (f64, f64) {
+    (g.to_f64(), (x.to_f64() - mu) * is)
 }
 
 /// LayerNorm's forward over rows of `l` elements: `y = (x − μ)·σ⁻¹·w + b` per element (`w`
@@ -688,7 +695,7 @@ fn ln_backward<T: Element, G: Element, const WB: bool>(
             let scale = is / lf;
             let out = &mut gx.spare_capacity_mut()[..l];
             for j in 0..l {
-                let (g, h) = (gr[j].to_f64(), (xr[j].to_f64() - mu) * is);
+                let (g, h) = ln_terms(xr[j], gr[j], mu, is);
                 if WB {
                     gw[j] += g * h;
                     gb[j] += g;

@@ -235,6 +235,47 @@ fn deterministic_candidates_are_thread_invariant() {
 }
 
 /// Reference for the tensor API: per-matrix fma chains over contiguous copies.
+/// The products that run on the team of threads give the fma chain's bits at 1, 2, 3 and 8
+/// threads: a blocked product whose A and B are packed up front in parallel jobs (several row
+/// tiles, two K blocks of which the last is short), and a batch of small products computed
+/// one per part.
+#[test]
+fn team_products_give_the_chain_bits_at_every_thread_count() {
+    let (m, n, k) = (500, 100, 300);
+    let (a, b) = (data::<f32>(m * k, 11), data::<f32>(k * n, 12));
+    let want = fma_chain(m, n, k, &a, &b);
+    let (ta, tb) = (
+        Tensor::from_vec(a, &[m, k]).unwrap(),
+        Tensor::from_vec(b, &[k, n]).unwrap(),
+    );
+    let (items, s) = (40, 64);
+    let (ba, bb) = (
+        data::<f32>(items * s * s, 13),
+        data::<f32>(items * s * s, 14),
+    );
+    let bwant: Vec<f32> = (0..items)
+        .flat_map(|i| {
+            let r = i * s * s..(i + 1) * s * s;
+            fma_chain(s, s, s, &ba[r.clone()], &bb[r])
+        })
+        .collect();
+    let (tba, tbb) = (
+        Tensor::from_vec(ba, &[items, s, s]).unwrap(),
+        Tensor::from_vec(bb, &[items, s, s]).unwrap(),
+    );
+    for t in [1, 2, 3, 8] {
+        let (got, bgot) = scope(true, false, || {
+            with_num_threads(t, || (ta.matmul(&tb).unwrap(), tba.matmul(&tbb).unwrap()))
+        });
+        assert_eq!(
+            got.to_vec::<f32>().unwrap(),
+            want,
+            "{m}x{n}x{k} at {t} threads"
+        );
+        assert_eq!(bgot.to_vec::<f32>().unwrap(), bwant, "batch at {t} threads");
+    }
+}
+
 fn mm_ref(a: &Tensor, b: &Tensor) -> Vec<f64> {
     let (m, k) = (a.shape()[0], a.shape()[1]);
     let n = b.shape()[1];
