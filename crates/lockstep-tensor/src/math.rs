@@ -182,6 +182,39 @@ pub fn sigmoidf(x: f32) -> f32 {
 /// all 2³² f32 inputs, `#[ignore]`d for their run time).
 pub mod lanes {
     use crate::isa::Isa;
+    use core::mem::MaybeUninit;
+
+    /// The output of a slice kernel, which writes each element without reading it: an
+    /// initialised `[T]` or unfilled `[MaybeUninit<T>]` (a new tensor's spare capacity, so
+    /// that no zero-fill or copy through a buffer comes first). Sealed.
+    pub trait OutSlice<T>: sealed::Sealed {
+        /// The elements as cells the kernel writes.
+        ///
+        /// # Safety
+        /// Only initialised values may be written through the result (a `[T]` must stay
+        /// initialised).
+        #[doc(hidden)]
+        unsafe fn cells(&mut self) -> &mut [MaybeUninit<T>];
+    }
+
+    impl<T> OutSlice<T> for [T] {
+        unsafe fn cells(&mut self) -> &mut [MaybeUninit<T>] {
+            // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller writes only initialised
+            // values, so the slice stays initialised.
+            unsafe { &mut *(self as *mut [T] as *mut [MaybeUninit<T>]) }
+        }
+    }
+
+    impl<T> OutSlice<T> for [MaybeUninit<T>] {
+        unsafe fn cells(&mut self) -> &mut [MaybeUninit<T>] {
+            self
+        }
+    }
+
+    mod sealed {
+        pub trait Sealed {}
+        impl<T> Sealed for [T] {}
+    }
 
     /// [`super::expf`] without branches: the same bits for every input.
     #[inline(always)]
@@ -731,9 +764,11 @@ pub mod lanes {
         ($(#[$doc:meta])* $name:ident, $t:ty, $hi:ident, $small_hi:expr, $mid_hi:expr,
          $full:ident, $small:ident, $mid:ident) => {
             $(#[$doc])*
-            pub fn $name(isa: Isa, src: &[$t], dst: &mut [$t]) {
+            pub fn $name<D: OutSlice<$t> + ?Sized>(isa: Isa, src: &[$t], dst: &mut D) {
+                // SAFETY: every element written below is a value.
+                let dst = unsafe { dst.cells() };
                 #[inline(always)]
-                fn body(src: &[$t], dst: &mut [$t]) {
+                fn body(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                     const N: usize = 16;
                     let n = src.len().min(dst.len());
                     let (src, dst) = (&src[..n], &mut dst[..n]);
@@ -741,7 +776,7 @@ pub mod lanes {
                     let mut dc = dst.chunks_exact_mut(N);
                     for (s, d) in (&mut sc).zip(&mut dc) {
                         let s: &[$t; N] = s.try_into().expect("a block of N");
-                        let d: &mut [$t; N] = d.try_into().expect("a block of N");
+                        let d: &mut [MaybeUninit<$t>; N] = d.try_into().expect("a block of N");
                         let mut m = 0u32;
                         for &x in s {
                             m = m.max($hi(x));
@@ -749,30 +784,30 @@ pub mod lanes {
                         // NaN arguments have the largest high words: the full form.
                         if m < $small_hi {
                             for i in 0..N {
-                                d[i] = $small(s[i]);
+                                d[i] = MaybeUninit::new($small(s[i]));
                             }
                         } else if m < $mid_hi {
                             for i in 0..N {
-                                d[i] = $mid(s[i]);
+                                d[i] = MaybeUninit::new($mid(s[i]));
                             }
                         } else {
                             for i in 0..N {
-                                d[i] = $full(s[i]);
+                                d[i] = MaybeUninit::new($full(s[i]));
                             }
                         }
                     }
                     for (d, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
-                        *d = $full(x);
+                        *d = MaybeUninit::new($full(x));
                     }
                 }
                 #[cfg(target_arch = "x86_64")]
                 {
                     #[target_feature(enable = "avx512f")]
-                    fn avx512(src: &[$t], dst: &mut [$t]) {
+                    fn avx512(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                         body(src, dst)
                     }
                     #[target_feature(enable = "avx2,fma")]
-                    fn avx2(src: &[$t], dst: &mut [$t]) {
+                    fn avx2(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                         body(src, dst)
                     }
                     match isa {
@@ -1080,21 +1115,23 @@ pub mod lanes {
     macro_rules! slice_fn {
         ($(#[$doc:meta])* $name:ident, $t:ty, $lane:ident) => {
             $(#[$doc])*
-            pub fn $name(isa: Isa, src: &[$t], dst: &mut [$t]) {
+            pub fn $name<D: OutSlice<$t> + ?Sized>(isa: Isa, src: &[$t], dst: &mut D) {
+                // SAFETY: every element written below is a value.
+                let dst = unsafe { dst.cells() };
                 #[inline(always)]
-                fn body(src: &[$t], dst: &mut [$t]) {
+                fn body(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                     for (d, &s) in dst.iter_mut().zip(src) {
-                        *d = $lane(s);
+                        *d = MaybeUninit::new($lane(s));
                     }
                 }
                 #[cfg(target_arch = "x86_64")]
                 {
                     #[target_feature(enable = "avx512f")]
-                    fn avx512(src: &[$t], dst: &mut [$t]) {
+                    fn avx512(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                         body(src, dst)
                     }
                     #[target_feature(enable = "avx2,fma")]
-                    fn avx2(src: &[$t], dst: &mut [$t]) {
+                    fn avx2(src: &[$t], dst: &mut [MaybeUninit<$t>]) {
                         body(src, dst)
                     }
                     match isa {
@@ -1145,7 +1182,9 @@ pub mod lanes {
 
     /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`, for the first
     /// `min(len)` elements.
-    pub fn tanh_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
+    pub fn tanh_slice_on<D: OutSlice<f64> + ?Sized>(isa: Isa, src: &[f64], dst: &mut D) {
+        // SAFETY: every element written is a value.
+        let dst = unsafe { dst.cells() };
         #[cfg(target_arch = "x86_64")]
         if matches!(isa, Isa::Avx2) && isa.available() {
             // SAFETY: the CPU has AVX2 (checked).
@@ -1175,7 +1214,7 @@ pub mod lanes {
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn tanh_avx2(src: &[f64], dst: &mut [f64]) {
+    unsafe fn tanh_avx2(src: &[f64], dst: &mut [MaybeUninit<f64>]) {
         use core::arch::x86_64::*;
         #[inline(always)]
         unsafe fn lanes<const COMMON: bool>(x: __m256d) -> __m256d {
@@ -1334,14 +1373,14 @@ pub mod lanes {
     #[inline(always)]
     unsafe fn map4_avx2(
         src: &[f64],
-        dst: &mut [f64],
+        dst: &mut [MaybeUninit<f64>],
         common: (u64, u64),
         fast: impl Fn(core::arch::x86_64::__m256d) -> core::arch::x86_64::__m256d,
         f: impl Fn(core::arch::x86_64::__m256d) -> core::arch::x86_64::__m256d,
     ) {
         use core::arch::x86_64::*;
         let n = src.len().min(dst.len());
-        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr() as *mut f64);
         let mut i = 0;
         // SAFETY: every load reads src[i..i + w] and every store writes dst[i..i + w] with
         // i + w <= n; the masked pair touches only the lanes below n − i.
@@ -1566,7 +1605,8 @@ pub mod lanes {
             unsafe {
                 super::map4_avx2(
                     src,
-                    dst,
+                    // Every element written is a value.
+                    super::OutSlice::cells(dst),
                     COMMON_RANGE,
                     |v| f::<SIGMOID, true>(v),
                     |v| f::<SIGMOID, false>(v),

@@ -20,6 +20,8 @@
 // comparisons are trivially true or false; that is expected, not a bug.
 #![allow(clippy::absurd_extreme_comparisons, clippy::bool_comparison)]
 
+use core::mem::MaybeUninit;
+
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::op::{Guarantee, Impl, Op};
@@ -183,20 +185,26 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     Ok(out)
 }
 
-/// A zeroed output buffer of `shape`'s size: [`Error::OutOfMemory`] naming `op` when the size
-/// overflows or the allocation fails (a broadcast can ask for far more than its inputs hold).
-pub(super) fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
-    match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
-        Some(n) => crate::try_filled_vec(op, n, U::ZERO),
-        None => Err(Error::OutOfMemory {
+/// The element count of `shape` for an output of `U`s, or [`Error::OutOfMemory`] naming `op`
+/// when it overflows (a broadcast can ask for far more than its inputs hold).
+pub(super) fn numel<U>(op: &'static str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| Error::OutOfMemory {
             op,
             bytes: shape
                 .iter()
                 .fold(core::mem::size_of::<U>() as u128, |a, &d| {
                     a.saturating_mul(d as u128)
                 }),
-        }),
-    }
+        })
+}
+
+/// A zeroed output buffer of `shape`'s size: [`Error::OutOfMemory`] naming `op` when the size
+/// overflows or the allocation fails.
+pub(super) fn out_buf<U: Element>(op: &'static str, shape: &[usize]) -> Result<Vec<U>> {
+    crate::try_filled_vec(op, numel::<U>(op, shape)?, U::ZERO)
 }
 
 /// An input read in place, whatever its layout (a view, an expanded tensor): its elements from
@@ -298,7 +306,7 @@ fn coalesce<const K: usize>(shape: &[usize], st: [&[usize]; K]) -> (Vec<usize>, 
 
 /// Output chunk `out` (elements `lo..`) of a broadcast binary op.
 fn chunk2<T: Element, U: Element>(
-    out: &mut [U],
+    out: &mut [MaybeUninit<U>],
     lo: usize,
     shape: &[usize],
     a: &Src<T>,
@@ -317,24 +325,24 @@ fn chunk2<T: Element, U: Element>(
             match (ia, ib) {
                 (1, 1) => vectorised(|| {
                     for ((o, &x), &y) in o.iter_mut().zip(&va[oa..oa + n]).zip(&vb[ob..ob + n]) {
-                        *o = f(x, y);
+                        o.write(f(x, y));
                     }
                 }),
                 (1, 0) => vectorised(|| {
                     let y = vb[ob];
                     for (o, &x) in o.iter_mut().zip(&va[oa..oa + n]) {
-                        *o = f(x, y);
+                        o.write(f(x, y));
                     }
                 }),
                 (0, 1) => vectorised(|| {
                     let x = va[oa];
                     for (o, &y) in o.iter_mut().zip(&vb[ob..ob + n]) {
-                        *o = f(x, y);
+                        o.write(f(x, y));
                     }
                 }),
                 _ => {
                     for (t, o) in o.iter_mut().enumerate() {
-                        *o = f(va[oa + t * ia], vb[ob + t * ib]);
+                        o.write(f(va[oa + t * ia], vb[ob + t * ib]));
                     }
                 }
             }
@@ -379,32 +387,36 @@ pub fn map1<T: Element, U: Element>(
             let out = vectorised(|| collect_out(op.name, d.len(), d.iter().map(|&s| f(s))))?;
             return Tensor::from_vec(out, x.shape());
         }
-        let mut out = out_buf::<U>(op.name, x.shape())?;
+        let n = x.numel();
+        let mut out = crate::tensor::try_with_capacity::<U>(op.name, n)?;
+        let spare = &mut out.spare_capacity_mut()[..n];
         let strided = match dense {
             Some(_) => None,
             None => Some(Src::<T>::new(op.name, x, x.shape())?),
         };
-        let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+        let run = |o: &mut [MaybeUninit<U>], lo: usize| match (dense, &strided) {
             (Some(d), _) => {
                 let n = o.len();
                 vectorised(|| {
                     for (o, &s) in o.iter_mut().zip(&d[lo..lo + n]) {
-                        *o = f(s);
+                        o.write(f(s));
                     }
                 })
             }
             (None, Some(s)) => walk(x.shape(), [&s.st], lo, o.len(), |p, [os], [is], n| {
                 for (t, o) in o[p..p + n].iter_mut().enumerate() {
-                    *o = f(s.data[os + t * is]);
+                    o.write(f(s.data[os + t * is]));
                 }
             }),
             (None, None) => unreachable!("one of the two is set"),
         };
         match imp.f {
             // No hop into the pool for small tensors (most of a training step's ops).
-            Kernel::Chunked if serial(out.len(), par) => run(&mut out, 0),
-            Kernel::Chunked => par.for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
+            Kernel::Chunked if serial(n, par) => run(spare, 0),
+            Kernel::Chunked => par.for_each_chunk_mut(spare, CHUNK, |i, o| run(o, i * CHUNK)),
         }
+        // SAFETY: `run` wrote each of the `n` elements.
+        unsafe { out.set_len(n) };
         Tensor::from_vec(out, x.shape())
     })
 }
@@ -417,19 +429,25 @@ fn map1_lanes<T: Element>(
     x: &Tensor,
     f: impl Fn(T) -> T + Copy + Sync,
 ) -> Result<Tensor> {
-    map1_kernel(op, x, f, move |isa, src: &[T], dst: &mut [T]| {
-        math::lanes::map_on(isa, src, dst, f)
-    })
+    map1_kernel(
+        op,
+        x,
+        f,
+        move |isa, src: &[T], dst: &mut [MaybeUninit<T>]| {
+            math::lanes::map_on(isa, src, dst, move |x| MaybeUninit::new(f(x)))
+        },
+    )
 }
 
 /// [`map1`] with a slice kernel: a dense input runs `kern` (a `math::lanes` kernel, the bits
 /// of `f` on every instruction-set path) over the path in use, a view `f` element by element.
-/// The kernel holds its whole loop, so nothing is left to a call per element.
+/// The kernel holds its whole loop, so nothing is left to a call per element; it writes the
+/// new tensor's storage directly (no zero-fill, no copy through a buffer).
 fn map1_kernel<T: Element>(
     op: &'static Op<Kernel>,
     x: &Tensor,
     f: impl Fn(T) -> T + Copy + Sync,
-    kern: impl Fn(crate::isa::Isa, &[T], &mut [T]) + Sync,
+    kern: impl Fn(crate::isa::Isa, &[T], &mut [MaybeUninit<T>]) + Sync,
 ) -> Result<Tensor> {
     if !x.is_contiguous() {
         return map1(op, x, f);
@@ -439,23 +457,19 @@ fn map1_kernel<T: Element>(
         let d = x.data::<T>()?;
         let isa = crate::isa::Isa::best();
         let Kernel::Chunked = imp.f;
-        if serial(d.len(), par) {
-            // Blocks through an L1 buffer into an unfilled vector: no zero-fill first.
-            const B: usize = 512;
-            let mut out = crate::tensor::try_with_capacity(op.name, d.len())?;
-            let mut buf = [T::ZERO; B];
-            for c in d.chunks(B) {
-                let b = &mut buf[..c.len()];
-                kern(isa, c, b);
-                out.extend_from_slice(b);
-            }
-            return Tensor::from_vec(out, x.shape());
+        let n = d.len();
+        let mut out = crate::tensor::try_with_capacity::<T>(op.name, n)?;
+        let spare = &mut out.spare_capacity_mut()[..n];
+        if serial(n, par) {
+            kern(isa, d, spare);
+        } else {
+            par.for_each_chunk_mut(spare, CHUNK, |i, o| {
+                let lo = i * CHUNK;
+                kern(isa, &d[lo..lo + o.len()], o);
+            });
         }
-        let mut out = out_buf::<T>(op.name, x.shape())?;
-        par.for_each_chunk_mut(&mut out, CHUNK, |i, o| {
-            let lo = i * CHUNK;
-            kern(isa, &d[lo..lo + o.len()], o);
-        });
+        // SAFETY: the kernel wrote each of the `n` elements.
+        unsafe { out.set_len(n) };
         Tensor::from_vec(out, x.shape())
     })
 }
@@ -476,7 +490,7 @@ fn mul_by_kernel<T: Element + core::ops::Mul<Output = T>>(
         let Kernel::Chunked = imp.f;
         const B: usize = 512;
         // Elements `lo..lo + o.len()` into `o` (written, not read).
-        let run = |o: &mut [core::mem::MaybeUninit<T>], lo: usize| {
+        let run = |o: &mut [MaybeUninit<T>], lo: usize| {
             let mut buf = [T::ZERO; B];
             for (c, o) in o.chunks_mut(B).enumerate() {
                 let at = lo + c * B;
@@ -537,7 +551,9 @@ pub fn map2<T: Element, U: Element>(
             vectorised(|| out.extend(va.iter().zip(vb).map(|(&x, &y)| f(x, y))));
             return Tensor::from_vec(out, &shape);
         }
-        let mut out = out_buf::<U>(op.name, &shape)?;
+        let n = numel::<U>(op.name, &shape)?;
+        let mut out = crate::tensor::try_with_capacity::<U>(op.name, n)?;
+        let spare = &mut out.spare_capacity_mut()[..n];
         let strided = match dense {
             Some(_) => None,
             None => Some((
@@ -545,13 +561,13 @@ pub fn map2<T: Element, U: Element>(
                 Src::<T>::new(op.name, b, &shape)?,
             )),
         };
-        let run = |o: &mut [U], lo: usize| match (dense, &strided) {
+        let run = |o: &mut [MaybeUninit<U>], lo: usize| match (dense, &strided) {
             (Some((va, vb)), _) => {
                 let n = o.len();
                 let (x, y) = (&va[lo..lo + n], &vb[lo..lo + n]);
                 vectorised(|| {
                     for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-                        *o = f(x, y);
+                        o.write(f(x, y));
                     }
                 })
             }
@@ -559,9 +575,11 @@ pub fn map2<T: Element, U: Element>(
             (None, None) => unreachable!("one of the two is set"),
         };
         match imp.f {
-            Kernel::Chunked if serial(out.len(), par) => run(&mut out, 0),
-            Kernel::Chunked => par.for_each_chunk_mut(&mut out, CHUNK, |i, o| run(o, i * CHUNK)),
+            Kernel::Chunked if serial(n, par) => run(spare, 0),
+            Kernel::Chunked => par.for_each_chunk_mut(spare, CHUNK, |i, o| run(o, i * CHUNK)),
         }
+        // SAFETY: `run` wrote each of the `n` elements.
+        unsafe { out.set_len(n) };
         Tensor::from_vec(out, &shape)
     })
 }
