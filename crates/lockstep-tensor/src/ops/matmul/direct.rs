@@ -113,13 +113,21 @@ pub(crate) mod x86 {
         avx512_f32_direct::<12>,
     ];
 
+    x86_fma!(avx2_f32, direct_kernel!(avx2_f32_direct, 2));
+
+    /// The AVX2 f32 direct kernels by row count: entry `r - 1` computes `r` rows.
+    pub const F32_AVX2: [super::DirectFn<f32>; 6] = [
+        avx2_f32_direct::<1>,
+        avx2_f32_direct::<2>,
+        avx2_f32_direct::<3>,
+        avx2_f32_direct::<4>,
+        avx2_f32_direct::<5>,
+        avx2_f32_direct::<6>,
+    ];
+
     #[cfg(test)]
     mod tests {
         use super::*;
-
-        // The template stamped on AVX2 too (the shipped kernels are AVX-512 only), so that its
-        // chain is checked on every x86-64 machine, not only where AVX-512 runs.
-        x86_fma!(avx2_f32, direct_kernel!(avx2_f32_direct, 2));
 
         /// Every element of a direct tile is the fma chain over `p` in order, from `+0.0` or from C.
         #[test]

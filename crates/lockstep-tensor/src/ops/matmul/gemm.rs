@@ -1071,7 +1071,11 @@ fn blocked_with<T: GemmFloat>(
     };
     // A with contiguous rows and a single row of tiles (few rows: an LM head) is read in place
     // by the direct kernels, not packed (see [`super::direct`]).
-    let direct = !kern.direct.is_empty() && tiles_m == 1 && p.sa.1 == 1 && packed_b.is_none();
+    let direct = !kern.direct.is_empty()
+        && tiles_m == 1
+        && p.sa.1 == 1
+        && packed_b.is_none()
+        && m.saturating_mul(k).saturating_mul(size_of::<T>()) <= kern.direct_max;
     // Four tiles per thread for balance; one for a small product (above), and when each
     // column of tiles reads all of a direct A too large to stay in cache between them
     // (64×50257×128).
