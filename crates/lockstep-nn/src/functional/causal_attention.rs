@@ -89,15 +89,17 @@ pub fn causal_self_attention(
         };
         let gs = g_att.causal_softmax_backward(&att, scale)?;
         let gq = gs.matmul(&k)?;
-        let gkt = q.transpose(-1, -2)?.matmul(&gs)?;
-        Ok(vec![Some(merge_heads([&gq, &gkt, &gv], [b, t, c])?)])
+        // k's gradient as `gsᵀ · q` rather than the composed graph's `(qᵀ · gs)ᵀ`: element
+        // (j, d) is the same chain over i of the same products (an fma's two factors commute
+        // exactly), so the same bits, already in q's layout for the merge.
+        let gk = gs.transpose(-1, -2)?.matmul(&q)?;
+        Ok(vec![Some(merge_heads([&gq, &gk, &gv], [b, t, c])?)])
     }))
 }
 
-/// The `[B, T, 3C]` gradient of `qkv` from q's and v's `[B, nh, T, hd]` gradients and k's
-/// transposed one (`[B, nh, hd, T]`, as the product `qᵀ · g` makes it), each element
-/// `g + 0.0`: what adding the three zero-padded pieces of `chunk`'s backward gives (a `-0.0`
-/// meets a `+0.0` padding zero).
+/// The `[B, T, 3C]` gradient of `qkv` from q's, k's and v's `[B, nh, T, hd]` gradients,
+/// each element `g + 0.0`: what adding the three zero-padded pieces of `chunk`'s backward
+/// gives (a `-0.0` meets a `+0.0` padding zero).
 fn merge_heads(pieces: [&Tensor; 3], [b, t, c]: [usize; 3]) -> Result<Tensor> {
     match pieces[0].dtype() {
         DType::F32 => merge::<f32>(pieces, [b, t, c]),
@@ -125,8 +127,8 @@ where
                 out.extend(q[o..o + hd].iter().map(|&x| x + zero));
             }
             for h in 0..nh {
-                let o = (bi * nh + h) * hd * t + ti;
-                out.extend((0..hd).map(|d| k[o + d * t] + zero));
+                let o = ((bi * nh + h) * t + ti) * hd;
+                out.extend(k[o..o + hd].iter().map(|&x| x + zero));
             }
             for h in 0..nh {
                 let o = ((bi * nh + h) * t + ti) * hd;
