@@ -143,20 +143,18 @@ pub(super) fn rows_det<T: AccElem>(
     // instead of testing every index.
     let buckets: Vec<Vec<Vec<u32>>> = if rc > 1 && m <= u32::MAX as usize {
         let chunk = m.div_ceil(threads).max(1 << 12);
-        par.install(|| {
-            idx.par_chunks(chunk)
-                .enumerate()
-                .map(|(c, ic)| {
-                    let mut b = vec![Vec::with_capacity(ic.len() / rc + 16); rc];
-                    for (j, &r) in ic.iter().enumerate() {
-                        // The range of row r: the b with floor(n*b/rc) <= r < floor(n*(b+1)/rc).
-                        let id = ((r as usize + 1) * rc).div_ceil(n) - 1;
-                        b[id].push((c * chunk + j) as u32);
-                    }
-                    b
-                })
-                .collect()
-        })
+        let mut lists = vec![Vec::new(); idx.len().div_ceil(chunk)];
+        par.for_each_chunk_mut(&mut lists, 1, |c, out| {
+            let ic = &idx[c * chunk..((c + 1) * chunk).min(idx.len())];
+            let mut b = vec![Vec::with_capacity(ic.len() / rc + 16); rc];
+            for (j, &r) in ic.iter().enumerate() {
+                // The range of row r: the b with floor(n*b/rc) <= r < floor(n*(b+1)/rc).
+                let id = ((r as usize + 1) * rc).div_ceil(n) - 1;
+                b[id].push((c * chunk + j) as u32);
+            }
+            out[0] = b;
+        });
+        lists
     } else {
         Vec::new()
     };
@@ -171,11 +169,8 @@ pub(super) fn rows_det<T: AccElem>(
     let simd = row_isa();
     // SAFETY: the tasks are disjoint (see `RowJob::run`), and `simd` is supported.
     let run = |t: &Task| unsafe { job.run(t, simd) };
-    if ts.len() <= 1 {
-        ts.iter().for_each(run);
-    } else {
-        par.install(|| ts.par_iter().for_each(run));
-    }
+    // On the team: the tasks write disjoint rows.
+    par.run_parts(ts.len(), |i| run(&ts[i]));
 }
 
 /// Rows ahead of the current one whose source (and destination) the row loops prefetch: the

@@ -76,28 +76,29 @@ pub(super) fn reduce_lines<T: Real, R: Send + Copy + Default>(
         }
         return out;
     }
-    par.install(|| {
-        if inner == 1 {
-            out.par_iter_mut()
-                .enumerate()
-                .with_min_len(64)
-                .for_each(|(o, d)| *d = f(&x[o * n..(o + 1) * n]));
-        } else {
-            out.par_iter_mut()
-                .enumerate()
-                .with_min_len(16)
-                .for_each_init(
-                    || Vec::with_capacity(n),
-                    |tmp: &mut Vec<T>, (l, d)| {
-                        let (o, i) = (l / inner, l % inner);
-                        let base = o * n * inner + i;
-                        tmp.clear();
-                        tmp.extend((0..n).map(|k| x[base + k * inner]));
-                        *d = f(tmp);
-                    },
-                );
-        }
-    });
+    // On the team (no hop into rayon's pool): each line's value is computed alone.
+    if inner == 1 {
+        const LINES: usize = 64;
+        par.for_each_chunk_mut(&mut out, LINES, |c, d| {
+            for (j, d) in d.iter_mut().enumerate() {
+                let o = c * LINES + j;
+                *d = f(&x[o * n..(o + 1) * n]);
+            }
+        });
+    } else {
+        const LINES: usize = 16;
+        par.for_each_chunk_mut(&mut out, LINES, |c, d| {
+            let mut tmp = Vec::with_capacity(n);
+            for (j, d) in d.iter_mut().enumerate() {
+                let l = c * LINES + j;
+                let (o, i) = (l / inner, l % inner);
+                let base = o * n * inner + i;
+                tmp.clear();
+                tmp.extend((0..n).map(|k| x[base + k * inner]));
+                *d = f(&tmp);
+            }
+        });
+    }
     out
 }
 

@@ -16,7 +16,6 @@ use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::Isa;
 use crate::ops::matmul::kernel::prefetch;
 use crate::threads::Par;
-use rayon::prelude::*;
 
 /// Same-shape output, line by line: `f(line_in, line_out)`.
 fn map_lines<T: Real>(
@@ -36,30 +35,32 @@ fn map_lines<T: Real>(
         }
         return out;
     }
-    par.install(|| {
-        if inner == 1 {
-            out.par_chunks_mut(n)
-                .zip(x.par_chunks(n))
-                .with_min_len(((1 << 14) / n).max(1))
-                .for_each(|(o, i)| f(i, o));
-        } else {
-            out.par_chunks_mut(n * inner)
-                .zip(x.par_chunks(n * inner))
-                .for_each(|(ob, xb)| {
-                    let mut a = vec![T::default(); n];
-                    let mut b = vec![T::default(); n];
-                    for i in 0..inner {
-                        for k in 0..n {
-                            a[k] = xb[k * inner + i];
-                        }
-                        f(&a, &mut b);
-                        for k in 0..n {
-                            ob[k * inner + i] = b[k];
-                        }
-                    }
-                });
-        }
-    });
+    // On the team (no hop into rayon's pool): every line is computed alone, so which thread
+    // runs it cannot change its bits.
+    if inner == 1 {
+        let lines = ((1 << 14) / n).max(1);
+        par.for_each_chunk_mut(&mut out, lines * n, |c, o| {
+            let x = &x[c * lines * n..];
+            for (o, i) in o.chunks_mut(n).zip(x.chunks(n)) {
+                f(i, o);
+            }
+        });
+    } else {
+        par.for_each_chunk_mut(&mut out, n * inner, |c, ob| {
+            let xb = &x[c * n * inner..(c + 1) * n * inner];
+            let mut a = vec![T::default(); n];
+            let mut b = vec![T::default(); n];
+            for i in 0..inner {
+                for k in 0..n {
+                    a[k] = xb[k * inner + i];
+                }
+                f(&a, &mut b);
+                for k in 0..n {
+                    ob[k * inner + i] = b[k];
+                }
+            }
+        });
+    }
     out
 }
 
