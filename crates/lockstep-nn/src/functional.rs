@@ -4,10 +4,12 @@
 
 use crate::autograd::{Var, no_grad};
 use crate::ops::invalid;
+use core::mem::MaybeUninit;
 use lockstep_tensor::ops::conv::Conv2dParams;
 use lockstep_tensor::ops::norm::BatchNorm;
 use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::threads::Par;
+use lockstep_tensor::threads::SyncPtr;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
 use std::sync::Mutex;
 
@@ -463,24 +465,8 @@ fn ln_span(q: usize, rows: usize, parts: usize) -> core::ops::Range<usize> {
     q * rows / parts..(q + 1) * rows / parts
 }
 
-/// `f(p)` for every `p < parts` on `par`'s threads, the results in order of `p`.
-fn ln_run_parts<R: Send>(par: &Par, parts: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let slots: Vec<Mutex<Option<R>>> = (0..parts).map(|_| Mutex::new(None)).collect();
-    par.run_parts(parts, |p| {
-        let r = f(p);
-        *slots[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-    });
-    slots
-        .into_iter()
-        .map(|s| {
-            s.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .expect("run_parts runs every part")
-        })
-        .collect()
-}
-
-/// [`ln_forward`] with its rows split among `par`'s threads: the same bits.
+/// [`ln_forward`] with its rows split among `par`'s threads, each part writing its rows of
+/// the one output: the same bits.
 fn ln_forward_par<T: Element>(
     par: &Par,
     xs: &[T],
@@ -494,16 +480,26 @@ fn ln_forward_par<T: Element>(
     if parts == 1 {
         return ln_forward(xs, l, w, b, eps);
     }
-    let pieces = ln_run_parts(par, parts, |q| {
-        let r = ln_span(q, rows, parts);
-        ln_forward(&xs[r.start * l..r.end * l], l, w, b, eps)
-    });
     let mut y = Vec::with_capacity(xs.len());
-    let mut stats = Vec::with_capacity(rows);
-    for (py, ps) in pieces {
-        y.extend_from_slice(&py);
-        stats.extend_from_slice(&ps);
-    }
+    let mut stats = vec![(0.0, 0.0); rows];
+    let (yp, sp) = (
+        SyncPtr(y.spare_capacity_mut().as_mut_ptr()),
+        SyncPtr(stats.as_mut_ptr()),
+    );
+    par.run_parts(parts, |q| {
+        let r = ln_span(q, rows, parts);
+        // SAFETY: part q's rows `r` (elements `r·l`) of the output's spare capacity and of
+        // `stats`, disjoint from every other part's; both outlive `run_parts`.
+        let (yq, sq) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(yp.at(r.start * l), r.len() * l),
+                core::slice::from_raw_parts_mut(sp.at(r.start), r.len()),
+            )
+        };
+        ln_forward_into(&xs[r.start * l..r.end * l], l, w, b, eps, yq, sq);
+    });
+    // SAFETY: the parts' ranges cover every row, and each wrote all of its elements.
+    unsafe { y.set_len(xs.len()) };
     (y, stats)
 }
 
@@ -524,31 +520,35 @@ fn ln_backward_par<T: Element, G: Element>(
     if parts == 1 {
         return ln_backward::<T, G, true>(xs, gs, l, stats, w);
     }
-    enum Piece<T> {
-        Grads(Vec<f64>, Vec<f64>),
-        Rows(Vec<T>),
-    }
-    // Task 0: the weight and bias gradients; task q + 1: the rows' range q.
-    let pieces = ln_run_parts(par, parts + 1, |p| match p {
-        0 if need_wb => {
-            let (gw, gb) = ln_weight_grads(xs, gs, l, stats);
-            Piece::Grads(gw, gb)
+    let mut gx = Vec::with_capacity(xs.len());
+    let gp = SyncPtr(gx.spare_capacity_mut().as_mut_ptr());
+    let grads = Mutex::new(None);
+    // Task 0: the weight and bias gradients; task q + 1: the rows' range q, written into its
+    // rows of the one output.
+    par.run_parts(parts + 1, |p| match p {
+        0 => {
+            let g = match need_wb {
+                true => ln_weight_grads(xs, gs, l, stats),
+                false => (vec![0.0; l], vec![0.0; l]),
+            };
+            *grads.lock().unwrap_or_else(|e| e.into_inner()) = Some(g);
         }
-        0 => Piece::Grads(vec![0.0; l], vec![0.0; l]),
         _ => {
             let r = ln_span(p - 1, rows, parts);
             let span = r.start * l..r.end * l;
+            // SAFETY: the rows `r` of the output's spare capacity, disjoint from every other
+            // task's; `gx` outlives `run_parts`.
+            let out = unsafe { core::slice::from_raw_parts_mut(gp.at(span.start), span.len()) };
             let (xr, gr) = (&xs[span.clone()], &gs[span]);
-            Piece::Rows(ln_backward::<T, G, false>(xr, gr, l, &stats[r], w).0)
+            ln_backward_into::<T, G, false>(xr, gr, l, &stats[r], w, out);
         }
     });
-    let (mut gx, mut gw, mut gb) = (Vec::with_capacity(xs.len()), Vec::new(), Vec::new());
-    for p in pieces {
-        match p {
-            Piece::Grads(w, b) => (gw, gb) = (w, b),
-            Piece::Rows(v) => gx.extend_from_slice(&v),
-        }
-    }
+    // SAFETY: the row tasks cover every row, and each wrote all of its elements.
+    unsafe { gx.set_len(xs.len()) };
+    let (gw, gb) = grads
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .expect("run_parts runs every part");
     (gx, gw, gb)
 }
 
@@ -592,6 +592,32 @@ fn ln_forward<T: Element>(
 ) -> (Vec<T>, Vec<(f64, f64)>) {
     let rows = xs.len().checked_div(l).unwrap_or(0);
     let mut stats = vec![(0.0, 0.0); rows];
+    let mut y = Vec::with_capacity(xs.len());
+    ln_forward_into(
+        xs,
+        l,
+        w,
+        b,
+        eps,
+        &mut y.spare_capacity_mut()[..xs.len()],
+        &mut stats,
+    );
+    // SAFETY: `ln_forward_into` wrote every element.
+    unsafe { y.set_len(xs.len()) };
+    (y, stats)
+}
+
+/// [`ln_forward`] into `y` (`xs.len()` elements, each written) and `stats` (one per row).
+fn ln_forward_into<T: Element>(
+    xs: &[T],
+    l: usize,
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+    eps: f64,
+    y: &mut [MaybeUninit<T>],
+    stats: &mut [(f64, f64)],
+) {
+    let rows = stats.len();
     let x = |r: usize, j: usize| xs[r * l + j].to_f64();
     let mut r0 = 0;
     while r0 < rows {
@@ -617,20 +643,30 @@ fn ln_forward<T: Element>(
         stats[r0..r0 + n].copy_from_slice(&st[..n]);
         r0 += n;
     }
-    let mut y = Vec::with_capacity(xs.len());
-    for (row, &(mu, is)) in xs.chunks_exact(l.max(1)).zip(&stats) {
+    let l1 = l.max(1);
+    for ((row, yr), &(mu, is)) in xs.chunks_exact(l1).zip(y.chunks_exact_mut(l1)).zip(&*stats) {
         let h = row.iter().map(|&v| (v.to_f64() - mu) * is);
+        let put = |v: T, o: &mut MaybeUninit<T>| {
+            o.write(v);
+        };
         match (w, b) {
-            (Some(w), Some(b)) => y.extend(
-                h.zip(w.iter().zip(b))
-                    .map(|(h, (&w, &b))| T::from_f64(h * w + b)),
-            ),
-            (Some(w), None) => y.extend(h.zip(w).map(|(h, &w)| T::from_f64(h * w + 0.0))),
-            (None, Some(b)) => y.extend(h.zip(b).map(|(h, &b)| T::from_f64(h * 1.0 + b))),
-            (None, None) => y.extend(h.map(|h| T::from_f64(h * 1.0 + 0.0))),
+            (Some(w), Some(b)) => h
+                .zip(w.iter().zip(b))
+                .zip(yr)
+                .for_each(|((h, (&w, &b)), o)| put(T::from_f64(h * w + b), o)),
+            (Some(w), None) => h
+                .zip(w)
+                .zip(yr)
+                .for_each(|((h, &w), o)| put(T::from_f64(h * w + 0.0), o)),
+            (None, Some(b)) => h
+                .zip(b)
+                .zip(yr)
+                .for_each(|((h, &b), o)| put(T::from_f64(h * 1.0 + b), o)),
+            (None, None) => h
+                .zip(yr)
+                .for_each(|(h, o)| put(T::from_f64(h * 1.0 + 0.0), o)),
         }
     }
-    (y, stats)
 }
 
 /// LayerNorm's backward from the saved input and row statistics (the normalised row
@@ -644,6 +680,24 @@ fn ln_backward<T: Element, G: Element, const WB: bool>(
     stats: &[(f64, f64)],
     w: Option<&[f64]>,
 ) -> (Vec<T>, Vec<f64>, Vec<f64>) {
+    let mut gx = Vec::with_capacity(xs.len());
+    let n = stats.len() * l;
+    let (gw, gb) =
+        ln_backward_into::<T, G, WB>(xs, gs, l, stats, w, &mut gx.spare_capacity_mut()[..n]);
+    // SAFETY: `ln_backward_into` wrote every element.
+    unsafe { gx.set_len(n) };
+    (gx, gw, gb)
+}
+
+/// [`ln_backward`]'s `∂x` into `gx` (`rows · l` elements, each written); returns `∂w`, `∂b`.
+fn ln_backward_into<T: Element, G: Element, const WB: bool>(
+    xs: &[T],
+    gs: &[G],
+    l: usize,
+    stats: &[(f64, f64)],
+    w: Option<&[f64]>,
+    gx: &mut [MaybeUninit<T>],
+) -> (Vec<f64>, Vec<f64>) {
     let rows = stats.len();
     let lf = l as f64;
     // `g·1` is `g`: a missing weight reads as ones, the same bits.
@@ -655,7 +709,6 @@ fn ln_backward<T: Element, G: Element, const WB: bool>(
             &ones
         }
     };
-    let mut gx = Vec::with_capacity(xs.len());
     let mut gw = vec![0.0; l];
     let mut gb = vec![0.0; l];
     let row = |r: usize| (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
@@ -687,13 +740,13 @@ fn ln_backward<T: Element, G: Element, const WB: bool>(
         for q in 0..n {
             let ((xr, gr), (mu, is)) = (row(r0 + q), stats[r0 + q]);
             let (a, bb) = (a[q], bb[q]);
-            // Indexed over slices of one length, written into the spare capacity (through
+            // Indexed over slices of one length, written into the output (through
             // `extend` the loop was not vectorised); the same expressions, so the same bits
             // (`σ⁻¹/l` is computed once per row: the same value every time).
             let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
             let (xr, gr, wv) = (&xr[..l], &gr[..l], &wv[..l]);
             let scale = is / lf;
-            let out = &mut gx.spare_capacity_mut()[..l];
+            let out = &mut gx[(r0 + q) * l..(r0 + q + 1) * l];
             for j in 0..l {
                 let (g, h) = ln_terms(xr[j], gr[j], mu, is);
                 if WB {
@@ -702,13 +755,10 @@ fn ln_backward<T: Element, G: Element, const WB: bool>(
                 }
                 out[j].write(T::from_f64(scale * (lf * (g * wv[j]) - a - h * bb)));
             }
-            // SAFETY: the `l` elements after the old length were written just above (the
-            // capacity is the whole input's, `rows · l`).
-            unsafe { gx.set_len(gx.len() + l) };
         }
         r0 += n;
     }
-    (gx, gw, gb)
+    (gw, gb)
 }
 
 /// `F.embedding(indices, weight, padding_idx)`: rows of the `[V, D]` weight for `i64`
