@@ -20,6 +20,7 @@ pub fn builtin_ops() -> Vec<OpInfo> {
         CLIP_GRADS_WITH_NORM.info(),
         CLIP_GRAD_VALUE.info(),
         SGD.info(),
+        ADAM.info(),
         LAYER_NORM.info(),
         LAYER_NORM_BACKWARD.info(),
     ]
@@ -58,6 +59,11 @@ single_op!(
     /// `SGD.step`'s update of one parameter (PyTorch's single-tensor formulas, element by
     /// element); traced once per parameter with its new value.
     SGD = "sgd", "sgd.elementwise"
+);
+single_op!(
+    /// `Adam.step`'s (and `AdamW.step`'s) update of one parameter (PyTorch's single-tensor
+    /// formulas, element by element); traced once per parameter with its new value.
+    ADAM = "adam", "adam.elementwise"
 );
 single_op!(
     /// `F.layer_norm`'s forward: rows split among threads (each row's sums are chains of its

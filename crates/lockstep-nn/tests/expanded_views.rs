@@ -116,6 +116,19 @@ fn cases() -> Vec<(&'static str, Run)> {
             optim::Optimizer::step(&mut sgd)?;
             Ok(vec![w.data()])
         }),
+        ("adam", |p| {
+            let w = Var::new(f(&[3, 4]), true);
+            w.set_grad(Some(p(f(&[3, 4]))))?;
+            let opts = optim::AdamOptions {
+                lr: 0.1,
+                amsgrad: true,
+                ..Default::default()
+            };
+            let mut adam = optim::Adam::new(vec![w.clone()], opts)?;
+            optim::Optimizer::step(&mut adam)?;
+            optim::Optimizer::step(&mut adam)?;
+            Ok(vec![w.data()])
+        }),
         ("gru_layer", |p| recurrent("gru", p)),
         ("gru_layer_backward", |p| recurrent("gru", p)),
         ("rnn_layer", |p| recurrent("rnn", p)),

@@ -808,3 +808,60 @@ fn sgd_split_update_is_thread_invariant() {
         }
     }
 }
+
+#[test]
+fn adam_split_update_is_thread_invariant() {
+    // Parameters large enough for the split update (and ones that are not), three steps: the
+    // same bits of parameters and moments at 1, 2, 3 and 8 threads, with and without amsgrad
+    // and decoupled weight decay. (Adam's values are pinned by the PyTorch golden tests.)
+    let sizes = [70_001usize, 1 << 15, 100];
+    let value = |n: usize, s: u64| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i as u64 * 2654435761 + s * 97) % 2001) as f32 - 1000.0) / 997.0)
+            .collect()
+    };
+    for (amsgrad, decoupled) in [(false, false), (true, false), (false, true)] {
+        let o = AdamOptions {
+            lr: 0.01,
+            weight_decay: 0.1,
+            amsgrad,
+            decoupled_weight_decay: decoupled,
+            ..AdamOptions::default()
+        };
+        let run = |threads: usize| -> Vec<Vec<u32>> {
+            lockstep_tensor::threads::with_num_threads(threads, || {
+                let params: Vec<Var> = sizes
+                    .iter()
+                    .map(|&n| Var::new(Tensor::from_vec(value(n, 1), &[n]).unwrap(), true))
+                    .collect();
+                let mut opt = Adam::new(params.clone(), o).unwrap();
+                for step in 0..3 {
+                    for (p, &n) in params.iter().zip(&sizes) {
+                        p.set_grad(Some(Tensor::from_vec(value(n, 2 + step), &[n]).unwrap()))
+                            .unwrap();
+                    }
+                    opt.step().unwrap();
+                }
+                let mut out: Vec<Vec<u32>> = params
+                    .iter()
+                    .map(|p| {
+                        let v = p.data().to_vec::<f32>().unwrap();
+                        v.iter().map(|x| x.to_bits()).collect()
+                    })
+                    .collect();
+                for (_, t) in opt.state() {
+                    if t.dtype() == DType::F32 && t.numel() > 1 {
+                        let v = t.to_vec::<f32>().unwrap();
+                        out.push(v.iter().map(|x| x.to_bits()).collect());
+                    }
+                }
+                out
+            })
+        };
+        let one = run(1);
+        assert!(one.len() > sizes.len(), "the moments are compared too");
+        for t in [2, 3, 8] {
+            assert!(run(t) == one, "adam {o:?} at {t} threads");
+        }
+    }
+}

@@ -4,6 +4,8 @@
 use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
 use super::{Real, check_hyper, dense, multiversion, with_real};
 use crate::autograd::Var;
+use core::mem::MaybeUninit;
+use lockstep_tensor::threads::{Par, SyncPtr};
 use lockstep_tensor::{Result, Tensor};
 use std::hint::black_box;
 
@@ -318,7 +320,7 @@ multiversion! {
         v: &mut [T],
         vmax: &mut [T],
         amsgrad: bool,
-        out: &mut [T],
+        out: &mut [MaybeUninit<T>],
         k: &Consts<T>,
     ) {
         let w_small = k.w1.abs() < T::from_f64(0.5);
@@ -354,7 +356,7 @@ multiversion! {
             // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
             let denom = src.sqrt() / k.bias_correction2_sqrt + k.eps;
             // param.addcdiv_(exp_avg, denom, value=-step_size)
-            out[i] = param + (k.neg_step_size * ea) / denom;
+            out[i].write(param + (k.neg_step_size * ea) / denom);
         }
     }
 }
@@ -369,9 +371,13 @@ fn py_pow(x: f64, y: f64) -> f64 {
 impl Adam {
     fn step_impl(&mut self) -> Result<()> {
         let name = self.core.name;
-        self.core.for_each_grad(
-            |o, p, g, slot| with_real!(name, p.dtype(), T => update::<T>(o, p, g, slot)),
-        )
+        self.core.for_each_grad(|o, p, g, slot| {
+            let new = crate::ops::ADAM.run(
+                &[&p.data(), g],
+                |_, par| with_real!(name, p.dtype(), T => update::<T>(o, p, g, slot, par)),
+            )?;
+            p.set_data(new)
+        })
     }
 
     fn load_state_impl(&mut self, state: &[(String, Tensor)]) -> Result<()> {
@@ -393,8 +399,22 @@ impl AdamW {
 impl_optimizer!(Adam, .core);
 impl_optimizer!(AdamW, .0.core);
 
-/// One Adam update of parameter `p` (its state in `slot`, created at its first step).
-fn update<T: Real>(o: &AdamOptions, p: &Var, g: &Tensor, slot: &mut Option<Slots>) -> Result<()> {
+/// Parameters of at least this many elements are updated in [`PAR_ROWS`]-element ranges
+/// spread over the threads (a function of the size only; each element's update is its own, so
+/// the bits never depend on it).
+const PAR_MIN: usize = 1 << 15;
+/// The range length of a split update.
+const PAR_ROWS: usize = 1 << 12;
+
+/// Parameter `p`'s new value after one Adam update (its state in `slot`, created at its first
+/// step), on the threads `par`.
+fn update<T: Real>(
+    o: &AdamOptions,
+    p: &Var,
+    g: &Tensor,
+    slot: &mut Option<Slots>,
+    par: &Par,
+) -> Result<Tensor> {
     let o = *o;
     let n = p.numel();
     let st = slot.get_or_insert_with(|| Slots::zeros(T::DTYPE, n, 2 + usize::from(o.amsgrad)));
@@ -428,16 +448,58 @@ fn update<T: Real>(o: &AdamOptions, p: &Var, g: &Tensor, slot: &mut Option<Slots
         Some(b) => T::buf(b),
         None => &mut none,
     };
-    let mut out = vec![T::ZERO; n];
-    adam_kernel(
-        &pd,
-        &gd,
-        T::buf(&mut m[0]),
-        T::buf(&mut v[0]),
-        vmax,
-        o.amsgrad,
-        &mut out,
-        &k,
-    );
-    p.set_data(Tensor::from_vec(out, p.shape())?)
+    let (m, v) = (T::buf(&mut m[0]), T::buf(&mut v[0]));
+    if pd.len() != n
+        || gd.len() != n
+        || m.len() != n
+        || v.len() != n
+        || (o.amsgrad && vmax.len() != n)
+    {
+        return Err(crate::ops::invalid(
+            "adam",
+            "grad",
+            "gradient, parameter and state sizes differ",
+        ));
+    }
+    // Filled by the kernel, never zeroed first.
+    let mut out: Vec<T> = lockstep_rng::try_with_capacity("adam", n)?;
+    if par.threads() > 1 && n >= PAR_MIN {
+        let ams = o.amsgrad;
+        // Shared by the threads of this update only: its ranges are disjoint (below).
+        let ptrs = (
+            SyncPtr(out.as_mut_ptr()),
+            SyncPtr(m.as_mut_ptr()),
+            SyncPtr(v.as_mut_ptr()),
+            SyncPtr(vmax.as_mut_ptr()),
+        );
+        let (pd, gd, k) = (&pd[..], &gd[..], &k);
+        let rows = n.div_ceil(PAR_ROWS);
+        let parts = par.threads().min(rows);
+        par.run_parts(parts, move |q| {
+            let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
+            let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
+            let (op, mp, vp, xp) = ptrs;
+            // SAFETY: `out` has room for `n` values, `m` and `v` hold `n` (checked above) and
+            // `vmax` `n` with amsgrad; ranges `a..b` of different calls are disjoint and all
+            // end before `run_parts` returns.
+            let (os, ms, vs, xs) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(op.at(a).cast::<MaybeUninit<T>>(), b - a),
+                    core::slice::from_raw_parts_mut(mp.at(a), b - a),
+                    core::slice::from_raw_parts_mut(vp.at(a), b - a),
+                    match ams {
+                        true => core::slice::from_raw_parts_mut(xp.at(a), b - a),
+                        false => &mut [][..],
+                    },
+                )
+            };
+            adam_kernel(&pd[a..b], &gd[a..b], ms, vs, xs, ams, os, k);
+        });
+    } else {
+        let os = &mut out.spare_capacity_mut()[..n];
+        adam_kernel(&pd, &gd, m, v, vmax, o.amsgrad, os, &k);
+    }
+    // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
+    unsafe { out.set_len(n) };
+    Tensor::from_vec(out, p.shape())
 }
