@@ -71,12 +71,12 @@ fn rows_cols(op: &'static str, arg: &'static str, x: &Tensor) -> Result<(usize, 
 
 /// Runs `row(index, scratch, out_row)` for every row of `out` (`c` columns) in pieces of
 /// [`ROWS_PER_PIECE`] rows, each piece with a scratch line of `c` elements allocated fallibly.
-fn each_row<T: Real>(
+fn each_row<T: Real, O: Send>(
     op: &'static str,
-    out: &mut [T],
+    out: &mut [O],
     c: usize,
     par: &Par,
-    row: impl Fn(usize, &mut [T], &mut [T]) + Sync,
+    row: impl Fn(usize, &mut [T], &mut [O]) + Sync,
 ) -> Result<()> {
     if out.is_empty() || c == 0 {
         return Ok(());
@@ -116,11 +116,12 @@ fn forward<T: Real>(x: &[T], r: usize, c: usize, scale: T, par: &Par) -> Result<
 }
 
 fn backward<T: Real>(g: &[T], y: &[T], r: usize, c: usize, scale: T, par: &Par) -> Result<Vec<T>> {
-    let mut out = crate::try_filled_vec("causal_softmax_backward", g.len(), T::default())?;
+    // Every element is written below (the kept columns, then the masked ones): no fill first.
+    let mut out = crate::tensor::try_with_capacity::<T>("causal_softmax_backward", g.len())?;
     let serial = Par::new(1);
     each_row(
         "causal_softmax_backward",
-        &mut out,
+        &mut out.spare_capacity_mut()[..g.len()],
         c,
         par,
         |row, buf, orow| {
@@ -132,12 +133,15 @@ fn backward<T: Real>(g: &[T], y: &[T], r: usize, c: usize, scale: T, par: &Par) 
             // `sum_det` is thread-invariant: the bits of `sum_dim` on any team.
             let s = sum_det(buf, &serial);
             for ((o, &gv), &yv) in orow[..keep].iter_mut().zip(gr).zip(yr) {
-                *o = (yv * (gv - s)) * scale;
+                o.write((yv * (gv - s)) * scale);
             }
             let masked = T::default() * scale;
-            orow[keep..].fill(masked);
+            orow[keep..].fill(core::mem::MaybeUninit::new(masked));
         },
     )?;
+    // SAFETY: each row wrote all `c` of its elements (`keep ≤ c` kept, the rest masked), and
+    // the rows cover the output; an error returned above before this line.
+    unsafe { out.set_len(g.len()) };
     Ok(out)
 }
 
