@@ -35,6 +35,7 @@ pub use float::Float;
 pub use normal::{normal_, normal_scalar_path_};
 
 use crate::{Generator, Result, invalid};
+use core::mem::MaybeUninit;
 
 /// Fills `out` like `torch.rand`: uniform in `[0, 1)`.
 pub fn rand<T: Float>(g: &mut Generator, out: &mut [T]) {
@@ -335,17 +336,15 @@ fn check_probability(op: &'static str, p: f64) -> Result<()> {
 /// If `p` is not in `[0, 1]`.
 pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<()> {
     check_probability("bernoulli_", p)?;
-    let mut rest = &mut out[..];
-    bernoulli_fill(g, rest.len(), p, T::ONE, T::ZERO, |vals| {
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(vals.len());
-        head.copy_from_slice(vals);
-        rest = tail;
-    });
+    // SAFETY: only values are written through the cells (`decide` writes each one).
+    let cells = unsafe { &mut *(out as *mut [T] as *mut [MaybeUninit<T>]) };
+    bernoulli_fill(g, p, T::ONE, T::ZERO, cells);
     Ok(())
 }
 
-/// The draws of [`bernoulli_`] for `n` elements as values, handed to `put` in order a block
-/// at a time: `hit` where the element's 53-bit uniform double `u` is below `p`, else `miss`.
+/// The draws of [`bernoulli_`] for `out.len()` elements as values, written into `out` (every
+/// element) a block at a time: `hit` where the element's 53-bit uniform double `u` is below
+/// `p`, else `miss`.
 ///
 /// `u < p` is decided on the integers: `u = m · 2⁻⁵³` exactly for the 53-bit integer `m`, and
 /// `p · 2⁵³` is exact (a power-of-two scaling), so `u < p` holds iff `m < ⌈p · 2⁵³⌉` — the
@@ -354,42 +353,36 @@ pub fn bernoulli_<T: Float>(g: &mut Generator, out: &mut [T], p: f64) -> Result<
 #[inline]
 fn bernoulli_fill<T: Float>(
     g: &mut Generator,
-    n: usize,
     p: f64,
     hit: T,
     miss: T,
-    mut put: impl FnMut(&[T]),
+    out: &mut [MaybeUninit<T>],
 ) {
     // Raw words in blocks (the engine tempers whole runs at once): each value takes two words,
     // `(first << 32) | second`, exactly as `next_f64` would.
     const BLOCK: usize = 256;
     let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
     let mut raw = [0u32; 2 * BLOCK];
-    let mut vals = [miss; BLOCK];
-    let mut i = 0;
-    while i < n {
-        let len = (n - i).min(BLOCK);
-        let raw = &mut raw[..2 * len];
+    for o in out.chunks_mut(BLOCK) {
+        let raw = &mut raw[..2 * o.len()];
         g.fill_u32(raw);
-        decide(raw, threshold, hit, miss, &mut vals[..len]);
-        put(&vals[..len]);
-        i += len;
+        decide(raw, threshold, hit, miss, o);
     }
 }
 
 /// `out[i] = hit` if the 53 low bits of `(raw[2i] << 32) | raw[2i + 1]` are below `threshold`,
 /// else `miss`; built for AVX2 where the path in use allows it (the same integer comparisons).
 #[inline]
-fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [MaybeUninit<T>]) {
     #[inline(always)]
-    fn imp<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+    fn imp<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [MaybeUninit<T>]) {
         for (o, w) in out.iter_mut().zip(raw.chunks_exact(2)) {
             let bits = ((w[0] as u64) << 32) | w[1] as u64;
-            *o = if (bits & ((1 << 53) - 1)) < threshold {
+            o.write(if (bits & ((1 << 53) - 1)) < threshold {
                 hit
             } else {
                 miss
-            };
+            });
         }
     }
     // Opaque values: with `hit = 1 / k` and `miss = 0 / k` in sight the compiler would divide
@@ -398,7 +391,13 @@ fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T])
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [T]) {
+        fn avx2<T: Float>(
+            raw: &[u32],
+            threshold: u64,
+            hit: T,
+            miss: T,
+            out: &mut [MaybeUninit<T>],
+        ) {
             imp(raw, threshold, hit, miss, out)
         }
         if crate::isa::Isa::Avx2.enabled() && crate::isa::Isa::Avx2.available() {
@@ -480,9 +479,15 @@ pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec
     // The mask is 0 or 1 before the division, so it takes two values: divide once.
     let kept = T::ONE.div(keep);
     let dropped = T::ZERO.div(keep);
-    bernoulli_fill(g, n, 1.0 - p, kept, dropped, |vals| {
-        mask.extend_from_slice(vals)
-    });
+    bernoulli_fill(
+        g,
+        1.0 - p,
+        kept,
+        dropped,
+        &mut mask.spare_capacity_mut()[..n],
+    );
+    // SAFETY: `bernoulli_fill` wrote all `n` elements.
+    unsafe { mask.set_len(n) };
     Ok(mask)
 }
 
