@@ -14,6 +14,7 @@
 use super::{Real, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::{CLIP_GRAD_VALUE, CLIP_GRADS_WITH_NORM, GET_TOTAL_NORM, invalid};
+use core::mem::MaybeUninit;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor};
 
 multiversion! {
@@ -182,19 +183,21 @@ pub fn get_total_norm(
 }
 
 multiversion! {
-    fn scale_into<T>(g: &[T], c: T, out: &mut [T]) {
+    fn scale_into<T>(g: &[T], c: T, out: &mut [MaybeUninit<T>]) {
+        let out = &mut out[..g.len()];
         for i in 0..g.len() {
-            out[i] = g[i] * c;
+            out[i].write(g[i] * c);
         }
     }
 }
 
 multiversion! {
-    fn clamp_into<T>(g: &[T], lo: T, hi: T, out: &mut [T]) {
+    fn clamp_into<T>(g: &[T], lo: T, hi: T, out: &mut [MaybeUninit<T>]) {
+        let out = &mut out[..g.len()];
         for i in 0..g.len() {
             let x = g[i];
             // std::min(std::max(x, lo), hi), NaN kept
-            out[i] = if x.is_nan() {
+            out[i].write(if x.is_nan() {
                 x
             } else if x < lo {
                 lo
@@ -202,7 +205,7 @@ multiversion! {
                 hi
             } else {
                 x
-            };
+            });
         }
     }
 }
@@ -248,8 +251,11 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
             let t = CLIP_GRADS_WITH_NORM.run(&[g, total_norm], |_, _| {
                 let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
-            let mut out = vec![T::ZERO; gd.len()];
-            scale_into(gd, coef, &mut out);
+            let n = gd.len();
+            let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
+            scale_into(gd, coef, &mut out.spare_capacity_mut()[..n]);
+            // SAFETY: `scale_into` wrote all `n` elements.
+            unsafe { out.set_len(n) };
                 Tensor::from_vec(out, g.shape())
             })?;
             new.push(t);
@@ -305,8 +311,12 @@ pub fn clip_grad_value_(params: &[Var], clip_value: f64) -> Result<()> {
             with_real!(OP, g.dtype(), T => {
                 let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
-            let mut out = vec![T::ZERO; gd.len()];
-            clamp_into(gd, T::from_f64(-clip_value), T::from_f64(clip_value), &mut out);
+            let n = gd.len();
+            let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
+            let cells = &mut out.spare_capacity_mut()[..n];
+            clamp_into(gd, T::from_f64(-clip_value), T::from_f64(clip_value), cells);
+            // SAFETY: `clamp_into` wrote all `n` elements.
+            unsafe { out.set_len(n) };
             Tensor::from_vec(out, g.shape())
             })
         })?;
