@@ -12,7 +12,7 @@ use lockstep_tensor::{DType, Error, Result, Tensor};
 pub(crate) use crate::error::invalid;
 
 /// The ops this crate registers with dispatch itself (the training layer's own kernels: gradient
-/// clipping, SGD's update; batch normalisation's and the fused recurrent layers' kernels are the tensor crate's), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
+/// clipping, SGD's and Adam's updates; batch normalisation's and the fused recurrent layers' kernels are the tensor crate's), as [`lockstep_tensor::dispatch::builtin_ops`] lists the tensor crate's — for
 /// `lockstep verify`'s advice and tools that explain a trace.
 pub fn builtin_ops() -> Vec<OpInfo> {
     vec![

@@ -713,12 +713,7 @@ fn sgd_split_update_is_thread_invariant() {
     // Parameters large enough for the split update (and one that is not), three steps each
     // (the first sets the momentum buffer): the same bits at 1, 2, 3 and 8 threads, equal to
     // a scalar reference of the documented formula.
-    let sizes = [70_001usize, 1 << 15, 100];
-    let value = |n: usize, s: u64| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i as u64 * 2654435761 + s * 97) % 2001) as f32 - 1000.0) / 997.0)
-            .collect()
-    };
+    let sizes = SPLIT_SIZES;
     let configs = [
         SgdOptions {
             lr: 0.01,
@@ -746,27 +741,9 @@ fn sgd_split_update_is_thread_invariant() {
     ];
     for o in configs {
         let run = |threads: usize| -> Vec<Vec<u32>> {
-            lockstep_tensor::threads::with_num_threads(threads, || {
-                let params: Vec<Var> = sizes
-                    .iter()
-                    .map(|&n| Var::new(Tensor::from_vec(value(n, 1), &[n]).unwrap(), true))
-                    .collect();
-                let mut opt = Sgd::new(params.clone(), o).unwrap();
-                for step in 0..3 {
-                    for (p, &n) in params.iter().zip(&sizes) {
-                        p.set_grad(Some(Tensor::from_vec(value(n, 2 + step), &[n]).unwrap()))
-                            .unwrap();
-                    }
-                    opt.step().unwrap();
-                }
-                params
-                    .iter()
-                    .map(|p| {
-                        let v = p.data().to_vec::<f32>().unwrap();
-                        v.iter().map(|x| x.to_bits()).collect()
-                    })
-                    .collect()
-            })
+            let mut bits = three_steps(threads, |p| Box::new(Sgd::new(p, o).unwrap()));
+            bits.truncate(sizes.len());
+            bits
         };
         // The scalar reference (SgdOptions' documented formula, f32 constants).
         let want: Vec<Vec<u32>> = sizes
@@ -774,10 +751,10 @@ fn sgd_split_update_is_thread_invariant() {
             .map(|&n| {
                 let (lr, m, wd) = (o.lr as f32, o.momentum as f32, o.weight_decay as f32);
                 let omd = (1.0 - o.dampening) as f32;
-                let mut p = value(n, 1);
+                let mut p = ramp(n, 1);
                 let mut buf: Vec<f32> = vec![0.0; n];
                 for step in 0..3 {
-                    let g = value(n, 2 + step);
+                    let g = ramp(n, 2 + step);
                     for i in 0..n {
                         let mut d = if o.maximize { -g[i] } else { g[i] };
                         if o.weight_decay != 0.0 {
@@ -814,12 +791,6 @@ fn adam_split_update_is_thread_invariant() {
     // Parameters large enough for the split update (and ones that are not), three steps: the
     // same bits of parameters and moments at 1, 2, 3 and 8 threads, with and without amsgrad
     // and decoupled weight decay. (Adam's values are pinned by the PyTorch golden tests.)
-    let sizes = [70_001usize, 1 << 15, 100];
-    let value = |n: usize, s: u64| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i as u64 * 2654435761 + s * 97) % 2001) as f32 - 1000.0) / 997.0)
-            .collect()
-    };
     for (amsgrad, decoupled) in [(false, false), (true, false), (false, true)] {
         let o = AdamOptions {
             lr: 0.01,
@@ -828,40 +799,58 @@ fn adam_split_update_is_thread_invariant() {
             decoupled_weight_decay: decoupled,
             ..AdamOptions::default()
         };
-        let run = |threads: usize| -> Vec<Vec<u32>> {
-            lockstep_tensor::threads::with_num_threads(threads, || {
-                let params: Vec<Var> = sizes
-                    .iter()
-                    .map(|&n| Var::new(Tensor::from_vec(value(n, 1), &[n]).unwrap(), true))
-                    .collect();
-                let mut opt = Adam::new(params.clone(), o).unwrap();
-                for step in 0..3 {
-                    for (p, &n) in params.iter().zip(&sizes) {
-                        p.set_grad(Some(Tensor::from_vec(value(n, 2 + step), &[n]).unwrap()))
-                            .unwrap();
-                    }
-                    opt.step().unwrap();
-                }
-                let mut out: Vec<Vec<u32>> = params
-                    .iter()
-                    .map(|p| {
-                        let v = p.data().to_vec::<f32>().unwrap();
-                        v.iter().map(|x| x.to_bits()).collect()
-                    })
-                    .collect();
-                for (_, t) in opt.state() {
-                    if t.dtype() == DType::F32 && t.numel() > 1 {
-                        let v = t.to_vec::<f32>().unwrap();
-                        out.push(v.iter().map(|x| x.to_bits()).collect());
-                    }
-                }
-                out
-            })
-        };
+        let run = |threads: usize| three_steps(threads, |p| Box::new(Adam::new(p, o).unwrap()));
         let one = run(1);
-        assert!(one.len() > sizes.len(), "the moments are compared too");
+        assert!(
+            one.len() > SPLIT_SIZES.len(),
+            "the moments are compared too"
+        );
         for t in [2, 3, 8] {
             assert!(run(t) == one, "adam {o:?} at {t} threads");
         }
     }
+}
+
+/// Sizes of the split-update tests: two large enough to be split among threads, one not.
+const SPLIT_SIZES: [usize; 3] = [70_001, 1 << 15, 100];
+
+/// `n` values in [-1, 1] varying with `s` (no draws).
+fn ramp(n: usize, s: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u64 * 2654435761 + s * 97) % 2001) as f32 - 1000.0) / 997.0)
+        .collect()
+}
+
+/// Three steps of the optimizer `make` builds over parameters of [`SPLIT_SIZES`] at `threads`
+/// threads: the parameters' bits, then those of every float state tensor of more than one
+/// element (momentum buffers, moments).
+fn three_steps(threads: usize, make: impl Fn(Vec<Var>) -> Box<dyn Optimizer>) -> Vec<Vec<u32>> {
+    lockstep_tensor::threads::with_num_threads(threads, || {
+        let params: Vec<Var> = SPLIT_SIZES
+            .iter()
+            .map(|&n| Var::new(Tensor::from_vec(ramp(n, 1), &[n]).unwrap(), true))
+            .collect();
+        let mut opt = make(params.clone());
+        for step in 0..3 {
+            for (p, &n) in params.iter().zip(&SPLIT_SIZES) {
+                p.set_grad(Some(Tensor::from_vec(ramp(n, 2 + step), &[n]).unwrap()))
+                    .unwrap();
+            }
+            opt.step().unwrap();
+        }
+        let bits = |t: &Tensor| {
+            t.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        let mut out: Vec<Vec<u32>> = params.iter().map(|p| bits(&p.data())).collect();
+        for (_, t) in opt.state() {
+            if t.dtype() == DType::F32 && t.numel() > 1 {
+                out.push(bits(&t));
+            }
+        }
+        out
+    })
 }

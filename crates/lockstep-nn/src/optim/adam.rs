@@ -2,7 +2,7 @@
 //! computes them (AdamW is Adam with `decoupled_weight_decay=True`, as in PyTorch).
 
 use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
-use super::{Real, check_hyper, dense, multiversion, with_real};
+use super::{Real, check_hyper, dense, for_each_range, multiversion, with_real};
 use crate::autograd::Var;
 use core::mem::MaybeUninit;
 use lockstep_tensor::threads::{Par, SyncPtr};
@@ -399,13 +399,6 @@ impl AdamW {
 impl_optimizer!(Adam, .core);
 impl_optimizer!(AdamW, .0.core);
 
-/// Parameters of at least this many elements are updated in [`PAR_ROWS`]-element ranges
-/// spread over the threads (a function of the size only; each element's update is its own, so
-/// the bits never depend on it).
-const PAR_MIN: usize = 1 << 15;
-/// The range length of a split update.
-const PAR_ROWS: usize = 1 << 12;
-
 /// Parameter `p`'s new value after one Adam update (its state in `slot`, created at its first
 /// step), on the threads `par`.
 fn update<T: Real>(
@@ -463,42 +456,32 @@ fn update<T: Real>(
     }
     // Filled by the kernel, never zeroed first.
     let mut out: Vec<T> = lockstep_rng::try_with_capacity("adam", n)?;
-    if par.threads() > 1 && n >= PAR_MIN {
-        let ams = o.amsgrad;
-        // Shared by the threads of this update only: its ranges are disjoint (below).
-        let ptrs = (
-            SyncPtr(out.as_mut_ptr()),
-            SyncPtr(m.as_mut_ptr()),
-            SyncPtr(v.as_mut_ptr()),
-            SyncPtr(vmax.as_mut_ptr()),
-        );
-        let (pd, gd, k) = (&pd[..], &gd[..], &k);
-        let rows = n.div_ceil(PAR_ROWS);
-        let parts = par.threads().min(rows);
-        par.run_parts(parts, move |q| {
-            let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
-            let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
-            let (op, mp, vp, xp) = ptrs;
-            // SAFETY: `out` has room for `n` values, `m` and `v` hold `n` (checked above) and
-            // `vmax` `n` with amsgrad; ranges `a..b` of different calls are disjoint and all
-            // end before `run_parts` returns.
-            let (os, ms, vs, xs) = unsafe {
-                (
-                    core::slice::from_raw_parts_mut(op.at(a).cast::<MaybeUninit<T>>(), b - a),
-                    core::slice::from_raw_parts_mut(mp.at(a), b - a),
-                    core::slice::from_raw_parts_mut(vp.at(a), b - a),
-                    match ams {
-                        true => core::slice::from_raw_parts_mut(xp.at(a), b - a),
-                        false => &mut [][..],
-                    },
-                )
-            };
-            adam_kernel(&pd[a..b], &gd[a..b], ms, vs, xs, ams, os, k);
-        });
-    } else {
-        let os = &mut out.spare_capacity_mut()[..n];
-        adam_kernel(&pd, &gd, m, v, vmax, o.amsgrad, os, &k);
-    }
+    let ams = o.amsgrad;
+    // Shared by the ranges of this update only: they are disjoint (`for_each_range`).
+    let (op, mp, vp, xp) = (
+        SyncPtr(out.as_mut_ptr()),
+        SyncPtr(m.as_mut_ptr()),
+        SyncPtr(v.as_mut_ptr()),
+        SyncPtr(vmax.as_mut_ptr()),
+    );
+    let (pd, gd, k) = (&pd[..], &gd[..], &k);
+    for_each_range(par, n, |a, b| {
+        // SAFETY: `out` has room for `n` values, `m` and `v` hold `n` and `vmax` `n` with
+        // amsgrad (checked above); the ranges `a..b` are disjoint and all end before
+        // `for_each_range` returns.
+        let (os, ms, vs, xs) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(op.at(a).cast::<MaybeUninit<T>>(), b - a),
+                core::slice::from_raw_parts_mut(mp.at(a), b - a),
+                core::slice::from_raw_parts_mut(vp.at(a), b - a),
+                match ams {
+                    true => core::slice::from_raw_parts_mut(xp.at(a), b - a),
+                    false => &mut [][..],
+                },
+            )
+        };
+        adam_kernel(&pd[a..b], &gd[a..b], ms, vs, xs, ams, os, k);
+    });
     // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
     unsafe { out.set_len(n) };
     Tensor::from_vec(out, p.shape())

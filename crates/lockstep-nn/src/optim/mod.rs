@@ -368,6 +368,32 @@ macro_rules! with_real {
 }
 pub(crate) use with_real;
 
+/// Parameters of at least this many elements are updated in [`PAR_ROWS`]-element ranges
+/// spread over the threads (a function of the size only; each element's update is its own, so
+/// the bits never depend on it).
+const PAR_MIN: usize = 1 << 15;
+/// The range length of a split update.
+const PAR_ROWS: usize = 1 << 12;
+
+/// Runs `f(a, b)` for element ranges `a..b` that cover `0..n` exactly once: the whole range on
+/// the caller below [`PAR_MIN`] elements or on one thread, else [`PAR_ROWS`]-aligned ranges,
+/// one per thread of `par` (all done when this returns). For an optimizer's elementwise update.
+pub(crate) fn for_each_range(
+    par: &lockstep_tensor::threads::Par,
+    n: usize,
+    f: impl Fn(usize, usize) + Sync,
+) {
+    if par.threads() == 1 || n < PAR_MIN {
+        return f(0, n);
+    }
+    let rows = n.div_ceil(PAR_ROWS);
+    let parts = par.threads().min(rows);
+    par.run_parts(parts, |q| {
+        let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
+        f(r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
+    });
+}
+
 /// The dense elements of `t` (a cheap view when `t` is already dense).
 pub(crate) fn dense<T: Real>(t: &Tensor) -> Result<std::borrow::Cow<'_, [T]>> {
     if t.is_contiguous()

@@ -1,7 +1,7 @@
 //! Stochastic gradient descent (`torch.optim.SGD`), as `_single_tensor_sgd` computes it.
 
 use super::group::{Core, Group, Hyper, Slots, impl_optimizer, options_accessors};
-use super::{Real, check_hyper, dense, multiversion, with_real};
+use super::{Real, check_hyper, dense, for_each_range, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::invalid;
 use core::mem::MaybeUninit;
@@ -210,12 +210,6 @@ multiversion! {
     }
 }
 
-/// Parameters of at least this many elements are updated in [`PAR_ROWS`]-element ranges
-/// spread over the threads (a function of the size only; the bits never depend on it).
-const PAR_MIN: usize = 1 << 15;
-/// The range length of a split update.
-const PAR_ROWS: usize = 1 << 12;
-
 /// A parameter's new value (its momentum buffer in `slot` updated), on the threads `par`.
 fn update<T: Real>(
     o: &SgdOptions,
@@ -248,37 +242,24 @@ fn update<T: Real>(
     };
     // Filled by the kernel, never zeroed first.
     let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
-    if par.threads() > 1 && n >= PAR_MIN {
-        let has_buf = !buf.is_empty();
-        // Shared by the threads of this update only: its ranges are disjoint (below).
-        let (o_ptr, b_ptr) = (SyncPtr(out.as_mut_ptr()), SyncPtr(buf.as_mut_ptr()));
-        let (pd, gd, k) = (&pd[..], &gd[..], &k);
-        // Always worth it at this size: the helpers wait for work during the step.
-        let rows = n.div_ceil(PAR_ROWS);
-        let parts = par.threads().min(rows);
-        par.run_parts(parts, move |q| {
-            let (r0, r1) = (q * rows / parts, (q + 1) * rows / parts);
-            let (a, b) = (r0 * PAR_ROWS, (r1 * PAR_ROWS).min(n));
-            // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`);
-            // ranges `a..b` of different calls are disjoint and all end before
-            // `run_parts` returns.
-            let (o, bb) = unsafe {
-                let o = core::slice::from_raw_parts_mut(
-                    o_ptr.get().add(a).cast::<MaybeUninit<T>>(),
-                    b - a,
-                );
-                let bb: &mut [T] = if has_buf {
-                    core::slice::from_raw_parts_mut(b_ptr.get().add(a), b - a)
-                } else {
-                    &mut []
-                };
-                (o, bb)
+    let has_buf = !buf.is_empty();
+    // Shared by the ranges of this update only: they are disjoint (`for_each_range`).
+    let (o_ptr, b_ptr) = (SyncPtr(out.as_mut_ptr()), SyncPtr(buf.as_mut_ptr()));
+    let (pd, gd, k) = (&pd[..], &gd[..], &k);
+    for_each_range(par, n, |a, b| {
+        // SAFETY: `out` has room for `n` values and `buf` holds `n` (when `has_buf`); the
+        // ranges `a..b` are disjoint and all end before `for_each_range` returns.
+        let (o, bb) = unsafe {
+            let o = core::slice::from_raw_parts_mut(o_ptr.at(a).cast::<MaybeUninit<T>>(), b - a);
+            let bb: &mut [T] = if has_buf {
+                core::slice::from_raw_parts_mut(b_ptr.at(a), b - a)
+            } else {
+                &mut []
             };
-            sgd_kernel(&pd[a..b], &gd[a..b], bb, first, o, k);
-        });
-    } else {
-        sgd_kernel(&pd, &gd, buf, first, &mut out.spare_capacity_mut()[..n], &k);
-    }
+            (o, bb)
+        };
+        sgd_kernel(&pd[a..b], &gd[a..b], bb, first, o, k);
+    });
     // SAFETY: the kernel wrote all `n` values (over the ranges covering `0..n`).
     unsafe { out.set_len(n) };
     Tensor::from_vec(out, p.shape())

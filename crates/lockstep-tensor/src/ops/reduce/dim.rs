@@ -59,38 +59,24 @@ pub(super) fn reduce_lines<T: Real, R: Send + Copy + Default>(
     let lines = g.outer * g.inner;
     let mut out = vec![R::default(); lines];
     let Geom { n, inner, .. } = g;
-    if par.threads() == 1 || x.len() <= SERIAL_MAX {
-        if inner == 1 {
-            for (o, d) in out.iter_mut().enumerate() {
-                *d = f(&x[o * n..(o + 1) * n]);
-            }
-        } else {
-            let mut tmp = Vec::with_capacity(n);
-            for (l, d) in out.iter_mut().enumerate() {
-                let (o, i) = (l / inner, l % inner);
-                let base = o * n * inner + i;
-                tmp.clear();
-                tmp.extend((0..n).map(|k| x[base + k * inner]));
-                *d = f(&tmp);
-            }
-        }
-        return out;
-    }
-    // On the team (no hop into rayon's pool): each line's value is computed alone.
+    // Small inputs in one chunk (the caller alone); else on the team, with no hop into rayon's
+    // pool. Each line's value is computed alone either way.
+    let serial = par.threads() == 1 || x.len() <= SERIAL_MAX;
+    let per = |k: usize| if serial { lines.max(1) } else { k };
     if inner == 1 {
-        const LINES: usize = 64;
-        par.for_each_chunk_mut(&mut out, LINES, |c, d| {
+        let per = per(64);
+        par.for_each_chunk_mut(&mut out, per, |c, d| {
             for (j, d) in d.iter_mut().enumerate() {
-                let o = c * LINES + j;
+                let o = c * per + j;
                 *d = f(&x[o * n..(o + 1) * n]);
             }
         });
     } else {
-        const LINES: usize = 16;
-        par.for_each_chunk_mut(&mut out, LINES, |c, d| {
+        let per = per(16);
+        par.for_each_chunk_mut(&mut out, per, |c, d| {
             let mut tmp = Vec::with_capacity(n);
             for (j, d) in d.iter_mut().enumerate() {
-                let l = c * LINES + j;
+                let l = c * per + j;
                 let (o, i) = (l / inner, l % inner);
                 let base = o * n * inner + i;
                 tmp.clear();

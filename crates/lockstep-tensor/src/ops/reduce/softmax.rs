@@ -29,16 +29,13 @@ fn map_lines<T: Real>(
     if x.is_empty() || n == 0 {
         return out;
     }
-    if inner == 1 && (par.threads() == 1 || x.len() <= SERIAL_MAX) {
-        for (o, i) in out.chunks_mut(n).zip(x.chunks(n)) {
-            f(i, o);
-        }
-        return out;
-    }
-    // On the team (no hop into rayon's pool): every line is computed alone, so which thread
-    // runs it cannot change its bits.
+    // On the team (no hop into rayon's pool), small inputs in one chunk (the caller alone):
+    // every line is computed alone, so which thread runs it cannot change its bits.
     if inner == 1 {
-        let lines = ((1 << 14) / n).max(1);
+        let lines = match par.threads() == 1 || x.len() <= SERIAL_MAX {
+            true => x.len() / n,
+            false => ((1 << 14) / n).max(1),
+        };
         par.for_each_chunk_mut(&mut out, lines * n, |c, o| {
             let x = &x[c * lines * n..];
             for (o, i) in o.chunks_mut(n).zip(x.chunks(n)) {
