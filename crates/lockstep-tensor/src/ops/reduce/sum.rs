@@ -347,14 +347,40 @@ pub(super) fn col_sums_into<T: LaneSum>(
             col_piece(slab, inner, t * w, dst.len(), k0, k1, acc, dst);
         }
     };
+    let rows = buf.len() / inner;
     if par.threads() == 1 || x.len() <= SERIAL_MAX {
         let mut acc = Vec::new();
         for (r, row) in buf.chunks_mut(inner).enumerate() {
             work(r, row, &mut acc);
         }
+    } else if rows < par.threads() && inner >= 2 * LANES {
+        // Fewer output rows than threads (a bias gradient: one row): each row's columns in
+        // ranges, one per thread. A column's sum does not depend on its neighbours (see
+        // `col_piece`): the same bits.
+        let cols = inner.div_ceil(par.threads()).next_multiple_of(LANES);
+        for (r, row) in buf.chunks_mut(inner).enumerate() {
+            let (o, p) = (r / pieces, r % pieces);
+            let slab = &x[o * n * inner..(o + 1) * n * inner];
+            let (k0, k1) = (p * CHUNK, ((p + 1) * CHUNK).min(n));
+            par.for_each_chunk_mut(row, cols, |i, dst| {
+                let mut acc = Vec::new();
+                for (t, d) in dst.chunks_mut(tile).enumerate() {
+                    acc.resize(LANES * d.len(), T::default());
+                    col_piece(
+                        slab,
+                        inner,
+                        i * cols + t * tile,
+                        d.len(),
+                        k0,
+                        k1,
+                        &mut acc,
+                        d,
+                    );
+                }
+            });
+        }
     } else {
         // Contiguous runs of rows, one scratch per run.
-        let rows = buf.len() / inner;
         let per = rows.div_ceil(par.threads());
         par.for_each_chunk_mut(buf, per * inner, |i, run| {
             let mut acc = Vec::new();

@@ -208,6 +208,9 @@ fn sum_dim_and_mean_dim_give_the_bits_of_the_line_sum() {
         [2, 5, 1],
         // An LSTM's bias gradient ([T·B, 4H] summed over rows), with a partial lane group.
         [1, 250, 512],
+        // Fewer rows than threads: each row's columns split among them (a range that is
+        // not a whole number of lane groups).
+        [1, 1030, 200],
         [2, 33, 40],
         // Lines of stride 1, several per thread (a conv bias gradient) or pieces each.
         [1024, 64, 1],
