@@ -11,7 +11,6 @@ use lockstep_tensor::ops::pool::Pool2d;
 use lockstep_tensor::threads::Par;
 use lockstep_tensor::threads::SyncPtr;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor, math};
-use std::sync::Mutex;
 
 mod attention;
 mod causal_attention;
@@ -503,9 +502,10 @@ fn ln_forward_par<T: Element>(
     (y, stats)
 }
 
-/// [`ln_backward`] on `par`: one thread runs it whole; more split the rows' `∂x` among them and
-/// give the weight and bias gradients (`need_wb`; zeros without) a task of their own, which adds
-/// every row in row order with the same expressions ([`ln_weight_grads`]): the same bits.
+/// [`ln_backward`] on `par`: one thread runs it whole; more split the rows' `∂x` among them
+/// and the weight and bias gradients (`need_wb`; zeros without) by column ranges, each column
+/// adding every row in row order with the same expressions ([`ln_weight_grads`]): the same
+/// bits.
 fn ln_backward_par<T: Element, G: Element>(
     par: &Par,
     xs: &[T],
@@ -522,19 +522,25 @@ fn ln_backward_par<T: Element, G: Element>(
     }
     let mut gx = Vec::with_capacity(xs.len());
     let gp = SyncPtr(gx.spare_capacity_mut().as_mut_ptr());
-    let grads = Mutex::new(None);
-    // Task 0: the weight and bias gradients; task q + 1: the rows' range q, written into its
-    // rows of the one output.
-    par.run_parts(parts + 1, |p| match p {
-        0 => {
-            let g = match need_wb {
-                true => ln_weight_grads(xs, gs, l, stats),
-                false => (vec![0.0; l], vec![0.0; l]),
+    let (mut gw, mut gb) = (vec![0.0; l], vec![0.0; l]);
+    let (wp, bp) = (SyncPtr(gw.as_mut_ptr()), SyncPtr(gb.as_mut_ptr()));
+    // Tasks `0..cols`: the weight and bias gradients' column ranges; then the rows' ranges,
+    // each written into its rows of the one output.
+    let cols = if need_wb { parts.min(l) } else { 0 };
+    par.run_parts(cols + parts, |p| {
+        if p < cols {
+            let span = ln_span(p, l, cols);
+            // SAFETY: columns `span` of `gw` and `gb`, disjoint from every other task's; both
+            // outlive `run_parts`.
+            let (gw, gb) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(wp.at(span.start), span.len()),
+                    core::slice::from_raw_parts_mut(bp.at(span.start), span.len()),
+                )
             };
-            *grads.lock().unwrap_or_else(|e| e.into_inner()) = Some(g);
-        }
-        _ => {
-            let r = ln_span(p - 1, rows, parts);
+            ln_weight_grads(xs, gs, l, stats, span.start, gw, gb);
+        } else {
+            let r = ln_span(p - cols, rows, parts);
             let span = r.start * l..r.end * l;
             // SAFETY: the rows `r` of the output's spare capacity, disjoint from every other
             // task's; `gx` outlives `run_parts`.
@@ -545,32 +551,33 @@ fn ln_backward_par<T: Element, G: Element>(
     });
     // SAFETY: the row tasks cover every row, and each wrote all of its elements.
     unsafe { gx.set_len(xs.len()) };
-    let (gw, gb) = grads
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .expect("run_parts runs every part");
     (gx, gw, gb)
 }
 
-/// LayerNorm's `∂w = Σ g·x̂` and `∂b = Σ g` over rows in row order, each element's terms as
-/// [`ln_backward`] forms them (`x̂ = (x − μ)·σ⁻¹` recomputed): the same bits.
+/// LayerNorm's `∂w = Σ g·x̂` and `∂b = Σ g` for the columns `c0..c0 + gw.len()`, added from
+/// `+0` over rows in row order, each element's terms as [`ln_backward`] forms them
+/// (`x̂ = (x − μ)·σ⁻¹` recomputed): the same bits.
 fn ln_weight_grads<T: Element, G: Element>(
     xs: &[T],
     gs: &[G],
     l: usize,
     stats: &[(f64, f64)],
-) -> (Vec<f64>, Vec<f64>) {
-    let (mut gw, mut gb) = (vec![0.0; l], vec![0.0; l]);
+    c0: usize,
+    gw: &mut [f64],
+    gb: &mut [f64],
+) {
+    let n = gw.len();
+    assert!(gb.len() == n && c0 + n <= l);
+    gw.fill(0.0);
+    gb.fill(0.0);
     for (r, &(mu, is)) in stats.iter().enumerate() {
-        let (xr, gr) = (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
-        let (gw, gb) = (&mut gw[..l], &mut gb[..l]);
-        for j in 0..l {
+        let (xr, gr) = (&xs[r * l + c0..][..n], &gs[r * l + c0..][..n]);
+        for j in 0..n {
             let (g, h) = ln_terms(xr[j], gr[j], mu, is);
             gw[j] += g * h;
             gb[j] += g;
         }
     }
-    (gw, gb)
 }
 
 /// One element's `(g, x̂)` for LayerNorm's backward, `x̂ = (x − μ)·σ⁻¹`: the one expression

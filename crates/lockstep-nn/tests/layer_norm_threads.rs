@@ -1,5 +1,5 @@
-//! `F.layer_norm` forward and backward split their rows among threads (and give the weight and
-//! bias gradients a row-ordered task of their own): every output's bits are the one-thread
+//! `F.layer_norm` forward and backward split their rows among threads (and the weight and bias
+//! gradients by columns, each column added in row order): every output's bits are the one-thread
 //! run's at 1, 2, 3 and 8 threads, f32 and f64, with and without weight and bias, for row
 //! counts that split unevenly, and with gradients of another dtype than the input's.
 
