@@ -23,6 +23,7 @@ pub fn builtin_ops() -> Vec<OpInfo> {
         ADAM.info(),
         LAYER_NORM.info(),
         LAYER_NORM_BACKWARD.info(),
+        MERGE_HEADS.info(),
     ]
 }
 
@@ -72,8 +73,14 @@ single_op!(
 );
 single_op!(
     /// `F.layer_norm`'s backward: the rows' input gradients split among threads, and the weight
-    /// and bias gradients one task adding every row in row order (the one-thread order).
+    /// and bias gradients by column ranges, each column adding every row in row order (the
+    /// one-thread order).
     LAYER_NORM_BACKWARD = "layer_norm_backward", "layer_norm_backward.rows"
+);
+single_op!(
+    /// The gradient of `causal_self_attention`'s `qkv`: q's, k's and v's head gradients
+    /// copied into one `[B, T, 3C]` tensor, token rows in pieces on the team.
+    MERGE_HEADS = "merge_heads", "merge_heads.copy"
 );
 /// Sums `g` down to `shape` (the reverse of broadcasting): leading dimensions are summed away,
 /// and dimensions where `shape` has 1 are summed with `keepdim`. Deterministic (`sum_dim`).

@@ -104,6 +104,12 @@ fn cases() -> Vec<(&'static str, Run)> {
         ("batch_norm_backward", batch_norm),
         ("layer_norm", layer_norm),
         ("layer_norm_backward", layer_norm),
+        ("merge_heads", |p| {
+            let qkv = Var::new(p(f(&[2, 3, 12])), true);
+            let y = lockstep_nn::functional::causal_self_attention(&qkv, 2, 0.5, 0.0, false)?;
+            y.sum()?.backward()?;
+            Ok(vec![y.data(), qkv.grad().unwrap()])
+        }),
         ("sgd", |p| {
             let w = Var::new(f(&[3, 4]), true);
             w.set_grad(Some(p(f(&[3, 4]))))?;

@@ -107,9 +107,12 @@ fn merge_heads(pieces: [&Tensor; 3], [b, t, c]: [usize; 3]) -> Result<Tensor> {
     }
 }
 
+/// Token rows per piece of [`merge`]'s copy.
+const MERGE_ROWS: usize = 64;
+
 fn merge<T>(pieces: [&Tensor; 3], [b, t, c]: [usize; 3]) -> Result<Tensor>
 where
-    T: lockstep_tensor::Element + core::ops::Add<Output = T> + Default,
+    T: lockstep_tensor::Element + core::ops::Add<Output = T> + Default + Send + Sync,
 {
     let (nh, hd) = (pieces[0].shape()[1], pieces[0].shape()[3]);
     let dense: Vec<Tensor> = pieces
@@ -118,23 +121,32 @@ where
         .collect::<Result<_>>()?;
     let [q, k, v] = [0, 1, 2].map(|i| dense[i].data::<T>());
     let (q, k, v) = (q?, k?, v?);
-    let mut out = lockstep_rng::try_with_capacity::<T>("causal_self_attention", b * t * 3 * c)?;
+    let n = b * t * 3 * c;
     let zero = T::default();
-    for bi in 0..b {
-        for ti in 0..t {
-            for h in 0..nh {
-                let o = ((bi * nh + h) * t + ti) * hd;
-                out.extend(q[o..o + hd].iter().map(|&x| x + zero));
+    assert_eq!(nh * hd, c, "heads × head size is the width");
+    // A copy: rows of `3C` (one per token) in pieces on the team, whoever copies them.
+    let rows_per = MERGE_ROWS.min(b * t).max(1);
+    let chunk = (rows_per * 3 * c).max(1);
+    crate::ops::MERGE_HEADS.run(&[pieces[0], pieces[1], pieces[2]], |_, par| {
+        let mut out = lockstep_rng::try_with_capacity::<T>("causal_self_attention", n)?;
+        par.for_each_chunk_mut(&mut out.spare_capacity_mut()[..n], chunk, |p, dst| {
+            for (i, row) in dst.chunks_mut(3 * c).enumerate() {
+                let (bi, ti) = ((p * rows_per + i) / t, (p * rows_per + i) % t);
+                let mut cells = row.iter_mut();
+                for src in [q, k, v] {
+                    for h in 0..nh {
+                        let o = ((bi * nh + h) * t + ti) * hd;
+                        // The source first: `zip` then stops without taking a cell.
+                        for (&x, d) in src[o..o + hd].iter().zip(&mut cells) {
+                            d.write(x + zero);
+                        }
+                    }
+                }
             }
-            for h in 0..nh {
-                let o = ((bi * nh + h) * t + ti) * hd;
-                out.extend(k[o..o + hd].iter().map(|&x| x + zero));
-            }
-            for h in 0..nh {
-                let o = ((bi * nh + h) * t + ti) * hd;
-                out.extend(v[o..o + hd].iter().map(|&x| x + zero));
-            }
-        }
-    }
-    Tensor::from_vec(out, &[b, t, 3 * c])
+        });
+        // SAFETY: the pieces cover all `n` elements, and each row wrote its `3C` (`nh · hd`
+        // is `C`).
+        unsafe { out.set_len(n) };
+        Tensor::from_vec(out, &[b, t, 3 * c])
+    })
 }
