@@ -101,18 +101,38 @@ fn each_row<T: Real, O: Send>(
 }
 
 fn forward<T: Real>(x: &[T], r: usize, c: usize, scale: T, par: &Par) -> Result<Vec<T>> {
-    let mut out = crate::try_filled_vec("causal_softmax", x.len(), T::default())?;
+    // Each row is zeroed by the thread that then computes it (the line kernel takes an
+    // initialised output), not all up front on the caller.
+    let mut out = crate::tensor::try_with_capacity::<T>("causal_softmax", x.len())?;
     let isa = Isa::best();
-    each_row("causal_softmax", &mut out, c, par, |row, buf, orow| {
-        let keep = (row % r + 1).min(c);
-        let xr = &x[row * c..(row + 1) * c];
-        for (b, &v) in buf[..keep].iter_mut().zip(&xr[..keep]) {
-            *b = v * scale;
-        }
-        buf[keep..].fill(T::NEG_INFINITY);
-        softmax_line(buf, orow, false, isa, false);
-    })?;
+    each_row(
+        "causal_softmax",
+        &mut out.spare_capacity_mut()[..x.len()],
+        c,
+        par,
+        |row, buf, orow| {
+            let orow = init_zero(orow);
+            let keep = (row % r + 1).min(c);
+            let xr = &x[row * c..(row + 1) * c];
+            for (b, &v) in buf[..keep].iter_mut().zip(&xr[..keep]) {
+                *b = v * scale;
+            }
+            buf[keep..].fill(T::NEG_INFINITY);
+            softmax_line(buf, orow, false, isa, false);
+        },
+    )?;
+    // SAFETY: `each_row` ran every row, and each row was zeroed and then written.
+    unsafe { out.set_len(x.len()) };
     Ok(out)
+}
+
+/// `row` with every element `T::default()`, as initialised elements.
+fn init_zero<T: Real>(row: &mut [core::mem::MaybeUninit<T>]) -> &mut [T] {
+    for v in row.iter_mut() {
+        v.write(T::default());
+    }
+    // SAFETY: every element was written just above; `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(row as *mut [core::mem::MaybeUninit<T>] as *mut [T]) }
 }
 
 fn backward<T: Real>(g: &[T], y: &[T], r: usize, c: usize, scale: T, par: &Par) -> Result<Vec<T>> {
