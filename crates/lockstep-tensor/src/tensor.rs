@@ -61,35 +61,47 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> 
 /// into [`Error::OutOfMemory`] naming the op.
 pub(crate) use lockstep_rng::try_with_capacity;
 
-/// Appends the elements of the strided view (`shape`, `strides`, `offset`) over `src` to `out`
-/// in row-major order, a run of the last dimension at a time (a slice copy when it is
-/// unit-stride): how [`Tensor::contiguous`] and `to_vec` copy views. `shape` has no zero.
-fn gather_runs<T: Copy>(
+/// Writes rows `row0..` of the strided view (`shape`, `strides`, `offset`) over `src` — a row
+/// being a run of the last dimension — to `out` in row-major order, as many rows as `out`
+/// holds (a slice copy per row when the last dimension is unit-stride): how
+/// [`Tensor::contiguous`] and `to_vec` copy views. `shape` has no zero and `out.len()` is a
+/// multiple of the last dimension.
+fn gather_rows<T: Copy>(
     src: &[T],
     shape: &[usize],
     strides: &[usize],
     offset: usize,
-    out: &mut Vec<T>,
+    row0: usize,
+    out: &mut [core::mem::MaybeUninit<T>],
 ) {
     let Some((&run, outer_shape)) = shape.split_last() else {
-        out.push(src[offset]);
+        if let Some(o) = out.first_mut() {
+            o.write(src[offset]);
+        }
         return;
     };
     let st = strides[shape.len() - 1];
+    // The outer index of row `row0`, last outer dimension fastest.
     let mut idx = vec![0usize; outer_shape.len()];
-    let mut base = offset;
-    loop {
+    let (mut rem, mut base) = (row0, offset);
+    for k in (0..outer_shape.len()).rev() {
+        idx[k] = rem % outer_shape[k];
+        rem /= outer_shape[k];
+        base += idx[k] * strides[k];
+    }
+    for row in out.chunks_exact_mut(run) {
         if st == 1 {
-            out.extend_from_slice(&src[base..base + run]);
+            for (o, &v) in row.iter_mut().zip(&src[base..base + run]) {
+                o.write(v);
+            }
         } else {
-            out.extend((0..run).map(|j| src[base + j * st]));
+            for (j, o) in row.iter_mut().enumerate() {
+                o.write(src[base + j * st]);
+            }
         }
         // The next outer index, last dimension fastest.
         let mut k = outer_shape.len();
-        loop {
-            if k == 0 {
-                return;
-            }
+        while k > 0 {
             k -= 1;
             idx[k] += 1;
             base += strides[k];
@@ -101,6 +113,10 @@ fn gather_runs<T: Copy>(
         }
     }
 }
+
+/// Views of at least this many elements are copied by the team's threads (a copy: which
+/// thread copies what never changes a bit).
+const COPY_PAR_MIN: usize = 1 << 16;
 
 impl Tensor {
     /// A tensor over `storage` with `layout` (crate-internal: the caller keeps it in bounds).
@@ -392,8 +408,23 @@ impl Tensor {
             let o = self.layout.offset();
             v.extend_from_slice(&s[o..o + self.numel()]);
         } else if self.numel() > 0 {
-            let l = &self.layout;
-            gather_runs(s, l.shape(), l.strides(), l.offset(), &mut v);
+            let (l, n) = (&self.layout, self.numel());
+            let (shape, strides, offset) = (l.shape(), l.strides(), l.offset());
+            let run = shape.last().copied().unwrap_or(1);
+            let out = &mut v.spare_capacity_mut()[..n];
+            // Not from inside a kernel: its team is busy with that kernel's own pieces.
+            let par = crate::threads::Par::for_dispatch();
+            if n >= COPY_PAR_MIN && par.threads() > 1 && !crate::threads::in_kernel_now() {
+                // Pieces of whole rows, at least 16 Ki elements each.
+                let rows = (COPY_PAR_MIN / 4).div_ceil(run);
+                par.for_each_chunk_mut(out, rows * run, |i, part| {
+                    gather_rows(s, shape, strides, offset, i * rows, part)
+                });
+            } else {
+                gather_rows(s, shape, strides, offset, 0, out);
+            }
+            // SAFETY: `gather_rows` wrote all `n` elements (`n` is a multiple of `run`).
+            unsafe { v.set_len(n) };
         }
         Ok(v)
     }

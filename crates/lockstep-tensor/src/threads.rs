@@ -15,6 +15,8 @@ thread_local! {
     /// How many kernels run through dispatch are running on this thread (nested ops count):
     /// the tripwire of [`Par::current`] and [`get_num_threads`] in debug builds.
     static IN_KERNEL: Cell<usize> = const { Cell::new(0) };
+    /// Whether this thread is one of the team's standing helpers.
+    static TEAM_HELPER: Cell<bool> = const { Cell::new(false) };
     /// The pool this thread used last: every op asks for one, almost always the same.
     static LAST_POOL: core::cell::RefCell<Option<(usize, Arc<rayon::ThreadPool>)>> =
         const { core::cell::RefCell::new(None) };
@@ -148,6 +150,13 @@ fn build_pool(n: usize) -> rayon::ThreadPool {
             Err(_) => k = k.div_ceil(2).min(k - 1),
         }
     }
+}
+
+/// Whether this thread is running a kernel called by dispatch or is a team helper (running a
+/// piece of one): a region started here would find the team busy.
+#[inline]
+pub(crate) fn in_kernel_now() -> bool {
+    IN_KERNEL.with(|k| k.get()) > 0 || TEAM_HELPER.with(|h| h.get())
 }
 
 /// Runs `f`, a kernel called by dispatch, with the tripwire armed on this thread: in debug
@@ -472,6 +481,7 @@ mod team {
     }
 
     fn helper(team: Arc<Team>, me: Arc<Helper>, mut seen: u64) {
+        super::TEAM_HELPER.with(|h| h.set(true));
         let spin = spin_limit();
         loop {
             let fresh = || team.epoch.load(Ordering::Acquire) != seen;

@@ -159,3 +159,48 @@ fn absurd_sizes_are_errors_not_panics() {
     };
     assert!(x.max_pool2d(p).is_err());
 }
+
+/// Views of 64 Ki elements and more are copied by several threads: at 1, 2, 3 and 8 threads
+/// the copy holds every element where index arithmetic puts it (unit-stride and strided last
+/// dimensions, rows that do not fill the last piece, an offset).
+#[test]
+fn large_view_copies_are_the_same_at_every_thread_count() {
+    use lockstep_tensor::threads::with_num_threads;
+    let shape = [3usize, 37, 29, 41];
+    let x = iota(&shape);
+    let n: usize = shape.iter().product();
+    let src = x.to_vec::<i64>().unwrap();
+    for (perm, narrow) in [
+        ([0usize, 2, 1, 3], false),
+        ([3, 1, 0, 2], false),
+        ([0, 2, 1, 3], true),
+    ] {
+        let mut v = x.permute(&perm.map(|d| d as isize)).unwrap();
+        if narrow {
+            v = v.narrow(1, 1, 27).unwrap();
+        }
+        let vs = v.shape().to_vec();
+        let want: Vec<i64> = (0..vs.iter().product())
+            .map(|i| {
+                let idx = unravel(i, &vs);
+                let mut orig = [0usize; 4];
+                for (d, &p) in perm.iter().enumerate() {
+                    orig[p] = idx[d] + usize::from(narrow && d == 1);
+                }
+                src[ravel(&orig, &shape)]
+            })
+            .collect();
+        assert!(
+            want.len() >= 1 << 16,
+            "large enough to split: {} of {n}",
+            want.len()
+        );
+        for threads in [1, 2, 3, 8] {
+            let got = with_num_threads(threads, || v.contiguous().to_vec::<i64>().unwrap());
+            assert!(
+                got == want,
+                "perm {perm:?} narrow {narrow} at {threads} threads"
+            );
+        }
+    }
+}
