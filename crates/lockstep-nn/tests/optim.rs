@@ -811,6 +811,48 @@ fn adam_split_update_is_thread_invariant() {
     }
 }
 
+#[test]
+fn clip_grad_norm_is_thread_invariant() {
+    // Gradients large enough for the norms on the team and the split scaling (and one that is
+    // not): the total norm and the clipped gradients have the same bits at 1, 2, 3 and 8
+    // threads, for the 2-norm and the ∞-norm; the 2-norm total is the f64 norm to rounding.
+    for norm_type in [2.0, f64::INFINITY] {
+        let run = |threads: usize| {
+            lockstep_tensor::threads::with_num_threads(threads, || {
+                let params: Vec<Var> = SPLIT_SIZES
+                    .iter()
+                    .map(|&n| Var::new(Tensor::from_vec(ramp(n, 1), &[n]).unwrap(), true))
+                    .collect();
+                for (p, &n) in params.iter().zip(&SPLIT_SIZES) {
+                    p.set_grad(Some(Tensor::from_vec(ramp(n, 5), &[n]).unwrap()))
+                        .unwrap();
+                }
+                let total = clip_grad_norm_(&params, 0.5, norm_type).unwrap();
+                let mut bits = vec![vec![total.item::<f32>().unwrap().to_bits()]];
+                for p in &params {
+                    let g = p.grad().unwrap().to_vec::<f32>().unwrap();
+                    bits.push(g.iter().map(|x| x.to_bits()).collect());
+                }
+                bits
+            })
+        };
+        let one = run(1);
+        let exact: f64 = SPLIT_SIZES
+            .iter()
+            .flat_map(|&n| ramp(n, 5))
+            .map(|x| f64::from(x) * f64::from(x))
+            .sum::<f64>()
+            .sqrt();
+        let got = f64::from(f32::from_bits(one[0][0]));
+        if norm_type == 2.0 {
+            assert!((got - exact).abs() < 1e-5 * exact, "{got} vs {exact}");
+        }
+        for t in [2, 3, 8] {
+            assert!(run(t) == one, "norm {norm_type} at {t} threads");
+        }
+    }
+}
+
 /// Sizes of the split-update tests: two large enough to be split among threads, one not.
 const SPLIT_SIZES: [usize; 3] = [70_001, 1 << 15, 100];
 

@@ -15,7 +15,11 @@ use super::{Real, multiversion, with_real};
 use crate::autograd::Var;
 use crate::ops::{CLIP_GRAD_VALUE, CLIP_GRADS_WITH_NORM, GET_TOTAL_NORM, invalid};
 use core::mem::MaybeUninit;
+use lockstep_tensor::threads::SyncPtr;
 use lockstep_tensor::{DType, Element, Error, Result, Tensor};
+
+/// Gradients of at least this many elements in all have their norms computed on the team.
+const PAR_NORM_MIN: usize = 1 << 15;
 
 multiversion! {
     /// `sqrt(Σ x²)` in the order of PyTorch's CPU 2-norm kernel.
@@ -162,11 +166,20 @@ pub fn get_total_norm(
     }
     let dt = common_dtype(OP, tensors)?;
     let inputs: Vec<&Tensor> = tensors.iter().collect();
-    GET_TOTAL_NORM.run(&inputs, |_, _| with_real!(OP, dt, T => {
-        let mut norms = Vec::with_capacity(tensors.len());
-        for t in tensors {
-            let c = t.try_contiguous()?;
-            norms.push(vector_norm::<T>(c.data::<T>()?, norm_type));
+    GET_TOTAL_NORM.run(&inputs, |_, par| with_real!(OP, dt, T => {
+        let dense: Vec<Tensor> = tensors.iter().map(Tensor::try_contiguous).collect::<Result<_>>()?;
+        let data: Vec<&[T]> = dense.iter().map(|c| c.data::<T>()).collect::<Result<_>>()?;
+        // Each tensor's norm whole, by whichever thread takes it: the same bits.
+        let mut norms = vec![T::ZERO; data.len()];
+        let np = SyncPtr(norms.as_mut_ptr());
+        let each = |i: usize| {
+            let v = vector_norm::<T>(data[i], norm_type);
+            // SAFETY: slot `i` is this call's alone, and `norms` outlives the calls.
+            unsafe { *np.at(i) = v };
+        };
+        match data.iter().map(|d| d.len()).sum::<usize>() >= PAR_NORM_MIN {
+            true => par.run_parts(data.len(), each),
+            false => (0..data.len()).for_each(each),
         }
         let total = vector_norm::<T>(&norms, norm_type);
         if error_if_nonfinite && !total.to_f64().is_finite() {
@@ -248,13 +261,19 @@ pub fn clip_grads_with_norm_(params: &[Var], max_norm: f64, total_norm: &Tensor)
         let mut new = Vec::with_capacity(gts.len());
         // One dispatch per gradient: each traced with its own inputs.
         for g in &gts {
-            let t = CLIP_GRADS_WITH_NORM.run(&[g, total_norm], |_, _| {
+            let t = CLIP_GRADS_WITH_NORM.run(&[g, total_norm], |_, par| {
                 let c = g.try_contiguous()?;
             let gd = c.data::<T>()?;
             let n = gd.len();
             let mut out: Vec<T> = lockstep_rng::try_with_capacity(OP, n)?;
-            scale_into(gd, coef, &mut out.spare_capacity_mut()[..n]);
-            // SAFETY: `scale_into` wrote all `n` elements.
+            let op = SyncPtr(out.as_mut_ptr());
+            super::for_each_range(par, n, |a, b| {
+                // SAFETY: `out` has room for `n` values; the ranges are disjoint and all end
+                // before `for_each_range` returns.
+                let o = unsafe { core::slice::from_raw_parts_mut(op.at(a).cast::<MaybeUninit<T>>(), b - a) };
+                scale_into(&gd[a..b], coef, o);
+            });
+            // SAFETY: the ranges cover `0..n`, and `scale_into` wrote each.
             unsafe { out.set_len(n) };
                 Tensor::from_vec(out, g.shape())
             })?;
