@@ -88,6 +88,12 @@ impl Generator {
         self.engine.fill_u32(out)
     }
 
+    /// [`fill_u32`](Self::fill_u32)'s words before tempering (see
+    /// `Mt19937::fill_untempered`); the engine advances the same.
+    pub(crate) fn fill_untempered(&mut self, out: &mut [u32]) {
+        self.engine.fill_untempered(out)
+    }
+
     /// A double in `[0, 1)` from 53 bits of one [`next_u64`](Self::next_u64):
     /// `(u64 & (2^53 − 1)) · 2^-53`.
     #[inline]

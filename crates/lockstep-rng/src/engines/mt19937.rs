@@ -212,6 +212,35 @@ impl Mt19937 {
             done += take;
         }
     }
+
+    /// [`fill_u32`](Self::fill_u32) without the tempering: the engine's state words that the
+    /// next `out.len()` outputs temper, in order (`temper_words` of them gives those outputs).
+    /// The engine advances exactly as `fill_u32` advances it. Lets the serial twist run apart
+    /// from the tempering, which any thread can do.
+    pub(crate) fn fill_untempered(&mut self, out: &mut [u32]) {
+        let path = Path::best();
+        let mut done = 0;
+        while done < out.len() {
+            if self.left <= 1 {
+                path.twist(&mut self.state);
+                self.left = N as u32 + 1;
+                self.next = 0;
+            }
+            let avail = (self.left - 1) as usize;
+            let start = self.next as usize;
+            let take = avail.min(out.len() - done).min(N - start);
+            out[done..done + take].copy_from_slice(&self.state[start..start + take]);
+            self.next += take as u32;
+            self.left -= take as u32;
+            done += take;
+        }
+    }
+}
+
+/// `out[i]` = the tempered output of state word `words[i]` (what [`Mt19937::fill_u32`] gives
+/// for the words [`Mt19937::fill_untempered`] gave), vectorised where the switch allows.
+pub(crate) fn temper_words(words: &[u32], out: &mut [u32]) {
+    Path::best().temper(words, out)
 }
 
 /// The twist and the tempering of whole vectors of words: one path per instruction set

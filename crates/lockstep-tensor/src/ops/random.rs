@@ -343,13 +343,21 @@ impl Tensor {
         g: Option<&mut Generator>,
     ) -> Result<Tensor> {
         let n = crate::tensor::checked_numel("dropout", shape)?;
+        // A large mask's decisions on the team (the stream's words are the same whoever
+        // tempers them); not from inside a kernel, whose team is busy.
+        let par = crate::threads::Par::for_dispatch();
+        let run = |parts: usize, f: &(dyn Fn(usize) + Sync)| par.run_parts(parts, f);
+        let parts: Option<t::Parts> =
+            (par.threads() > 1 && !crate::threads::in_kernel_now()).then_some(&run);
         let out = with_generator(g, |g| match dtype {
-            DType::F32 => {
-                Tensor::from_vec(t::dropout_mask::<f32>(g, n, p).map_err(rng_oom)?, shape)
-            }
-            DType::F64 => {
-                Tensor::from_vec(t::dropout_mask::<f64>(g, n, p).map_err(rng_oom)?, shape)
-            }
+            DType::F32 => Tensor::from_vec(
+                t::dropout_mask_with::<f32>(g, n, p, parts).map_err(rng_oom)?,
+                shape,
+            ),
+            DType::F64 => Tensor::from_vec(
+                t::dropout_mask_with::<f64>(g, n, p, parts).map_err(rng_oom)?,
+                shape,
+            ),
             got => Err(Error::DType {
                 op: "dropout",
                 expected: DType::F32,
@@ -454,6 +462,35 @@ mod tests {
         y.normal_(0.0, 1.0, Some(&mut Generator::with_seed(3)))
             .unwrap();
         assert_eq!(y.to_vec::<f64>().unwrap(), want);
+    }
+
+    #[test]
+    fn dropout_mask_is_the_same_at_every_thread_count() {
+        // Large enough for the decisions on the team: the mask `lockstep_rng` draws serially,
+        // and the generator left in the same state, at 1, 2, 3 and 8 threads.
+        use crate::threads::with_num_threads;
+        let n = 7 * 10_001;
+        let mut g = Generator::with_seed(11);
+        let want: Vec<u32> = t::dropout_mask::<f32>(&mut g, n, 0.2)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let after = g.next_u32();
+        for threads in [1, 2, 3, 8] {
+            let mut g = Generator::with_seed(11);
+            let m = with_num_threads(threads, || {
+                Tensor::dropout_mask(&[7, 10_001], DType::F32, 0.2, Some(&mut g)).unwrap()
+            });
+            let got: Vec<u32> = m
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            assert!(got == want, "{threads} threads");
+            assert_eq!(g.next_u32(), after, "{threads} threads");
+        }
     }
 
     #[test]

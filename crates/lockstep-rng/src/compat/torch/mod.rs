@@ -463,6 +463,25 @@ pub fn dropout<T: Float>(g: &mut Generator, input: &[T], p: f64, training: bool)
 /// If `p` is not in `[0, 1]`; [`Error::OutOfMemory`](crate::Error::OutOfMemory) if the mask
 /// cannot be allocated.
 pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec<T>> {
+    dropout_mask_with(g, n, p, None)
+}
+
+/// Runs `f(i)` once for every `i < parts` and returns when all are done, on whichever threads
+/// it chooses (a thread team's `run_parts`).
+pub type Parts<'a> = &'a (dyn Fn(usize, &(dyn Fn(usize) + Sync)) + Sync);
+
+/// [`dropout_mask`], with the tempering of the engine's words and the decisions of a large
+/// mask run as parts through `parts` (the engine's twist, a chain from block to block, stays on
+/// the caller): the same draws, the same mask, the generator left in the same state.
+///
+/// # Errors
+/// As [`dropout_mask`].
+pub fn dropout_mask_with<T: Float>(
+    g: &mut Generator,
+    n: usize,
+    p: f64,
+    parts: Option<Parts>,
+) -> Result<Vec<T>> {
     if !(0.0..=1.0).contains(&p) {
         return Err(invalid(
             "dropout",
@@ -479,16 +498,88 @@ pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec
     // The mask is 0 or 1 before the division, so it takes two values: divide once.
     let kept = T::ONE.div(keep);
     let dropped = T::ZERO.div(keep);
-    bernoulli_fill(
-        g,
-        1.0 - p,
-        kept,
-        dropped,
-        &mut mask.spare_capacity_mut()[..n],
-    );
-    // SAFETY: `bernoulli_fill` wrote all `n` elements.
+    let out = &mut mask.spare_capacity_mut()[..n];
+    match parts {
+        Some(parts) if n >= 2 * PAR_PIECE => {
+            bernoulli_fill_parts(g, 1.0 - p, kept, dropped, out, parts)?
+        }
+        _ => bernoulli_fill(g, 1.0 - p, kept, dropped, out),
+    }
+    // SAFETY: the fill wrote all `n` elements.
     unsafe { mask.set_len(n) };
     Ok(mask)
+}
+
+/// Elements per part of [`bernoulli_fill_parts`], and per region (a region's raw words, two
+/// per element, stay in L2 from their twist to their decisions).
+const PAR_PIECE: usize = 1 << 12;
+const PAR_CHUNK: usize = 1 << 14;
+
+/// [`bernoulli_fill`] with the decisions in parts: the mask in regions of [`PAR_CHUNK`]
+/// elements, each region one call of `parts` whose part 0 draws the next region's untempered
+/// engine words (the twist: a chain, so one part) while the other parts temper this region's
+/// words and decide, [`PAR_PIECE`] elements each. The same words in the same order: the same
+/// values, and the generator ends where [`bernoulli_fill`] leaves it.
+fn bernoulli_fill_parts<T: Float>(
+    g: &mut Generator,
+    p: f64,
+    hit: T,
+    miss: T,
+    out: &mut [MaybeUninit<T>],
+    parts: Parts,
+) -> Result<()> {
+    /// The output's elements, shared by parts that each write their own range.
+    struct Cells<T>(*mut MaybeUninit<T>);
+    // SAFETY: the parts write disjoint ranges, all done before `parts` returns.
+    unsafe impl<T: Send> Sync for Cells<T> {}
+    const BLOCK: usize = 256;
+    let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
+    let words = 2 * PAR_CHUNK.min(out.len());
+    let mut b0 = crate::try_with_capacity::<u32>("dropout", words)?;
+    let mut b1 = crate::try_with_capacity::<u32>("dropout", words)?;
+    b0.resize(words, 0);
+    b1.resize(words, 0);
+    let n = out.len();
+    let span = |c: usize| c * PAR_CHUNK..((c + 1) * PAR_CHUNK).min(n);
+    g.fill_untempered(&mut b0[..2 * span(0).len()]);
+    let g = std::sync::Mutex::new(g);
+    for c in 0..n.div_ceil(PAR_CHUNK) {
+        let (cur, next) = match c % 2 {
+            0 => (&b0[..], &mut b1[..]),
+            _ => (&b1[..], &mut b0[..]),
+        };
+        let next_len = match (c + 1) * PAR_CHUNK < n {
+            true => span(c + 1).len(),
+            false => 0,
+        };
+        let next = std::sync::Mutex::new(&mut next[..2 * next_len]);
+        let r = span(c);
+        let len = r.len();
+        let cells = Cells(out[r].as_mut_ptr());
+        let cells = &cells;
+        parts(1 + len.div_ceil(PAR_PIECE), &|i| {
+            if i == 0 {
+                let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
+                if !next.is_empty() {
+                    g.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .fill_untempered(&mut next);
+                }
+                return;
+            }
+            let (a, b) = ((i - 1) * PAR_PIECE, (i * PAR_PIECE).min(len));
+            // SAFETY: elements `a..b` of the region are this part's alone.
+            let o = unsafe { core::slice::from_raw_parts_mut(cells.0.add(a), b - a) };
+            let mut w = [0u32; 2 * BLOCK];
+            for (k, ob) in o.chunks_mut(BLOCK).enumerate() {
+                let src = &cur[2 * (a + k * BLOCK)..][..2 * ob.len()];
+                let w = &mut w[..src.len()];
+                crate::engines::mt19937::temper_words(src, w);
+                decide(w, threshold, hit, miss, ob);
+            }
+        });
+    }
+    Ok(())
 }
 
 /// Fills `out` like `Tensor.exponential_(lambd)`: `(−1/λ)·log1p(−u)` in f64 for a 53-bit

@@ -275,3 +275,33 @@ fn dropout_mask_is_dropout_of_ones() {
     assert!(dropout_mask::<f32>(&mut seeded(0), 4, 1.5).is_err());
     assert!(dropout_mask::<f32>(&mut seeded(0), 4, f64::NAN).is_err());
 }
+
+#[test]
+fn dropout_mask_in_parts_is_the_serial_mask() {
+    // Parts run in reverse order on threads of their own: the mask of `dropout_mask` bit for
+    // bit, and the generator left where the serial draw leaves it — for sizes below, at and
+    // well past the split, from a fresh engine block and from the middle of one.
+    let reverse = |parts: usize, f: &(dyn Fn(usize) + Sync)| {
+        std::thread::scope(|s| {
+            for i in (0..parts).rev() {
+                s.spawn(move || f(i));
+            }
+        })
+    };
+    for n in [2 * PAR_PIECE - 1, 2 * PAR_PIECE, 2 * PAR_CHUNK + 777] {
+        for skip in [0, 5, 623] {
+            for p in [0.1, 0.5] {
+                let (mut a, mut b) = (seeded(7), seeded(7));
+                for _ in 0..skip {
+                    a.next_u32();
+                    b.next_u32();
+                }
+                let want = dropout_mask::<f32>(&mut a, n, p).unwrap();
+                let got = dropout_mask_with::<f32>(&mut b, n, p, Some(&reverse)).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert!(bits(&got) == bits(&want), "n {n} skip {skip} p {p}");
+                assert_eq!(a.next_u32(), b.next_u32(), "state after n {n} skip {skip}");
+            }
+        }
+    }
+}
