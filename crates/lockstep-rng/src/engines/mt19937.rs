@@ -190,6 +190,21 @@ impl Mt19937 {
     /// words at once (AVX-512 or AVX2 where the instruction-set switch allows: the same words
     /// on every path).
     pub fn fill_u32(&mut self, out: &mut [u32]) {
+        self.fill_with(out, |path, words, out| path.temper(words, out))
+    }
+
+    /// [`fill_u32`](Self::fill_u32) without the tempering: the engine's state words that the
+    /// next `out.len()` outputs temper, in order (`temper_words` of them gives those outputs).
+    /// The engine advances exactly as `fill_u32` advances it. Lets the serial twist run apart
+    /// from the tempering, which any thread can do.
+    pub(crate) fn fill_untempered(&mut self, out: &mut [u32]) {
+        self.fill_with(out, |_, words, out| out.copy_from_slice(words))
+    }
+
+    /// Walks the next `out.len()` state words, twisting fresh blocks as needed, and hands each
+    /// run of them to `emit` with the run of `out` they fill.
+    #[inline(always)]
+    fn fill_with(&mut self, out: &mut [u32], emit: impl Fn(Path, &[u32], &mut [u32])) {
         let path = Path::best();
         let mut done = 0;
         while done < out.len() {
@@ -203,33 +218,11 @@ impl Mt19937 {
             let avail = (self.left - 1) as usize;
             let start = self.next as usize;
             let take = avail.min(out.len() - done).min(N - start);
-            path.temper(
+            emit(
+                path,
                 &self.state[start..start + take],
                 &mut out[done..done + take],
             );
-            self.next += take as u32;
-            self.left -= take as u32;
-            done += take;
-        }
-    }
-
-    /// [`fill_u32`](Self::fill_u32) without the tempering: the engine's state words that the
-    /// next `out.len()` outputs temper, in order (`temper_words` of them gives those outputs).
-    /// The engine advances exactly as `fill_u32` advances it. Lets the serial twist run apart
-    /// from the tempering, which any thread can do.
-    pub(crate) fn fill_untempered(&mut self, out: &mut [u32]) {
-        let path = Path::best();
-        let mut done = 0;
-        while done < out.len() {
-            if self.left <= 1 {
-                path.twist(&mut self.state);
-                self.left = N as u32 + 1;
-                self.next = 0;
-            }
-            let avail = (self.left - 1) as usize;
-            let start = self.next as usize;
-            let take = avail.min(out.len() - done).min(N - start);
-            out[done..done + take].copy_from_slice(&self.state[start..start + take]);
             self.next += take as u32;
             self.left -= take as u32;
             done += take;
