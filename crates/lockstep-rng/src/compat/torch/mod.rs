@@ -36,6 +36,7 @@ pub use normal::{normal_, normal_scalar_path_};
 
 use crate::{Generator, Result, invalid};
 use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Fills `out` like `torch.rand`: uniform in `[0, 1)`.
 pub fn rand<T: Float>(g: &mut Generator, out: &mut [T]) {
@@ -471,11 +472,14 @@ pub fn dropout_mask<T: Float>(g: &mut Generator, n: usize, p: f64) -> Result<Vec
 pub type Parts<'a> = &'a (dyn Fn(usize, &(dyn Fn(usize) + Sync)) + Sync);
 
 /// [`dropout_mask`], with the tempering of the engine's words and the decisions of a large
-/// mask run as parts through `parts` (the engine's twist, a chain from block to block, stays on
-/// the caller): the same draws, the same mask, the generator left in the same state.
+/// mask run as parts through `parts` (the engine's twist, a chain from block to block, stays
+/// one part at a time): the same draws, the same mask, the generator left in the same state.
+/// Each part does its work once, whoever calls it first; a runner that calls one twice does
+/// nothing more.
 ///
 /// # Errors
-/// As [`dropout_mask`].
+/// As [`dropout_mask`]; an error too (the mask is not returned, and the generator's state is
+/// unspecified) if `parts` returns without having called every part.
 pub fn dropout_mask_with<T: Float>(
     g: &mut Generator,
     n: usize,
@@ -514,6 +518,8 @@ pub fn dropout_mask_with<T: Float>(
 /// per element, stay in L2 from their twist to their decisions).
 const PAR_PIECE: usize = 1 << 12;
 const PAR_CHUNK: usize = 1 << 14;
+// A region's parts (the twist and the pieces) each have a bit of one `u64`.
+const _: () = assert!(PAR_CHUNK / PAR_PIECE < 64);
 
 /// [`bernoulli_fill`] with the decisions in parts: the mask in regions of [`PAR_CHUNK`]
 /// elements, each region one call of `parts` whose part 0 draws the next region's untempered
@@ -530,7 +536,8 @@ fn bernoulli_fill_parts<T: Float>(
 ) -> Result<()> {
     /// The output's elements, shared by parts that each write their own range.
     struct Cells<T>(*mut MaybeUninit<T>);
-    // SAFETY: the parts write disjoint ranges, all done before `parts` returns.
+    // SAFETY: each range is written only by the one call that claimed its part (below), and
+    // `out` stays borrowed until `parts` returns.
     unsafe impl<T: Send> Sync for Cells<T> {}
     const BLOCK: usize = 256;
     let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
@@ -557,7 +564,14 @@ fn bernoulli_fill_parts<T: Float>(
         let len = r.len();
         let cells = Cells(out[r].as_mut_ptr());
         let cells = &cells;
-        parts(1 + len.div_ceil(PAR_PIECE), &|i| {
+        // Which parts have run: each claims its bit first, so a part's work is done once
+        // (its range written by one thread) whatever the runner does.
+        let count = 1 + len.div_ceil(PAR_PIECE);
+        let done = AtomicU64::new(0);
+        parts(count, &|i| {
+            if i >= count || done.fetch_or(1 << i, Ordering::Relaxed) & (1 << i) != 0 {
+                return;
+            }
             if i == 0 {
                 let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
                 if !next.is_empty() {
@@ -578,6 +592,13 @@ fn bernoulli_fill_parts<T: Float>(
                 decide(w, threshold, hit, miss, ob);
             }
         });
+        if done.into_inner() != (1 << count) - 1 {
+            return Err(invalid(
+                "dropout",
+                "parts",
+                "the part runner returned without running every part",
+            ));
+        }
     }
     Ok(())
 }

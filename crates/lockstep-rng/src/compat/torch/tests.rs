@@ -305,3 +305,22 @@ fn dropout_mask_in_parts_is_the_serial_mask() {
         }
     }
 }
+
+#[test]
+fn dropout_mask_parts_from_a_faulty_runner() {
+    // A runner calling every part twice (the second call of each does nothing): the serial
+    // mask. A runner that skips a part: an error, not a mask with unwritten elements.
+    let n = 2 * PAR_CHUNK + 5;
+    let twice = |parts: usize, f: &(dyn Fn(usize) + Sync)| {
+        for i in (0..parts).chain(0..parts) {
+            f(i);
+        }
+    };
+    let want = dropout_mask::<f32>(&mut seeded(3), n, 0.3).unwrap();
+    let got = dropout_mask_with::<f32>(&mut seeded(3), n, 0.3, Some(&twice)).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(&want));
+    let skip_last = |parts: usize, f: &(dyn Fn(usize) + Sync)| (0..parts - 1).for_each(f);
+    let err = dropout_mask_with::<f32>(&mut seeded(3), n, 0.3, Some(&skip_last)).unwrap_err();
+    assert!(err.to_string().contains("every part"), "{err}");
+}
