@@ -414,7 +414,7 @@ impl Tensor {
             let out = &mut v.spare_capacity_mut()[..n];
             // Not from inside a kernel: its team is busy with that kernel's own pieces.
             let par = crate::threads::Par::for_dispatch();
-            if n >= COPY_PAR_MIN && par.threads() > 1 && !crate::threads::in_kernel_now() {
+            if n >= COPY_PAR_MIN && par.threads() > 1 && !crate::threads::team_busy_here() {
                 // Pieces of whole rows, at least 16 Ki elements each.
                 let rows = (COPY_PAR_MIN / 4).div_ceil(run);
                 par.for_each_chunk_mut(out, rows * run, |i, part| {

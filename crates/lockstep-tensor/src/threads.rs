@@ -155,7 +155,7 @@ fn build_pool(n: usize) -> rayon::ThreadPool {
 /// Whether this thread is running a kernel called by dispatch or is a team helper (running a
 /// piece of one): a region started here would find the team busy.
 #[inline]
-pub(crate) fn in_kernel_now() -> bool {
+pub(crate) fn team_busy_here() -> bool {
     IN_KERNEL.with(|k| k.get()) > 0 || TEAM_HELPER.with(|h| h.get())
 }
 

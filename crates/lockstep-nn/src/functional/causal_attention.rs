@@ -125,13 +125,12 @@ where
     let zero = T::default();
     assert_eq!(nh * hd, c, "heads × head size is the width");
     // A copy: rows of `3C` (one per token) in pieces on the team, whoever copies them.
-    let rows_per = MERGE_ROWS.min(b * t).max(1);
-    let chunk = (rows_per * 3 * c).max(1);
+    let chunk = (MERGE_ROWS * 3 * c).max(1);
     crate::ops::MERGE_HEADS.run(&[pieces[0], pieces[1], pieces[2]], |_, par| {
         let mut out = lockstep_rng::try_with_capacity::<T>("causal_self_attention", n)?;
         par.for_each_chunk_mut(&mut out.spare_capacity_mut()[..n], chunk, |p, dst| {
             for (i, row) in dst.chunks_mut(3 * c).enumerate() {
-                let (bi, ti) = ((p * rows_per + i) / t, (p * rows_per + i) % t);
+                let (bi, ti) = ((p * MERGE_ROWS + i) / t, (p * MERGE_ROWS + i) % t);
                 let mut cells = row.iter_mut();
                 for src in [q, k, v] {
                     for h in 0..nh {

@@ -348,7 +348,7 @@ impl Tensor {
         let par = crate::threads::Par::for_dispatch();
         let run = |parts: usize, f: &(dyn Fn(usize) + Sync)| par.run_parts(parts, f);
         let parts: Option<t::Parts> =
-            (par.threads() > 1 && !crate::threads::in_kernel_now()).then_some(&run);
+            (par.threads() > 1 && !crate::threads::team_busy_here()).then_some(&run);
         let out = with_generator(g, |g| match dtype {
             DType::F32 => Tensor::from_vec(
                 t::dropout_mask_with::<f32>(g, n, p, parts).map_err(rng_oom)?,
