@@ -198,7 +198,21 @@ impl Mt19937 {
     /// The engine advances exactly as `fill_u32` advances it. Lets the serial twist run apart
     /// from the tempering, which any thread can do.
     pub(crate) fn fill_untempered(&mut self, out: &mut [u32]) {
-        self.fill_with(out, |_, words, out| out.copy_from_slice(words))
+        let copy = |_: Path, words: &[u32], out: &mut [u32]| out.copy_from_slice(words);
+        // The current block's words, then the first fresh block (twisted in the state).
+        let head = (self.left.max(1) as usize - 1 + N).min(out.len());
+        self.fill_with(&mut out[..head], copy);
+        // Whole blocks after it straight into `out`, from the block before them there (its
+        // last `N` words are the state now): no twist in the state and copy per block.
+        let full = (out.len() - head) / N * N;
+        if full > 0 {
+            Path::best().extend(&mut out[head - N..head + full]);
+            self.state
+                .copy_from_slice(&out[head + full - N..head + full]);
+            // The last of them used up, as `fill_with` leaves a block.
+            (self.left, self.next) = (1, N as u32);
+        }
+        self.fill_with(&mut out[head + full..], copy);
     }
 
     /// Walks the next `out.len()` state words, twisting fresh blocks as needed, and hands each
@@ -292,6 +306,22 @@ impl Path {
         }
     }
 
+    /// Continues the stream of state words whose first block is `words[..N]`: each later word
+    /// `j` is `mix(words[j − N], words[j − N + 1], words[j − (N − M)])` (what twisting block by
+    /// block gives), all of them words before `j`.
+    fn extend(self, words: &mut [u32]) {
+        assert!(words.len() >= N);
+        match self {
+            Path::Scalar => extend_scalar(words, N),
+            // SAFETY: as in `twist`; the stream holds its first block (checked above).
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => unsafe { x86::extend256(words) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => unsafe { x86::extend512(words) },
+        }
+    }
+
     /// `out[i] = temper(words[i])` (the same lengths).
     fn temper(self, words: &[u32], out: &mut [u32]) {
         assert_eq!(words.len(), out.len());
@@ -322,6 +352,13 @@ fn twist_scalar(mt: &mut [u32; N]) {
     mt[N - 1] = mix(mt[N - 1], mt[0], mt[M - 1]);
 }
 
+/// [`Path::extend`] one word at a time, from word `from` (at least `N`).
+fn extend_scalar(words: &mut [u32], from: usize) {
+    for j in from..words.len() {
+        words[j] = mix(words[j - N], words[j - N + 1], words[j - (N - M)]);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     //! The twist `L` words at a time gives the reference words for any `L ≤ N − M`: word
@@ -330,13 +367,13 @@ mod x86 {
     //! `N − M = 227` words earlier. So a run of `L` consecutive words reads nothing the run
     //! itself writes, as long as it does not straddle `N − M` (where the far word switches)
     //! or reach the last word (which reads word 0). Those few words go one at a time.
-    use super::{M, MATRIX_A, N, mix, temper};
+    use super::{M, MATRIX_A, N, extend_scalar, mix, temper};
     use core::arch::x86_64::*;
 
     macro_rules! paths {
-        ($twist:ident, $temper:ident, $feat:literal, $l:literal, $load:ident, $store:ident,
-         $set1:ident, $and:ident, $or:ident, $xor:ident, $srli:ident, $slli:ident,
-         $srai:ident) => {
+        ($twist:ident, $extend:ident, $temper:ident, $feat:literal, $l:literal, $load:ident,
+         $store:ident, $set1:ident, $and:ident, $or:ident, $xor:ident, $srli:ident,
+         $slli:ident, $srai:ident) => {
             /// The twist of all `N` words in place, vectors of `L` words where they fit.
             ///
             /// # Safety
@@ -384,6 +421,37 @@ mod x86 {
                 }
             }
 
+            /// [`Path::extend`](super::Path::extend), `L` words at a time: a run of `L ≤ N − M`
+            /// words reads only words at least `N − M` before its first.
+            ///
+            /// # Safety
+            /// The CPU supports the target feature; `words` holds at least `N` words.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $extend(words: &mut [u32]) {
+                const L: usize = $l;
+                let (n, p) = (words.len(), words.as_mut_ptr());
+                let mut j = N;
+                // SAFETY: every read is below `j` and every write at `j..j + L ≤ n`.
+                unsafe {
+                    let (upper, lower, a) = (
+                        $set1(0x8000_0000u32 as i32),
+                        $set1(0x7FFF_FFFF),
+                        $set1(MATRIX_A as i32),
+                    );
+                    while j + L <= n {
+                        let cur = $load(p.add(j - N).cast());
+                        let nxt = $load(p.add(j - N + 1).cast());
+                        let fr = $load(p.add(j - (N - M)).cast());
+                        let y = $or($and(cur, upper), $and(nxt, lower));
+                        let odd = $srai::<31>($slli::<31>(y));
+                        let v = $xor($xor(fr, $srli::<1>(y)), $and(odd, a));
+                        $store(p.add(j).cast(), v);
+                        j += L;
+                    }
+                }
+                extend_scalar(words, j);
+            }
+
             /// `out[i] = temper(words[i])`, `L` words at a time.
             ///
             /// # Safety
@@ -415,6 +483,7 @@ mod x86 {
 
     paths!(
         twist512,
+        extend512,
         temper512,
         "avx512f",
         16,
@@ -430,6 +499,7 @@ mod x86 {
     );
     paths!(
         twist256,
+        extend256,
         temper256,
         "avx2",
         8,
@@ -555,6 +625,53 @@ mod tests {
                 }
             }
             mt.state = want;
+        }
+    }
+
+    #[test]
+    fn every_path_extends_the_stream_as_the_reference() {
+        let mut mt = Mt19937::from_seed_u32(7);
+        let mut want: Vec<u32> = mt.state.to_vec();
+        for _ in 0..4 {
+            twist_scalar(&mut mt.state);
+            want.extend_from_slice(&mt.state);
+        }
+        for path in Path::all() {
+            for len in [N, N + 1, N + 7, 2 * N - 1, 2 * N + 227, 5 * N] {
+                let mut got = want[..N].to_vec();
+                got.resize(len, 0);
+                path.extend(&mut got);
+                assert!(got == want[..len], "{path:?}, {len} words");
+            }
+        }
+    }
+
+    /// The untempered words, tempered, are `fill_u32`'s outputs, from every kind of position
+    /// and for lengths around whole blocks; the engine ends in the same state.
+    #[test]
+    fn untempered_words_temper_to_the_outputs() {
+        let mut seed = Mt19937::from_seed_u32(31);
+        for _ in 0..900 {
+            seed.next_u32();
+        }
+        let st = *seed.state();
+        let mut starts: Vec<Mt19937> = [0, 1, 400, 623, 624]
+            .iter()
+            .map(|&p| Mt19937::from_state(st, p).unwrap())
+            .collect();
+        starts.push(Mt19937::from_torch_parts(st, 1, 17).unwrap());
+        for start in starts {
+            for len in [0, 1, 623, 624, 625, 1248, 1249, 1873, 3 * N + 5, 32_768] {
+                let (mut a, mut b) = (start.clone(), start.clone());
+                let mut want = vec![0u32; len];
+                a.fill_u32(&mut want);
+                let mut words = vec![0u32; len];
+                b.fill_untempered(&mut words);
+                let mut got = vec![0u32; len];
+                temper_words(&words, &mut got);
+                assert!(got == want, "{:?}, {len} words", start.torch_parts());
+                assert_eq!(a, b, "{:?}, {len} words", start.torch_parts());
+            }
         }
     }
 
