@@ -1111,9 +1111,15 @@ fn blocked_with<T: GemmFloat>(
             .as_ref()
             .map_or(core::ptr::null_mut(), |b| b.as_ptr() as *mut T),
     });
-    let tile = |t: usize| {
+    // Tile `t`, or its row panels' part `part` of `parts` (nothing when that part is empty).
+    let tile = |t: usize, (part, parts): (usize, usize)| {
         let (tm, tn) = (t % tiles_m, t / tiles_m);
         let (ip0, ip1) = (tm * mc_panels, ((tm + 1) * mc_panels).min(mp));
+        let span = ip1 - ip0;
+        let (ip0, ip1) = (ip0 + span * part / parts, ip0 + span * (part + 1) / parts);
+        if ip0 == ip1 {
+            return;
+        }
         let (jp0, jp1) = (tn * nc_panels, ((tn + 1) * nc_panels).min(np));
         let mut local = local_b.then(|| Aligned::<T>::new(T::KC.min(k) * (jp1 - jp0) * nr));
         let mut abuf = local_a.then(|| Aligned::<T>::new(T::KC.min(k) * (ip1 - ip0) * mr));
@@ -1351,9 +1357,17 @@ fn blocked_with<T: GemmFloat>(
     let tiles = tiles_m * tiles_n;
     match par {
         // On the team, as `pack_all`'s jobs: tiles claimed one at a time by the caller and the
-        // helpers.
-        Some(par) if threads > 1 && tiles > 1 => par.run_parts(tiles, tile),
-        _ => (0..tiles).for_each(tile),
+        // helpers. The last `threads` tiles (the last each thread claims) go in halves by rows,
+        // so that a thread done early waits on half a tile at most, not a whole one.
+        Some(par) if threads > 1 && tiles > 1 => {
+            let halved = if tiles >= 2 * threads { threads } else { 0 };
+            let whole = tiles - halved;
+            par.run_parts(whole + 2 * halved, |q| match q.checked_sub(whole) {
+                None => tile(q, (0, 1)),
+                Some(h) => tile(whole + h / 2, (h % 2, 2)),
+            })
+        }
+        _ => (0..tiles).for_each(|t| tile(t, (0, 1))),
     }
 }
 
