@@ -284,8 +284,9 @@ impl Par {
 
     /// Runs `f(i, c)` exactly once for every chunk `c` of `out.chunks_mut(chunk)`, `i` its
     /// index (what `out.par_chunks_mut(chunk).enumerate()` gives), through [`Par::run_parts`]:
-    /// at most `threads` parts, each a contiguous range of chunks, the ranges fixed by the
-    /// chunk count and the thread count; serial in chunk order at one thread. Which chunks
+    /// at most `4 · threads` parts, each a contiguous range of chunks, the ranges fixed by the
+    /// chunk count and the thread count (several parts per thread: a thread done early, or
+    /// started early, takes over parts of a late one); serial in chunk order at one thread. Which chunks
     /// share a thread is not part of the result: a deterministic `f` must compute chunk `i`
     /// from `i` alone. A panic in `f` reaches the caller once the other parts are done (the
     /// chunks after it in its own part are skipped). Panics if `chunk` is 0 (as `chunks_mut`).
@@ -297,7 +298,10 @@ impl Par {
     ) {
         assert!(chunk > 0, "for_each_chunk_mut: chunk size 0");
         let n = out.len().div_ceil(chunk);
-        let parts = n.min(self.threads);
+        let parts = match self.threads {
+            1 => 1,
+            t => n.min(4 * t),
+        };
         if parts <= 1 {
             for (i, c) in out.chunks_mut(chunk).enumerate() {
                 f(i, c);
