@@ -371,9 +371,33 @@ mod x86 {
     use core::arch::x86_64::*;
 
     macro_rules! paths {
-        ($twist:ident, $extend:ident, $temper:ident, $feat:literal, $l:literal, $load:ident,
-         $store:ident, $set1:ident, $and:ident, $or:ident, $xor:ident, $srli:ident,
-         $slli:ident, $srai:ident) => {
+        ($run:ident, $twist:ident, $extend:ident, $temper:ident, $feat:literal, $l:literal,
+         $load:ident, $store:ident, $set1:ident, $and:ident, $or:ident, $xor:ident,
+         $srli:ident, $slli:ident, $srai:ident) => {
+            /// Words `dst..dst + L` = `mix` of words `cur + l`, `cur + l + 1` and `far + l`.
+            ///
+            /// # Safety
+            /// The CPU supports the target feature; every word read and written is inside the
+            /// buffer at `p`.
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn $run(p: *mut u32, cur: usize, far: usize, dst: usize) {
+                // SAFETY: as documented.
+                unsafe {
+                    let c = $load(p.add(cur).cast());
+                    let nxt = $load(p.add(cur + 1).cast());
+                    let fr = $load(p.add(far).cast());
+                    let y = $or(
+                        $and(c, $set1(0x8000_0000u32 as i32)),
+                        $and(nxt, $set1(0x7FFF_FFFF)),
+                    );
+                    // All ones where y is odd.
+                    let odd = $srai::<31>($slli::<31>(y));
+                    let v = $xor($xor(fr, $srli::<1>(y)), $and(odd, $set1(MATRIX_A as i32)));
+                    $store(p.add(dst).cast(), v);
+                }
+            }
+
             /// The twist of all `N` words in place, vectors of `L` words where they fit.
             ///
             /// # Safety
@@ -385,24 +409,9 @@ mod x86 {
                 // SAFETY (whole body): every run reads and writes words below N (see the
                 // module doc for why the order of runs keeps the reference's values).
                 unsafe {
-                    let (upper, lower, a) = (
-                        $set1(0x8000_0000u32 as i32),
-                        $set1(0x7FFF_FFFF),
-                        $set1(MATRIX_A as i32),
-                    );
-                    let run = |i: usize, far: usize| {
-                        let cur = $load(p.add(i).cast());
-                        let nxt = $load(p.add(i + 1).cast());
-                        let fr = $load(p.add(far).cast());
-                        let y = $or($and(cur, upper), $and(nxt, lower));
-                        // All ones where y is odd.
-                        let odd = $srai::<31>($slli::<31>(y));
-                        let v = $xor($xor(fr, $srli::<1>(y)), $and(odd, a));
-                        $store(p.add(i).cast(), v);
-                    };
                     let mut i = 0;
                     while i + L <= N - M {
-                        run(i, i + M);
+                        $run(p, i, i + M, i);
                         i += L;
                     }
                     while i < N - M {
@@ -410,7 +419,7 @@ mod x86 {
                         i += 1;
                     }
                     while i + L < N {
-                        run(i, i + M - N);
+                        $run(p, i, i + M - N, i);
                         i += L;
                     }
                     while i < N - 1 {
@@ -433,19 +442,8 @@ mod x86 {
                 let mut j = N;
                 // SAFETY: every read is below `j` and every write at `j..j + L ≤ n`.
                 unsafe {
-                    let (upper, lower, a) = (
-                        $set1(0x8000_0000u32 as i32),
-                        $set1(0x7FFF_FFFF),
-                        $set1(MATRIX_A as i32),
-                    );
                     while j + L <= n {
-                        let cur = $load(p.add(j - N).cast());
-                        let nxt = $load(p.add(j - N + 1).cast());
-                        let fr = $load(p.add(j - (N - M)).cast());
-                        let y = $or($and(cur, upper), $and(nxt, lower));
-                        let odd = $srai::<31>($slli::<31>(y));
-                        let v = $xor($xor(fr, $srli::<1>(y)), $and(odd, a));
-                        $store(p.add(j).cast(), v);
+                        $run(p, j - N, j - (N - M), j);
                         j += L;
                     }
                 }
@@ -482,6 +480,7 @@ mod x86 {
     }
 
     paths!(
+        run512,
         twist512,
         extend512,
         temper512,
@@ -498,6 +497,7 @@ mod x86 {
         _mm512_srai_epi32
     );
     paths!(
+        run256,
         twist256,
         extend256,
         temper256,
@@ -646,21 +646,29 @@ mod tests {
         }
     }
 
+    /// Engines restored mid-block from one state: CPython/NumPy positions and PyTorch's
+    /// `(left, next)` pairs (`left == 1` with any `next`).
+    fn restored_starts() -> Vec<Mt19937> {
+        let mut seed = Mt19937::from_seed_u32(2024);
+        for _ in 0..700 {
+            seed.next_u32();
+        }
+        let st = *seed.state();
+        let mut starts: Vec<Mt19937> = [0, 1, 300, 623, 624]
+            .iter()
+            .map(|&p| Mt19937::from_state(st, p).unwrap())
+            .collect();
+        for (left, next) in [(1, 0), (1, 17), (1, 624), (624, 1), (2, 623), (325, 300)] {
+            starts.push(Mt19937::from_torch_parts(st, left, next).unwrap());
+        }
+        starts
+    }
+
     /// The untempered words, tempered, are `fill_u32`'s outputs, from every kind of position
     /// and for lengths around whole blocks; the engine ends in the same state.
     #[test]
     fn untempered_words_temper_to_the_outputs() {
-        let mut seed = Mt19937::from_seed_u32(31);
-        for _ in 0..900 {
-            seed.next_u32();
-        }
-        let st = *seed.state();
-        let mut starts: Vec<Mt19937> = [0, 1, 400, 623, 624]
-            .iter()
-            .map(|&p| Mt19937::from_state(st, p).unwrap())
-            .collect();
-        starts.push(Mt19937::from_torch_parts(st, 1, 17).unwrap());
-        for start in starts {
+        for start in restored_starts() {
             for len in [0, 1, 623, 624, 625, 1248, 1249, 1873, 3 * N + 5, 32_768] {
                 let (mut a, mut b) = (start.clone(), start.clone());
                 let mut want = vec![0u32; len];
@@ -706,19 +714,7 @@ mod tests {
     /// and ends with the same `(left, next)`.
     #[test]
     fn fill_from_restored_states_matches_single_draws() {
-        let mut seed = Mt19937::from_seed_u32(2024);
-        for _ in 0..700 {
-            seed.next_u32();
-        }
-        let st = *seed.state();
-        let mut starts: Vec<Mt19937> = [0, 1, 300, 623, 624]
-            .iter()
-            .map(|&p| Mt19937::from_state(st, p).unwrap())
-            .collect();
-        for (left, next) in [(1, 0), (1, 17), (1, 624), (624, 1), (2, 623), (325, 300)] {
-            starts.push(Mt19937::from_torch_parts(st, left, next).unwrap());
-        }
-        for start in starts {
+        for start in restored_starts() {
             let mut one = start.clone();
             let want: Vec<u32> = (0..3000).map(|_| one.next_u32()).collect();
             let mut mt = start.clone();
