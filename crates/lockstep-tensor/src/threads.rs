@@ -288,8 +288,9 @@ impl Par {
     /// chunk count and the thread count (several parts per thread: a thread done early, or
     /// started early, takes over parts of a late one); serial in chunk order at one thread.
     /// Which chunks share a thread is not part of the result: a deterministic `f` must compute
-    /// chunk `i` from `i` alone. A panic in `f` reaches the caller once the other parts are done (the
-    /// chunks after it in its own part are skipped). Panics if `chunk` is 0 (as `chunks_mut`).
+    /// chunk `i` from `i` alone. A panic in `f` reaches the caller once the other parts are
+    /// done (the chunks after it in its own part are skipped). Panics if `chunk` is 0 (as
+    /// `chunks_mut`).
     pub fn for_each_chunk_mut<T: Send>(
         &self,
         out: &mut [T],
