@@ -439,6 +439,21 @@ fn cases() -> Vec<(&'static str, Run)> {
             let (q, k, v) = (f(&[2, 1, 1, 9]), pos(&[2, 1, 5, 9]), f(&[2, 1, 5, 9]));
             one(p(q).causal_attention(&p(k), &p(v), 3, 0.3))
         }),
+        ("causal_self_attention", |p| {
+            let m = pos(&[2, 2, 5, 5]);
+            two(p(f(&[2, 5, 12])).causal_self_attention(2, 0.5, Some(&p(m))))
+        }),
+        ("causal_self_attention_backward", |p| {
+            let (qkv, m) = (f(&[2, 5, 12]), pos(&[2, 2, 5, 5]));
+            let (_, att) = qkv.causal_self_attention(2, 0.5, Some(&m))?;
+            one(p(f(&[2, 5, 4])).causal_self_attention_backward(
+                &p(qkv),
+                &p(att),
+                Some(&p(m)),
+                2,
+                0.5,
+            ))
+        }),
         ("causal_softmax", |p| {
             one(p(f(&[2, 4, 4])).causal_softmax(0.5))
         }),

@@ -6,6 +6,7 @@
 
 use crate::autograd::Var;
 use crate::ops::invalid;
+use lockstep_tensor::ops::matmul::is_skinny;
 use lockstep_tensor::{DType, Result, Tensor};
 
 /// `q, k, v = qkv.chunk(3, 2)`, each split into `n_head` heads (`[B, nh, T, hd]`),
@@ -17,7 +18,9 @@ use lockstep_tensor::{DType, Result, Tensor};
 /// Bit for bit the value and the gradient of that graph composed of `chunk`, `reshape`,
 /// `transpose`, `matmul`, [`causal_softmax`](super::causal_softmax) and `Dropout` (tested),
 /// including a zero gradient element coming back as `+0.0` as the zero-padded pieces of
-/// `chunk`'s backward make it; deterministic at any thread count, as those ops are.
+/// `chunk`'s backward make it; deterministic at any thread count, as those ops are. Runs as
+/// the fused ops [`Tensor::causal_self_attention`] and its backward (head by head, about half
+/// the products) wherever `matmul` would use its blocked kernel, as the composed ops else.
 ///
 /// # Errors
 /// `qkv` not 3-D or not float, its last dimension not a multiple of `3 · n_head`, `n_head`
@@ -54,6 +57,35 @@ pub fn causal_self_attention(
     let (b, t, c) = (s[0], s[1], s[2] / 3);
     let hd = c / n_head;
     let x = qkv.data().try_contiguous()?;
+    // The fused heads have the composed graph's bits wherever `matmul` runs its blocked
+    // kernel on these shapes (split-K only for `hd ≥ 2048` and `hd ≥ 4·T`).
+    if b > 0 && t > 0 && hd > 0 && !is_skinny(t, t, hd) {
+        let mask =
+            crate::rng::dropout_mask_like(&[b, n_head, t, t], x.dtype(), dropout_p, training)?;
+        let (y, att) = x.causal_self_attention(n_head, scale, mask.as_ref())?;
+        if !qkv.requires_grad() {
+            return Ok(Var::constant(y));
+        }
+        return Ok(Var::from_op(OP, y, &[qkv], move |g| {
+            let gx = g.causal_self_attention_backward(&x, &att, mask.as_ref(), n_head, scale)?;
+            Ok(vec![Some(gx)])
+        }));
+    }
+    composed(qkv, &x, [b, t, c], n_head, scale, dropout_p, training)
+}
+
+/// The composed ops, for the shapes the fused heads do not take.
+fn composed(
+    qkv: &Var,
+    x: &Tensor,
+    [b, t, c]: [usize; 3],
+    n_head: usize,
+    scale: f64,
+    dropout_p: f64,
+    training: bool,
+) -> Result<Var> {
+    const OP: &str = "causal_self_attention";
+    let hd = c / n_head;
     // [B, T, 3, nh, hd] → [3, B, nh, T, hd]: piece `i` is `chunk(3, 2)[i]`'s heads, a view.
     let parts = x
         .view(&[b as isize, t as isize, 3, n_head as isize, hd as isize])?

@@ -46,6 +46,7 @@ pub mod pool;
 pub mod random;
 pub mod recurrent;
 pub mod reduce;
+pub mod self_attention;
 pub mod split;
 pub mod topk;
 pub mod view;
@@ -53,7 +54,7 @@ pub mod view;
 /// Every built-in op of this crate, as each family lists it (`ops()` in each family's file):
 /// what [`dispatch::builtin_ops`](crate::dispatch::builtin_ops) returns.
 pub fn builtin_ops() -> Vec<crate::op::OpInfo> {
-    let families: [fn() -> Vec<crate::op::OpInfo>; 16] = [
+    let families: [fn() -> Vec<crate::op::OpInfo>; 17] = [
         reduce::ops,
         matmul::ops,
         conv::ops,
@@ -70,6 +71,7 @@ pub fn builtin_ops() -> Vec<crate::op::OpInfo> {
         attention::ops,
         activation::ops,
         cell::ops,
+        self_attention::ops,
     ];
     families.into_iter().flat_map(|f| f()).collect()
 }

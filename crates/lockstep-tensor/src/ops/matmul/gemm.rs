@@ -492,7 +492,7 @@ fn pack_a_panel<T: GemmFloat>(
 /// The CPU must have `isa`; `src` must hold `w` readable rows of `kc` 4-byte elements `rs`
 /// apart; `T` must be 4 bytes (f32) and `dst` hold `kc * w` elements.
 #[cfg(target_arch = "x86_64")]
-unsafe fn pack_transposed<T>(
+pub(crate) unsafe fn pack_transposed<T>(
     isa: Isa,
     src: *const T,
     rs: usize,

@@ -111,19 +111,69 @@ fn forward<T: Real>(x: &[T], r: usize, c: usize, scale: T, par: &Par) -> Result<
         c,
         par,
         |row, buf, orow| {
-            let orow = init_zero(orow);
             let keep = (row % r + 1).min(c);
-            let xr = &x[row * c..(row + 1) * c];
-            for (b, &v) in buf[..keep].iter_mut().zip(&xr[..keep]) {
-                *b = v * scale;
-            }
-            buf[keep..].fill(T::NEG_INFINITY);
-            softmax_line(buf, orow, false, isa, false);
+            forward_row(
+                &x[row * c..(row + 1) * c],
+                keep,
+                scale,
+                buf,
+                init_zero(orow),
+                isa,
+            );
         },
     )?;
     // SAFETY: `each_row` ran every row, and each row was zeroed and then written.
     unsafe { out.set_len(x.len()) };
     Ok(out)
+}
+
+/// One row of [`Tensor::causal_softmax`]: `out` (zeroed, `x.len()` long) becomes the softmax
+/// of `x[..keep] · scale` with `−∞` in the other columns; `buf` is scratch of the same length.
+/// The one definition of a row's bits, shared with the fused attention of
+/// [`crate::ops::self_attention`].
+#[inline]
+pub(crate) fn forward_row<T: Real>(
+    x: &[T],
+    keep: usize,
+    scale: T,
+    buf: &mut [T],
+    out: &mut [T],
+    isa: Isa,
+) {
+    for (b, &v) in buf[..keep].iter_mut().zip(&x[..keep]) {
+        *b = v * scale;
+    }
+    buf[keep..].fill(T::NEG_INFINITY);
+    softmax_line(buf, out, false, isa, false);
+}
+
+/// One row of [`Tensor::causal_softmax_backward`] from the output gradient `g` and the
+/// output `y` (one row each): `out(j, v)` for every column, `(y_j·(g_j − s))·scale` for
+/// `j < keep` and `0·scale` after, `s = Σ_j g_j·y_j` over every column in `sum_dim`'s order
+/// (returned); `buf` is scratch of the row's length. Shared with the fused attention.
+#[inline]
+pub(crate) fn backward_row<T: Real>(
+    g: &[T],
+    y: &[T],
+    keep: usize,
+    scale: T,
+    buf: &mut [T],
+    serial: &Par,
+    mut out: impl FnMut(usize, T),
+) -> T {
+    for ((b, &gv), &yv) in buf.iter_mut().zip(g).zip(y) {
+        *b = gv * yv;
+    }
+    // `sum_det` is thread-invariant: the bits of `sum_dim` on any team.
+    let s = sum_det(buf, serial);
+    for (j, (&gv, &yv)) in g[..keep].iter().zip(y).enumerate() {
+        out(j, (yv * (gv - s)) * scale);
+    }
+    let masked = T::default() * scale;
+    for j in keep..g.len() {
+        out(j, masked);
+    }
+    s
 }
 
 /// `row` with every element `T::default()`, as initialised elements.
@@ -147,16 +197,9 @@ fn backward<T: Real>(g: &[T], y: &[T], r: usize, c: usize, scale: T, par: &Par) 
         |row, buf, orow| {
             let keep = (row % r + 1).min(c);
             let (gr, yr) = (&g[row * c..(row + 1) * c], &y[row * c..(row + 1) * c]);
-            for ((b, &gv), &yv) in buf.iter_mut().zip(gr).zip(yr) {
-                *b = gv * yv;
-            }
-            // `sum_det` is thread-invariant: the bits of `sum_dim` on any team.
-            let s = sum_det(buf, &serial);
-            for ((o, &gv), &yv) in orow[..keep].iter_mut().zip(gr).zip(yr) {
-                o.write((yv * (gv - s)) * scale);
-            }
-            let masked = T::default() * scale;
-            orow[keep..].fill(core::mem::MaybeUninit::new(masked));
+            backward_row(gr, yr, keep, scale, buf, &serial, |j, v| {
+                orow[j].write(v);
+            });
         },
     )?;
     // SAFETY: each row wrote all `c` of its elements (`keep ≤ c` kept, the rest masked), and

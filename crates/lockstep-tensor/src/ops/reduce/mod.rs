@@ -37,6 +37,7 @@ pub use blocks::SUM_DIM0_BLOCKS;
 pub(crate) use buf::{advise_huge, dense};
 pub use buf::{copied_vec, zeroed_vec};
 pub use causal_softmax::{CAUSAL_SOFTMAX, CAUSAL_SOFTMAX_BACKWARD};
+pub(crate) use causal_softmax::{backward_row, forward_row};
 pub use cumsum::CUMSUM;
 pub use dim::{MAX, MEAN_DIM, MIN, RedArgs, RedFn, STD, VAR};
 /// [`LaneSum`]'s name before the float traits became one family (issue 29).
