@@ -258,7 +258,9 @@ fn pack_bt<T: AttnFloat>(
 #[inline(always)]
 fn copy_line<T: Copy>(d: &mut [T], s: &[T]) {
     match d.len() {
+        6 => d[..6].copy_from_slice(&s[..6]),
         8 => d[..8].copy_from_slice(&s[..8]),
+        12 => d[..12].copy_from_slice(&s[..12]),
         16 => d[..16].copy_from_slice(&s[..16]),
         32 => d[..32].copy_from_slice(&s[..32]),
         _ => d.copy_from_slice(s),
@@ -309,7 +311,7 @@ fn pack_at<T: AttnFloat>(
     dst: &mut [T],
 ) {
     for (line, i) in dst[..(i1 - i0) * mr].chunks_exact_mut(mr).zip(i0..i1) {
-        line[..rows].copy_from_slice(&src[i * ld + j0..i * ld + j0 + rows]);
+        copy_line(&mut line[..rows], &src[i * ld + j0..i * ld + j0 + rows]);
         line[rows..].fill(T::ZERO);
     }
 }
@@ -505,9 +507,19 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
     }
     let mut clean = scale_finite;
     for i in 0..t {
-        let srow = &s[i * tn..i * tn + t];
-        clean &= T::max_abs_bits(&srow[..=i]).1;
-        forward_row(srow, i + 1, scale, buf, &mut att[i * t..(i + 1) * t], isa);
+        let (srow, arow, keep) = (&s[i * tn..i * tn + t], &mut att[i * t..(i + 1) * t], i + 1);
+        // Finite kept scores: the masked columns' exponentials are `+0`, adding nothing to
+        // the lanes of the sum, and their weights `+0`: the row's softmax over the kept
+        // columns alone has the same bits (unless scaling overflowed: then the full row).
+        let kept_finite = T::max_abs_bits(&srow[..keep]).1;
+        if kept_finite {
+            let (b, o) = (&mut buf[..keep], &mut arow[..keep]);
+            forward_row(&srow[..keep], keep, scale, b, o, isa);
+        }
+        if !kept_finite || !T::max_abs_bits(&arow[..keep]).1 {
+            forward_row(srow, keep, scale, buf, arow, isa);
+            clean = false;
+        }
     }
     let masked = mask.is_some();
     if masked || clean {
@@ -658,7 +670,11 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         row[filled..].fill(T::ZERO);
         let ar = &att[i * t..(i + 1) * t];
         let gsr = &mut gs[i * t..(i + 1) * t];
-        let sum = backward_row(row, ar, keep, scale, buf, &serial, |j, v| gsr[j] = v);
+        // Over the filled columns only: the rest would add `+0·+0` terms to the sum's lanes,
+        // which can change only the sign of a zero lane, hence of a zero sum (redone below).
+        let (rf, af, bf) = (&row[..filled], &ar[..filled], &mut buf[..filled]);
+        let sum = backward_row(rf, af, keep, scale, bf, &serial, |j, v| gsr[j] = v);
+        gsr[filled..].fill(T::ZERO * scale);
         if filled < t && sum == T::ZERO {
             let yr = g.merged(bh, i);
             for (j, r) in row.iter_mut().enumerate().skip(filled) {
