@@ -9,8 +9,8 @@
 //! interleaved runs of each at 1 and 2 threads, which holds up better on a shared machine.
 
 use criterion::{Criterion, criterion_group};
+use lockstep_tensor::Tensor;
 use lockstep_tensor::threads::with_num_threads;
-use lockstep_tensor::{DType, Tensor};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -125,7 +125,6 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let x = inputs();
-    let _ = DType::F32;
     // `LOCKSTEP_ONLY=fused` (or `composed`) runs one side only, for a profile.
     let only = std::env::var("LOCKSTEP_ONLY").unwrap_or_default();
     for threads in [1, 2] {

@@ -40,13 +40,12 @@ fn bits(x: &Tensor) -> Vec<u64> {
         .collect()
 }
 
-/// The composed forward: `(y, att)`.
-fn composed(qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> (Tensor, Tensor) {
+/// q, k, v (`[B, nh, T, hd]` views), the weights `att` and the weights after the mask.
+fn heads(qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> [Tensor; 5] {
     let s = qkv.shape();
     let (b, tt, c) = (s[0] as isize, s[1] as isize, (s[2] / 3) as isize);
-    let hd = c / nh as isize;
     let parts = qkv
-        .view(&[b, tt, 3, nh as isize, hd])
+        .view(&[b, tt, 3, nh as isize, c / nh as isize])
         .unwrap()
         .permute(&[2, 0, 3, 1, 4])
         .unwrap();
@@ -58,6 +57,14 @@ fn composed(qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> (Tensor,
         .causal_softmax(scale)
         .unwrap();
     let att_d = m.map_or(att.clone(), |m| att.mul(m).unwrap());
+    [q, k, v, att, att_d]
+}
+
+/// The composed forward: `(y, att)`.
+fn composed(qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> (Tensor, Tensor) {
+    let s = qkv.shape();
+    let (b, tt, c) = (s[0] as isize, s[1] as isize, (s[2] / 3) as isize);
+    let [_, _, v, att, att_d] = heads(qkv, nh, scale, m);
     let y = att_d
         .matmul(&v)
         .unwrap()
@@ -71,24 +78,11 @@ fn composed(qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> (Tensor,
 /// The composed backward: `[B, T, 3C]`, each element `+ 0`.
 fn composed_grad(g: &Tensor, qkv: &Tensor, nh: usize, scale: f64, m: Option<&Tensor>) -> Tensor {
     let s = qkv.shape();
-    let (b, tt, c) = (s[0], s[1], s[2] / 3);
-    let hd = c / nh;
-    let (bi, ti, hi, di) = (b as isize, tt as isize, nh as isize, hd as isize);
-    let parts = qkv
-        .view(&[bi, ti, 3, hi, di])
-        .unwrap()
-        .permute(&[2, 0, 3, 1, 4])
-        .unwrap();
-    let piece = |i: usize| parts.narrow(0, i, 1).unwrap().squeeze(0).unwrap();
-    let (q, k, v) = (piece(0), piece(1), piece(2));
-    let att = q
-        .matmul(&k.transpose(-2, -1).unwrap())
-        .unwrap()
-        .causal_softmax(scale)
-        .unwrap();
-    let att_d = m.map_or(att.clone(), |m| att.mul(m).unwrap());
+    let (bi, ti, hi) = (s[0] as isize, s[1] as isize, nh as isize);
+    let c = (s[2] / 3) as isize;
+    let [q, k, v, att, att_d] = heads(qkv, nh, scale, m);
     let gy = g
-        .reshape(&[bi, ti, hi, di])
+        .reshape(&[bi, ti, hi, c / hi])
         .unwrap()
         .transpose(1, 2)
         .unwrap()
@@ -107,7 +101,7 @@ fn composed_grad(g: &Tensor, qkv: &Tensor, nh: usize, scale: f64, m: Option<&Ten
         .unwrap()
         .try_contiguous()
         .unwrap()
-        .reshape(&[bi, ti, 3 * c as isize])
+        .reshape(&[bi, ti, 3 * c])
         .unwrap();
     let zero = Tensor::zeros(merged.shape(), merged.dtype()).unwrap();
     merged.add(&zero).unwrap()
@@ -259,4 +253,18 @@ fn bad_input_is_an_error() {
         g.causal_self_attention_backward(&x, &att, Some(&m64), 2, 1.0)
             .is_err()
     );
+}
+
+#[test]
+fn empty_shapes_give_empty_results() {
+    // No tokens, no batch, a head size of 0: the composed ops' (empty or zero) results.
+    for (shape, nh) in [([2, 0, 12], 2), ([0, 3, 12], 2), ([2, 3, 0], 2)] {
+        let x = t(vec![0.0; shape.iter().product()], &shape, DType::F32);
+        let g = t(
+            vec![0.0; shape[0] * shape[1] * shape[2] / 3],
+            &[shape[0], shape[1], shape[2] / 3],
+            DType::F32,
+        );
+        check(&x, &g, nh, 1.0, None, &format!("{shape:?}"));
+    }
 }

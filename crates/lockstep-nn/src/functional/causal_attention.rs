@@ -5,7 +5,6 @@
 //! on the same shapes, as the composed graph's, so value and gradient keep its bits.
 
 use crate::autograd::Var;
-use crate::ops::invalid;
 use lockstep_tensor::ops::matmul::is_skinny;
 use lockstep_tensor::{DType, Result, Tensor};
 
@@ -33,29 +32,8 @@ pub fn causal_self_attention(
     training: bool,
 ) -> Result<Var> {
     const OP: &str = "causal_self_attention";
-    let s = qkv.shape().to_vec();
-    if s.len() != 3 || !qkv.dtype().is_float() {
-        return Err(invalid(
-            OP,
-            "qkv",
-            format!(
-                "expected a float [B, T, 3C] tensor, got {:?} {s:?}",
-                qkv.dtype()
-            ),
-        ));
-    }
-    if n_head == 0 || !s[2].is_multiple_of(3 * n_head) {
-        return Err(invalid(
-            OP,
-            "n_head",
-            format!(
-                "the last dimension {} of qkv is not 3 · n_head ({n_head}) · head size",
-                s[2]
-            ),
-        ));
-    }
-    let (b, t, c) = (s[0], s[1], s[2] / 3);
-    let hd = c / n_head;
+    let [b, t, c, hd] =
+        lockstep_tensor::ops::self_attention::qkv_dims(OP, qkv.shape(), qkv.dtype(), n_head)?;
     let x = qkv.data().try_contiguous()?;
     // The fused heads have the composed graph's bits wherever `matmul` runs its blocked
     // kernel on these shapes (split-K only for `hd ≥ 2048` and `hd ≥ 4·T`).

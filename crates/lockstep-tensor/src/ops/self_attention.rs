@@ -354,6 +354,51 @@ unsafe fn tile_rows<T: AttnFloat>(
     }
 }
 
+/// `s` (`t` rows, `t` rounded up to `nr` apart) = `t` rows of `hd` elements of A (`a[i·lda..]`,
+/// read in place) times the B panels `bt` (`t` columns, from [`pack_bt`]): the micro-tiles of
+/// each row panel up to its last row's diagonal, or every tile with `full`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn upper_tiles<T: AttnFloat>(
+    k: &Kernel<T>,
+    a: &[T],
+    lda: usize,
+    bt: &[T],
+    s: &mut [T],
+    t: usize,
+    hd: usize,
+    full: bool,
+    apack: &mut [T],
+) {
+    let (mr, nr) = (k.mr, k.nr);
+    let tn = t.div_ceil(nr) * nr;
+    if t == 0 {
+        return;
+    }
+    assert!((t - 1) * lda + hd <= a.len() && t.div_ceil(mr) * mr * tn <= s.len());
+    for i0 in (0..t).step_by(mr) {
+        let rows = mr.min(t - i0);
+        let last = if full { t - 1 } else { i0 + rows - 1 };
+        for jp in 0..=last / nr {
+            // SAFETY: A's rows `i0..i0 + rows` hold `hd` elements (asserted), the panel
+            // `hd · nr`, and `s` a full tile at (i0, jp·nr) (asserted).
+            unsafe {
+                tile_rows(
+                    k,
+                    rows,
+                    hd,
+                    a.as_ptr().add(i0 * lda),
+                    lda,
+                    bt.as_ptr().add(jp * hd * nr),
+                    s.as_mut_ptr().add(i0 * tn + jp * nr),
+                    tn,
+                    apack,
+                )
+            }
+        }
+    }
+}
+
 /// `rows` rows of the `mr × nr` scratch tile `ct` into `dst` rows `ld` apart from `base`, the
 /// first `w` columns; `plus_zero`: each element `+ 0`.
 #[allow(clippy::too_many_arguments)]
@@ -482,29 +527,14 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         buf,
         ..
     } = ws;
+    if t == 0 {
+        return;
+    }
     let mask = mask.map(|m| &m[bh * t * t..(bh + 1) * t * t]);
     // Scores: the row panels' tiles up to the diagonal (kᵀ packed; q read in place).
     pack_bt(qkv, g.qkv(bh, 1, 0), c3, t, hd, nr, bt, isa);
-    for i0 in (0..t).step_by(mr) {
-        let rows = mr.min(t - i0);
-        for jp in 0..=(i0 + rows - 1) / nr {
-            // SAFETY: q's rows `i0..i0 + rows` hold `hd` elements each, the panel
-            // `hd · nr`, and the scores buffer a full tile at (i0, jp·nr).
-            unsafe {
-                tile_rows(
-                    k,
-                    rows,
-                    hd,
-                    qkv.as_ptr().add(g.qkv(bh, 0, i0)),
-                    c3,
-                    bt.as_ptr().add(jp * hd * nr),
-                    s.as_mut_ptr().add(i0 * tn + jp * nr),
-                    tn,
-                    a,
-                )
-            }
-        }
-    }
+    let q = &qkv[g.qkv(bh, 0, 0)..];
+    upper_tiles(k, q, c3, bt, s, t, hd, false, a);
     let mut clean = scale_finite;
     for i in 0..t {
         let (srow, arow, keep) = (&s[i * tn..i * tn + t], &mut att[i * t..(i + 1) * t], i + 1);
@@ -600,6 +630,9 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
     } = *cx;
     let (t, hd, c, c3, mr, nr) = (g.t, g.hd, g.c, 3 * g.c, k.mr, k.nr);
     let tn = t.div_ceil(nr) * nr;
+    if t == 0 {
+        return;
+    }
     let serial = Par::new(1);
     let Scratch {
         bt,
@@ -627,31 +660,7 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         && finite_max(qkv, g.qkv(bh, 1, 0), c3, t, hd).0;
     // ∂(weights) = ∂y · vᵀ, up to the diagonal when clean.
     pack_bt(qkv, g.qkv(bh, 2, 0), c3, t, hd, nr, bt, isa);
-    for i0 in (0..t).step_by(mr) {
-        let rows = mr.min(t - i0);
-        let last = if clean {
-            (i0 + rows - 1) / nr
-        } else {
-            (t - 1) / nr
-        };
-        for jp in 0..=last {
-            // SAFETY: ∂y's rows `i0..i0 + rows` hold `hd` each; the panel `hd · nr`; the
-            // scores buffer a full tile at (i0, jp·nr).
-            unsafe {
-                tile_rows(
-                    k,
-                    rows,
-                    hd,
-                    gy.as_ptr().add(g.merged(bh, i0)),
-                    c,
-                    bt.as_ptr().add(jp * hd * nr),
-                    s.as_mut_ptr().add(i0 * tn + jp * nr),
-                    tn,
-                    a,
-                )
-            }
-        }
-    }
+    upper_tiles(k, &gy[g.merged(bh, 0)..], c, bt, s, t, hd, !clean, a);
     // The softmax backward, row by row (∂att·mask first, as `mul`); a zero row sum
     // computes the skipped columns after all.
     for i in 0..t {
@@ -852,35 +861,47 @@ fn backward<T: AttnFloat>(
     Ok(out)
 }
 
-/// The checked shapes of a call: `qkv` `[B, T, 3C]` float, `C = n_head · hd`.
-fn geom(op: &'static str, qkv: &Tensor, n_head: usize) -> Result<Geom> {
-    let s = qkv.shape();
-    if s.len() != 3 || !matches!(qkv.dtype(), DType::F32 | DType::F64) {
+/// `[B, T, C, hd]` of a fused projection of `shape` and `dtype` split into `n_head` heads: the
+/// one check of the callers' shapes (`op` names the caller in the error).
+///
+/// # Errors
+/// `shape` not `[B, T, 3C]`, `dtype` not a float, `n_head` 0 or `3 · n_head` not dividing `3C`.
+pub fn qkv_dims(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+    n_head: usize,
+) -> Result<[usize; 4]> {
+    if shape.len() != 3 || !dtype.is_float() {
         return Err(invalid(
             op,
             "qkv",
-            format!(
-                "expected a float [B, T, 3C] tensor, got {:?} {s:?}",
-                qkv.dtype()
-            ),
+            format!("expected a float [B, T, 3C] tensor, got {dtype:?} {shape:?}"),
         ));
     }
-    if n_head == 0 || !s[2].is_multiple_of(3 * n_head) {
+    if n_head == 0 || !shape[2].is_multiple_of(3 * n_head) {
         return Err(invalid(
             op,
             "n_head",
             format!(
                 "the last dimension {} of qkv is not 3 · n_head ({n_head}) · head size",
-                s[2]
+                shape[2]
             ),
         ));
     }
+    let c = shape[2] / 3;
+    Ok([shape[0], shape[1], c, c / n_head])
+}
+
+/// The checked shapes of a call.
+fn geom(op: &'static str, qkv: &Tensor, n_head: usize) -> Result<Geom> {
+    let [b, t, c, hd] = qkv_dims(op, qkv.shape(), qkv.dtype(), n_head)?;
     Ok(Geom {
-        b: s[0],
-        t: s[1],
-        c: s[2] / 3,
+        b,
+        t,
+        c,
         nh: n_head,
-        hd: s[2] / 3 / n_head,
+        hd,
     })
 }
 
