@@ -8,6 +8,9 @@ use crate::autograd::Var;
 use lockstep_tensor::ops::matmul::is_skinny;
 use lockstep_tensor::{DType, Result, Tensor};
 
+/// The autograd op's name, in errors and in the graph.
+const OP: &str = "causal_self_attention";
+
 /// `q, k, v = qkv.chunk(3, 2)`, each split into `n_head` heads (`[B, nh, T, hd]`),
 /// `att = softmax((q·kᵀ · scale).masked_fill(causal == 0, −∞))`, dropout on `att`
 /// (`dropout_p` in training, its mask from the current dropout source of [`crate::rng`],
@@ -31,7 +34,6 @@ pub fn causal_self_attention(
     dropout_p: f64,
     training: bool,
 ) -> Result<Var> {
-    const OP: &str = "causal_self_attention";
     let [b, t, c, hd] =
         lockstep_tensor::ops::self_attention::qkv_dims(OP, qkv.shape(), qkv.dtype(), n_head)?;
     let x = qkv.data().try_contiguous()?;
@@ -62,7 +64,6 @@ fn composed(
     dropout_p: f64,
     training: bool,
 ) -> Result<Var> {
-    const OP: &str = "causal_self_attention";
     let hd = c / n_head;
     // [B, T, 3, nh, hd] → [3, B, nh, T, hd]: piece `i` is `chunk(3, 2)[i]`'s heads, a view.
     let parts = x

@@ -20,24 +20,29 @@ const LN_ROWS: usize = 8;
 /// of the size only: rows are independent, so the bits never depend on it).
 const LN_PAR_MIN: usize = 1 << 14;
 
-/// `$imp::<generics>(args)` compiled for AVX-512 or AVX2 when that path is enabled (see
-/// `lockstep_tensor::isa`), else the baseline build: the same expressions, so the same bits.
+/// Defines `fn $name` running `$body` compiled for AVX-512 or AVX2 when that path is
+/// enabled (see `lockstep_tensor::isa`), else the baseline build: the same expressions, so the
+/// same bits. Generics are written `<T: Bound, …; const C: Type, …>`.
 macro_rules! isa_dispatch {
-    (fn $name:ident<$($g:ident: $b:path),*; $(const $c:ident: $ct:ty),*>($($a:ident: $t:ty),* $(,)?) -> $r:ty = $imp:ident) => {
+    ($(#[$m:meta])* fn $name:ident<$($g:ident: $b:path),*; $(const $c:ident: $ct:ty),*>($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
         #[allow(clippy::too_many_arguments)]
-        fn $name<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) -> $r {
+        fn $name<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn imp<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
                 use lockstep_tensor::isa::Isa;
                 #[target_feature(enable = "avx512f")]
                 #[allow(clippy::too_many_arguments)]
-                fn wide<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) -> $r {
-                    $imp::<$($g,)* $($c,)*>($($a),*)
+                fn wide<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) {
+                    imp::<$($g,)* $($c,)*>($($a),*)
                 }
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
-                fn avx2<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) -> $r {
-                    $imp::<$($g,)* $($c,)*>($($a),*)
+                fn avx2<$($g: $b,)* $(const $c: $ct,)*>($($a: $t),*) {
+                    imp::<$($g,)* $($c,)*>($($a),*)
                 }
                 if Isa::Avx512.enabled() {
                     // SAFETY: the CPU has AVX-512F (an enabled path is an available one).
@@ -48,7 +53,7 @@ macro_rules! isa_dispatch {
                     return unsafe { avx2::<$($g,)* $($c,)*>($($a),*) };
                 }
             }
-            $imp::<$($g,)* $($c,)*>($($a),*)
+            imp::<$($g,)* $($c,)*>($($a),*)
         }
     };
 }
@@ -197,87 +202,76 @@ pub(super) fn ln_forward_par<T: Element>(
     (y, stats)
 }
 
-isa_dispatch!(fn ln_forward_into<T: Element;>(
-    xs: &[T],
-    l: usize,
-    w: Option<&[f64]>,
-    b: Option<&[f64]>,
-    eps: f64,
-    y: &mut [MaybeUninit<T>],
-    stats: &mut [(f64, f64)],
-) -> () = ln_forward_rows);
-
-/// [`ln_forward_par`]'s rows `xs` into `y` (`xs.len()` elements, each written) and `stats`
-/// (one per row).
-#[inline(always)]
-fn ln_forward_rows<T: Element>(
-    xs: &[T],
-    l: usize,
-    w: Option<&[f64]>,
-    b: Option<&[f64]>,
-    eps: f64,
-    y: &mut [MaybeUninit<T>],
-    stats: &mut [(f64, f64)],
-) {
-    let (rows, lf) = (stats.len(), l as f64);
-    let mut xt = vec![0.0f64; l * LN_ROWS];
-    let mut r0 = 0;
-    while r0 + LN_ROWS <= rows {
-        prefetch(
-            xs.get((r0 + LN_ROWS) * l..(r0 + 2 * LN_ROWS) * l)
-                .unwrap_or(&[]),
-        );
-        columns(&xs[r0 * l..], l, &mut xt);
-        let mut s = [-0.0f64; LN_ROWS];
-        for c in xt.chunks_exact(LN_ROWS) {
-            for q in 0..LN_ROWS {
-                s[q] += c[q];
+isa_dispatch! {
+    /// [`ln_forward_par`]'s rows `xs` into `y` (`xs.len()` elements, each written) and `stats`
+    /// (one per row).
+    fn ln_forward_into<T: Element;>(
+        xs: &[T],
+        l: usize,
+        w: Option<&[f64]>,
+        b: Option<&[f64]>,
+        eps: f64,
+        y: &mut [MaybeUninit<T>],
+        stats: &mut [(f64, f64)],
+    ) {
+        let (rows, lf) = (stats.len(), l as f64);
+        let mut xt = vec![0.0f64; l * LN_ROWS];
+        let mut r0 = 0;
+        while r0 + LN_ROWS <= rows {
+            let next = (r0 + LN_ROWS) * l..(r0 + 2 * LN_ROWS) * l;
+            prefetch(xs.get(next).unwrap_or(&[]));
+            columns(&xs[r0 * l..], l, &mut xt);
+            let mut s = [-0.0f64; LN_ROWS];
+            for c in xt.chunks_exact(LN_ROWS) {
+                for q in 0..LN_ROWS {
+                    s[q] += c[q];
+                }
             }
-        }
-        let mu = s.map(|s| s / lf);
-        let mut v = [-0.0f64; LN_ROWS];
-        for c in xt.chunks_exact(LN_ROWS) {
-            for q in 0..LN_ROWS {
-                let d = c[q] - mu[q];
-                v[q] += d * d;
+            let mu = s.map(|s| s / lf);
+            let mut v = [-0.0f64; LN_ROWS];
+            for c in xt.chunks_exact(LN_ROWS) {
+                for q in 0..LN_ROWS {
+                    let d = c[q] - mu[q];
+                    v[q] += d * d;
+                }
             }
+            for q in 0..LN_ROWS {
+                stats[r0 + q] = (mu[q], 1.0 / (v[q] / lf + eps).sqrt());
+            }
+            r0 += LN_ROWS;
         }
-        for q in 0..LN_ROWS {
-            stats[r0 + q] = (mu[q], 1.0 / (v[q] / lf + eps).sqrt());
+        for (r, st) in stats.iter_mut().enumerate().skip(r0) {
+            let row = &xs[r * l..(r + 1) * l];
+            let mu = row.iter().fold(-0.0, |s, v| s + v.to_f64()) / lf;
+            let var = row.iter().fold(-0.0, |s, v| {
+                let d = v.to_f64() - mu;
+                s + d * d
+            });
+            *st = (mu, 1.0 / (var / lf + eps).sqrt());
         }
-        r0 += LN_ROWS;
-    }
-    for (r, st) in stats.iter_mut().enumerate().skip(r0) {
-        let row = &xs[r * l..(r + 1) * l];
-        let mu = row.iter().fold(-0.0, |s, v| s + v.to_f64()) / lf;
-        let var = row.iter().fold(-0.0, |s, v| {
-            let d = v.to_f64() - mu;
-            s + d * d
-        });
-        *st = (mu, 1.0 / (var / lf + eps).sqrt());
-    }
-    let l1 = l.max(1);
-    for ((row, yr), &(mu, is)) in xs.chunks_exact(l1).zip(y.chunks_exact_mut(l1)).zip(&*stats) {
-        let h = row.iter().map(|&v| (v.to_f64() - mu) * is);
-        let put = |v: T, o: &mut MaybeUninit<T>| {
-            o.write(v);
-        };
-        match (w, b) {
-            (Some(w), Some(b)) => h
-                .zip(w.iter().zip(b))
-                .zip(yr)
-                .for_each(|((h, (&w, &b)), o)| put(T::from_f64(h * w + b), o)),
-            (Some(w), None) => h
-                .zip(w)
-                .zip(yr)
-                .for_each(|((h, &w), o)| put(T::from_f64(h * w + 0.0), o)),
-            (None, Some(b)) => h
-                .zip(b)
-                .zip(yr)
-                .for_each(|((h, &b), o)| put(T::from_f64(h * 1.0 + b), o)),
-            (None, None) => h
-                .zip(yr)
-                .for_each(|(h, o)| put(T::from_f64(h * 1.0 + 0.0), o)),
+        let l1 = l.max(1);
+        for ((row, yr), &(mu, is)) in xs.chunks_exact(l1).zip(y.chunks_exact_mut(l1)).zip(&*stats) {
+            let h = row.iter().map(|&v| (v.to_f64() - mu) * is);
+            let put = |v: T, o: &mut MaybeUninit<T>| {
+                o.write(v);
+            };
+            match (w, b) {
+                (Some(w), Some(b)) => h
+                    .zip(w.iter().zip(b))
+                    .zip(yr)
+                    .for_each(|((h, (&w, &b)), o)| put(T::from_f64(h * w + b), o)),
+                (Some(w), None) => h
+                    .zip(w)
+                    .zip(yr)
+                    .for_each(|((h, &w), o)| put(T::from_f64(h * w + 0.0), o)),
+                (None, Some(b)) => h
+                    .zip(b)
+                    .zip(yr)
+                    .for_each(|((h, &b), o)| put(T::from_f64(h * 1.0 + b), o)),
+                (None, None) => h
+                    .zip(yr)
+                    .for_each(|(h, o)| put(T::from_f64(h * 1.0 + 0.0), o)),
+            }
         }
     }
 }
@@ -340,39 +334,30 @@ pub(super) fn ln_backward_par<T: Element, G: Element>(
     (gx, gw, gb)
 }
 
-isa_dispatch!(fn ln_weight_grads<T: Element, G: Element;>(
-    xs: &[T],
-    gs: &[G],
-    l: usize,
-    stats: &[(f64, f64)],
-    c0: usize,
-    gw: &mut [f64],
-    gb: &mut [f64],
-) -> () = ln_weight_grads_cols);
-
-/// LayerNorm's `∂w = Σ g·x̂` and `∂b = Σ g` for the columns `c0..c0 + gw.len()`, added from
-/// `+0` over rows in row order, each element's terms as [`ln_backward_rows`] forms them
-/// ([`ln_terms`]): the same bits.
-#[inline(always)]
-fn ln_weight_grads_cols<T: Element, G: Element>(
-    xs: &[T],
-    gs: &[G],
-    l: usize,
-    stats: &[(f64, f64)],
-    c0: usize,
-    gw: &mut [f64],
-    gb: &mut [f64],
-) {
-    let n = gw.len();
-    assert!(gb.len() == n && c0 + n <= l);
-    gw.fill(0.0);
-    gb.fill(0.0);
-    for (r, &(mu, is)) in stats.iter().enumerate() {
-        let (xr, gr) = (&xs[r * l + c0..][..n], &gs[r * l + c0..][..n]);
-        for j in 0..n {
-            let (g, h) = ln_terms(xr[j], gr[j], mu, is);
-            gw[j] += g * h;
-            gb[j] += g;
+isa_dispatch! {
+    /// LayerNorm's `∂w = Σ g·x̂` and `∂b = Σ g` for the columns `c0..c0 + gw.len()`, added from
+    /// `+0` over rows in row order, each element's terms as [`ln_backward_into`] forms them
+    /// ([`ln_terms`]): the same bits.
+    fn ln_weight_grads<T: Element, G: Element;>(
+        xs: &[T],
+        gs: &[G],
+        l: usize,
+        stats: &[(f64, f64)],
+        c0: usize,
+        gw: &mut [f64],
+        gb: &mut [f64],
+    ) {
+        let n = gw.len();
+        assert!(gb.len() == n && c0 + n <= l);
+        gw.fill(0.0);
+        gb.fill(0.0);
+        for (r, &(mu, is)) in stats.iter().enumerate() {
+            let (xr, gr) = (&xs[r * l + c0..][..n], &gs[r * l + c0..][..n]);
+            for j in 0..n {
+                let (g, h) = ln_terms(xr[j], gr[j], mu, is);
+                gw[j] += g * h;
+                gb[j] += g;
+            }
         }
     }
 }
@@ -384,100 +369,89 @@ fn ln_terms<T: Element, G: Element>(x: T, g: G, mu: f64, is: f64) -> (f64, f64) 
     (g.to_f64(), (x.to_f64() - mu) * is)
 }
 
-isa_dispatch!(fn ln_backward_into<T: Element, G: Element; const WB: bool>(
-    xs: &[T],
-    gs: &[G],
-    l: usize,
-    stats: &[(f64, f64)],
-    w: Option<&[f64]>,
-    gx: &mut [MaybeUninit<T>],
-    gw: &mut [f64],
-    gb: &mut [f64],
-) -> () = ln_backward_rows);
-
-/// [`ln_backward_par`]'s `∂x` of the rows `xs`, `gs` into `gx` (each element written); with
-/// `WB`, `∂w` and `∂b` (`l` each, from `+0`) into `gw` and `gb`.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn ln_backward_rows<T: Element, G: Element, const WB: bool>(
-    xs: &[T],
-    gs: &[G],
-    l: usize,
-    stats: &[(f64, f64)],
-    w: Option<&[f64]>,
-    gx: &mut [MaybeUninit<T>],
-    gw: &mut [f64],
-    gb: &mut [f64],
-) {
-    let (rows, lf) = (stats.len(), l as f64);
-    // `g·1` is `g`: a missing weight reads as ones, the same bits.
-    let ones;
-    let wv = match w {
-        Some(w) => &w[..l],
-        None => {
-            ones = vec![1.0; l];
-            &ones
+isa_dispatch! {
+    /// [`ln_backward_par`]'s `∂x` of the rows `xs`, `gs` into `gx` (each element written); with
+    /// `WB`, `∂w` and `∂b` (`l` each, from `+0`) into `gw` and `gb`.
+    fn ln_backward_into<T: Element, G: Element; const WB: bool>(
+        xs: &[T],
+        gs: &[G],
+        l: usize,
+        stats: &[(f64, f64)],
+        w: Option<&[f64]>,
+        gx: &mut [MaybeUninit<T>],
+        gw: &mut [f64],
+        gb: &mut [f64],
+    ) {
+        let (rows, lf) = (stats.len(), l as f64);
+        // `g·1` is `g`: a missing weight reads as ones, the same bits.
+        let ones;
+        let wv = match w {
+            Some(w) => &w[..l],
+            None => {
+                ones = vec![1.0; l];
+                &ones
+            }
+        };
+        if WB {
+            gw[..l].fill(0.0);
+            gb[..l].fill(0.0);
         }
-    };
-    if WB {
-        gw[..l].fill(0.0);
-        gb[..l].fill(0.0);
-    }
-    let (mut xt, mut gt) = (vec![0.0f64; l * LN_ROWS], vec![0.0f64; l * LN_ROWS]);
-    let mut r0 = 0;
-    while r0 < rows {
-        let n = if rows - r0 >= LN_ROWS { LN_ROWS } else { 1 };
-        // `a` and `b` start from +0 (an explicit fold, not `Iterator::sum`).
-        let mut a = [0.0f64; LN_ROWS];
-        let mut bb = [0.0f64; LN_ROWS];
-        if n == LN_ROWS {
-            let next = (r0 + LN_ROWS) * l..(r0 + 2 * LN_ROWS) * l;
-            prefetch(xs.get(next.clone()).unwrap_or(&[]));
-            prefetch(gs.get(next).unwrap_or(&[]));
-            columns(&xs[r0 * l..], l, &mut xt);
-            columns(&gs[r0 * l..], l, &mut gt);
-            let mu: [f64; LN_ROWS] = core::array::from_fn(|q| stats[r0 + q].0);
-            let is: [f64; LN_ROWS] = core::array::from_fn(|q| stats[r0 + q].1);
-            for ((xc, gc), &wj) in xt
-                .chunks_exact(LN_ROWS)
-                .zip(gt.chunks_exact(LN_ROWS))
-                .zip(wv)
-            {
-                for q in 0..LN_ROWS {
-                    let v = gc[q] * wj;
-                    a[q] += v;
-                    bb[q] += v * ((xc[q] - mu[q]) * is[q]);
+        let (mut xt, mut gt) = (vec![0.0f64; l * LN_ROWS], vec![0.0f64; l * LN_ROWS]);
+        let mut r0 = 0;
+        while r0 < rows {
+            let n = if rows - r0 >= LN_ROWS { LN_ROWS } else { 1 };
+            // `a` and `b` start from +0 (an explicit fold, not `Iterator::sum`).
+            let mut a = [0.0f64; LN_ROWS];
+            let mut bb = [0.0f64; LN_ROWS];
+            if n == LN_ROWS {
+                let next = (r0 + LN_ROWS) * l..(r0 + 2 * LN_ROWS) * l;
+                prefetch(xs.get(next.clone()).unwrap_or(&[]));
+                prefetch(gs.get(next).unwrap_or(&[]));
+                columns(&xs[r0 * l..], l, &mut xt);
+                columns(&gs[r0 * l..], l, &mut gt);
+                let mu: [f64; LN_ROWS] = core::array::from_fn(|q| stats[r0 + q].0);
+                let is: [f64; LN_ROWS] = core::array::from_fn(|q| stats[r0 + q].1);
+                for ((xc, gc), &wj) in xt
+                    .chunks_exact(LN_ROWS)
+                    .zip(gt.chunks_exact(LN_ROWS))
+                    .zip(wv)
+                {
+                    for q in 0..LN_ROWS {
+                        let v = gc[q] * wj;
+                        a[q] += v;
+                        bb[q] += v * ((xc[q] - mu[q]) * is[q]);
+                    }
+                }
+            } else {
+                let (mu, is) = stats[r0];
+                let (xr, gr) = (&xs[r0 * l..(r0 + 1) * l], &gs[r0 * l..(r0 + 1) * l]);
+                for ((&x, &g), &wj) in xr.iter().zip(gr).zip(wv) {
+                    let v = g.to_f64() * wj;
+                    a[0] += v;
+                    bb[0] += v * ((x.to_f64() - mu) * is);
                 }
             }
-        } else {
-            let (mu, is) = stats[r0];
-            let (xr, gr) = (&xs[r0 * l..(r0 + 1) * l], &gs[r0 * l..(r0 + 1) * l]);
-            for ((&x, &g), &wj) in xr.iter().zip(gr).zip(wv) {
-                let v = g.to_f64() * wj;
-                a[0] += v;
-                bb[0] += v * ((x.to_f64() - mu) * is);
-            }
-        }
-        for q in 0..n {
-            let r = r0 + q;
-            let (mu, is) = stats[r];
-            let (a, bb) = (a[q], bb[q]);
-            // Indexed over slices of one length, written into the output (through `extend`
-            // the loop was not vectorised); `σ⁻¹/l` is computed once per row: the same value
-            // every time.
-            let (xr, gr) = (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
-            let scale = is / lf;
-            let out = &mut gx[r * l..(r + 1) * l];
-            for j in 0..l {
-                let (g, h) = ln_terms(xr[j], gr[j], mu, is);
-                if WB {
-                    gw[j] += g * h;
-                    gb[j] += g;
+            for q in 0..n {
+                let r = r0 + q;
+                let (mu, is) = stats[r];
+                let (a, bb) = (a[q], bb[q]);
+                // Indexed over slices of one length, written into the output (through `extend`
+                // the loop was not vectorised); `σ⁻¹/l` is computed once per row: the same value
+                // every time.
+                let (xr, gr) = (&xs[r * l..(r + 1) * l], &gs[r * l..(r + 1) * l]);
+                let scale = is / lf;
+                let out = &mut gx[r * l..(r + 1) * l];
+                for j in 0..l {
+                    let (g, h) = ln_terms(xr[j], gr[j], mu, is);
+                    if WB {
+                        gw[j] += g * h;
+                        gb[j] += g;
+                    }
+                    out[j].write(T::from_f64(scale * (lf * (g * wv[j]) - a - h * bb)));
                 }
-                out[j].write(T::from_f64(scale * (lf * (g * wv[j]) - a - h * bb)));
             }
+            r0 += n;
         }
-        r0 += n;
     }
 }
 
