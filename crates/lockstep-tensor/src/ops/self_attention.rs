@@ -29,6 +29,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
+use crate::ops::matmul::kernel::prefetch;
 use crate::ops::matmul::{GemmFloat, Isa, Kernel};
 use crate::ops::reduce::{Real, backward_row, forward_row};
 use crate::threads::Par;
@@ -194,6 +195,49 @@ fn finite_max<T: AttnFloat>(x: &[T], base: usize, ld: usize, t: usize, w: usize)
         _ => f64::from_bits(mx),
     };
     (fin, mx)
+}
+
+/// Asks for the `len` elements at `p` in L2 (a hint: nothing is read, whatever `p` is).
+#[inline(always)]
+fn fetch<T>(p: *const T, len: usize) {
+    let lead = p as usize % 64;
+    let bytes = lead + len * size_of::<T>();
+    prefetch(
+        p.cast::<u8>().wrapping_sub(lead),
+        0..bytes.div_ceil(64),
+        false,
+    );
+}
+
+/// Fetches row `i` of head `bh`'s q, k and v (and, at `out`, of the `[B, T, 3C]` result), of
+/// its `[B, T, C]` rows at `merged` (∂y, or y) and of its `t × t` blocks (weights, mask), when
+/// `bh` is a head: a task runs its heads in order, and prefetching the next one's rows a row
+/// per row of this one's softmax hides the misses its first reads would take (the data was
+/// written long before, by the projection or the forward, and is no longer in cache).
+#[inline(always)]
+fn fetch_head_row<T>(
+    g: &Geom,
+    bh: usize,
+    i: usize,
+    qkv: *const T,
+    out: Option<*const T>,
+    merged: *const T,
+    blocks: [Option<*const T>; 2],
+) {
+    if bh >= g.heads() {
+        return;
+    }
+    for part in 0..3 {
+        let at = g.qkv(bh, part, i);
+        fetch(qkv.wrapping_add(at), g.hd);
+        if let Some(o) = out {
+            fetch(o.wrapping_add(at), g.hd);
+        }
+    }
+    fetch(merged.wrapping_add(g.merged(bh, i)), g.hd);
+    for x in blocks.into_iter().flatten() {
+        fetch(x.wrapping_add((bh * g.t + i) * g.t), g.t);
+    }
 }
 
 /// Packs `n` rows of `k` elements (`src[base + r·ld + p]`) transposed into B panels of `nr`
@@ -537,6 +581,8 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
     upper_tiles(k, q, c3, bt, s, t, hd, false, a);
     let mut clean = scale_finite;
     for i in 0..t {
+        let next_blocks = [Some(ap.get().cast_const()), cx.mask.map(<[T]>::as_ptr)];
+        fetch_head_row(&g, bh + 1, i, qkv.as_ptr(), None, yp.get(), next_blocks);
         let (srow, arow, keep) = (&s[i * tn..i * tn + t], &mut att[i * t..(i + 1) * t], i + 1);
         // Finite kept scores: the masked columns' exponentials are `+0`, adding nothing to
         // the lanes of the sum, and their weights `+0`: the row's softmax over the kept
@@ -664,6 +710,16 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
     // The softmax backward, row by row (∂att·mask first, as `mul`); a zero row sum
     // computes the skipped columns after all.
     for i in 0..t {
+        let next_blocks = [Some(cx.att.as_ptr()), cx.mask.map(<[T]>::as_ptr)];
+        fetch_head_row(
+            &g,
+            bh + 1,
+            i,
+            qkv.as_ptr(),
+            Some(op.get()),
+            gy.as_ptr(),
+            next_blocks,
+        );
         let keep = i + 1;
         let filled = if clean { keep } else { t };
         let srow = &s[i * tn..i * tn + t];
