@@ -19,7 +19,7 @@ Usage (from the repository root; needs `pip install torch numpy` and a release b
 inherited by every process this script starts); the FMA peak line is then that path's peak.
 Binaries are looked for under `$CARGO_TARGET_DIR` (default `target/`).
 """
-import argparse, json, os, resource, subprocess, sys, time
+import argparse, json, os, resource, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
@@ -157,7 +157,9 @@ def gpt_rows(a):
                                  "--max-iters", str(n)] + common + t,
         }
         best = {k: (float("inf"), float("inf")) for k in ("det", "nondet", "torch")}
-        # Each round's PyTorch / det wall ratio: how far the best-of figures can be trusted.
+        # Each round's PyTorch / det wall ratio: how far the best-of figures can be trusted (on a
+        # shared host a burst of load slows one side of a round; the median round holds up better
+        # than the ratio of two best-of figures taken in different rounds).
         per_round = []
         for _ in range(a.rounds):
             for k, c in lock.items():
@@ -174,11 +176,12 @@ def gpt_rows(a):
             (w0, c0), (w1, c1) = marks[lo - 1], marks[hi - 1]
             w, cpu = (w1 - w0) / (hi - lo), (c1 - c0) / (hi - lo)
             best["torch"] = (min(best["torch"][0], w), min(best["torch"][1], cpu))
-            per_round.append(f"{w / det_w:.2f}")
+            per_round.append(w / det_w)
         f = lambda k: f"{best[k][0]*1e3:.1f} / {best[k][1]*1e3:.1f} ms"
         (dw, dc), (_, nc), (tw, tc) = best["det"], best["nondet"], best["torch"]
         print(f"| {threads} | {f('det')} | {f('nondet')} | {dc/nc:.2f}× | {f('torch')} | **{tw/dw:.2f}×** | "
-              f"**{tc/dc:.2f}×** | {' '.join(per_round)} |", flush=True)
+              f"**{tc/dc:.2f}×** | {' '.join(f'{r:.2f}' for r in per_round)} "
+              f"(median {statistics.median(per_round):.2f}) |", flush=True)
 
 
 def main():

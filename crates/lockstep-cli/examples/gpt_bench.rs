@@ -1,0 +1,72 @@
+//! Times one gpt training step (the spec's defaults: forward, cross-entropy, backward, gradient
+//! clipping, AdamW over two groups) on a fixed random batch, in process, for A/B comparisons of
+//! kernels. Usage: `gpt_bench THREADS det|nondet [STEPS]`; prints one JSON line with the best,
+//! median and mean seconds per step over the timed steps (after 5 warm-up steps). The per-step
+//! best and median resist a noisy host better than whole-run times.
+
+use lockstep::nn::optim::{self, Optimizer};
+use lockstep::nn::{Module, Var, functional as F};
+use lockstep::{DType, Tensor};
+use lockstep_cli::gpt::Gpt;
+use lockstep_cli::gpt_config::GptConfig;
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let a: Vec<String> = std::env::args().collect();
+    let threads: usize = a.get(1).map_or(Ok(1), |s| s.parse())?;
+    let det = a.get(2).is_none_or(|s| s == "det");
+    let steps: usize = a.get(3).map_or(Ok(40), |s| s.parse())?;
+    lockstep::set_num_threads(threads);
+    lockstep::use_deterministic_algorithms(det);
+    lockstep::manual_seed(1337);
+    let cfg = GptConfig::default();
+    let vocab = 65;
+    let mut model = Gpt::new(&cfg, vocab)?;
+    model.train(true);
+    let params: Vec<Var> = model.parameters();
+    let (decay, no_decay): (Vec<Var>, Vec<Var>) =
+        params.iter().cloned().partition(|p| p.ndim() >= 2);
+    let group = |ps: Vec<Var>, wd: f64| {
+        optim::Group::new(
+            ps,
+            optim::AdamWOptions {
+                lr: cfg.lr,
+                betas: (cfg.beta1, cfg.beta2),
+                weight_decay: wd,
+                ..optim::AdamWOptions::default()
+            },
+        )
+    };
+    let mut opt =
+        optim::AdamW::with_groups(vec![group(decay, cfg.weight_decay), group(no_decay, 0.0)])?;
+    let shape = [cfg.batch_size, cfg.block_size];
+    let x = Tensor::randint(0, vocab as i64, &shape, DType::I64, None)?;
+    let y = Tensor::randint(0, vocab as i64, &shape, DType::I64, None)?;
+    let mut step = || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let logits = model.forward(&x)?;
+        let loss = F::cross_entropy(&logits.reshape(&[-1, vocab as isize])?, &y.reshape(&[-1])?)?;
+        loss.backward()?;
+        optim::clip_grad_norm_(&params, cfg.grad_clip, 2.0)?;
+        opt.step()?;
+        opt.zero_grad();
+        Ok(())
+    };
+    for _ in 0..5 {
+        step()?;
+    }
+    let mut times = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let t = Instant::now();
+        step()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    let mean = times.iter().sum::<f64>() / steps as f64;
+    times.sort_by(f64::total_cmp);
+    println!(
+        "{{\"threads\":{threads},\"mode\":\"{}\",\"best\":{},\"median\":{},\"mean\":{mean}}}",
+        if det { "det" } else { "nondet" },
+        times[0],
+        times[steps / 2]
+    );
+    Ok(())
+}
