@@ -60,3 +60,49 @@ fn every_path_gives_the_reference_stream() {
     }
     set_isa(None).unwrap();
 }
+
+/// PyTorch's dropout mask (`bernoulli_(1 − p)` divided by `1 − p`) on every path: element `i`
+/// kept exactly when the `i`-th 53-bit uniform of the stream is below `1 − p`, decided here
+/// one draw at a time; the vector decisions (eight lanes with AVX-512, four with AVX2) must give
+/// those bits, and leave the generator where the draws do.
+#[test]
+fn every_path_gives_the_drawn_dropout_mask() {
+    use lockstep_rng::Generator;
+    use lockstep_rng::compat::torch::dropout_mask;
+    let (n, p) = (3001, 0.3);
+    let mut g = Generator::with_seed(7);
+    let keep32 = (1.0 - p) as f32;
+    let want: Vec<u32> = (0..n)
+        .map(|_| match g.next_f64() < 1.0 - p {
+            true => (1.0 / keep32).to_bits(),
+            false => 0,
+        })
+        .collect();
+    let after = g.next_u32();
+    let kept = want.iter().filter(|&&b| b != 0).count();
+    assert!(kept > n / 2 && kept < n, "{kept} of {n} kept");
+    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+        set_isa(Some(isa)).unwrap();
+        let mut g = Generator::with_seed(7);
+        let got: Vec<u32> = dropout_mask::<f32>(&mut g, n, p)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert!(got == want, "{isa:?}");
+        assert_eq!(g.next_u32(), after, "{isa:?}");
+        let mut g = Generator::with_seed(7);
+        let got64 = dropout_mask::<f64>(&mut g, n, p).unwrap();
+        let kept64: Vec<bool> = got64.iter().map(|&v| v != 0.0).collect();
+        assert_eq!(
+            kept64,
+            want.iter().map(|&b| b != 0).collect::<Vec<_>>(),
+            "{isa:?}"
+        );
+        assert!(
+            got64.iter().all(|&v| v == 0.0 || v == 1.0 / (1.0 - p)),
+            "{isa:?}"
+        );
+    }
+    set_isa(None).unwrap();
+}

@@ -372,7 +372,8 @@ fn bernoulli_fill<T: Float>(
 }
 
 /// `out[i] = hit` if the 53 low bits of `(raw[2i] << 32) | raw[2i + 1]` are below `threshold`,
-/// else `miss`; built for AVX2 where the path in use allows it (the same integer comparisons).
+/// else `miss`; built for AVX-512 or AVX2 where the path in use allows it (the same integer
+/// comparisons: eight 64-bit lanes at a time with AVX-512, four with AVX2).
 #[inline]
 fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [MaybeUninit<T>]) {
     #[inline(always)]
@@ -400,6 +401,20 @@ fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [May
             out: &mut [MaybeUninit<T>],
         ) {
             imp(raw, threshold, hit, miss, out)
+        }
+        #[target_feature(enable = "avx512f")]
+        fn avx512<T: Float>(
+            raw: &[u32],
+            threshold: u64,
+            hit: T,
+            miss: T,
+            out: &mut [MaybeUninit<T>],
+        ) {
+            imp(raw, threshold, hit, miss, out)
+        }
+        if crate::isa::Isa::Avx512.enabled() && crate::isa::Isa::Avx512.available() {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { avx512(raw, threshold, hit, miss, out) };
         }
         if crate::isa::Isa::Avx2.enabled() && crate::isa::Isa::Avx2.available() {
             // SAFETY: the CPU supports AVX2 (checked just above).
