@@ -16,10 +16,15 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let threads: usize = a.get(1).map_or(Ok(1), |s| s.parse())?;
     let det = a.get(2).is_none_or(|s| s == "det");
     let steps: usize = a.get(3).map_or(Ok(40), |s| s.parse())?;
+    if steps == 0 {
+        return Err("STEPS must be at least 1".into());
+    }
     lockstep::set_num_threads(threads);
     lockstep::use_deterministic_algorithms(det);
     lockstep::manual_seed(1337);
     let cfg = GptConfig::default();
+    // tinyshakespeare's 65 characters; the batch is random tokens (the step's work does not
+    // depend on which).
     let vocab = 65;
     let mut model = Gpt::new(&cfg, vocab)?;
     model.train(true);
