@@ -5,19 +5,23 @@
 //! best and median resist a noisy host better than whole-run times.
 
 use lockstep::nn::optim::{self, Optimizer};
-use lockstep::nn::{Module, Var, functional as F};
+use lockstep::nn::{Module, Var};
 use lockstep::{DType, Tensor};
-use lockstep_cli::gpt::Gpt;
+use lockstep_cli::gpt::{Gpt, adamw};
 use lockstep_cli::gpt_config::GptConfig;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let a: Vec<String> = std::env::args().collect();
     let threads: usize = a.get(1).map_or(Ok(1), |s| s.parse())?;
-    let det = a.get(2).is_none_or(|s| s == "det");
+    let det = match a.get(2).map_or("det", String::as_str) {
+        "det" => true,
+        "nondet" => false,
+        other => return Err(format!("mode {other:?}: det or nondet").into()),
+    };
     let steps: usize = a.get(3).map_or(Ok(40), |s| s.parse())?;
-    if steps == 0 {
-        return Err("STEPS must be at least 1".into());
+    if steps == 0 || threads == 0 {
+        return Err("THREADS and STEPS must be at least 1".into());
     }
     lockstep::set_num_threads(threads);
     lockstep::use_deterministic_algorithms(det);
@@ -29,28 +33,12 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut model = Gpt::new(&cfg, vocab)?;
     model.train(true);
     let params: Vec<Var> = model.parameters();
-    let (decay, no_decay): (Vec<Var>, Vec<Var>) =
-        params.iter().cloned().partition(|p| p.ndim() >= 2);
-    let group = |ps: Vec<Var>, wd: f64| {
-        optim::Group::new(
-            ps,
-            optim::AdamWOptions {
-                lr: cfg.lr,
-                betas: (cfg.beta1, cfg.beta2),
-                weight_decay: wd,
-                ..optim::AdamWOptions::default()
-            },
-        )
-    };
-    let mut opt =
-        optim::AdamW::with_groups(vec![group(decay, cfg.weight_decay), group(no_decay, 0.0)])?;
+    let mut opt = adamw(&cfg, &params)?;
     let shape = [cfg.batch_size, cfg.block_size];
     let x = Tensor::randint(0, vocab as i64, &shape, DType::I64, None)?;
     let y = Tensor::randint(0, vocab as i64, &shape, DType::I64, None)?;
     let mut step = || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        let logits = model.forward(&x)?;
-        let loss = F::cross_entropy(&logits.reshape(&[-1, vocab as isize])?, &y.reshape(&[-1])?)?;
-        loss.backward()?;
+        model.loss(&x, &y)?.backward()?;
         optim::clip_grad_norm_(&params, cfg.grad_clip, 2.0)?;
         opt.step()?;
         opt.zero_grad();
@@ -59,7 +47,10 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for _ in 0..5 {
         step()?;
     }
-    let mut times = Vec::with_capacity(steps);
+    let mut times = Vec::new();
+    times
+        .try_reserve_exact(steps)
+        .map_err(|_| format!("STEPS {steps}: too many to record"))?;
     for _ in 0..steps {
         let t = Instant::now();
         step()?;

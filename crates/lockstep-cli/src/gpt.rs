@@ -199,6 +199,33 @@ impl Module for Transformer {
     }
 }
 
+/// `torch_gpt.py`'s optimizer: AdamW over two parameter groups, as
+/// `torch.optim.AdamW([{decay}, {no_decay}])` — matrices and embeddings (`ndim ≥ 2`) decay
+/// with `--weight-decay`, biases and LayerNorm weights not — with the learning rate and betas
+/// of `cfg`.
+///
+/// # Errors
+/// Options AdamW refuses (a negative learning rate, betas outside `[0, 1)`).
+pub fn adamw(cfg: &GptConfig, params: &[Var]) -> Result<optim::AdamW> {
+    let (decay, no_decay): (Vec<Var>, Vec<Var>) =
+        params.iter().cloned().partition(|p| p.ndim() >= 2);
+    let group = |ps: Vec<Var>, wd: f64| {
+        optim::Group::new(
+            ps,
+            optim::AdamWOptions {
+                lr: cfg.lr,
+                betas: (cfg.beta1, cfg.beta2),
+                weight_decay: wd,
+                ..optim::AdamWOptions::default()
+            },
+        )
+    };
+    Ok(optim::AdamW::with_groups(vec![
+        group(decay, cfg.weight_decay),
+        group(no_decay, 0.0),
+    ])?)
+}
+
 /// `torch_gpt.py`'s `Gpt`: the output head's weight is the token embedding's (one [`Var`]
 /// under two names, as PyTorch's tying).
 pub struct Gpt {
@@ -336,8 +363,12 @@ impl Gpt {
         Ok(self.lm_head.forward(&tr.ln_f.forward(&x)?)?)
     }
 
-    /// `F.cross_entropy(logits.view(-1, V), targets.view(-1))`.
-    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Var> {
+    /// `F.cross_entropy(logits.view(-1, V), targets.view(-1))` for token ids `x` and targets
+    /// `y` (`[B, T]`, i64).
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward); targets whose shape or values do not fit the logits.
+    pub fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Var> {
         let logits = self.forward(x)?;
         let v = logits.shape()[2] as isize;
         Ok(F::cross_entropy(
@@ -641,23 +672,7 @@ pub fn run_distributed(cfg: &GptConfig, shards: &mut dyn Shards) -> Result<GptRe
     let params: Vec<Var> = named.iter().map(|(_, p)| p.clone()).collect();
     let init_sha256 = sha256_of(params.iter().map(|p| p.data()).collect::<Vec<_>>().iter());
 
-    // AdamW over two parameter groups, as `torch.optim.AdamW([{decay}, {no_decay}])`: matrices
-    // and embeddings decay, biases and LayerNorm weights not.
-    let (decay, no_decay): (Vec<Var>, Vec<Var>) =
-        params.iter().cloned().partition(|p| p.ndim() >= 2);
-    let group = |ps: Vec<Var>, wd: f64| {
-        optim::Group::new(
-            ps,
-            optim::AdamWOptions {
-                lr: cfg.lr,
-                betas: (cfg.beta1, cfg.beta2),
-                weight_decay: wd,
-                ..optim::AdamWOptions::default()
-            },
-        )
-    };
-    let mut opt =
-        optim::AdamW::with_groups(vec![group(decay, cfg.weight_decay), group(no_decay, 0.0)])?;
+    let mut opt = adamw(cfg, &params)?;
 
     let mut step_losses = Vec::with_capacity(cfg.max_iters);
     let mut lrs = Vec::with_capacity(cfg.max_iters);

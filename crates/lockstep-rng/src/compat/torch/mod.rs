@@ -390,37 +390,30 @@ fn decide<T: Float>(raw: &[u32], threshold: u64, hit: T, miss: T, out: &mut [May
     // Opaque values: with `hit = 1 / k` and `miss = 0 / k` in sight the compiler would divide
     // per element.
     let (hit, miss) = (core::hint::black_box(hit), core::hint::black_box(miss));
+    // `imp` compiled for `$feat`, run when the path in use allows `$isa` and the CPU has it.
     #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        fn avx2<T: Float>(
-            raw: &[u32],
-            threshold: u64,
-            hit: T,
-            miss: T,
-            out: &mut [MaybeUninit<T>],
-        ) {
-            imp(raw, threshold, hit, miss, out)
-        }
-        #[target_feature(enable = "avx512f")]
-        fn avx512<T: Float>(
-            raw: &[u32],
-            threshold: u64,
-            hit: T,
-            miss: T,
-            out: &mut [MaybeUninit<T>],
-        ) {
-            imp(raw, threshold, hit, miss, out)
-        }
-        if crate::isa::Isa::Avx512.enabled() && crate::isa::Isa::Avx512.available() {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { avx512(raw, threshold, hit, miss, out) };
-        }
-        if crate::isa::Isa::Avx2.enabled() && crate::isa::Isa::Avx2.available() {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(raw, threshold, hit, miss, out) };
-        }
+    macro_rules! build_for {
+        ($isa:ident, $feat:literal) => {{
+            #[target_feature(enable = $feat)]
+            fn build<T: Float>(
+                raw: &[u32],
+                threshold: u64,
+                hit: T,
+                miss: T,
+                out: &mut [MaybeUninit<T>],
+            ) {
+                imp(raw, threshold, hit, miss, out)
+            }
+            if crate::isa::Isa::$isa.enabled() && crate::isa::Isa::$isa.available() {
+                // SAFETY: the CPU supports the build's features (checked just above).
+                return unsafe { build(raw, threshold, hit, miss, out) };
+            }
+        }};
     }
+    #[cfg(target_arch = "x86_64")]
+    build_for!(Avx512, "avx512f");
+    #[cfg(target_arch = "x86_64")]
+    build_for!(Avx2, "avx2");
     imp(raw, threshold, hit, miss, out)
 }
 
