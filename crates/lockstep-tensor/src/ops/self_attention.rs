@@ -31,7 +31,7 @@ use crate::op::{Guarantee, Impl, Op};
 use crate::ops::SyncPtr;
 use crate::ops::matmul::kernel::prefetch;
 use crate::ops::matmul::{GemmFloat, Isa, Kernel};
-use crate::ops::reduce::{Real, backward_row, forward_row};
+use crate::ops::reduce::{LANES, Real, backward_row, forward_row};
 use crate::threads::Par;
 use crate::{Tensor, invalid};
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -76,6 +76,8 @@ trait AttnFloat: GemmFloat + Real {
     fn all_pos_zero(x: &[Self]) -> bool;
     /// Whether `self` is `−0`.
     fn is_neg_zero(self) -> bool;
+    /// Whether any element of `x` is `−0` (a branch-free fold: vectorised).
+    fn any_neg_zero(x: &[Self]) -> bool;
     /// The largest finite value, as f64.
     const MAX_F64: f64;
 }
@@ -101,6 +103,10 @@ macro_rules! attn_float {
             #[inline(always)]
             fn is_neg_zero(self) -> bool {
                 self.to_bits() == 1 << (<$u>::BITS - 1)
+            }
+            #[inline(always)]
+            fn any_neg_zero(x: &[Self]) -> bool {
+                x.iter().fold(0, |m: $u, v| m | <$u>::from(v.is_neg_zero())) != 0
             }
             const MAX_F64: f64 = <$t>::MAX as f64;
         }
@@ -156,6 +162,8 @@ struct Scratch<T> {
     /// Two row buffers of `t`.
     row: Vec<T>,
     buf: Vec<T>,
+    /// The forward's softmax row in and out, `t` rounded up to whole lane groups twice.
+    pad: Vec<T>,
 }
 
 impl<T: AttnFloat> Scratch<T> {
@@ -177,6 +185,7 @@ impl<T: AttnFloat> Scratch<T> {
             ct: v(mr * nr)?,
             row: v(t)?,
             buf: v(t)?,
+            pad: v(2 * t.next_multiple_of(LANES))?,
         })
     }
 }
@@ -297,17 +306,45 @@ fn pack_bt<T: AttnFloat>(
     }
 }
 
-/// `d = s` for short lines: the panel widths' lengths as moves of a constant size (a call to
+/// `d = s` for short lines: the panel widths' lengths as moves of a constant size, other
+/// short lengths (a head's last, partial panel) in pieces of 8, 4, 2 and 1 (a call to
 /// `memmove` per line cost more than the copy).
 #[inline(always)]
 fn copy_line<T: Copy>(d: &mut [T], s: &[T]) {
     match d.len() {
-        6 => d[..6].copy_from_slice(&s[..6]),
-        8 => d[..8].copy_from_slice(&s[..8]),
-        12 => d[..12].copy_from_slice(&s[..12]),
-        16 => d[..16].copy_from_slice(&s[..16]),
-        32 => d[..32].copy_from_slice(&s[..32]),
+        6 => copy_fixed::<T, 6>(d, s),
+        8 => copy_fixed::<T, 8>(d, s),
+        12 => copy_fixed::<T, 12>(d, s),
+        16 => copy_fixed::<T, 16>(d, s),
+        32 => copy_fixed::<T, 32>(d, s),
+        n if n < 16 => {
+            let mut at = 0;
+            for piece in [8, 4, 2, 1] {
+                if n & piece != 0 {
+                    match piece {
+                        8 => copy_fixed::<T, 8>(&mut d[at..], &s[at..]),
+                        4 => copy_fixed::<T, 4>(&mut d[at..], &s[at..]),
+                        2 => copy_fixed::<T, 2>(&mut d[at..], &s[at..]),
+                        _ => d[at] = s[at],
+                    }
+                    at += piece;
+                }
+            }
+        }
         _ => d.copy_from_slice(s),
+    }
+}
+
+/// `d[..N] = s[..N]` as one value moved through registers (`copy_from_slice` of 128 bytes
+/// became a `memcpy` call).
+#[inline(always)]
+fn copy_fixed<T: Copy, const N: usize>(d: &mut [T], s: &[T]) {
+    let (d, s) = (&mut d[..N], &s[..N]);
+    // SAFETY: both slices hold `N` elements (the slicing above checked it); unaligned
+    // accesses, as neither need be aligned to `[T; N]`.
+    unsafe {
+        let v = (s.as_ptr() as *const [T; N]).read_unaligned();
+        (d.as_mut_ptr() as *mut [T; N]).write_unaligned(v);
     }
 }
 
@@ -568,7 +605,7 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         ad,
         a,
         ct,
-        buf,
+        pad,
         ..
     } = ws;
     if t == 0 {
@@ -580,6 +617,7 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
     let q = &qkv[g.qkv(bh, 0, 0)..];
     upper_tiles(k, q, c3, bt, s, t, hd, false, a);
     let mut clean = scale_finite;
+    let half = pad.len() / 2;
     for i in 0..t {
         let next_blocks = [Some(ap.get().cast_const()), cx.mask.map(<[T]>::as_ptr)];
         fetch_head_row(&g, bh + 1, i, qkv.as_ptr(), None, yp.get(), next_blocks);
@@ -589,11 +627,30 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         // columns alone has the same bits (unless scaling overflowed: then the full row).
         let kept_finite = T::max_abs_bits(&srow[..keep]).1;
         if kept_finite {
-            let (b, o) = (&mut buf[..keep], &mut arow[..keep]);
-            forward_row(&srow[..keep], keep, scale, b, o, isa);
+            // Padded with −∞ to whole lane groups: their exponentials are `+0` too, and the
+            // softmax's loops run without scalar tails. The padding's weights are `+0`
+            // (`+0` times the reciprocal of a sum in `[1, t]`), as the masked entries already
+            // are: written straight into the row where it has room for them.
+            let kp = keep.next_multiple_of(LANES);
+            let (b, o) = pad.split_at_mut(half);
+            if kp <= t {
+                forward_row(
+                    &srow[..keep],
+                    keep,
+                    scale,
+                    &mut b[..kp],
+                    &mut arow[..kp],
+                    isa,
+                );
+            } else {
+                forward_row(&srow[..keep], keep, scale, &mut b[..kp], &mut o[..kp], isa);
+                arow[..keep].copy_from_slice(&o[..keep]);
+            }
         }
         if !kept_finite || !T::max_abs_bits(&arow[..keep]).1 {
-            forward_row(srow, keep, scale, buf, arow, isa);
+            let (b, o) = pad.split_at_mut(half);
+            forward_row(srow, keep, scale, &mut b[..t], &mut o[..t], isa);
+            arow.copy_from_slice(&o[..t]);
             clean = false;
         }
     }
@@ -628,6 +685,9 @@ fn fwd_head<T: AttnFloat>(cx: &Fwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
             if kc < t {
                 // The skipped terms (`+0·v`) can turn a −0 into +0: add them there.
                 for (r, line) in ct.chunks_exact_mut(nr).take(rows).enumerate() {
+                    if !T::any_neg_zero(&line[..w]) {
+                        continue;
+                    }
                     for (dd, v) in line[..w].iter_mut().enumerate() {
                         if v.is_neg_zero() {
                             let wr = &wts[(i0 + r) * t..(i0 + r + 1) * t];
@@ -690,6 +750,7 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         ct,
         row,
         buf,
+        ..
     } = ws;
     let att = &att[bh * t * t..(bh + 1) * t * t];
     let mask = mask.map(|m| &m[bh * t * t..(bh + 1) * t * t]);
@@ -738,7 +799,7 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
         // Over the filled columns only: the rest would add `+0·+0` terms to the sum's lanes,
         // which can change only the sign of a zero lane, hence of a zero sum (redone below).
         let (rf, af, bf) = (&row[..filled], &ar[..filled], &mut buf[..filled]);
-        let sum = backward_row(rf, af, keep, scale, bf, &serial, |j, v| gsr[j] = v);
+        let sum = backward_row(rf, af, keep, scale, bf, &serial, &mut gsr[..]);
         gsr[filled..].fill(T::ZERO * scale);
         if filled < t && sum == T::ZERO {
             let yr = g.merged(bh, i);
@@ -750,7 +811,7 @@ fn bwd_head<T: AttnFloat>(cx: &Bwd<'_, T>, bh: usize, ws: &mut Scratch<T>) {
                     None => d,
                 };
             }
-            backward_row(row, ar, keep, scale, buf, &serial, |j, v| gsr[j] = v);
+            backward_row(row, ar, keep, scale, buf, &serial, &mut gsr[..]);
         }
     }
     // ∂v = weightsᵀ · ∂y and ∂k = ∂sᵀ · q: the chains of a panel of columns j0.. start

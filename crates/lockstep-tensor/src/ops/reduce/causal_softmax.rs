@@ -17,6 +17,7 @@ use super::softmax::softmax_line;
 use super::sum::sum_det;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::math::lanes::OutSlice;
 use crate::op::{Guarantee, Impl, Op};
 use crate::ops::matmul::Isa;
 use crate::threads::Par;
@@ -148,30 +149,34 @@ pub(crate) fn forward_row<T: Real>(
 }
 
 /// One row of [`Tensor::causal_softmax_backward`] from the output gradient `g` and the
-/// output `y` (one row each): `out(j, v)` for every column, `(y_j·(g_j − s))·scale` for
-/// `j < keep` and `0·scale` after, `s = Σ_j g_j·y_j` over every column in `sum_dim`'s order
-/// (returned); `buf` is scratch of the row's length. Shared with the fused attention.
+/// output `y` (one row each): `out[j]` for every column (`out.len() ≥ g.len()`),
+/// `(y_j·(g_j − s))·scale` for `j < keep` and `0·scale` after, `s = Σ_j g_j·y_j` over every
+/// column in `sum_dim`'s order (returned); `buf` is scratch of the row's length. Shared with
+/// the fused attention. A slice, not a callback, so that the loops are vectorised.
 #[inline]
-pub(crate) fn backward_row<T: Real>(
+pub(crate) fn backward_row<T: Real, D: OutSlice<T> + ?Sized>(
     g: &[T],
     y: &[T],
     keep: usize,
     scale: T,
     buf: &mut [T],
     serial: &Par,
-    mut out: impl FnMut(usize, T),
+    out: &mut D,
 ) -> T {
     for ((b, &gv), &yv) in buf.iter_mut().zip(g).zip(y) {
         *b = gv * yv;
     }
     // `sum_det` is thread-invariant: the bits of `sum_dim` on any team.
     let s = sum_det(buf, serial);
-    for (j, (&gv, &yv)) in g[..keep].iter().zip(y).enumerate() {
-        out(j, (yv * (gv - s)) * scale);
+    // SAFETY: only values are written below.
+    let out = &mut unsafe { out.cells() }[..g.len()];
+    let (kept, masked) = out.split_at_mut(keep);
+    for ((o, &gv), &yv) in kept.iter_mut().zip(&g[..keep]).zip(y) {
+        o.write((yv * (gv - s)) * scale);
     }
-    let masked = T::default() * scale;
-    for j in keep..g.len() {
-        out(j, masked);
+    let zero = T::default() * scale;
+    for o in masked {
+        o.write(zero);
     }
     s
 }
@@ -197,9 +202,7 @@ fn backward<T: Real>(g: &[T], y: &[T], r: usize, c: usize, scale: T, par: &Par) 
         |row, buf, orow| {
             let keep = (row % r + 1).min(c);
             let (gr, yr) = (&g[row * c..(row + 1) * c], &y[row * c..(row + 1) * c]);
-            backward_row(gr, yr, keep, scale, buf, &serial, |j, v| {
-                orow[j].write(v);
-            });
+            backward_row(gr, yr, keep, scale, buf, &serial, orow);
         },
     )?;
     // SAFETY: each row wrote all `c` of its elements (`keep ≤ c` kept, the rest masked), and
