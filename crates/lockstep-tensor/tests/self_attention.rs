@@ -206,6 +206,19 @@ fn special_values_take_the_full_products() {
         check(&qkv, &g, nh, 0.35, Some(&m), &format!("mask {v} at {at}"));
     }
     check(&qkv, &g, nh, f64::INFINITY, None, "infinite scale");
+    // Finite scores whose scaled values overflow (a row redone whole, the padding to whole
+    // lane groups included): rows shorter and longer than 16 (the padding written into the
+    // weights' row, and through a buffer).
+    for tl in [13, 20, 37] {
+        let qkv = t(vals(tl * 3 * c, 10), &[1, tl, 3 * c], DType::F32);
+        let g = t(vals(tl * c, 11), &[1, tl, c], DType::F32);
+        let m = mask(&[1, nh, tl, tl], DType::F32, 12);
+        for scale in [f64::INFINITY, 1e38] {
+            for mk in [Some(&m), None] {
+                check(&qkv, &g, nh, scale, mk, &format!("t {tl} scale {scale}"));
+            }
+        }
+    }
     let big = t(
         base.iter().map(|v| v * 1e18).collect(),
         &[b, tt, 3 * c],
