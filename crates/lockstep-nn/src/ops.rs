@@ -3,7 +3,7 @@
 //! `F.linear`, …); shapes broadcast as there, and a gradient flowing to a broadcast input is
 //! summed back to the input's shape.
 
-use crate::autograd::Var;
+use crate::autograd::{Var, is_grad_enabled};
 use crate::batch_blocks::rows;
 use lockstep_tensor::dispatch::{Guarantee, Impl, Op, OpInfo};
 use lockstep_tensor::ops::matmul::is_skinny;
@@ -336,12 +336,22 @@ impl Var {
         }))
     }
 
-    /// `F.gelu(x)` (exact, erf form).
+    /// `F.gelu(x)` (exact, erf form). When `x` needs a gradient, the derivative is computed in
+    /// the forward from the value's own erf ([`Tensor::gelu_with_derivative`], f32) and kept
+    /// for the backward (one tensor of `x`'s size): the same bits as computing it again.
     ///
     /// # Errors
     /// Non-float dtype.
     pub fn gelu(&self) -> Result<Var> {
         let x = self.data();
+        if is_grad_enabled() && self.requires_grad() {
+            // The derivative from the forward's own erf, kept for the backward: `g · gelu'(x)`
+            // with the bits of `Tensor::gelu_backward`, without a second erf per element.
+            let (y, d) = x.gelu_with_derivative()?;
+            return Ok(Var::from_op("gelu", y, &[self], move |g| {
+                Ok(vec![Some(g.mul(&d)?)])
+            }));
+        }
         let y = x.gelu()?;
         Ok(Var::from_op("gelu", y, &[self], move |g| {
             // `g · gelu'(x)` in one pass (the bits of `g.mul(&x.gelu_derivative(false)?)`).

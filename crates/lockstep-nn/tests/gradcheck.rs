@@ -994,3 +994,50 @@ fn gradcheck_reports_a_wrong_gradient() {
     assert_eq!(v.data().to_vec::<f64>().unwrap(), before);
     let _ = no_grad(|| v.exp());
 }
+
+/// `gelu`'s gradient through autograd (f32: the derivative kept from the forward's own erf)
+/// has the bits of `Tensor::gelu_backward` (the derivative computed again), at 1, 2, 3 and 8
+/// threads, with a tensor large enough to be split over the pool.
+#[test]
+fn gelu_grad_keeps_the_bits_of_gelu_backward_at_every_thread_count() {
+    use lockstep_tensor::threads::with_num_threads;
+    let n = 150_001;
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i as f32 * 0.377).sin()) * if i % 7 == 0 { 8.0 } else { 1.1 })
+        .collect();
+    let g: Vec<f32> = (0..n).map(|i| ((i as f32 * 0.91).cos()) * 0.02).collect();
+    let (x, g) = (
+        Tensor::from_vec(x, &[n]).unwrap(),
+        Tensor::from_vec(g, &[n]).unwrap(),
+    );
+    let want: Vec<u32> = Tensor::gelu_backward(&g, &x)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    for threads in [1, 2, 3, 8] {
+        let got = with_num_threads(threads, || {
+            let xv = Var::new(x.clone(), true);
+            let y = xv.gelu().unwrap();
+            assert!(
+                y.data().to_vec::<f32>().unwrap() == x.gelu().unwrap().to_vec::<f32>().unwrap()
+            );
+            y.mul(&Var::new(g.clone(), false))
+                .unwrap()
+                .sum()
+                .unwrap()
+                .backward()
+                .unwrap();
+            xv.grad().unwrap()
+        });
+        let got: Vec<u32> = got
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert!(got == want, "at {threads} threads");
+    }
+}

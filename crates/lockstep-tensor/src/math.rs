@@ -744,6 +744,100 @@ pub mod lanes {
     gelu_grad32_fns!(gelu_grad32_small, erff_upto_small, expf_near0::<false>);
     gelu_grad32_fns!(gelu_grad32_mid, erff_upto_mid, expf_near0::<true>);
 
+    /// GELU's value and derivative (exact form, f32) from one erf: `$erf(x·(1/√2))` is the
+    /// term both [`gelu32`]'s value and [`gelu_grad32`]'s `Φ(x)` are made of, so the pair has
+    /// the bits of the two functions wherever `$erf` and `$exp` have theirs.
+    macro_rules! gelu_pair32_fns {
+        ($name:ident, $erf:ident, $exp:path) => {
+            #[inline(always)]
+            fn $name(x: f32) -> (f32, f32) {
+                let t = $erf(x * core::f32::consts::FRAC_1_SQRT_2);
+                let y = x * 0.5 * (1.0 + t);
+                let cdf = 0.5 * (1.0 + t);
+                let pdf = super::GELU_BETA_F32 * $exp(x * x * -0.5);
+                (y, cdf + x * pdf)
+            }
+        };
+    }
+    gelu_pair32_fns!(gelu_pair32, erff, expf);
+    gelu_pair32_fns!(gelu_pair32_small, erff_upto_small, expf_near0::<false>);
+    gelu_pair32_fns!(gelu_pair32_mid, erff_upto_mid, expf_near0::<true>);
+
+    /// `y[i] = gelu(src[i])` and `d[i] = gelu'(src[i])` in f32 in one pass, one erf per element
+    /// (the bits of [`gelu_f32_slice_on`] and [`gelu_grad_f32_slice_on`]), on the path `isa`,
+    /// for the first `min(len)` elements; blocks of 16 in the small or mid erf range take that
+    /// range's form, as those kernels do.
+    pub fn gelu_and_grad_f32_slice_on(
+        isa: Isa,
+        src: &[f32],
+        y: &mut [MaybeUninit<f32>],
+        d: &mut [MaybeUninit<f32>],
+    ) {
+        #[inline(always)]
+        fn body(src: &[f32], y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>]) {
+            const N: usize = 16;
+            let n = src.len().min(y.len()).min(d.len());
+            let (src, y, d) = (&src[..n], &mut y[..n], &mut d[..n]);
+            let whole = n - n % N;
+            for b in (0..whole).step_by(N) {
+                let s: &[f32; N] = src[b..b + N].try_into().expect("a block of N");
+                let yb: &mut [MaybeUninit<f32>; N] =
+                    (&mut y[b..b + N]).try_into().expect("a block of N");
+                let db: &mut [MaybeUninit<f32>; N] =
+                    (&mut d[b..b + N]).try_into().expect("a block of N");
+                let mut m = 0u32;
+                for &x in s {
+                    m = m.max(hi_f32(x));
+                }
+                // NaN arguments have the largest high words: the full form.
+                if m < ERFF_SMALL_HI {
+                    for i in 0..N {
+                        let (v, g) = gelu_pair32_small(s[i]);
+                        yb[i] = MaybeUninit::new(v);
+                        db[i] = MaybeUninit::new(g);
+                    }
+                } else if m < ERFF_MID_HI {
+                    for i in 0..N {
+                        let (v, g) = gelu_pair32_mid(s[i]);
+                        yb[i] = MaybeUninit::new(v);
+                        db[i] = MaybeUninit::new(g);
+                    }
+                } else {
+                    for i in 0..N {
+                        let (v, g) = gelu_pair32(s[i]);
+                        yb[i] = MaybeUninit::new(v);
+                        db[i] = MaybeUninit::new(g);
+                    }
+                }
+            }
+            for i in whole..n {
+                let (v, g) = gelu_pair32(src[i]);
+                y[i] = MaybeUninit::new(v);
+                d[i] = MaybeUninit::new(g);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(src: &[f32], y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>]) {
+                body(src, y, d)
+            }
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2(src: &[f32], y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>]) {
+                body(src, y, d)
+            }
+            match isa {
+                // SAFETY: the CPU has AVX-512F (checked).
+                Isa::Avx512 if isa.available() => return unsafe { avx512(src, y, d) },
+                // SAFETY: the CPU has AVX2 and FMA (checked).
+                Isa::Avx2 if isa.available() => return unsafe { avx2(src, y, d) },
+                _ => {}
+            }
+        }
+        let _ = isa;
+        body(src, y, d)
+    }
+
     /// The erf argument's high word for GELU of an f32 (computed in f32) ...
     #[inline(always)]
     fn hi_f32(x: f32) -> u32 {

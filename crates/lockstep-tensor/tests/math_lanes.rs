@@ -351,6 +351,18 @@ fn gelu_kernels_are_the_scalar_bits_on_every_path() {
         gelu_grad32,
         math::lanes::gelu_grad_f32_slice_on,
     );
+    // The fused pair: each half the bits of its scalar function (both lengths: the
+    // remainder loop too).
+    check_all_paths("gelu (pair)", &xs, gelu32, |isa, x, out| {
+        let mut d = vec![core::mem::MaybeUninit::new(0f32); x.len()];
+        let y = unsafe_cells(out);
+        math::lanes::gelu_and_grad_f32_slice_on(isa, x, y, &mut d);
+    });
+    check_all_paths("gelu' (pair)", &xs, gelu_grad32, |isa, x, out| {
+        let mut y = vec![core::mem::MaybeUninit::new(0f32); x.len()];
+        let d = unsafe_cells(out);
+        math::lanes::gelu_and_grad_f32_slice_on(isa, x, &mut y, d);
+    });
     let mut x64: Vec<f64> = gelu_extra().iter().map(|&x| x as f64).collect();
     x64.extend((0..200_000).map(|i| -1.19 + i as f64 * 1.19e-5 + 1e-12));
     let xs64 = inputs64(&[0x3feb_0000, 0x3e30_0000, 0x3ff4_0000, 0x4018_0000], &x64);
@@ -539,6 +551,59 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
                     "{name} through a view at {threads} threads"
                 );
             }
+        }
+    }
+}
+
+/// An initialised f32 slice as the `MaybeUninit` cells a kernel writes (the same layout).
+fn unsafe_cells(out: &mut [f32]) -> &mut [core::mem::MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and only values are written through it.
+    unsafe { &mut *(out as *mut [f32] as *mut [core::mem::MaybeUninit<f32>]) }
+}
+
+/// `Tensor::gelu_with_derivative` gives the bits of `gelu` and `gelu_derivative(false)`, f32
+/// (dense: small and split over the pool; a view: the two-op path) and f64, at 1, 2, 3 and 8
+/// threads.
+#[test]
+fn gelu_with_derivative_is_the_two_ops_at_every_thread_count() {
+    use lockstep_tensor::threads::with_num_threads;
+    use lockstep_tensor::{DType, Tensor};
+    let n = 200_003;
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i as f32 * 0.731).sin()) * if i % 5 == 0 { 9.0 } else { 1.3 })
+        .collect();
+    let xt = Tensor::from_vec(x, &[n]).unwrap();
+    let cases = [
+        xt.clone(),
+        xt.narrow(0, 5, 1001).unwrap(),
+        xt.narrow(0, 0, 3000)
+            .unwrap()
+            .reshape(&[1000, 3])
+            .unwrap()
+            .transpose(0, 1)
+            .unwrap(),
+        xt.to_dtype(DType::F64),
+    ];
+    let bits = |t: &Tensor| -> Vec<u64> {
+        let v = t.to_dtype(DType::F64).to_vec::<f64>().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    for x in &cases {
+        let (y, d) = (x.gelu().unwrap(), x.gelu_derivative(false).unwrap());
+        for threads in [1, 2, 3, 8] {
+            let (gy, gd) = with_num_threads(threads, || x.gelu_with_derivative().unwrap());
+            assert_eq!(gy.shape(), x.shape());
+            assert_eq!(gd.shape(), x.shape());
+            assert!(
+                bits(&gy) == bits(&y),
+                "gelu of {:?} at {threads} threads",
+                x.shape()
+            );
+            assert!(
+                bits(&gd) == bits(&d),
+                "gelu' of {:?} at {threads} threads",
+                x.shape()
+            );
         }
     }
 }

@@ -874,6 +874,50 @@ impl Tensor {
         }
     }
 
+    /// [`gelu`](Self::gelu) and [`gelu_derivative`](Self::gelu_derivative)`(false)` of
+    /// `self` together, the same bits as the two: a dense f32 tensor in one pass with one erf
+    /// per element (its backward, `grad · gelu'(x)`, is then a product: the step's erf is not
+    /// computed twice), any other tensor through the two ops. Traced as `gelu` (its value).
+    ///
+    /// # Errors
+    /// As [`gelu`](Self::gelu).
+    pub fn gelu_with_derivative(&self) -> Result<(Tensor, Tensor)> {
+        if self.dtype() != DType::F32 || !self.is_contiguous() {
+            return Ok((self.gelu()?, self.gelu_derivative(false)?));
+        }
+        GELU.run(&[self], |imp, par| {
+            let x = self.data::<f32>()?;
+            let isa = crate::isa::Isa::best();
+            let Kernel::Chunked = imp.f;
+            let n = x.len();
+            let mut y = crate::tensor::try_with_capacity::<f32>(GELU.name, n)?;
+            let mut d = crate::tensor::try_with_capacity::<f32>(GELU.name, n)?;
+            let ys = &mut y.spare_capacity_mut()[..n];
+            let ds = &mut d.spare_capacity_mut()[..n];
+            if serial(n, par) {
+                math::lanes::gelu_and_grad_f32_slice_on(isa, x, ys, ds);
+            } else {
+                let dp = crate::threads::SyncPtr(ds.as_mut_ptr());
+                par.for_each_chunk_mut(ys, CHUNK, |i, o| {
+                    let lo = i * CHUNK;
+                    // SAFETY: elements `lo..lo + o.len()` of `d`'s spare capacity: chunk
+                    // `i`'s, disjoint from every other chunk's; `d` outlives the loop.
+                    let dq = unsafe { dp.rows(lo, o.len()) };
+                    math::lanes::gelu_and_grad_f32_slice_on(isa, &x[lo..lo + o.len()], o, dq);
+                });
+            }
+            // SAFETY: the kernel wrote each of the `n` elements of both.
+            unsafe {
+                y.set_len(n);
+                d.set_len(n);
+            }
+            Ok((
+                Tensor::from_vec(y, self.shape())?,
+                Tensor::from_vec(d, self.shape())?,
+            ))
+        })
+    }
+
     /// `grad · gelu'(x)` for the exact form: the bits of
     /// `grad.mul(&x.gelu_derivative(false)?)`, in one pass when both are dense and of one
     /// shape and dtype (the derivative never stored), else through those two ops.
