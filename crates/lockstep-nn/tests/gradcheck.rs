@@ -997,10 +997,16 @@ fn gradcheck_reports_a_wrong_gradient() {
 
 /// `gelu`'s gradient through autograd (f32: the derivative kept from the forward's own erf)
 /// has the bits of `Tensor::gelu_backward` (the derivative computed again), at 1, 2, 3 and 8
-/// threads, with a tensor large enough to be split over the pool.
+/// threads, with a tensor large enough to be split over the pool; and, as in PyTorch (whose
+/// `GeluBackward0` saves the input), writing the input in place before the backward is an
+/// error even though the kept derivative no longer reads it.
 #[test]
 fn gelu_grad_keeps_the_bits_of_gelu_backward_at_every_thread_count() {
     use lockstep_tensor::threads::with_num_threads;
+    let bits = |t: &Tensor| -> Vec<u32> {
+        let v = t.to_vec::<f32>().unwrap();
+        v.iter().map(|v| v.to_bits()).collect()
+    };
     let n = 150_001;
     let x: Vec<f32> = (0..n)
         .map(|i| ((i as f32 * 0.377).sin()) * if i % 7 == 0 { 8.0 } else { 1.1 })
@@ -1010,34 +1016,27 @@ fn gelu_grad_keeps_the_bits_of_gelu_backward_at_every_thread_count() {
         Tensor::from_vec(x, &[n]).unwrap(),
         Tensor::from_vec(g, &[n]).unwrap(),
     );
-    let want: Vec<u32> = Tensor::gelu_backward(&g, &x)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect();
+    let want = bits(&Tensor::gelu_backward(&g, &x).unwrap());
     for threads in [1, 2, 3, 8] {
-        let got = with_num_threads(threads, || {
+        let (value, grad) = with_num_threads(threads, || {
             let xv = Var::new(x.clone(), true);
             let y = xv.gelu().unwrap();
-            assert!(
-                y.data().to_vec::<f32>().unwrap() == x.gelu().unwrap().to_vec::<f32>().unwrap()
-            );
-            y.mul(&Var::new(g.clone(), false))
-                .unwrap()
-                .sum()
-                .unwrap()
-                .backward()
-                .unwrap();
-            xv.grad().unwrap()
+            let loss = y.mul(&Var::new(g.clone(), false)).unwrap().sum().unwrap();
+            loss.backward().unwrap();
+            (y.data(), xv.grad().unwrap())
         });
-        let got: Vec<u32> = got
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect();
-        assert!(got == want, "at {threads} threads");
+        assert!(
+            bits(&value) == bits(&x.gelu().unwrap()),
+            "value at {threads} threads"
+        );
+        assert!(bits(&grad) == want, "gradient at {threads} threads");
     }
+    let h = Var::new(x.clone(), true).mul_scalar(1.0).unwrap();
+    let loss = h.gelu().unwrap().sum().unwrap();
+    no_grad(|| h.mul_scalar_(2.0)).unwrap();
+    let e = loss.backward().unwrap_err().to_string();
+    assert!(
+        e.contains("modified by an inplace operation") && e.contains("gelu"),
+        "{e}"
+    );
 }

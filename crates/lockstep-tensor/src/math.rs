@@ -744,76 +744,56 @@ pub mod lanes {
     gelu_grad32_fns!(gelu_grad32_small, erff_upto_small, expf_near0::<false>);
     gelu_grad32_fns!(gelu_grad32_mid, erff_upto_mid, expf_near0::<true>);
 
-    /// GELU's value and derivative (exact form, f32) from one erf: `$erf(x·(1/√2))` is the
-    /// term both [`gelu32`]'s value and [`gelu_grad32`]'s `Φ(x)` are made of, so the pair has
-    /// the bits of the two functions wherever `$erf` and `$exp` have theirs.
-    macro_rules! gelu_pair32_fns {
-        ($name:ident, $erf:ident, $exp:path) => {
-            #[inline(always)]
-            fn $name(x: f32) -> (f32, f32) {
-                let t = $erf(x * core::f32::consts::FRAC_1_SQRT_2);
-                let y = x * 0.5 * (1.0 + t);
-                let cdf = 0.5 * (1.0 + t);
-                let pdf = super::GELU_BETA_F32 * $exp(x * x * -0.5);
-                (y, cdf + x * pdf)
-            }
-        };
-    }
-    gelu_pair32_fns!(gelu_pair32, erff, expf);
-    gelu_pair32_fns!(gelu_pair32_small, erff_upto_small, expf_near0::<false>);
-    gelu_pair32_fns!(gelu_pair32_mid, erff_upto_mid, expf_near0::<true>);
-
-    /// `y[i] = gelu(src[i])` and `d[i] = gelu'(src[i])` in f32 in one pass, one erf per element
-    /// (the bits of [`gelu_f32_slice_on`] and [`gelu_grad_f32_slice_on`]), on the path `isa`,
-    /// for the first `min(len)` elements; blocks of 16 in the small or mid erf range take that
-    /// range's form, as those kernels do.
-    pub fn gelu_and_grad_f32_slice_on(
-        isa: Isa,
-        src: &[f32],
-        y: &mut [MaybeUninit<f32>],
-        d: &mut [MaybeUninit<f32>],
-    ) {
+    /// `y[i] = gelu(src[i])` and `d[i] = gelu'(src[i])` in f32 in one pass (the bits of
+    /// [`gelu_f32_slice_on`] and [`gelu_grad_f32_slice_on`]), on the path `isa`, for the first
+    /// `min(len)` elements; blocks of 16 in the small or mid erf range take that range's forms,
+    /// as those kernels do. Each element's value and derivative are the two scalar forms side
+    /// by side: their common `erff(x·(1/√2))` is one computation once inlined, so the pair costs
+    /// one erf, not two.
+    pub fn gelu_and_grad_f32_slice_on<Y, D>(isa: Isa, src: &[f32], y: &mut Y, d: &mut D)
+    where
+        Y: OutSlice<f32> + ?Sized,
+        D: OutSlice<f32> + ?Sized,
+    {
+        // SAFETY: every element written below is a value.
+        let (y, d) = unsafe { (y.cells(), d.cells()) };
         #[inline(always)]
         fn body(src: &[f32], y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>]) {
             const N: usize = 16;
             let n = src.len().min(y.len()).min(d.len());
             let (src, y, d) = (&src[..n], &mut y[..n], &mut d[..n]);
-            let whole = n - n % N;
-            for b in (0..whole).step_by(N) {
-                let s: &[f32; N] = src[b..b + N].try_into().expect("a block of N");
-                let yb: &mut [MaybeUninit<f32>; N] =
-                    (&mut y[b..b + N]).try_into().expect("a block of N");
-                let db: &mut [MaybeUninit<f32>; N] =
-                    (&mut d[b..b + N]).try_into().expect("a block of N");
-                let mut m = 0u32;
-                for &x in s {
-                    m = m.max(hi_f32(x));
-                }
-                // NaN arguments have the largest high words: the full form.
+            // A block of `N` with the value form `$v` and the derivative form `$g` (inlined,
+            // so that the shared erf is computed once; fixed-size blocks, so the loop is
+            // vectorised).
+            macro_rules! block {
+                ($s:expr, $y:expr, $d:expr, $v:ident, $g:ident) => {
+                    for i in 0..N {
+                        $y[i] = MaybeUninit::new($v($s[i]));
+                        $d[i] = MaybeUninit::new($g($s[i]));
+                    }
+                };
+            }
+            let blocks = src
+                .chunks_exact(N)
+                .zip(y.chunks_exact_mut(N))
+                .zip(d.chunks_exact_mut(N));
+            for ((s, yb), db) in blocks {
+                let s: &[f32; N] = s.try_into().expect("a block of N");
+                let yb: &mut [MaybeUninit<f32>; N] = yb.try_into().expect("a block of N");
+                let db: &mut [MaybeUninit<f32>; N] = db.try_into().expect("a block of N");
+                let m = s.iter().fold(0u32, |m, &x| m.max(hi_f32(x)));
+                // NaN arguments have the largest high words: the full forms.
                 if m < ERFF_SMALL_HI {
-                    for i in 0..N {
-                        let (v, g) = gelu_pair32_small(s[i]);
-                        yb[i] = MaybeUninit::new(v);
-                        db[i] = MaybeUninit::new(g);
-                    }
+                    block!(s, yb, db, gelu32_small, gelu_grad32_small);
                 } else if m < ERFF_MID_HI {
-                    for i in 0..N {
-                        let (v, g) = gelu_pair32_mid(s[i]);
-                        yb[i] = MaybeUninit::new(v);
-                        db[i] = MaybeUninit::new(g);
-                    }
+                    block!(s, yb, db, gelu32_mid, gelu_grad32_mid);
                 } else {
-                    for i in 0..N {
-                        let (v, g) = gelu_pair32(s[i]);
-                        yb[i] = MaybeUninit::new(v);
-                        db[i] = MaybeUninit::new(g);
-                    }
+                    block!(s, yb, db, gelu32, gelu_grad32);
                 }
             }
-            for i in whole..n {
-                let (v, g) = gelu_pair32(src[i]);
-                y[i] = MaybeUninit::new(v);
-                d[i] = MaybeUninit::new(g);
+            for i in n - n % N..n {
+                y[i] = MaybeUninit::new(gelu32(src[i]));
+                d[i] = MaybeUninit::new(gelu_grad32(src[i]));
             }
         }
         #[cfg(target_arch = "x86_64")]

@@ -354,14 +354,12 @@ fn gelu_kernels_are_the_scalar_bits_on_every_path() {
     // The fused pair: each half the bits of its scalar function (both lengths: the
     // remainder loop too).
     check_all_paths("gelu (pair)", &xs, gelu32, |isa, x, out| {
-        let mut d = vec![core::mem::MaybeUninit::new(0f32); x.len()];
-        let y = unsafe_cells(out);
-        math::lanes::gelu_and_grad_f32_slice_on(isa, x, y, &mut d);
+        let mut d = vec![0f32; x.len()];
+        math::lanes::gelu_and_grad_f32_slice_on(isa, x, out, &mut d[..]);
     });
     check_all_paths("gelu' (pair)", &xs, gelu_grad32, |isa, x, out| {
-        let mut y = vec![core::mem::MaybeUninit::new(0f32); x.len()];
-        let d = unsafe_cells(out);
-        math::lanes::gelu_and_grad_f32_slice_on(isa, x, &mut y, d);
+        let mut y = vec![0f32; x.len()];
+        math::lanes::gelu_and_grad_f32_slice_on(isa, x, &mut y[..], out);
     });
     let mut x64: Vec<f64> = gelu_extra().iter().map(|&x| x as f64).collect();
     x64.extend((0..200_000).map(|i| -1.19 + i as f64 * 1.19e-5 + 1e-12));
@@ -555,12 +553,6 @@ fn vectorised_ops_are_the_scalar_bits_at_every_thread_count() {
     }
 }
 
-/// An initialised f32 slice as the `MaybeUninit` cells a kernel writes (the same layout).
-fn unsafe_cells(out: &mut [f32]) -> &mut [core::mem::MaybeUninit<f32>] {
-    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and only values are written through it.
-    unsafe { &mut *(out as *mut [f32] as *mut [core::mem::MaybeUninit<f32>]) }
-}
-
 /// `Tensor::gelu_with_derivative` gives the bits of `gelu` and `gelu_derivative(false)`, f32
 /// (dense: small and split over the pool; a view: the two-op path) and f64, at 1, 2, 3 and 8
 /// threads.
@@ -588,6 +580,12 @@ fn gelu_with_derivative_is_the_two_ops_at_every_thread_count() {
         let v = t.to_dtype(DType::F64).to_vec::<f64>().unwrap();
         v.iter().map(|x| x.to_bits()).collect()
     };
+    // Not a float: the error `gelu` gives.
+    let ints = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap();
+    assert_eq!(
+        ints.gelu_with_derivative().unwrap_err().to_string(),
+        ints.gelu().unwrap_err().to_string()
+    );
     for x in &cases {
         let (y, d) = (x.gelu().unwrap(), x.gelu_derivative(false).unwrap());
         for threads in [1, 2, 3, 8] {
