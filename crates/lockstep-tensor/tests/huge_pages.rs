@@ -42,10 +42,20 @@ fn tensors_advised() -> bool {
     advised
 }
 
+/// Whether transparent huge pages are off for this process (`prctl(PR_SET_THP_DISABLE)`, set by
+/// some container runtimes): `THP_enabled: 0` in `/proc/self/status`.
+fn thp_disabled_for_process() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.split_whitespace().eq(["THP_enabled:", "0"]))
+    })
+}
+
 fn main() {
     if !cfg!(all(target_os = "linux", target_env = "gnu"))
         || !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
         || std::env::var_os(memory::ENV_VAR).is_some()
+        || thp_disabled_for_process()
     {
         println!(
             "huge_pages: skipped (needs Linux, glibc, transparent huge pages, the default policy)"
