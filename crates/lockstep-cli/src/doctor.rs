@@ -100,6 +100,11 @@ pub fn report() -> serde_json::Value {
         "deterministic_algorithms": lockstep::tensor::are_deterministic_algorithms_enabled(),
         "warn_only": lockstep::tensor::is_deterministic_algorithms_warn_only_enabled(),
         "fill_uninitialized_memory": lockstep::tensor::deterministic::fill_uninitialized_memory(),
+        "memory": {
+            "keep_freed_memory": lockstep::tensor::memory::keeps_freed_memory(),
+            "huge_pages": lockstep::tensor::memory::huge_pages(),
+            "transparent_hugepage": lockstep::tensor::memory::transparent_hugepage_mode(),
+        },
         "benchmark": lockstep::tensor::autotune::benchmark(),
         "conv_deterministic": lockstep::tensor::autotune::conv_deterministic(),
         "tracing": std::env::var("LOCKSTEP_TRACE").ok(),
@@ -229,6 +234,13 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
     println!(
         "  fill_uninitialized_memory: {}",
         env["fill_uninitialized_memory"]
+    );
+    let mem = &env["memory"];
+    println!(
+        "  memory (speed only):       keep freed memory {}, heap on huge pages {} (system THP mode: {})",
+        mem["keep_freed_memory"],
+        mem["huge_pages"],
+        mem["transparent_hugepage"].as_str().unwrap_or("none")
     );
     println!(
         "  benchmark (autotune):      {} (conv deterministic {}), {} cached choice(s)",

@@ -164,6 +164,20 @@ pub fn huge_pages() -> bool {
     HUGE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The system's transparent huge page mode, which decides whether the advice is honoured: the
+/// selected word of `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise` or
+/// `never`), or `None` where the kernel has no such setting.
+pub fn transparent_hugepage_mode() -> Option<String> {
+    let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    selected_word(&s).map(str::to_string)
+}
+
+/// The bracketed word of a sysfs choice list (`always [madvise] never` → `madvise`).
+fn selected_word(s: &str) -> Option<&str> {
+    let (_, rest) = s.split_once('[')?;
+    rest.split_once(']').map(|(w, _)| w)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -172,6 +186,19 @@ mod tests {
         let first = super::keeps_freed_memory();
         assert_eq!(super::set_keep_freed_memory(!first), first);
         assert_eq!(super::keeps_freed_memory(), first);
+    }
+
+    #[test]
+    fn the_selected_mode_is_the_bracketed_word() {
+        assert_eq!(
+            super::selected_word("always [madvise] never\n"),
+            Some("madvise")
+        );
+        assert_eq!(
+            super::selected_word("[always] madvise never"),
+            Some("always")
+        );
+        assert_eq!(super::selected_word("always madvise never"), None);
     }
 
     #[test]
