@@ -104,6 +104,7 @@ pub fn report() -> serde_json::Value {
             "keep_freed_memory": lockstep::tensor::memory::keeps_freed_memory(),
             "huge_pages": lockstep::tensor::memory::huge_pages(),
             "transparent_hugepage": lockstep::tensor::memory::transparent_hugepage_mode(),
+            "thp_enabled_for_process": lockstep::tensor::memory::transparent_hugepage_for_process(),
         },
         "benchmark": lockstep::tensor::autotune::benchmark(),
         "conv_deterministic": lockstep::tensor::autotune::conv_deterministic(),
@@ -237,10 +238,14 @@ pub fn run(self_test_too: bool, as_json: bool) -> bool {
     );
     let mem = &env["memory"];
     println!(
-        "  memory (speed only):       keep freed memory {}, heap on huge pages {} (system THP mode: {})",
+        "  memory (speed only):       keep freed memory {}, heap advised for huge pages {} (system THP mode: {}{})",
         mem["keep_freed_memory"],
         mem["huge_pages"],
-        mem["transparent_hugepage"].as_str().unwrap_or("none")
+        mem["transparent_hugepage"].as_str().unwrap_or("none"),
+        match mem["thp_enabled_for_process"].as_bool() {
+            Some(false) => "; off for this process",
+            _ => "",
+        }
     );
     println!(
         "  benchmark (autotune):      {} (conv deterministic {}), {} cached choice(s)",

@@ -24,7 +24,8 @@
 //! Opt out with the environment variable `LOCKSTEP_KEEP_FREED_MEMORY=0` (read once, at the first
 //! tensor) or by calling [`set_keep_freed_memory`]`(false)` before the first tensor is made —
 //! for a process that shares its heap with code tuned otherwise; `LOCKSTEP_HUGE_PAGES=0` keeps
-//! the rest of the policy without the huge pages. Other platforms and C libraries than glibc:
+//! the rest of the policy without the huge pages (and turns off the same advice that some ops
+//! give their output buffers of 4 MiB and more, `ops::reduce::zeroed_vec`). Other platforms and C libraries than glibc:
 //! nothing is changed.
 
 use std::sync::Mutex;
@@ -67,30 +68,38 @@ mod huge_heap {
     /// The end of the heap seen (and advised up to) so far, page-aligned; 0 until started.
     static END: AtomicUsize = AtomicUsize::new(0);
     static ADVISING: Mutex<()> = Mutex::new(());
-    const PAGE: usize = 4096;
 
-    /// The program break rounded down to a page.
-    fn brk() -> usize {
-        // SAFETY: `sbrk(0)` only reads the current program break.
-        (unsafe { libc::sbrk(0) } as usize) / PAGE * PAGE
+    /// The program break rounded down to a page, or `None` if `sbrk` reports an error.
+    fn brk() -> Option<usize> {
+        // SAFETY: `sbrk(0)` only reads the current program break; `sysconf` only reads.
+        let (b, page) = unsafe { (libc::sbrk(0), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let page = usize::try_from(page).ok().filter(|&p| p > 0)?;
+        (b as isize != -1).then(|| b as usize / page * page)
     }
 
     /// From now on, heap beyond the current break is advised once it appears.
     pub(super) fn start() {
-        END.store(brk(), Ordering::Relaxed);
+        END.store(brk().unwrap_or(0), Ordering::Relaxed);
     }
 
     /// Advises the heap grown since the last call (none: one load and `sbrk(0)`). Called as
-    /// each tensor is made: a block that grew the heap is already written by then, the rest of
-    /// the 64 MiB step not yet.
+    /// each tensor is made: the block whose allocation grew the heap is already written by
+    /// then (its pages stay 4 KiB), the rest of the 64 MiB step not yet. Speed only: a stretch
+    /// trimmed and regrown between two tensors, or a call that finds another thread advising
+    /// (it skips rather than waits: no lock held across a `fork`), stays on 4 KiB pages or is
+    /// advised by a later call.
     #[inline]
     pub(super) fn advise_growth() {
         let seen = END.load(Ordering::Relaxed);
-        if seen == 0 || brk() == seen {
+        if seen == 0 || brk() == Some(seen) {
             return;
         }
-        let _one = ADVISING.lock().unwrap_or_else(|e| e.into_inner());
-        let (seen, end) = (END.load(Ordering::Relaxed), brk());
+        let Ok(_one) = ADVISING.try_lock() else {
+            return;
+        };
+        let (seen, Some(end)) = (END.load(Ordering::Relaxed), brk()) else {
+            return;
+        };
         if end > seen {
             // SAFETY: `seen..end` is heap inside the program break; the advice changes only the
             // size of the pages that back it, never its contents. A failure (a kernel without
@@ -116,8 +125,9 @@ fn env_allows(var: &str) -> bool {
     allows(std::env::var(var).ok().as_deref())
 }
 
-/// Applies the policy unless it was decided already (called for every new tensor: after the
-/// first, one relaxed atomic load).
+/// Applies the policy unless it was decided already, then advises heap grown since the last
+/// tensor (called for every new tensor: after the first, two relaxed atomic loads and
+/// `sbrk(0)`).
 #[inline]
 pub(crate) fn on_first_tensor() {
     if !DECIDED.load(std::sync::atomic::Ordering::Relaxed) {
@@ -135,7 +145,7 @@ fn decide(want: Option<bool>) -> bool {
     }
     let on = want.unwrap_or_else(|| env_allows(ENV_VAR));
     if on {
-        apply(env_allows(HUGE_PAGES_ENV_VAR));
+        apply(huge_pages_allowed());
     }
     *s = Some(on);
     DECIDED.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -157,8 +167,17 @@ pub fn keeps_freed_memory() -> bool {
     decide(None)
 }
 
-/// Whether the heap is advised for huge pages (the policy in force, `LOCKSTEP_HUGE_PAGES` not
-/// `0`, on Linux with glibc); decides the policy now if no tensor was made yet.
+/// Whether `LOCKSTEP_HUGE_PAGES` allows huge-page advice (read once): the heap's here, and
+/// the large output buffers' of some ops (`ops::reduce::zeroed_vec`).
+pub(crate) fn huge_pages_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| env_allows(HUGE_PAGES_ENV_VAR))
+}
+
+/// Whether the heap's growth is advised for huge pages (the policy in force,
+/// `LOCKSTEP_HUGE_PAGES` not `0`, on Linux with glibc); decides the policy now if no tensor was
+/// made yet. The advice, not its outcome: the kernel follows it in the `madvise` and `always`
+/// modes ([`transparent_hugepage_mode`]) unless huge pages are off for the process.
 pub fn huge_pages() -> bool {
     decide(None);
     HUGE.load(std::sync::atomic::Ordering::Relaxed)
@@ -170,6 +189,15 @@ pub fn huge_pages() -> bool {
 pub fn transparent_hugepage_mode() -> Option<String> {
     let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
     selected_word(&s).map(str::to_string)
+}
+
+/// Whether transparent huge pages are on for this process (`THP_enabled` in
+/// `/proc/self/status`: `prctl(PR_SET_THP_DISABLE)`, which some container runtimes set, turns
+/// them off whatever the system mode), or `None` where the kernel does not say.
+pub fn transparent_hugepage_for_process() -> Option<bool> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let v = s.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
+    Some(v.trim() != "0")
 }
 
 /// The bracketed word of a sysfs choice list (`always [madvise] never` → `madvise`).

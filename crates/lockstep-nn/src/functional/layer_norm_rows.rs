@@ -276,6 +276,7 @@ isa_dispatch! {
             r0 += n;
         }
         while r0 + LN_ROWS <= rows {
+            prefetch(xs.get((r0 + LN_ROWS) * l..(r0 + 2 * LN_ROWS) * l).unwrap_or(&[]));
             block_stats::<T, 1>(&xs[r0 * l..], l, eps, &mut xt, &mut stats[r0..r0 + LN_ROWS]);
             r0 += LN_ROWS;
         }

@@ -15,8 +15,8 @@ pub(crate) fn dense<T: Element>(t: &Tensor) -> Result<&[T]> {
 }
 
 /// A zeroed buffer of `n` elements for an op's output. Large buffers (4 MiB and up) are
-/// advised to the kernel as transparent-huge-page candidates first (Linux only; a hint, with
-/// no effect on values): first-touch page faults are otherwise a large part of the time of
+/// advised to the kernel as transparent-huge-page candidates first (Linux only, unless
+/// `LOCKSTEP_HUGE_PAGES=0`; a hint, with no effect on values): first-touch page faults are otherwise a large part of the time of
 /// streaming ops on fresh outputs.
 pub fn zeroed_vec<T: Element + Default>(n: usize) -> Vec<T> {
     let v = vec![T::default(); n];
@@ -42,7 +42,7 @@ pub(crate) fn advise_huge<T>(v: &[T]) {
             fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
         }
         let bytes = core::mem::size_of_val(v);
-        if bytes >= MIN {
+        if bytes >= MIN && crate::memory::huge_pages_allowed() {
             let start = v.as_ptr() as usize;
             let a = (start + 4095) & !4095;
             let end = (start + bytes) & !4095;
