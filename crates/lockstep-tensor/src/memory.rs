@@ -40,9 +40,6 @@ pub const ENV_VAR: &str = "LOCKSTEP_KEEP_FREED_MEMORY";
 /// The environment variable that turns the huge pages alone off (same words as [`ENV_VAR`]).
 pub const HUGE_PAGES_ENV_VAR: &str = "LOCKSTEP_HUGE_PAGES";
 
-/// Whether the heap is advised for huge pages (see the module docs).
-static HUGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 fn apply(huge: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes glibc's allocator parameters, under glibc's own lock.
@@ -52,7 +49,6 @@ fn apply(huge: bool) {
         if huge {
             libc::mallopt(libc::M_TOP_PAD, 64 << 20);
             huge_heap::start();
-            HUGE.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
@@ -100,12 +96,8 @@ mod huge_heap {
         let (seen, Some(end)) = (END.load(Ordering::Relaxed), brk()) else {
             return;
         };
-        if end > seen {
-            // SAFETY: `seen..end` is heap inside the program break; the advice changes only the
-            // size of the pages that back it, never its contents. A failure (a kernel without
-            // transparent huge pages) leaves 4 KiB pages.
-            unsafe { libc::madvise(seen as *mut libc::c_void, end - seen, libc::MADV_HUGEPAGE) };
-        }
+        // `seen..end` is heap inside the program break.
+        super::advise_hugepages(seen, end);
         // A heap trimmed below what was seen: its next growth is new memory, advised again.
         END.store(end, Ordering::Relaxed);
     }
@@ -179,8 +171,25 @@ pub(crate) fn huge_pages_allowed() -> bool {
 /// made yet. The advice, not its outcome: the kernel follows it in the `madvise` and `always`
 /// modes ([`transparent_hugepage_mode`]) unless huge pages are off for the process.
 pub fn huge_pages() -> bool {
-    decide(None);
-    HUGE.load(std::sync::atomic::Ordering::Relaxed)
+    decide(None) && huge_pages_allowed() && cfg!(all(target_os = "linux", target_env = "gnu"))
+}
+
+/// Advises the pages `start..end` (page-aligned, inside memory this process owns) as
+/// transparent-huge-page candidates: advice only, never a change of contents; a failure (a
+/// kernel without transparent huge pages) leaves 4 KiB pages. Linux only; elsewhere nothing.
+pub(crate) fn advise_hugepages(start: usize, end: usize) {
+    #[cfg(target_os = "linux")]
+    if end > start {
+        const MADV_HUGEPAGE: i32 = 14;
+        unsafe extern "C" {
+            fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        // SAFETY: the caller's range is mapped memory of this process (or heap being grown, a
+        // range `madvise` skips with ENOMEM where unmapped); the advice changes no contents.
+        unsafe { madvise(start as *mut core::ffi::c_void, end - start, MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
 }
 
 /// The system's transparent huge page mode, which decides whether the advice is honoured: the

@@ -47,20 +47,11 @@ fn skip(why: &str) {
     println!("huge_pages: skipped ({why})");
 }
 
-/// Whether transparent huge pages are off for this process (`prctl(PR_SET_THP_DISABLE)`, set by
-/// some container runtimes): `THP_enabled: 0` in `/proc/self/status`.
-fn thp_disabled_for_process() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.split_whitespace().eq(["THP_enabled:", "0"]))
-    })
-}
-
 fn main() {
     if !cfg!(all(target_os = "linux", target_env = "gnu"))
-        || !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+        || memory::transparent_hugepage_mode().is_none()
         || std::env::var_os(memory::ENV_VAR).is_some()
-        || thp_disabled_for_process()
+        || memory::transparent_hugepage_for_process() == Some(false)
     {
         return skip("needs Linux, glibc, transparent huge pages, the default policy");
     }

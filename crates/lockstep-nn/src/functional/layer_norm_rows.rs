@@ -169,6 +169,21 @@ fn prefetch<T>(s: &[T]) {
 /// adds' latency overlaps instead of adding up).
 const LN_GROUPS: usize = 2;
 
+/// `f(g, c)` for each column `c` of each group `g`'s block in `xt` (`l` columns of [`LN_ROWS`]),
+/// column by column with the groups interleaved: one chain per row, in column order.
+#[inline(always)]
+fn each_column<const G: usize>(
+    xt: &[&[f64]; G],
+    l: usize,
+    mut f: impl FnMut(usize, &[f64; LN_ROWS]),
+) {
+    for j in 0..l {
+        for (g, x) in xt.iter().enumerate() {
+            f(g, x[j * LN_ROWS..][..LN_ROWS].try_into().expect("a column"));
+        }
+    }
+}
+
 /// `stats` (`G · LN_ROWS` rows: `(μ, 1/√(var + eps))`) of the rows of `l` elements at the start
 /// of `xs`, through `xt` (room for `G · l · LN_ROWS`): each row's two sums one chain in column
 /// order from `−0`, the groups' chains interleaved column by column.
@@ -187,29 +202,19 @@ fn block_stats<T: Element, const G: usize>(
     }
     let xt: [&[f64]; G] = core::array::from_fn(|g| &xt[g * block..(g + 1) * block]);
     let mut s = [[-0.0f64; LN_ROWS]; G];
-    for j in 0..l {
-        for g in 0..G {
-            let c: &[f64; LN_ROWS] = xt[g][j * LN_ROWS..][..LN_ROWS]
-                .try_into()
-                .expect("a column");
-            for q in 0..LN_ROWS {
-                s[g][q] += c[q];
-            }
+    each_column(&xt, l, |g, c| {
+        for q in 0..LN_ROWS {
+            s[g][q] += c[q];
         }
-    }
+    });
     let mu = s.map(|s| s.map(|s| s / lf));
     let mut v = [[-0.0f64; LN_ROWS]; G];
-    for j in 0..l {
-        for g in 0..G {
-            let c: &[f64; LN_ROWS] = xt[g][j * LN_ROWS..][..LN_ROWS]
-                .try_into()
-                .expect("a column");
-            for q in 0..LN_ROWS {
-                let d = c[q] - mu[g][q];
-                v[g][q] += d * d;
-            }
+    each_column(&xt, l, |g, c| {
+        for q in 0..LN_ROWS {
+            let d = c[q] - mu[g][q];
+            v[g][q] += d * d;
         }
-    }
+    });
     for g in 0..G {
         for q in 0..LN_ROWS {
             stats[g * LN_ROWS + q] = (mu[g][q], 1.0 / (v[g][q] / lf + eps).sqrt());

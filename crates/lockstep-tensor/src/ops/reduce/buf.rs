@@ -34,25 +34,11 @@ pub fn copied_vec<T: Element + Default>(v: &[T]) -> Vec<T> {
 /// Advises the pages of a large buffer as transparent-huge-page candidates (see
 /// [`zeroed_vec`]).
 pub(crate) fn advise_huge<T>(v: &[T]) {
-    #[cfg(target_os = "linux")]
-    {
-        const MIN: usize = 4 << 20;
-        const MADV_HUGEPAGE: i32 = 14;
-        unsafe extern "C" {
-            fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
-        let bytes = core::mem::size_of_val(v);
-        if bytes >= MIN && crate::memory::huge_pages_allowed() {
-            let start = v.as_ptr() as usize;
-            let a = (start + 4095) & !4095;
-            let end = (start + bytes) & !4095;
-            if end > a {
-                // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE is advice only
-                // (it never changes contents) and its failure is harmless.
-                unsafe { madvise(a as *mut core::ffi::c_void, end - a, MADV_HUGEPAGE) };
-            }
-        }
+    const MIN: usize = 4 << 20;
+    let bytes = core::mem::size_of_val(v);
+    if bytes >= MIN && crate::memory::huge_pages_allowed() {
+        // The whole pages inside `v`'s allocation.
+        let start = v.as_ptr() as usize;
+        crate::memory::advise_hugepages(start.next_multiple_of(4096), (start + bytes) & !4095);
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = v;
 }
