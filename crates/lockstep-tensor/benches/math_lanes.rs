@@ -67,6 +67,17 @@ fn kernels(c: &mut Criterion) {
     g.bench_function(format!("erf/lanes_{isa}"), |b| {
         b.iter(|| math::lanes::erf_slice_on(isa, black_box(&x64), &mut o64))
     });
+    // f64 `tanh` and `sigmoid` (the LSTM cell's): the path's kernel, and for `tanh` the
+    // compiler's vectorisation of the branch-free lane function (AVX-512 once ran that one).
+    g.bench_function(format!("tanh/lanes_{isa}"), |b| {
+        b.iter(|| math::lanes::tanh_slice_on(isa, black_box(&x64), &mut o64[..]))
+    });
+    g.bench_function(format!("tanh/auto_{isa}"), |b| {
+        b.iter(|| math::lanes::tanh_slice_auto(isa, black_box(&x64), &mut o64[..]))
+    });
+    g.bench_function(format!("sigmoid64/lanes_{isa}"), |b| {
+        b.iter(|| math::lanes::sigmoid_slice_on(isa, black_box(&x64), &mut o64))
+    });
     g.finish();
 }
 

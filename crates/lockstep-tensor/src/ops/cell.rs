@@ -1,7 +1,8 @@
 //! The pointwise part of one `nn.LSTMCell` step as one op each way: from the two gate
 //! pre-activations (`linear(h, w_hh, b_hh)`, `linear(x, w_ih, b_ih)`) and the cell state to the
 //! new `(h, c)`, and back. PyTorch's CPU cell (and lockstep's unfused one) runs about fifteen
-//! small ops for this, each a pass over memory and a temporary; here each row is one pass.
+//! small ops for this, each a pass over memory and a temporary; here each block of rows is one
+//! pass.
 //!
 //! The bits are those of the unfused composition, operation for operation: `z = gh + gi`,
 //! `σ` and `tanh` from the same vector kernels as [`Tensor::sigmoid`] and [`Tensor::tanh`],
@@ -17,6 +18,7 @@ use crate::isa::Isa;
 use crate::op::{Guarantee, Impl, Op};
 use crate::threads::{Par, SyncPtr};
 use crate::{Tensor, invalid, math};
+use core::ops::Range;
 use std::sync::Mutex;
 
 chunked_ops! {
@@ -146,6 +148,129 @@ fn split_rows<T>(v: &mut [T], b: usize, n: usize, w: usize) -> Vec<&mut [T]> {
     out
 }
 
+/// Rows per block of the forward's pointwise pass. The block's values of each gate lie side
+/// by side (`R·H` of them), so the `σ` and `tanh` kernels run whole vectors over the block
+/// instead of one short row at a time, each with a tail of single elements (H = 51 in f64 on
+/// AVX-512: 3 of every 51 values one by one, at nearly a vector's cost each).
+const BLOCK_ROWS: usize = 8;
+
+/// What the forward's row blocks read and write.
+struct FwdCx<'a, T> {
+    gh: &'a [T],
+    gi: &'a [T],
+    c: &'a [T],
+    biases: Option<(&'a [T], &'a [T])>,
+    h: usize,
+    hy: SyncPtr<T>,
+    cy: SyncPtr<T>,
+    saved: SyncPtr<T>,
+}
+
+/// [`forward_rows`] compiled for the path `isa`: its loops in that path's registers, the same
+/// operations on every path, so the same bits.
+///
+/// # Safety
+/// As [`forward_rows`]; `isa` is a path this CPU has.
+unsafe fn forward_rows_on<T: CellFloat>(isa: Isa, cx: &FwdCx<'_, T>, rows: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<T: CellFloat>(isa: Isa, cx: &FwdCx<'_, T>, rows: Range<usize>) {
+            // SAFETY: forwarded.
+            unsafe { forward_rows(isa, cx, rows) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<T: CellFloat>(isa: Isa, cx: &FwdCx<'_, T>, rows: Range<usize>) {
+            // SAFETY: forwarded.
+            unsafe { forward_rows(isa, cx, rows) }
+        }
+        match isa {
+            // SAFETY: the CPU has the path (the caller's contract); the rest is forwarded.
+            Isa::Avx512 => return unsafe { avx512(isa, cx, rows) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(isa, cx, rows) },
+            Isa::Portable => {}
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { forward_rows(isa, cx, rows) }
+}
+
+/// The forward of rows `rows`, [`BLOCK_ROWS`] at a time: the block's pre-activations gate by
+/// gate (gate `v` of row `i` at `v·R·H + i·H`), their `σ` / `tanh`, `c'`, `tanh(c')` and `h'`,
+/// then the rows copied out. Element by element the formulas of the unfused ops.
+///
+/// # Safety
+/// `hy` and `cy` have room for rows `rows` of `H` elements, `saved` of `5·H`, and no other
+/// task writes those rows.
+#[inline(always)]
+unsafe fn forward_rows<T: CellFloat>(isa: Isa, cx: &FwdCx<'_, T>, rows: Range<usize>) {
+    let h = cx.h;
+    let cap = BLOCK_ROWS.min(rows.len()) * h;
+    let mut z = vec![T::ZERO; 4 * cap];
+    let mut s = vec![T::ZERO; 4 * cap];
+    let (mut cyr, mut t, mut hyr) = (vec![T::ZERO; cap], vec![T::ZERO; cap], vec![T::ZERO; cap]);
+    let mut r0 = rows.start;
+    while r0 < rows.end {
+        let nr = BLOCK_ROWS.min(rows.end - r0);
+        let w = nr * h;
+        for i in 0..nr {
+            let row = (r0 + i) * 4 * h;
+            for v in 0..4 {
+                let zr = &mut z[v * w + i * h..][..h];
+                let (ghr, gir) = (&cx.gh[row + v * h..][..h], &cx.gi[row + v * h..][..h]);
+                match cx.biases {
+                    // `linear`'s bias adds (`add_`, one rounding each), then `gh + gi`.
+                    Some((bh, bi)) => {
+                        let it = ghr.iter().zip(&bh[v * h..][..h]);
+                        let it = it.zip(gir.iter().zip(&bi[v * h..][..h]));
+                        for (z, ((&a, &p), (&bb, &q))) in zr.iter_mut().zip(it) {
+                            *z = (a + p) + (bb + q);
+                        }
+                    }
+                    None => {
+                        for ((z, &a), &bb) in zr.iter_mut().zip(ghr).zip(gir) {
+                            *z = a + bb;
+                        }
+                    }
+                }
+            }
+        }
+        T::sigmoid_slice(isa, &z[..2 * w], &mut s[..2 * w]);
+        T::tanh_slice(isa, &z[2 * w..3 * w], &mut s[2 * w..3 * w]);
+        T::sigmoid_slice(isa, &z[3 * w..4 * w], &mut s[3 * w..4 * w]);
+        let (si, rest) = s[..4 * w].split_at(w);
+        let (sf, rest) = rest.split_at(w);
+        let (sg, so) = rest.split_at(w);
+        let c = &cx.c[r0 * h..][..w];
+        for ((((cn, &f), &cj), &i), &g) in cyr[..w].iter_mut().zip(sf).zip(c).zip(si).zip(sg) {
+            *cn = f * cj + i * g;
+        }
+        T::tanh_slice(isa, &cyr[..w], &mut t[..w]);
+        for ((hn, &o), &tj) in hyr[..w].iter_mut().zip(so).zip(&t[..w]) {
+            *hn = o * tj;
+        }
+        // SAFETY: rows r0..r0+nr of each output lie inside its capacity and are this task's
+        // (the caller's contract); the scratch holds `w` (and `4·w`) elements.
+        unsafe {
+            core::ptr::copy_nonoverlapping(hyr.as_ptr(), cx.hy.get().add(r0 * h), w);
+            core::ptr::copy_nonoverlapping(cyr.as_ptr(), cx.cy.get().add(r0 * h), w);
+            for i in 0..nr {
+                let dst = cx.saved.get().add((r0 + i) * 5 * h);
+                for v in 0..4 {
+                    core::ptr::copy_nonoverlapping(
+                        s.as_ptr().add(v * w + i * h),
+                        dst.add(v * h),
+                        h,
+                    );
+                }
+                core::ptr::copy_nonoverlapping(t.as_ptr().add(i * h), dst.add(4 * h), h);
+            }
+        }
+        r0 += nr;
+    }
+}
+
 fn forward_t<T: CellFloat>(
     op: &'static str,
     (gh, gi, c): (&Tensor, &Tensor, &Tensor),
@@ -160,57 +285,25 @@ fn forward_t<T: CellFloat>(
     };
     let isa = Isa::best();
     // Outputs not zero-filled (that `memset` was a twentieth of an LSTM-cell model's time):
-    // each row is computed in scratch rows and copied out whole.
+    // each block of rows is computed in scratch and copied out whole.
     let mut hy = crate::tensor::try_with_capacity::<T>(op, b * h)?;
     let mut cy = crate::tensor::try_with_capacity::<T>(op, b * h)?;
     let mut saved = crate::tensor::try_with_capacity::<T>(op, b * 5 * h)?;
-    let (hp, cp, sp) = (
-        SyncPtr(hy.as_mut_ptr()),
-        SyncPtr(cy.as_mut_ptr()),
-        SyncPtr(saved.as_mut_ptr()),
-    );
+    let cx = FwdCx {
+        gh,
+        gi,
+        c,
+        biases,
+        h,
+        hy: SyncPtr(hy.as_mut_ptr()),
+        cy: SyncPtr(cy.as_mut_ptr()),
+        saved: SyncPtr(saved.as_mut_ptr()),
+    };
     let n = block_count(par, b, b * 4 * h);
     for_row_blocks(par, b, vec![(); n], |rows, ()| {
-        let mut z = vec![T::ZERO; 4 * h];
-        let mut s = vec![T::ZERO; 5 * h];
-        let (mut cyr, mut hyr) = (vec![T::ZERO; h], vec![T::ZERO; h]);
-        for r in rows {
-            let g4 = r * 4 * h..(r + 1) * 4 * h;
-            let (ghr, gir) = (&gh[g4.clone()], &gi[g4]);
-            match biases {
-                // `linear`'s bias adds (`add_`, one rounding each), then `gh + gi`.
-                Some((bh, bi)) => {
-                    let it = ghr.iter().zip(bh).zip(gir.iter().zip(bi));
-                    for (z, ((&a, &p), (&bb, &q))) in z.iter_mut().zip(it) {
-                        *z = (a + p) + (bb + q);
-                    }
-                }
-                None => {
-                    for ((z, &a), &bb) in z.iter_mut().zip(ghr).zip(gir) {
-                        *z = a + bb;
-                    }
-                }
-            }
-            T::sigmoid_slice(isa, &z[..2 * h], &mut s[..2 * h]);
-            T::tanh_slice(isa, &z[2 * h..3 * h], &mut s[2 * h..3 * h]);
-            T::sigmoid_slice(isa, &z[3 * h..], &mut s[3 * h..4 * h]);
-            let (act, t) = s.split_at_mut(4 * h);
-            let cr = &c[r * h..(r + 1) * h];
-            for j in 0..h {
-                cyr[j] = act[h + j] * cr[j] + act[j] * act[2 * h + j];
-            }
-            T::tanh_slice(isa, &cyr, t);
-            for (j, o) in hyr.iter_mut().enumerate() {
-                *o = act[3 * h + j] * t[j];
-            }
-            // SAFETY: row `r` of each output lies inside its capacity (`b·h`, `b·h`, `b·5h`);
-            // the blocks' rows are disjoint.
-            unsafe {
-                core::ptr::copy_nonoverlapping(hyr.as_ptr(), hp.get().add(r * h), h);
-                core::ptr::copy_nonoverlapping(cyr.as_ptr(), cp.get().add(r * h), h);
-                core::ptr::copy_nonoverlapping(s.as_ptr(), sp.get().add(r * 5 * h), 5 * h);
-            }
-        }
+        // SAFETY: `isa` is `Isa::best()`, a path this CPU has; the blocks' rows are disjoint
+        // and inside the outputs' capacities.
+        unsafe { forward_rows_on(isa, &cx, rows) }
     });
     // SAFETY: every row of both outputs was written whole above.
     unsafe {
@@ -223,6 +316,116 @@ fn forward_t<T: CellFloat>(
         Tensor::from_vec(cy, &[b, h])?,
         Tensor::from_vec(saved, &[b, 5 * h])?,
     ))
+}
+
+/// What the backward's row blocks read.
+struct BwdCx<'a, T> {
+    s: &'a [T],
+    c: &'a [T],
+    ghy: Option<&'a [T]>,
+    gcy: Option<&'a [T]>,
+    zeros: &'a [T],
+    adj: T,
+    h: usize,
+    need_c: bool,
+}
+
+/// [`backward_rows`] compiled for the path `isa` (as [`forward_rows_on`]).
+///
+/// # Safety
+/// `isa` is a path this CPU has.
+unsafe fn backward_rows_on<T: CellFloat>(
+    isa: Isa,
+    cx: &BwdCx<'_, T>,
+    rows: Range<usize>,
+    dg: &mut [T],
+    dc: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512<T: CellFloat>(cx: &BwdCx<'_, T>, rows: Range<usize>, dg: &mut [T], dc: &mut [T]) {
+            backward_rows(cx, rows, dg, dc)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2<T: CellFloat>(cx: &BwdCx<'_, T>, rows: Range<usize>, dg: &mut [T], dc: &mut [T]) {
+            backward_rows(cx, rows, dg, dc)
+        }
+        match isa {
+            // SAFETY: the CPU has the path (the caller's contract).
+            Isa::Avx512 => return unsafe { avx512(cx, rows, dg, dc) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(cx, rows, dg, dc) },
+            Isa::Portable => {}
+        }
+    }
+    backward_rows(cx, rows, dg, dc)
+}
+
+/// The backward of rows `rows` into `dg` (`4·H` per row) and, with `need_c`, `dc` (`H` per
+/// row), both starting at the first of `rows`.
+#[inline(always)]
+fn backward_rows<T: CellFloat>(cx: &BwdCx<'_, T>, rows: Range<usize>, dg: &mut [T], dc: &mut [T]) {
+    let BwdCx {
+        s,
+        c,
+        ghy,
+        gcy,
+        zeros,
+        adj,
+        h,
+        need_c,
+    } = *cx;
+    let one = T::ONE;
+    for (k, r) in rows.enumerate() {
+        // Whole-row slices zipped, so the loops carry no bounds checks and vectorise.
+        let s = &s[r * 5 * h..(r + 1) * 5 * h];
+        let (si, s) = s.split_at(h);
+        let (sf, s) = s.split_at(h);
+        let (sg, s) = s.split_at(h);
+        let (so, st) = s.split_at(h);
+        let row = r * h..(r + 1) * h;
+        let ghr = ghy.map_or(zeros, |g| &g[row.clone()]);
+        let ger = gcy.map_or(zeros, |g| &g[row.clone()]);
+        let cr = &c[row];
+        let d = &mut dg[k * 4 * h..(k + 1) * 4 * h];
+        let (di, d) = d.split_at_mut(h);
+        let (df, d) = d.split_at_mut(h);
+        let (dgg, dout) = d.split_at_mut(h);
+        // h' = o·t: `mul`'s backward, then `tanh_backward`, then the two uses of c' summed;
+        // c' = f·c + i·g: `mul`'s backward, then `sigmoid_backward` / `tanh_backward`; each
+        // gate gradient + 0 as the chunks' zero-padded gradients accumulate.
+        let gc = |gh: T, ge: T, o: T, t: T| (ge + adj) + (gh + adj) * o * (one - t * t);
+        let it = si
+            .iter()
+            .zip(sf)
+            .zip(sg)
+            .zip(so)
+            .zip(st)
+            .zip(ghr)
+            .zip(ger)
+            .zip(cr);
+        let out = di
+            .iter_mut()
+            .zip(df.iter_mut())
+            .zip(dgg.iter_mut())
+            .zip(dout.iter_mut());
+        for ((((di, df), dg), dout), (((((((&i, &f), &g), &o), &t), &gh), &ge), &cj)) in out.zip(it)
+        {
+            let gcj = gc(gh, ge, o, t);
+            *di = gcj * g * ((one - i) * i) + T::ZERO;
+            *df = gcj * cj * ((one - f) * f) + T::ZERO;
+            *dg = gcj * i * (one - g * g) + T::ZERO;
+            *dout = (gh + adj) * t * ((one - o) * o) + T::ZERO;
+        }
+        if need_c {
+            let dc = &mut dc[k * h..(k + 1) * h];
+            let it = sf.iter().zip(so).zip(st).zip(ghr).zip(ger);
+            for (d, ((((&f, &o), &t), &gh), &ge)) in dc.iter_mut().zip(it) {
+                *d = gc(gh, ge, o, t) * f;
+            }
+        }
+    }
 }
 
 fn backward_t<T: CellFloat>(
@@ -245,7 +448,6 @@ fn backward_t<T: CellFloat>(
     let both = ghy.is_some() && gcy.is_some();
     let adj = if both { T::ZERO } else { T::from_f64(-0.0) };
     let zeros = buf::<T>(op, if both { 0 } else { h })?;
-    let one = T::ONE;
     let mut dg = buf::<T>(op, b * 4 * h)?;
     let mut dc = buf::<T>(op, if need_c { b * h } else { 0 })?;
     let n = block_count(par, b, b * 4 * h);
@@ -256,57 +458,20 @@ fn backward_t<T: CellFloat>(
         (0..n).map(|_| &mut [][..]).collect()
     };
     let parts = ds.into_iter().zip(cs).collect();
+    let cx = BwdCx {
+        s,
+        c,
+        ghy,
+        gcy,
+        zeros: &zeros,
+        adj,
+        h,
+        need_c,
+    };
+    let isa = Isa::best();
     for_row_blocks(par, b, parts, |rows, (dg, dc): (&mut [T], &mut [T])| {
-        for (k, r) in rows.enumerate() {
-            // Whole-row slices zipped, so the loops carry no bounds checks and vectorise.
-            let s = &s[r * 5 * h..(r + 1) * 5 * h];
-            let (si, s) = s.split_at(h);
-            let (sf, s) = s.split_at(h);
-            let (sg, s) = s.split_at(h);
-            let (so, st) = s.split_at(h);
-            let row = r * h..(r + 1) * h;
-            let ghr = ghy.map_or(&zeros[..], |g| &g[row.clone()]);
-            let ger = gcy.map_or(&zeros[..], |g| &g[row.clone()]);
-            let cr = &c[row];
-            let d = &mut dg[k * 4 * h..(k + 1) * 4 * h];
-            let (di, d) = d.split_at_mut(h);
-            let (df, d) = d.split_at_mut(h);
-            let (dgg, dout) = d.split_at_mut(h);
-            // h' = o·t: `mul`'s backward, then `tanh_backward`, then the two uses of c' summed;
-            // c' = f·c + i·g: `mul`'s backward, then `sigmoid_backward` / `tanh_backward`; each
-            // gate gradient + 0 as the chunks' zero-padded gradients accumulate.
-            let gc = |gh: T, ge: T, o: T, t: T| (ge + adj) + (gh + adj) * o * (one - t * t);
-            let it = si
-                .iter()
-                .zip(sf)
-                .zip(sg)
-                .zip(so)
-                .zip(st)
-                .zip(ghr)
-                .zip(ger)
-                .zip(cr);
-            let out = di
-                .iter_mut()
-                .zip(df.iter_mut())
-                .zip(dgg.iter_mut())
-                .zip(dout.iter_mut());
-            for ((((di, df), dg), dout), (((((((&i, &f), &g), &o), &t), &gh), &ge), &cj)) in
-                out.zip(it)
-            {
-                let gcj = gc(gh, ge, o, t);
-                *di = gcj * g * ((one - i) * i) + T::ZERO;
-                *df = gcj * cj * ((one - f) * f) + T::ZERO;
-                *dg = gcj * i * (one - g * g) + T::ZERO;
-                *dout = (gh + adj) * t * ((one - o) * o) + T::ZERO;
-            }
-            if need_c {
-                let dc = &mut dc[k * h..(k + 1) * h];
-                let it = sf.iter().zip(so).zip(st).zip(ghr).zip(ger);
-                for (d, ((((&f, &o), &t), &gh), &ge)) in dc.iter_mut().zip(it) {
-                    *d = gc(gh, ge, o, t) * f;
-                }
-            }
-        }
+        // SAFETY: `isa` is `Isa::best()`, a path this CPU has.
+        unsafe { backward_rows_on(isa, &cx, rows, dg, dc) }
     });
     Ok((
         Tensor::from_vec(dg, &[b, 4 * h])?,

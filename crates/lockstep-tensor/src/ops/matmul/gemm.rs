@@ -452,6 +452,23 @@ fn pack_a_panel<T: GemmFloat>(
         };
         return;
     }
+    // The same for the 12-row AVX-512 f64 kernel: three 4 × 4 blocks per four columns (the
+    // gather was most of the driver's time on time_sequence_prediction's cell products).
+    #[cfg(target_arch = "x86_64")]
+    if cs == 1 && rows == 12 && mr == 12 && size_of::<T>() == 8 && isa == Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512F, hence AVX2 (the kernel's instruction set); T is f64
+        // (8 bytes: the GEMM takes f32 and f64 only); every read is at most `last` and every
+        // write below `kc * mr` (checked above).
+        unsafe {
+            pack_rows4_f64_avx2::<3>(
+                p.a.as_ptr().add(i0 * rs + p0) as *const f64,
+                rs,
+                dst.as_mut_ptr() as *mut f64,
+                kc,
+            )
+        };
+        return;
+    }
     let _ = isa;
     // Column by column: contiguous writes, `rows` read streams (or one, for a transposed A).
     // Raw pointers: checked indexing cost more than the copy itself.
@@ -612,6 +629,53 @@ unsafe fn pack_rows6_f64_avx2(src: *const f64, rs: usize, dst: *mut f64, kc: usi
         for q in q..kc {
             for i in 0..6 {
                 *dst.add(q * 6 + i) = *src.add(i * rs + q);
+            }
+        }
+    }
+}
+
+/// Packs `4·G` rows of f64, `kc` long and `rs` apart, column by column: `dst[q * 4G + i] =
+/// src[i * rs + q]` (a row-major A panel for the 12-row AVX-512 kernel, `G = 3`). Four columns
+/// at a time, each group of four rows transposed as a 4 × 4 block in registers; the columns
+/// past the last multiple of 4 one by one. A copy: the same bits as the scalar gather.
+///
+/// # Safety
+/// The CPU must have AVX2; `src` must hold `4·G` readable rows of `kc` elements `rs` apart,
+/// and `dst` `kc * 4·G` writable elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack_rows4_f64_avx2<const G: usize>(
+    src: *const f64,
+    rs: usize,
+    dst: *mut f64,
+    kc: usize,
+) {
+    use core::arch::x86_64::*;
+    let w = 4 * G;
+    // SAFETY: as documented; loads stay inside the rows and stores inside the panel.
+    unsafe {
+        let mut q = 0;
+        while q + 4 <= kc {
+            let d = dst.add(q * w);
+            for g in 0..G {
+                let r = |i: usize| _mm256_loadu_pd(src.add((4 * g + i) * rs + q));
+                let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+                // t0 = (r0[0], r1[0], r0[2], r1[2]), t1 = (r0[1], r1[1], r0[3], r1[3]), …
+                let t0 = _mm256_unpacklo_pd(r0, r1);
+                let t1 = _mm256_unpackhi_pd(r0, r1);
+                let t2 = _mm256_unpacklo_pd(r2, r3);
+                let t3 = _mm256_unpackhi_pd(r2, r3);
+                // Column e's rows 4g–4g+3 at d + w·e + 4g.
+                _mm256_storeu_pd(d.add(4 * g), _mm256_permute2f128_pd::<0x20>(t0, t2));
+                _mm256_storeu_pd(d.add(w + 4 * g), _mm256_permute2f128_pd::<0x20>(t1, t3));
+                _mm256_storeu_pd(d.add(2 * w + 4 * g), _mm256_permute2f128_pd::<0x31>(t0, t2));
+                _mm256_storeu_pd(d.add(3 * w + 4 * g), _mm256_permute2f128_pd::<0x31>(t1, t3));
+            }
+            q += 4;
+        }
+        for q in q..kc {
+            for i in 0..w {
+                *dst.add(q * w + i) = *src.add(i * rs + q);
             }
         }
     }
@@ -923,8 +987,9 @@ unsafe fn micro_tile<T: GemmFloat>(
     load: bool,
     tmp: &mut [T; 12 * 32],
 ) {
-    // A partial row panel runs an edge kernel that computes only the rows it needs.
-    let (f, frows) = kern.for_rows(rows);
+    // A partial row panel runs an edge kernel that computes only the rows it needs, a narrow
+    // column panel a narrow kernel.
+    let (f, frows) = kern.for_tile(rows, cols);
     // SAFETY: the caller passes panels of `kc` steps and a tile inside C.
     unsafe {
         if rows == frows && cols == kern.nr && csc == 1 {
@@ -1316,7 +1381,7 @@ fn blocked_with<T: GemmFloat>(
                                 );
                                 // The same kernel for every KC block of the tile (it
                                 // reloads the rows it stored).
-                                (kern.for_rows(rows).0)(kc, ap, bp, t, nr, p0 > 0);
+                                (kern.for_tile(rows, cols).0)(kc, ap, bp, t, nr, p0 > 0);
                                 if last {
                                     copy_out(t, nr, out, sc, rows, cols);
                                 }

@@ -68,6 +68,12 @@ pub struct Kernel<T: 'static> {
     /// rows past `m` are not computed at all, instead of computed and thrown away). Same fma
     /// chain per element, so the same bits. May be empty.
     pub edge: &'static [(usize, KernelFn<T>)],
+    /// Narrow kernels for a last, partial column panel of at most `nr / 2` columns, by
+    /// ascending row count as [`edge`](Self::edge) (the last entry `mr`): `(rows, f)` computes
+    /// the first `rows` rows and the first `nr / 2` columns of a tile from the same packed
+    /// panels (half the multiply-adds of the full kernel, whose other half would be thrown
+    /// away). Same fma chain per element, so the same bits. May be empty.
+    pub narrow: &'static [(usize, KernelFn<T>)],
     /// Kernels that read A in place (see [`direct`](super::direct)), by row count: entry
     /// `r - 1` computes `r` rows (`1..=mr`) of an `mr × nr` tile. Empty where there are none
     /// (the driver then packs A). Same fma chain per element, so the same bits.
@@ -88,6 +94,20 @@ impl<T> Kernel<T> {
             .iter()
             .find(|&&(r, _)| r >= rows && r < self.mr)
             .map_or((self.f, self.mr), |&(r, f)| (f, r))
+    }
+
+    /// The entry point for a tile of `rows` rows and `cols` columns (`1..=nr`) and how many
+    /// rows it computes: a [`narrow`](Self::narrow) kernel for `cols ≤ nr / 2` where there is
+    /// one, else as [`for_rows`](Self::for_rows). A narrow kernel writes only the first
+    /// `nr / 2` columns of the tile (and reads only those when it continues chains).
+    #[inline]
+    pub fn for_tile(&self, rows: usize, cols: usize) -> (KernelFn<T>, usize) {
+        if cols <= self.nr / 2
+            && let Some(&(r, f)) = self.narrow.iter().find(|&&(r, _)| r >= rows)
+        {
+            return (f, r);
+        }
+        self.for_rows(rows)
     }
 }
 
@@ -126,9 +146,14 @@ pub(crate) mod x86 {
 
     /// Stamps a kernel `$name` of `$mr` rows of C from A panels packed `$as` rows wide (`$as >
     /// $mr`: an edge kernel for the last, partial row panel, reading the first `$mr` rows of
-    /// each step) and `$nv` vectors of B: [`fma_tile!`] over [`x86_fma!`]'s vocabulary.
+    /// each step) and `$nv` vectors of B, from B panels `$bw` times that wide (default 1; 2: a
+    /// narrow kernel for the last, partial column panel, reading the first half of each step):
+    /// [`fma_tile!`] over [`x86_fma!`]'s vocabulary.
     macro_rules! simd_kernel {
         ($name:ident, $mr:expr, $as:expr, $nv:expr, $feat:literal, $isa:tt) => {
+            simd_kernel!($name, $mr, $as, $nv, 1, $feat, $isa);
+        };
+        ($name:ident, $mr:expr, $as:expr, $nv:expr, $bw:expr, $feat:literal, $isa:tt) => {
             /// A SIMD micro-kernel (see the module docs).
             ///
             /// # Safety
@@ -147,6 +172,9 @@ pub(crate) mod x86 {
                 const NV: usize = $nv;
                 const LANES: usize = fma_tile!($isa LANES);
                 const NR: usize = NV * LANES;
+                // Elements per step of the packed B panel: `$bw` times the tile's width (a
+                // narrow kernel reads the first columns of a wider kernel's panel).
+                const BS: usize = $bw * NR;
                 // A streams from L2 (B stays in L1): fetch it a few steps ahead, every
                 // line of the panel (a step may span two lines). Past the panel's end the
                 // hint is harmless (prefetches do not fault).
@@ -168,7 +196,7 @@ pub(crate) mod x86 {
                         a |i| *a.add(i);
                         then {
                             a = a.add(AS);
-                            b = b.add(NR);
+                            b = b.add(BS);
                         }
                         store |i, v| c.add(i * rsc + v * LANES));
                 }
@@ -223,6 +251,26 @@ pub(crate) mod x86 {
     /// Edge kernels of the AVX-512 f64 kernel.
     pub const EDGE_F64: &[(usize, super::KernelFn<f64>)] =
         &[(4, avx512_f64_4x16_a12), (8, avx512_f64_8x16_a12)];
+
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_4x16_n, 4, 12, 1, 2));
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_8x16_n, 8, 12, 1, 2));
+    x86_fma!(avx512_f32, simd_kernel!(avx512_f32_12x16_n, 12, 12, 1, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_4x8_n, 4, 12, 1, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_8x8_n, 8, 12, 1, 2));
+    x86_fma!(avx512_f64, simd_kernel!(avx512_f64_12x8_n, 12, 12, 1, 2));
+
+    /// Narrow kernels of the AVX-512 f32 kernel (see [`Kernel::narrow`](super::Kernel::narrow)).
+    pub const NARROW_F32: &[(usize, super::KernelFn<f32>)] = &[
+        (4, avx512_f32_4x16_n),
+        (8, avx512_f32_8x16_n),
+        (12, avx512_f32_12x16_n),
+    ];
+    /// Narrow kernels of the AVX-512 f64 kernel.
+    pub const NARROW_F64: &[(usize, super::KernelFn<f64>)] = &[
+        (4, avx512_f64_4x8_n),
+        (8, avx512_f64_8x8_n),
+        (12, avx512_f64_12x8_n),
+    ];
 }
 
 /// The AVX2 direct kernels' largest A: what stays in L1 beside a B panel (an attention head's
@@ -240,6 +288,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 16,
             f: x86::avx2_f32_6x16,
             edge: &[],
+            narrow: &[],
             direct: &super::direct::x86::F32_AVX2,
             direct_max: DIRECT_MAX_AVX2,
         },
@@ -251,6 +300,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 32,
             f: x86::avx512_f32_12x32,
             edge: x86::EDGE_F32,
+            narrow: x86::NARROW_F32,
             direct: &super::direct::x86::F32,
             direct_max: usize::MAX,
         },
@@ -261,6 +311,7 @@ pub fn kernel_f32(isa: Isa) -> Kernel<f32> {
             nr: 16,
             f: portable::<f32, 6, 16>,
             edge: &[],
+            narrow: &[],
             direct: &[],
             direct_max: 0,
         },
@@ -278,6 +329,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 8,
             f: x86::avx2_f64_6x8,
             edge: &[],
+            narrow: &[],
             direct: &[],
             direct_max: 0,
         },
@@ -289,6 +341,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 16,
             f: x86::avx512_f64_12x16,
             edge: x86::EDGE_F64,
+            narrow: x86::NARROW_F64,
             direct: &[],
             direct_max: 0,
         },
@@ -299,6 +352,7 @@ pub fn kernel_f64(isa: Isa) -> Kernel<f64> {
             nr: 8,
             f: portable::<f64, 6, 8>,
             edge: &[],
+            narrow: &[],
             direct: &[],
             direct_max: 0,
         },
