@@ -2,7 +2,7 @@
 //! `matmul_k_blocks` against one `matmul` per K block plus the tree of additions.
 //!
 //! `cargo bench -p lockstep-tensor --bench gemm` (criterion, throughput in elements = m·n·k
-//! fused multiply-adds). `bench/gemm.py` compares with NumPy (OpenBLAS) and PyTorch through the
+//! fused multiply-adds; `LOCKSTEP_CELL_ONLY=1` runs only the LSTM-cell products). `bench/gemm.py` compares with NumPy (OpenBLAS) and PyTorch through the
 //! `gemm_bench` example, and measures the FMA peak.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -117,7 +117,40 @@ fn tree(mut parts: Vec<Tensor>) -> Tensor {
     a
 }
 
+/// time_sequence_prediction's LSTM-cell products in f64 at one thread (`(m, n, k)`: the forward
+/// `[97, 51] · [51, 204]`, the input gradient `[97, 204] · [204, 51]`, the weight gradient
+/// `[204, 97] · [97, 51]` with A transposed in memory as `dGᵀ` is, and the first cell's 1-wide
+/// weight gradient): edge rows, narrow last column panels.
+fn cell_products(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm_f64_cell");
+    let par = Par::new(1);
+    for (m, n, k, a_t) in [
+        (97usize, 204usize, 51usize, false),
+        (97, 51, 204, false),
+        (204, 51, 97, true),
+        (204, 1, 97, true),
+    ] {
+        let a = data::<f64>(m * k, 1);
+        let b = data::<f64>(k * n, 2);
+        let mut out = vec![0f64; m * n];
+        let sa = if a_t { (1, m) } else { (k, 1) };
+        g.throughput(Throughput::Elements((m * n * k) as u64));
+        let isa = Isa::best();
+        g.bench_function(format!("{isa:?}/{m}x{n}x{k}"), |bch| {
+            bch.iter(|| {
+                gemm_with(isa, m, n, k, &a, sa, &b, (n, 1), &mut out, (n, 1), &par).unwrap();
+                black_box(&out);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
+    if std::env::var_os("LOCKSTEP_CELL_ONLY").is_some() {
+        return cell_products(c);
+    }
+    cell_products(c);
     k_blocks(c);
     square::<f32>(c, "f32");
     square::<f64>(c, "f64");
