@@ -610,23 +610,19 @@ unsafe fn pack_rows6_f64_avx2(src: *const f64, rs: usize, dst: *mut f64, kc: usi
         let mut q = 0;
         while q + 4 <= kc {
             let r = |i: usize| _mm256_loadu_pd(src.add(i * rs + q));
-            let (r0, r1, r2, r3, r4, r5) = (r(0), r(1), r(2), r(3), r(4), r(5));
-            // t0 = (r0[0], r1[0], r0[2], r1[2]), t1 = (r0[1], r1[1], r0[3], r1[3]), …
-            let t0 = _mm256_unpacklo_pd(r0, r1);
-            let t1 = _mm256_unpackhi_pd(r0, r1);
-            let t2 = _mm256_unpacklo_pd(r2, r3);
-            let t3 = _mm256_unpackhi_pd(r2, r3);
+            let cols = super::kernel::x86::transpose4x4_pd([r(0), r(1), r(2), r(3)]);
+            // Rows 4 and 5 interleaved: u0 = (r4[0], r5[0], r4[2], r5[2]), u1 the odd columns.
+            let (r4, r5) = (r(4), r(5));
             let u0 = _mm256_unpacklo_pd(r4, r5);
             let u1 = _mm256_unpackhi_pd(r4, r5);
             let d = dst.add(q * 6);
             // Column e: rows 0–3 at d + 6e, rows 4–5 at d + 6e + 4.
-            _mm256_storeu_pd(d, _mm256_permute2f128_pd::<0x20>(t0, t2));
+            for (e, col) in cols.into_iter().enumerate() {
+                _mm256_storeu_pd(d.add(6 * e), col);
+            }
             _mm_storeu_pd(d.add(4), _mm256_castpd256_pd128(u0));
-            _mm256_storeu_pd(d.add(6), _mm256_permute2f128_pd::<0x20>(t1, t3));
             _mm_storeu_pd(d.add(10), _mm256_castpd256_pd128(u1));
-            _mm256_storeu_pd(d.add(12), _mm256_permute2f128_pd::<0x31>(t0, t2));
             _mm_storeu_pd(d.add(16), _mm256_extractf128_pd::<1>(u0));
-            _mm256_storeu_pd(d.add(18), _mm256_permute2f128_pd::<0x31>(t1, t3));
             _mm_storeu_pd(d.add(22), _mm256_extractf128_pd::<1>(u1));
             q += 4;
         }
@@ -663,17 +659,11 @@ unsafe fn pack_rows4_f64_avx2<const G: usize>(
             let d = dst.add(q * w);
             for g in 0..G {
                 let r = |i: usize| _mm256_loadu_pd(src.add((4 * g + i) * rs + q));
-                let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
-                // t0 = (r0[0], r1[0], r0[2], r1[2]), t1 = (r0[1], r1[1], r0[3], r1[3]), …
-                let t0 = _mm256_unpacklo_pd(r0, r1);
-                let t1 = _mm256_unpackhi_pd(r0, r1);
-                let t2 = _mm256_unpacklo_pd(r2, r3);
-                let t3 = _mm256_unpackhi_pd(r2, r3);
+                let cols = super::kernel::x86::transpose4x4_pd([r(0), r(1), r(2), r(3)]);
                 // Column e's rows 4g–4g+3 at d + w·e + 4g.
-                _mm256_storeu_pd(d.add(4 * g), _mm256_permute2f128_pd::<0x20>(t0, t2));
-                _mm256_storeu_pd(d.add(w + 4 * g), _mm256_permute2f128_pd::<0x20>(t1, t3));
-                _mm256_storeu_pd(d.add(2 * w + 4 * g), _mm256_permute2f128_pd::<0x31>(t0, t2));
-                _mm256_storeu_pd(d.add(3 * w + 4 * g), _mm256_permute2f128_pd::<0x31>(t1, t3));
+                for (e, col) in cols.into_iter().enumerate() {
+                    _mm256_storeu_pd(d.add(e * w + 4 * g), col);
+                }
             }
             q += 4;
         }

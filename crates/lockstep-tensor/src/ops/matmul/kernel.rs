@@ -236,6 +236,24 @@ pub(crate) mod x86 {
         ]
     }
 
+    /// The transpose of a 4 × 4 block of f64 held in registers: `r[i]` is row `i`, result
+    /// `[j]` is column `j`. An exact copy of each value; the packing's (`gemm.rs`).
+    #[target_feature(enable = "avx")]
+    #[inline]
+    pub(crate) fn transpose4x4_pd(r: [__m256d; 4]) -> [__m256d; 4] {
+        // t0 = (r0[0], r1[0], r0[2], r1[2]), t1 = (r0[1], r1[1], r0[3], r1[3]), …
+        let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+        let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+        let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+        let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+        [
+            _mm256_permute2f128_pd::<0x20>(t0, t2),
+            _mm256_permute2f128_pd::<0x20>(t1, t3),
+            _mm256_permute2f128_pd::<0x31>(t0, t2),
+            _mm256_permute2f128_pd::<0x31>(t1, t3),
+        ]
+    }
+
     x86_fma!(avx2_f32, simd_kernel!(avx2_f32_6x16, 6, 6, 2));
     x86_fma!(avx2_f64, simd_kernel!(avx2_f64_6x8, 6, 6, 2));
     x86_fma!(avx512_f32, simd_kernel!(avx512_f32_12x32, 12, 12, 2));
