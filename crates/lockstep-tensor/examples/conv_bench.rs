@@ -8,7 +8,9 @@
 //! batch 8, padding 1. `cnn`: the two convolutions of `lockstep train --model cnn` (batch 64 of
 //! 8×8 digits: 1→16 channels at 8×8, then 16→32 at 4×4, both 3×3 with padding 1). `sizes`:
 //! 3×3 convolutions from 4×4 to 64×64 and 16 to 128 channels, to place the heuristic's
-//! thresholds (Winograd; the implicit GEMM's size limit). With `FAST_CONV` set in the
+//! thresholds (Winograd; the implicit GEMM's size limit). `dcgan`: the `dcgan` example's
+//! convolutions (4×4 kernels, stride 2, padding 1, batch 64; the generator's transposed
+//! convolutions are these ops with forward and input gradient swapped). With `FAST_CONV` set in the
 //! environment, fast convolution is allowed (`set_allow_fast_conv(true)`), so the heuristic's
 //! Winograd choices run.
 
@@ -64,51 +66,70 @@ fn best(runs: usize, mut f: impl FnMut()) -> (f64, Option<f64>) {
 /// A named benchmark body.
 type Row<'a> = (String, Box<dyn Fn() + 'a>);
 
-/// One convolution to time: a label, the input shape and the weight shape (3×3, padding 1).
-type Case = (&'static str, [usize; 4], [usize; 4]);
+/// One convolution to time: a label, the input shape, the weight shape, the stride and the
+/// padding (both the same along the two axes).
+type Case = (&'static str, [usize; 4], [usize; 4], usize, usize);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let runs: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
     let cases: &[Case] = match args.get(2).map_or("issue", |s| s.as_str()) {
         "cnn" => &[
-            ("conv1 1→16 8×8 b64", [64, 1, 8, 8], [16, 1, 3, 3]),
-            ("conv2 16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3]),
+            ("conv1 1→16 8×8 b64", [64, 1, 8, 8], [16, 1, 3, 3], 1, 1),
+            ("conv2 16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3], 1, 1),
         ],
         "sizes" => &[
-            ("16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3]),
-            ("16→32 8×8 b64", [64, 16, 8, 8], [32, 16, 3, 3]),
-            ("32→32 8×8 b64", [64, 32, 8, 8], [32, 32, 3, 3]),
-            ("16→16 16×16 b16", [16, 16, 16, 16], [16, 16, 3, 3]),
-            ("64→64 8×8 b16", [16, 64, 8, 8], [64, 64, 3, 3]),
-            ("64→64 16×16 b8", [8, 64, 16, 16], [64, 64, 3, 3]),
-            ("64→64 24×24 b8", [8, 64, 24, 24], [64, 64, 3, 3]),
-            ("64→64 32×32 b8", [8, 64, 32, 32], [64, 64, 3, 3]),
-            ("64→64 31×31 b8", [8, 64, 31, 31], [64, 64, 3, 3]),
-            ("64→64 56×56 b8", [8, 64, 56, 56], [64, 64, 3, 3]),
-            ("64→64 56×56 b1", [1, 64, 56, 56], [64, 64, 3, 3]),
-            ("16→16 64×64 b8", [8, 16, 64, 64], [16, 16, 3, 3]),
-            ("8→8 60×60 b4", [4, 8, 60, 60], [8, 8, 3, 3]),
-            ("64→64 64×64 b4", [4, 64, 64, 64], [64, 64, 3, 3]),
-            ("96→96 32×32 b8", [8, 96, 32, 32], [96, 96, 3, 3]),
-            ("32→32 32×32 b8", [8, 32, 32, 32], [32, 32, 3, 3]),
-            ("128→128 16×16 b8", [8, 128, 16, 16], [128, 128, 3, 3]),
+            ("16→32 4×4 b64", [64, 16, 4, 4], [32, 16, 3, 3], 1, 1),
+            ("16→32 8×8 b64", [64, 16, 8, 8], [32, 16, 3, 3], 1, 1),
+            ("32→32 8×8 b64", [64, 32, 8, 8], [32, 32, 3, 3], 1, 1),
+            ("16→16 16×16 b16", [16, 16, 16, 16], [16, 16, 3, 3], 1, 1),
+            ("64→64 8×8 b16", [16, 64, 8, 8], [64, 64, 3, 3], 1, 1),
+            ("64→64 16×16 b8", [8, 64, 16, 16], [64, 64, 3, 3], 1, 1),
+            ("64→64 24×24 b8", [8, 64, 24, 24], [64, 64, 3, 3], 1, 1),
+            ("64→64 32×32 b8", [8, 64, 32, 32], [64, 64, 3, 3], 1, 1),
+            ("64→64 31×31 b8", [8, 64, 31, 31], [64, 64, 3, 3], 1, 1),
+            ("64→64 56×56 b8", [8, 64, 56, 56], [64, 64, 3, 3], 1, 1),
+            ("64→64 56×56 b1", [1, 64, 56, 56], [64, 64, 3, 3], 1, 1),
+            ("16→16 64×64 b8", [8, 16, 64, 64], [16, 16, 3, 3], 1, 1),
+            ("8→8 60×60 b4", [4, 8, 60, 60], [8, 8, 3, 3], 1, 1),
+            ("64→64 64×64 b4", [4, 64, 64, 64], [64, 64, 3, 3], 1, 1),
+            ("96→96 32×32 b8", [8, 96, 32, 32], [96, 96, 3, 3], 1, 1),
+            ("32→32 32×32 b8", [8, 32, 32, 32], [32, 32, 3, 3], 1, 1),
+            ("128→128 16×16 b8", [8, 128, 16, 16], [128, 128, 3, 3], 1, 1),
         ],
-        _ => &[("", [8, 64, 56, 56], [64, 64, 3, 3])],
-    };
-    let p = Conv2dParams {
-        padding: (1, 1),
-        ..Conv2dParams::default()
+        "dcgan" => &[
+            (
+                "D conv1 1→64 8×8 k4s2 b64",
+                [64, 1, 8, 8],
+                [64, 1, 4, 4],
+                2,
+                1,
+            ),
+            (
+                "D conv2 64→128 4×4 k4s2 b64",
+                [64, 64, 4, 4],
+                [128, 64, 4, 4],
+                2,
+                1,
+            ),
+        ],
+        _ => &[("", [8, 64, 56, 56], [64, 64, 3, 3], 1, 1)],
     };
     let mut g = lockstep_rng::Generator::with_seed(0);
     let data: Vec<_> = cases
         .iter()
-        .map(|&(label, xs, ws)| {
+        .map(|&(label, xs, ws, stride, pad)| {
             let x = Tensor::randn(&xs, DType::F32, Some(&mut g)).unwrap();
             let w = Tensor::randn(&ws, DType::F32, Some(&mut g)).unwrap();
-            let gy =
-                Tensor::randn(&[xs[0], ws[0], xs[2], xs[3]], DType::F32, Some(&mut g)).unwrap();
-            (label, x, w, gy)
+            let out = |len: usize, k: usize| (len + 2 * pad - k) / stride + 1;
+            let ys = [xs[0], ws[0], out(xs[2], ws[2]), out(xs[3], ws[3])];
+            let gy = Tensor::randn(&ys, DType::F32, Some(&mut g)).unwrap();
+            let p = Conv2dParams {
+                stride: (stride, stride),
+                padding: (pad, pad),
+                ..Conv2dParams::default()
+            };
+            (label, x, w, gy, p)
         })
         .collect();
     let filter = args.get(3).cloned();
@@ -118,7 +139,8 @@ fn main() {
         for det in [false, true] {
             let mode = if det { "det" } else { "nondet" };
             let mut rows: Vec<Row> = Vec::new();
-            for (label, x, w, gy) in &data {
+            for (label, x, w, gy, p) in &data {
+                let p = *p;
                 let name = |op: &str| {
                     if label.is_empty() {
                         op.to_string()

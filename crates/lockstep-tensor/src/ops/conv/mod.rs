@@ -879,6 +879,25 @@ fn weight_grad_fixed_parts(
     dw: &mut [f32],
     par: &Par,
 ) -> Result<()> {
+    if implicit::applicable(g) {
+        // The same sums, each tile's parts made in an L1 scratch and added at once (one block
+        // of N samples, see `implicit::blocks`), the tiles split over the threads: no part's
+        // `og × K` buffer written and read back. dcgan's 64 → 128 channels at 4×4, batch 64,
+        // one thread: 0.84–0.89 → 0.43 ms.
+        return implicit::blocks::blocks_with(Isa::best(), g, x, gout, g.n.max(1), dw, par);
+    }
+    weight_grad_parts_summed(g, x, gout, dw, par)
+}
+
+/// `conv2d_weight_grad.fixed_parts` as its definition reads: each part's `og × K` gradient
+/// made whole, then the parts added in part order.
+fn weight_grad_parts_summed(
+    g: &Geometry,
+    x: &[f32],
+    gout: &[f32],
+    dw: &mut [f32],
+    par: &Par,
+) -> Result<()> {
     let (k, og) = (g.k(), g.og());
     let parts = g.n.clamp(1, WEIGHT_GRAD_PARTS);
     let per = g.n.div_ceil(parts);

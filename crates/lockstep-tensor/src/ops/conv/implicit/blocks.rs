@@ -9,7 +9,9 @@
 //! transpose of the result, then a tensor addition per tree node. Here each block's samples
 //! are copied and transposed once, every part's `MR × NR` tile is computed by the implicit
 //! GEMM's micro-kernel into an L1 scratch and added to the block's tile in part order, and
-//! the tree runs on the blocks' results before one transpose per group.
+//! the tree runs on the blocks' results before one transpose per group. With one block of all
+//! N samples this is `conv2d_weight_grad.fixed_parts` itself wherever the implicit GEMM
+//! applies (its tiles then split over the threads).
 //!
 //! # Order of operations
 //! Block `b` covers samples `b·block .. min((b + 1)·block, N)`, `nb` of them. As
@@ -29,6 +31,7 @@ use super::super::{
 use super::{Kern, applicable, padded, patch_offsets, position_offsets, tile, transpose};
 use crate::error::{Error, Result};
 use crate::op::{Guarantee, Impl, Op};
+use crate::ops::SyncPtr;
 use crate::ops::matmul::Isa;
 use crate::policy;
 use crate::threads::Par;
@@ -100,9 +103,13 @@ pub(in super::super) fn blocks_with(
     let parallel =
         par.threads() > 1 && blocks > 1 && g.n * g.cout * g.ohw() * g.k() > SERIAL_MAX_WORK;
     for grp in 0..g.p.groups {
+        // With one block its tiles are split over the threads instead (the same bits: a
+        // tile's value does not depend on who computes it).
+        let one = Par::new(1);
+        let tiles_par = if parallel { &one } else { par };
         let leaf = |b: usize, out: &mut [f32]| {
             let ns = b * block..((b + 1) * block).min(g.n);
-            leaf_isa(isa, g, x, gout, grp, ns, out)
+            leaf_isa(isa, g, x, gout, grp, ns, out, tiles_par)
         };
         if parallel {
             // The first failing block's error, as serially.
@@ -135,7 +142,7 @@ pub(in super::super) fn blocks_with(
 }
 
 isa_versions!(
-    fn leaf_isa(g: &Geometry, x: &[f32], gout: &[f32], grp: usize, ns: std::ops::Range<usize>, out: &mut [f32]) -> Result<()>
+    fn leaf_isa(g: &Geometry, x: &[f32], gout: &[f32], grp: usize, ns: std::ops::Range<usize>, out: &mut [f32], par: &Par) -> Result<()>
         => leaf_impl
 );
 
@@ -148,8 +155,10 @@ isa_versions!(
 /// channel `j` at `(cp·kp + p)·nr + j` (rows past K and channels past the group's are
 /// padding). Each part's tile is the micro-kernel's chain over the part's positions (as
 /// `weight_grad_part` computes it for those samples) and is added to the block's tile in
-/// part order, from `+0.0`.
+/// part order, from `+0.0`. Rows of tiles are split over `par`'s threads when the work is
+/// large enough (a tile's value does not depend on which thread computes it).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn leaf_impl(
     isa: Isa,
     g: &Geometry,
@@ -158,6 +167,7 @@ fn leaf_impl(
     grp: usize,
     ns: std::ops::Range<usize>,
     out: &mut [f32],
+    par: &Par,
 ) -> Result<()> {
     let (k, og, ohw) = (g.k(), g.og(), g.ohw());
     let kern = Kern::for_isa(isa, og);
@@ -200,33 +210,53 @@ fn leaf_impl(
     let parts = nb.clamp(1, WEIGHT_GRAD_PARTS);
     let per = nb.div_ceil(parts);
     let kp = k.div_ceil(mr) * mr;
-    let mut t = [0f32; MAX_TILE];
-    let t = &mut t[..mr * nr];
-    let mut a = [core::ptr::null::<f32>(); 12];
-    let a = &mut a[..mr];
-    let base = pd.buf.as_ptr();
+    assert!(out.len() >= panels * kp * nr, "leaf buffer too short");
+    let base = pd.buf.as_ptr() as usize;
     let gb = grp * g.cg() * pd.plane;
-    for p0 in (0..k).step_by(mr) {
-        for (i, ai) in a.iter_mut().enumerate() {
-            // SAFETY: a patch row's offset inside the first padded sample.
-            *ai = unsafe { base.add(gb + poff[(p0 + i).min(k - 1)]) };
-        }
-        for cp in 0..panels {
-            let b = &bt[cp * wide * nr..][..wide * nr];
-            let c = &mut out[(cp * kp + p0) * nr..][..mr * nr];
-            c.fill(0.0);
-            for part in 0..parts {
-                let (s0, s1) = ((part * per).min(nb), ((part + 1) * per).min(nb));
-                let q0 = s0 * ohw;
-                // SAFETY: every read `a_i + off[q]` is a patch offset plus a window's corner,
-                // inside its padded sample; `off` and `b` hold the part's `(s1 − s0)·ohw`
-                // steps from `q0`.
-                unsafe { tile(kern, (s1 - s0) * ohw, a, &off[q0..], &b[q0 * nr..], t) };
-                for (d, &s) in c.iter_mut().zip(t.iter()) {
-                    *d += s;
+    let dst = SyncPtr(out.as_mut_ptr());
+    // Tiles of patch rows `rows.start·mr .. rows.end·mr`, every panel.
+    let tile_rows = |rows: std::ops::Range<usize>| {
+        let mut t = [0f32; MAX_TILE];
+        let t = &mut t[..mr * nr];
+        let mut a = [core::ptr::null::<f32>(); 12];
+        let a = &mut a[..mr];
+        for p0 in rows.map(|r| r * mr) {
+            for (i, ai) in a.iter_mut().enumerate() {
+                // SAFETY: a patch row's offset inside the first padded sample.
+                *ai = unsafe { (base as *const f32).add(gb + poff[(p0 + i).min(k - 1)]) };
+            }
+            for cp in 0..panels {
+                let b = &bt[cp * wide * nr..][..wide * nr];
+                // SAFETY: `(cp·kp + p0)·nr + mr·nr ≤ panels·kp·nr ≤ out.len()` (asserted), and
+                // the tile of (`cp`, `p0`) is written by this call alone: the callers' row
+                // ranges are disjoint.
+                let c = unsafe {
+                    core::slice::from_raw_parts_mut(dst.at((cp * kp + p0) * nr), mr * nr)
+                };
+                c.fill(0.0);
+                for part in 0..parts {
+                    let (s0, s1) = ((part * per).min(nb), ((part + 1) * per).min(nb));
+                    let q0 = s0 * ohw;
+                    // SAFETY: every read `a_i + off[q]` is a patch offset plus a window's
+                    // corner, inside its padded sample; `off` and `b` hold the part's
+                    // `(s1 − s0)·ohw` steps from `q0`.
+                    unsafe { tile(kern, (s1 - s0) * ohw, a, &off[q0..], &b[q0 * nr..], t) };
+                    for (d, &s) in c.iter_mut().zip(t.iter()) {
+                        *d += s;
+                    }
                 }
             }
         }
+    };
+    let row_tiles = kp / mr;
+    let work = nb * g.cout * ohw * k;
+    if par.threads() > 1 && work > SERIAL_MAX_WORK && row_tiles > 1 {
+        let pieces = row_tiles.min(4 * par.threads());
+        par.run_parts(pieces, |i| {
+            tile_rows(i * row_tiles / pieces..(i + 1) * row_tiles / pieces)
+        });
+    } else {
+        tile_rows(0..row_tiles);
     }
     Ok(())
 }
@@ -358,13 +388,13 @@ fn per_block_calls(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::weight_grad_fixed_parts;
+    use super::super::super::weight_grad_parts_summed;
     // The implicit kernel's own test inputs (special values included) and NaN-blind bits.
     use super::super::tests::{bits, values};
     use super::*;
 
-    /// The definition: each block's `fixed_parts` gradient (the kernel a block's own call
-    /// runs), then the tree.
+    /// The definition: each block's `fixed_parts` gradient (each part made whole, then the
+    /// parts added in order), then the tree.
     fn reference(
         xs: [usize; 4],
         ws: [usize; 4],
@@ -388,7 +418,7 @@ mod tests {
                 let (s, nb) = (b * block, block.min(g.n - b * block));
                 let gb = Geometry::new("t", &[nb, xs[1], xs[2], xs[3]], &ws, p).unwrap();
                 let mut dw = vec![f32::NAN; ws.iter().product()];
-                weight_grad_fixed_parts(
+                weight_grad_parts_summed(
                     &gb,
                     &x[s * chw..(s + nb) * chw],
                     &gout[s * ochw..(s + nb) * ochw],
@@ -479,12 +509,21 @@ mod tests {
                 p((1, 1), (2, 1), (1, 1), 1),
                 &[2],
             ),
-            // Enough work for the blocks to run on several threads.
+            // Enough work for the blocks to run on several threads, and for one block's
+            // tiles to (block 24).
             (
                 [24, 16, 12, 12],
                 [32, 16, 3, 3],
                 p((1, 1), (1, 1), (1, 1), 1),
-                &[8, 5],
+                &[8, 5, 24],
+            ),
+            // The dcgan example's 64 → 128 channels (parts of 8 samples; one block is what
+            // `conv2d_weight_grad.fixed_parts` runs).
+            (
+                [64, 64, 4, 4],
+                [128, 64, 4, 4],
+                p((2, 2), (1, 1), (1, 1), 1),
+                &[64, 13],
             ),
         ];
         for (ci, (xs, ws, p, blocks)) in cases.into_iter().enumerate() {
