@@ -3,12 +3,18 @@
 gives comparable figures): conv2d 3x3 64->64 56x56 batch 8 (forward and input gradient) and
 one LSTM layer's training products (T 8, batch 32, H 128: `lstm_input`, `lstm_layer`, their
 backwards) beside PyTorch's `nn.LSTM` forward + backward of the same layer. lockstep's path is
-chosen with `LOCKSTEP_ISA`, PyTorch's with `ATEN_CPU_CAPABILITY`; each configuration runs in its
+chosen with `LOCKSTEP_ISA`, PyTorch's with `ATEN_CPU_CAPABILITY` (and MKL's and oneDNN's switches); each configuration runs in its
 own process, all of them `--rounds` times interleaved, and the best of the rounds is printed,
 with GFLOP/s and the fraction of `gemm_bench peak` (same run).
 
 Usage (from the repository root): python3 bench/avx2_conv_lstm.py [--rounds 3]"""
 import argparse, json, os, subprocess, sys
+
+# PyTorch on one path: ATen's own kernels (ATEN_CPU_CAPABILITY) and the MKL and oneDNN calls, which
+# ignore it (on Zen 5 their AVX-512 GEMMs have twice AVX2's FMA peak).
+TORCH_ISA = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                      "ONEDNN_MAX_CPU_ISA": "AVX2"},
+             "avx512": {"ATEN_CPU_CAPABILITY": "avx512"}}
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "examples")
@@ -55,7 +61,7 @@ def main():
                 put((isa, d["name"]), d["cpu_seconds"])
             put((isa, "lstm layer"), sum(d["cpu_seconds"] for d in lstm))
         for cap in ("avx2", "avx512"):
-            for k, v in json.loads(run([sys.executable, "-c", TORCH], {"ATEN_CPU_CAPABILITY": cap, "CUDA_VISIBLE_DEVICES": ""})).items():
+            for k, v in json.loads(run([sys.executable, "-c", TORCH], dict(TORCH_ISA[cap], CUDA_VISIBLE_DEVICES=""))).items():
                 put(("torch " + cap, k), v)
         for l in run([os.path.join(EXE, "gemm_bench"), "peak"], {}).splitlines():
             if l.startswith("{"):

@@ -15,14 +15,18 @@ reference side is timed here the same way: best of N, output tensors preallocate
 (PyTorch's and NumPy's samplers are serial, as ours are, except the Philox fill).
 
 `--isa avx2` runs both sides on their AVX2 paths (`LOCKSTEP_ISA=avx2` for lockstep,
-`ATEN_CPU_CAPABILITY=avx2` for PyTorch, set for this process and every script and binary it
-starts), so an AVX-512 machine measures what an AVX2-only one would run; the tables then go to
+`ATEN_CPU_CAPABILITY=avx2` for PyTorch's own kernels and `MKL_ENABLE_INSTRUCTIONS=AVX2`,
+`ONEDNN_MAX_CPU_ISA=AVX2` for the MKL and oneDNN it calls — without those its GEMMs stay on
+AVX-512, which on Zen 5 has twice AVX2's FMA peak — set for this process and every script and
+binary it starts), so an AVX-512 machine measures what an AVX2-only one would run; the tables then go to
 sections of their own (`<!-- BEGIN rng-avx2 -->` …), beside the default ones.
 """
 import argparse, json, os, platform, subprocess, sys, time
 
-# What `--isa NAME` sets: lockstep's instruction-set switch and PyTorch's (ATen's) kernel choice.
-ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+# What `--isa NAME` sets: lockstep's instruction-set switch and PyTorch's kernel choice (ATen's own
+# kernels, and MKL's and oneDNN's, which ignore ATEN_CPU_CAPABILITY).
+ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
            "avx512": {"LOCKSTEP_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"}}
 
 

@@ -9,12 +9,14 @@ cases timed here. Each round runs both sides; the table gives the best over the 
 side's best of `--runs`, and each round's ratio. One-thread rows are timed by the on-CPU time
 of the timing thread on both sides (comparable while other processes share the cores), the
 two-thread rows by wall time (take them with more salt on a busy machine). `--isa avx2` runs
-both on their AVX2 paths (`LOCKSTEP_ISA`, `ATEN_CPU_CAPABILITY`, set before torch loads).
+both on their AVX2 paths (`LOCKSTEP_ISA`, `ATEN_CPU_CAPABILITY`, and MKL's and oneDNN's
+`MKL_ENABLE_INSTRUCTIONS`, `ONEDNN_MAX_CPU_ISA`, set before torch loads).
 """
 import argparse, json, os, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
            "avx512": {"LOCKSTEP_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"}}
 BYTES = {"sum 64Mi f32": 64 << 22, "embedding_backward 32k x 512 -> 50k": (32 << 10) * 512 * 4,
          "read 256MiB": 256 << 20}

@@ -15,15 +15,18 @@
 Usage (from the repository root; needs `pip install torch numpy` and a release build):
     python3 bench/train.py [--steps 200] [--rounds 3] [--spec ../shared/spec/train/torch_train.py] [--isa avx2]
 
-`--isa avx2` runs both sides on their AVX2 paths (`LOCKSTEP_ISA=avx2`, `ATEN_CPU_CAPABILITY=avx2`,
-inherited by every process this script starts); the FMA peak line is then that path's peak.
+`--isa avx2` runs both sides on their AVX2 paths (`LOCKSTEP_ISA=avx2`, `ATEN_CPU_CAPABILITY=avx2`, and
+`MKL_ENABLE_INSTRUCTIONS=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2` for the MKL and oneDNN that PyTorch's GEMMs and
+convolutions call: ATen's switch does not reach them, and on Zen 5 their AVX-512 code has twice the AVX2
+FMA peak; inherited by every process this script starts); the FMA peak line is then that path's peak.
 Binaries are looked for under `$CARGO_TARGET_DIR` (default `target/`).
 """
 import argparse, json, os, resource, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
-ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2"},
+ISA_ENV = {"avx2": {"LOCKSTEP_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
            "avx512": {"LOCKSTEP_ISA": "avx512", "ATEN_CPU_CAPABILITY": "avx512"}}
 SIZES = {"mlp": (256, 64), "cnn": (64, 64), "lstm": (128, 32), "gru": (128, 32), "rnn": (128, 32)}
 
