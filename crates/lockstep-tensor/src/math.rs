@@ -184,6 +184,9 @@ pub mod lanes {
     use crate::isa::Isa;
     use core::mem::MaybeUninit;
 
+    #[cfg(target_arch = "x86_64")]
+    mod v64;
+
     /// The output of a slice kernel, which writes each element without reading it: an
     /// initialised `[T]` or unfilled `[MaybeUninit<T>]` (a new tensor's spare capacity, so
     /// that no zero-fill or copy through a buffer comes first). Sealed.
@@ -1255,16 +1258,15 @@ pub mod lanes {
     );
 
     /// `dst[i] = tanh(src[i])` (the bits of [`super::tanh`]) on the path `isa`, for the first
-    /// `min(len)` elements. On the AVX-512 path the AVX2 kernel runs too, compiled for
-    /// AVX-512VL (four vectors per iteration in its 32 registers): on Zen 4, where a 512-bit
-    /// operation has the throughput of two 256-bit ones, it took 34 % less time than the
-    /// compiler's 8-lane loop of the branch-free function (`benches/math_lanes.rs`).
+    /// `min(len)` elements. The x86 paths run one kernel written over a vector of lanes
+    /// (`v64::tanh`): four lanes on AVX2, eight on AVX-512 (on Zen 5 half the time of the
+    /// four-lane kernel; `benches/math_lanes.rs`).
     pub fn tanh_slice_on<D: OutSlice<f64> + ?Sized>(isa: Isa, src: &[f64], dst: &mut D) {
         // SAFETY: every element written is a value.
         let dst = unsafe { dst.cells() };
         #[cfg(target_arch = "x86_64")]
-        if matches!(isa, Isa::Avx512) && avx512vl() {
-            // SAFETY: the CPU has AVX-512F and AVX-512VL (checked).
+        if matches!(isa, Isa::Avx512) && isa.available() {
+            // SAFETY: the CPU has AVX-512F (checked).
             return unsafe { tanh_avx512(src, dst) };
         }
         #[cfg(target_arch = "x86_64")]
@@ -1285,214 +1287,71 @@ pub mod lanes {
     );
 
     /// [`tanh`] four lanes at a time with AVX2 intrinsics (the loop of [`tanh`] is not vectorised
-    /// for AVX2 by the compiler: its cost model refuses the divisions). The same operations on
-    /// the same values, so the same bits: |x|'s high word compared through |x|'s bits as an i64
-    /// (non-negative), k kept in f64 (`trunc` of the same `t0`: the value `to_int_unchecked`
-    /// gives), `2^±k` built from k's bits in the low mantissa of `2^52 + 1023 ± k`. Eight inputs
-    /// all in the common range take a form without the other ranges' selects (see
-    /// [`map4_avx2`]), with the same bits.
+    /// for AVX2 by the compiler: its cost model refuses the divisions): `v64::tanh`, the same
+    /// operations on the same values, so the same bits. Eight inputs all in the common range
+    /// take a form without the other ranges' selects (see [`map4_avx2`]), with the same bits.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn tanh_avx2(src: &[f64], dst: &mut [MaybeUninit<f64>]) {
+        use core::arch::x86_64::__m256d;
         // SAFETY: the CPU has AVX2 (the caller's contract). The closures are defined here so
         // that they are compiled for AVX2 too (a closure takes its function's features).
         unsafe {
-            map4_avx2::<2>(
+            map4_avx2(
                 src,
                 dst,
                 TANH_COMMON,
-                |v| tanh4::<true>(v),
-                |v| tanh4::<false>(v),
+                |v| v64::tanh::<__m256d, true>(v),
+                |v| v64::tanh::<__m256d, false>(v),
             )
         }
     }
 
-    /// [`tanh_avx2`]'s operations compiled for AVX-512VL: the same 256-bit instructions (so
-    /// the same bits), with 32 registers for four vectors per iteration and mask registers for
-    /// the selects.
+    /// [`tanh_avx2`]'s operations on eight lanes in AVX-512's registers (`v64::tanh` again: the
+    /// same bits). Per 64 Ki values on Zen 5 (two 512-bit FMA units): 106 µs, against 210 µs
+    /// for the AVX2 kernel compiled for AVX-512VL (four 256-bit vectors per iteration).
     ///
     /// # Safety
-    /// The CPU must have AVX-512F and AVX-512VL.
+    /// The CPU must have AVX-512F.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vl")]
+    #[target_feature(enable = "avx512f")]
     unsafe fn tanh_avx512(src: &[f64], dst: &mut [MaybeUninit<f64>]) {
-        // SAFETY: the CPU has AVX-512VL, hence AVX2 (the caller's contract).
+        use core::arch::x86_64::__m512d;
+        // SAFETY: the CPU has AVX-512F (the caller's contract); closures defined here, as above.
         unsafe {
-            map4_avx2::<4>(
+            v64::map8(
                 src,
                 dst,
                 TANH_COMMON,
-                |v| tanh4::<true>(v),
-                |v| tanh4::<false>(v),
+                |v| v64::tanh::<__m512d, true>(v),
+                |v| v64::tanh::<__m512d, false>(v),
             )
         }
     }
 
-    /// [`tanh`] of four lanes; with `COMMON`, only for lanes in [`TANH_COMMON`] (the same bits
-    /// there, without the other ranges' selects).
-    ///
-    /// # Safety
-    /// The CPU must have AVX2; inlined into a function compiled for it.
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn tanh4<const COMMON: bool>(
-        x: core::arch::x86_64::__m256d,
-    ) -> core::arch::x86_64::__m256d {
-        use core::arch::x86_64::*;
-        // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
-        unsafe {
-            let (mul, add, sub, div) = (_mm256_mul_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_div_pd);
-            let set = _mm256_set1_pd;
-            let sel = |m: __m256d, t: __m256d, e: __m256d| _mm256_blendv_pd(e, t, m);
-            let gt_bits = |v: __m256i, c: i64| {
-                _mm256_castsi256_pd(_mm256_cmpgt_epi64(v, _mm256_set1_epi64x(c)))
-            };
-            let lt_bits = |v: __m256i, c: i64| {
-                _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(c), v))
-            };
-            const LN2_HI: f64 = 6.93147180369123816490e-01;
-            const LN2_LO: f64 = 1.90821492927058770002e-10;
-            const INVLN2: f64 = core::f64::consts::LOG2_E;
-            const Q1: f64 = -3.33333333333331316428e-02;
-            const Q2: f64 = 1.58730158725481460165e-03;
-            const Q3: f64 = -7.93650757867487942473e-05;
-            const Q4: f64 = 4.00821782732936239552e-06;
-            const Q5: f64 = -2.01099218183624371326e-07;
-            const MAGIC: f64 = 4503599627370496.0 + 1023.0;
-            let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
-            // tanh
-            let a = _mm256_andnot_pd(signbit, x);
-            let ab = _mm256_castpd_si256(a);
-            let big = gt_bits(ab, 0x4034_0000_ffff_ffff);
-            let mid = gt_bits(ab, 0x3fd0_58ae_ffff_ffff);
-            let a2 = mul(set(2.0), a);
-            let arg = sel(mid, a2, mul(set(-2.0), a));
-            let arg = if COMMON { arg } else { sel(big, set(0.0), arg) };
-            // expm1_tanh(arg)
-            let xa = arg;
-            let xab = _mm256_castpd_si256(_mm256_andnot_pd(signbit, xa));
-            let neg = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
-                _mm256_setzero_si256(),
-                _mm256_castpd_si256(xa),
-            ));
-            let t0 = add(mul(set(INVLN2), xa), sel(neg, set(-0.5), set(0.5)));
-            let kbig = _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t0);
-            let k = sel(
-                gt_bits(xab, 0x3fd6_2e42_ffff_ffff),
-                sel(
-                    lt_bits(xab, 0x3ff0_a2b2_0000_0000),
-                    sel(neg, set(-1.0), set(1.0)),
-                    kbig,
-                ),
-                set(0.0),
-            );
-            let hi = sub(xa, mul(k, set(LN2_HI)));
-            let lo = mul(k, set(LN2_LO));
-            let xr = sub(hi, lo);
-            let c = sub(sub(hi, xr), lo);
-            let hfx = mul(set(0.5), xr);
-            let hxs = mul(xr, hfx);
-            let p = add(set(Q4), mul(hxs, set(Q5)));
-            let p = add(set(Q3), mul(hxs, p));
-            let p = add(set(Q2), mul(hxs, p));
-            let p = add(set(Q1), mul(hxs, p));
-            let r1 = add(set(1.0), mul(hxs, p));
-            let tt = sub(set(3.0), mul(r1, hfx));
-            let e = mul(hxs, div(sub(r1, tt), sub(set(6.0), mul(xr, tt))));
-            let y0 = sub(xr, sub(mul(xr, e), hxs));
-            let e2 = sub(sub(mul(xr, sub(e, c)), c), hxs);
-            let ym1 = sub(mul(set(0.5), sub(xr, e2)), set(0.5));
-            let y1 = sel(
-                _mm256_cmp_pd::<_CMP_LT_OQ>(xr, set(-0.25)),
-                mul(set(-2.0), sub(e2, add(xr, set(0.5)))),
-                add(set(1.0), mul(set(2.0), sub(xr, e2))),
-            );
-            let pow =
-                |v: __m256d| _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_castpd_si256(v)));
-            let twopk = pow(add(set(MAGIC), k));
-            let uf = pow(sub(set(MAGIC), k));
-            let ylt = mul(add(sub(xr, e2), sub(set(1.0), uf)), twopk);
-            let eq = |v: __m256d, w: f64| _mm256_cmp_pd::<_CMP_EQ_OQ>(v, set(w));
-            // In the common range k < 20: `ylt`.
-            let y = if COMMON {
-                ylt
-            } else {
-                let yge = mul(add(sub(xr, add(e2, uf)), set(1.0)), twopk);
-                let yfar = sub(mul(add(sub(xr, e2), set(1.0)), twopk), set(1.0));
-                let y = sel(_mm256_cmp_pd::<_CMP_LT_OQ>(k, set(20.0)), ylt, yge);
-                sel(_mm256_cmp_pd::<_CMP_GT_OQ>(k, set(56.0)), yfar, y)
-            };
-            let y = sel(eq(k, 1.0), y1, y);
-            let y = sel(eq(k, -1.0), ym1, y);
-            let y = sel(eq(k, 0.0), y0, y);
-            let t = if COMMON {
-                y
-            } else {
-                sel(lt_bits(xab, 0x3c90_0000_0000_0000), xa, y)
-            };
-            // back in tanh
-            // One division for the three ranges that divide by t + 2: the numerator
-            // (2 or t) chosen first, and −t/(t+2) as −(t/(t+2)), which IEEE division
-            // rounds to the same value (t + 2 ≥ 1 is never NaN there). Two divisions per
-            // vector instead of five (a small gain: the loop is bound by its ~200
-            // instructions, not by the divider).
-            let tp2 = add(t, set(2.0));
-            let upper = gt_bits(ab, 0x3fe1_93ea_ffff_ffff);
-            let q = div(sel(upper, set(2.0), t), tp2);
-            let r = if COMMON {
-                _mm256_xor_pd(q, signbit)
-            } else {
-                sel(
-                    gt_bits(ab, 0x000f_ffff_ffff_ffff),
-                    _mm256_xor_pd(q, signbit),
-                    a,
-                )
-            };
-            let r = sel(mid, q, r);
-            let r = sel(upper, sub(set(1.0), q), r);
-            // |x| > 20 or NaN: 1 − 0/|x|, which is 1, or the NaN quieted (`|x| + 1` gives
-            // the same NaN: an operation returns its NaN operand quieted).
-            let r = if COMMON {
-                r
-            } else {
-                let nan = _mm256_cmp_pd::<_CMP_UNORD_Q>(a, a);
-                sel(big, sel(nan, add(a, set(1.0)), set(1.0)), r)
-            };
-            _mm256_xor_pd(r, _mm256_and_pd(x, signbit))
-        }
-    }
-
-    /// [`tanh4`]'s common range: 2⁻⁵⁵ ≤ |x| ≤ 6.5, where the argument of expm1 is not tiny (nor
+    /// `v64::tanh`'s common range: 2⁻⁵⁵ ≤ |x| ≤ 6.5, where the argument of expm1 is not tiny (nor
     /// the input subnormal), k < 20, and |x| ≤ 20 (no NaN).
     #[cfg(target_arch = "x86_64")]
     const TANH_COMMON: (u64, u64) = (0x3c80_0000_0000_0000, 0x401a_0000_0000_0000);
 
-    /// Whether the CPU has AVX-512F and AVX-512VL (the 256-bit kernels' AVX-512 builds).
-    #[cfg(target_arch = "x86_64")]
-    fn avx512vl() -> bool {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-    }
-
     /// `dst[i] = f(src[i])` for the first `min(len)` elements, four f64 lanes per call of `f`:
-    /// `V` independent vectors per iteration (each lane's long dependency chain of divisions
+    /// two independent vectors per iteration (each lane's long dependency chain of divisions
     /// and polynomial steps then overlaps another's: the loops of `exp`, `sigmoid` and `tanh`
-    /// are bound by latency, not by their instruction count; 2 with AVX2's 16 registers, 4
-    /// with AVX-512VL's 32), the last 1–3 elements through a
-    /// masked load and store (the masked-off lanes compute on zeros and are never stored).
-    /// Where all `4·V` inputs of an iteration have `|x|`'s bits in `common` (inclusive), they
-    /// go through `fast` instead, which must give `f`'s bits on that range (it leaves out the
-    /// selects of the rare ranges: tiny, huge, infinite and NaN inputs). Each lane is
-    /// independent, so the bits do not depend on the grouping.
+    /// are bound by latency, not by their instruction count), then one, the last 1–3 elements
+    /// through a masked load and store (the masked-off lanes compute on zeros and are never
+    /// stored). Where all eight inputs of an iteration have `|x|`'s bits in `common`
+    /// (inclusive), they go through `fast` instead, which must give `f`'s bits on that range
+    /// (it leaves out the selects of the rare ranges: tiny, huge, infinite and NaN inputs). Each
+    /// lane is independent, so the bits do not depend on the grouping.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn map4_avx2<const V: usize>(
+    unsafe fn map4_avx2(
         src: &[f64],
         dst: &mut [MaybeUninit<f64>],
         common: (u64, u64),
@@ -1518,27 +1377,6 @@ pub mod lanes {
             };
             // Each call's vectors written out as a tuple, no closures of our own around the
             // intrinsics: the compiler interleaves the independent chains.
-            while V == 4 && i + 16 <= n {
-                let (a, b) = (_mm256_loadu_pd(s.add(i)), _mm256_loadu_pd(s.add(i + 4)));
-                let (c, e) = (
-                    _mm256_loadu_pd(s.add(i + 8)),
-                    _mm256_loadu_pd(s.add(i + 12)),
-                );
-                let rare = _mm256_or_si256(
-                    _mm256_or_si256(outside(a), outside(b)),
-                    _mm256_or_si256(outside(c), outside(e)),
-                );
-                let (ya, yb, yc, ye) = if _mm256_testz_si256(rare, rare) != 0 {
-                    (fast(a), fast(b), fast(c), fast(e))
-                } else {
-                    (f(a), f(b), f(c), f(e))
-                };
-                _mm256_storeu_pd(d.add(i), ya);
-                _mm256_storeu_pd(d.add(i + 4), yb);
-                _mm256_storeu_pd(d.add(i + 8), yc);
-                _mm256_storeu_pd(d.add(i + 12), ye);
-                i += 16;
-            }
             while i + 8 <= n {
                 let (a, b) = (_mm256_loadu_pd(s.add(i)), _mm256_loadu_pd(s.add(i + 4)));
                 let rare = _mm256_or_si256(outside(a), outside(b));
@@ -1605,8 +1443,8 @@ pub mod lanes {
     /// `dst[i] = exp(src[i])` (the bits of [`super::exp`]) on the path `isa`.
     pub fn exp_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
-        if matches!(isa, Isa::Avx512) && avx512vl() {
-            // SAFETY: the CPU has AVX-512F and AVX-512VL (checked).
+        if matches!(isa, Isa::Avx512) && isa.available() {
+            // SAFETY: the CPU has AVX-512F (checked).
             return unsafe { exp_avx2::map512::<false>(src, dst) };
         }
         #[cfg(target_arch = "x86_64")]
@@ -1618,12 +1456,13 @@ pub mod lanes {
     }
 
     /// `dst[i] = 1 / (1 + exp(−src[i]))` (`torch.sigmoid` in f64, with [`exp`]'s bits) on the
-    /// path `isa`, for the first `min(len)` elements (on AVX-512 the AVX2 kernel compiled for
-    /// AVX-512VL, as [`tanh_slice_on`]: 14 % less time than with AVX2's registers).
+    /// path `isa`, for the first `min(len)` elements (on x86 `v64::sigmoid`, four or eight
+    /// lanes, as [`tanh_slice_on`]; on Zen 5 eight lanes took 40.6 µs per 64 Ki values against
+    /// 77 µs for four).
     pub fn sigmoid_slice_on(isa: Isa, src: &[f64], dst: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
-        if matches!(isa, Isa::Avx512) && avx512vl() {
-            // SAFETY: the CPU has AVX-512F and AVX-512VL (checked).
+        if matches!(isa, Isa::Avx512) && isa.available() {
+            // SAFETY: the CPU has AVX-512F (checked).
             return unsafe { exp_avx2::map512::<true>(src, dst) };
         }
         #[cfg(target_arch = "x86_64")]
@@ -1643,103 +1482,15 @@ pub mod lanes {
     /// high-word comparisons made on |x|'s bits as an i64.
     #[cfg(target_arch = "x86_64")]
     mod exp_avx2 {
-        use core::arch::x86_64::*;
+        use super::v64;
+        use core::arch::x86_64::{__m256d, __m512d};
 
         /// The common range of |x| (inclusive bit patterns): 2⁻²⁸ < |x| ≤ 708, where `exp`
         /// neither overflows nor underflows, x is not NaN and not in the `1 + x` range.
         const COMMON_RANGE: (u64, u64) = (0x3e30_0001_0000_0000, 0x4086_2000_0000_0000);
 
-        /// `exp` of four lanes; with `COMMON`, only for lanes in [`COMMON_RANGE`] (the same bits
-        /// there, without the other ranges' selects).
-        ///
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[inline(always)]
-        pub(super) unsafe fn exp<const COMMON: bool>(x: __m256d) -> __m256d {
-            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
-            unsafe {
-                let (mul, add, sub, div) =
-                    (_mm256_mul_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_div_pd);
-                let set = _mm256_set1_pd;
-                let sel = |m: __m256d, t: __m256d, e: __m256d| _mm256_blendv_pd(e, t, m);
-                let gt_bits = |v: __m256i, c: i64| {
-                    _mm256_castsi256_pd(_mm256_cmpgt_epi64(v, _mm256_set1_epi64x(c)))
-                };
-                use super::exp_c::*;
-                let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
-                let a = _mm256_andnot_pd(signbit, x);
-                let ab = _mm256_castpd_si256(a);
-                // The sign bit as a mask (NaN lanes included, as `to_bits() >> 63`).
-                let neg = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
-                    _mm256_setzero_si256(),
-                    _mm256_castpd_si256(x),
-                ));
-                let xr = if COMMON {
-                    x
-                } else {
-                    sel(_mm256_cmp_pd::<_CMP_LE_OQ>(a, set(746.0)), x, set(0.0))
-                };
-                let t = add(mul(set(INVLN2), xr), sel(neg, set(-0.5), set(0.5)));
-                let kbig = _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
-                let k = sel(
-                    gt_bits(ab, 0x3ff0_a2b1_ffff_ffff),
-                    kbig,
-                    sel(
-                        gt_bits(ab, 0x3fd6_2e42_ffff_ffff),
-                        sel(neg, set(-1.0), set(1.0)),
-                        set(0.0),
-                    ),
-                );
-                let hi = sub(xr, mul(k, set(LN2HI)));
-                let lo = mul(k, set(LN2LO));
-                let r = sub(hi, lo);
-                let xx = mul(r, r);
-                let p = add(set(P4), mul(xx, set(P5)));
-                let p = add(set(P3), mul(xx, p));
-                let p = add(set(P2), mul(xx, p));
-                let p = add(set(P1), mul(xx, p));
-                let c = sub(r, mul(xx, p));
-                let y = add(set(1.0), add(sub(div(mul(r, c), sub(set(2.0), c)), lo), hi));
-                let pow = |v: __m256d| {
-                    _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_castpd_si256(v)))
-                };
-                let ka = _mm256_floor_pd(mul(k, set(0.5)));
-                let kb = sub(k, ka);
-                let v = mul(mul(y, pow(add(set(MAGIC), ka))), pow(add(set(MAGIC), kb)));
-                if COMMON {
-                    return v;
-                }
-                let v = sel(gt_bits(ab, 0x3e30_0000_ffff_ffff), v, add(set(1.0), x));
-                let v = sel(
-                    _mm256_cmp_pd::<_CMP_LT_OQ>(x, set(-745.13321910194110842)),
-                    set(0.0),
-                    v,
-                );
-                let v = sel(
-                    _mm256_cmp_pd::<_CMP_GT_OQ>(x, set(709.782712893383973096)),
-                    set(f64::INFINITY),
-                    v,
-                );
-                sel(_mm256_cmp_pd::<_CMP_UNORD_Q>(x, x), x, v)
-            }
-        }
-
-        /// `1 / (1 + exp(−x))` of four lanes.
-        ///
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[inline(always)]
-        pub(super) unsafe fn sigmoid<const COMMON: bool>(x: __m256d) -> __m256d {
-            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
-            unsafe {
-                let signbit = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
-                let e = exp::<COMMON>(_mm256_xor_pd(x, signbit));
-                _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_add_pd(_mm256_set1_pd(1.0), e))
-            }
-        }
-
-        /// `dst[i] = sigmoid(src[i])` (with `SIGMOID`) or `exp(src[i])`, through
-        /// [`super::map4_avx2`].
+        /// `dst[i] = sigmoid(src[i])` (with `SIGMOID`) or `exp(src[i])`, four lanes at a time
+        /// through [`super::map4_avx2`].
         ///
         /// # Safety
         /// The CPU must have AVX2.
@@ -1748,49 +1499,49 @@ pub mod lanes {
             // SAFETY: the CPU has AVX2 (the caller's contract). The closures are defined here
             // so that they are compiled for AVX2 too.
             unsafe {
-                super::map4_avx2::<2>(
+                super::map4_avx2(
                     src,
                     // Every element written is a value.
                     super::OutSlice::cells(dst),
                     COMMON_RANGE,
-                    |v| f::<SIGMOID, true>(v),
-                    |v| f::<SIGMOID, false>(v),
+                    |v| f::<__m256d, SIGMOID, true>(v),
+                    |v| f::<__m256d, SIGMOID, false>(v),
                 )
             }
         }
 
-        /// [`map`] compiled for AVX-512VL (as `tanh_avx512`): the same bits.
+        /// [`map`]'s operations on eight lanes in AVX-512's registers: the same bits.
         ///
         /// # Safety
-        /// The CPU must have AVX-512F and AVX-512VL.
-        #[target_feature(enable = "avx512f,avx512vl")]
+        /// The CPU must have AVX-512F.
+        #[target_feature(enable = "avx512f")]
         pub(super) unsafe fn map512<const SIGMOID: bool>(src: &[f64], dst: &mut [f64]) {
-            // SAFETY: the CPU has AVX-512VL, hence AVX2 (the caller's contract).
+            // SAFETY: the CPU has AVX-512F (the caller's contract); closures defined here.
             unsafe {
-                super::map4_avx2::<4>(
+                v64::map8(
                     src,
                     // Every element written is a value.
                     super::OutSlice::cells(dst),
                     COMMON_RANGE,
-                    |v| f::<SIGMOID, true>(v),
-                    |v| f::<SIGMOID, false>(v),
+                    |v| f::<__m512d, SIGMOID, true>(v),
+                    |v| f::<__m512d, SIGMOID, false>(v),
                 )
             }
         }
 
-        /// `sigmoid` (with `SIGMOID`) or `exp` of four lanes; with `COMMON`, only for lanes in
+        /// `sigmoid` (with `SIGMOID`) or `exp` of every lane; with `COMMON`, only for lanes in
         /// [`COMMON_RANGE`].
         ///
         /// # Safety
-        /// The CPU must have AVX2; inlined into a function compiled for it.
+        /// As [`v64::V64`].
         #[inline(always)]
-        unsafe fn f<const SIGMOID: bool, const COMMON: bool>(v: __m256d) -> __m256d {
-            // SAFETY: register operations only; the CPU has AVX2 (the caller's contract).
+        unsafe fn f<V: v64::V64, const SIGMOID: bool, const COMMON: bool>(v: V) -> V {
+            // SAFETY: register operations only (the caller's contract).
             unsafe {
                 if SIGMOID {
-                    sigmoid::<COMMON>(v)
+                    v64::sigmoid::<V, COMMON>(v)
                 } else {
-                    exp::<COMMON>(v)
+                    v64::exp::<V, COMMON>(v)
                 }
             }
         }

@@ -219,9 +219,10 @@ fn check_all_paths64(
     got: fn(Isa, &[f64], &mut [f64]),
 ) {
     for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-        // Every remainder modulo 8 (the AVX2 loops take two vectors, then one, then a masked
-        // tail), and a longer output whose extra elements must stay as they were.
-        for len in xs.len() - 7..=xs.len() {
+        // Every remainder modulo 32 (the AVX-512 loops take four vectors of 8 lanes, then two,
+        // then one, then a masked tail; AVX2's two of 4, one, a tail), and a longer output
+        // whose extra elements must stay as they were.
+        for len in xs.len() - 31..=xs.len() {
             let mut out = vec![0f64; len + 4];
             out[len..].fill(f64::from_bits(0x7ff8_dead_beef_0001));
             got(isa, &xs[..len], &mut out);
