@@ -518,7 +518,7 @@ mod tests {
             _ => Tensor::from_vec(v, &[n]).unwrap(),
         };
         let mut out = Vec::new();
-        for which in 0..3 {
+        for which in 0..6 {
             let params: Vec<Var> = sizes
                 .iter()
                 .map(|&n| Var::new(tensor(data(n as u64, n, 2.0), n), true))
@@ -548,7 +548,30 @@ mod tests {
                     )
                     .unwrap(),
                 ),
-                _ => Box::new(AdamW::new(params.clone(), AdamWOptions::default()).unwrap()),
+                2 => Box::new(AdamW::new(params.clone(), AdamWOptions::default()).unwrap()),
+                3 => Box::new(
+                    RMSprop::new(
+                        params.clone(),
+                        RMSpropOptions {
+                            momentum: 0.9,
+                            centered: true,
+                            weight_decay: 0.01,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                4 => Box::new(
+                    Adagrad::new(
+                        params.clone(),
+                        AdagradOptions {
+                            lr_decay: 0.01,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                _ => Box::new(Adadelta::new(params.clone(), AdadeltaOptions::default()).unwrap()),
             };
             for step in 0..4u64 {
                 for (p, &n) in params.iter().zip(&sizes) {
