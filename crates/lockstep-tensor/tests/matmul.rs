@@ -149,6 +149,9 @@ fn same_bits_everywhere<T: GemmFloat>() {
         (204, 51, 97),
         (204, 1, 97),
         (97, 204, 1),
+        // One column with A transposed: the matrix–vector path, in more than one block of
+        // 512 rows.
+        (1100, 1, 37),
     ] {
         let a = data::<T>(m * k, 3);
         let b = data::<T>(k * n, 4);

@@ -1079,6 +1079,59 @@ pub(crate) fn blocked<T: GemmFloat>(
     blocked_with(kern, p, c, sc, par, None);
 }
 
+/// Rows of C per block of [`gemv_cols`] (4 KiB of f64): the block's sums stay in L1 while
+/// every column of A passes.
+const GEMV_ROWS: usize = 512;
+
+/// `C = A·b` for one column of B (`n = 1`, `k > 0`) when A's columns are contiguous (`sa.0 ==
+/// 1`, a transposed operand such as a weight gradient's `dYᵀ`): each output is the chain `c =
+/// fma(A[i][p], b[p], c)` over `p` in increasing order from `+0.0`, the blocked kernel's bits,
+/// computed as whole columns of A times one element of b, nothing packed (packing a 204 × 97 A
+/// for one column cost more than the product: 9.9 µs). One thread: callers send only products
+/// of at most [`PAR_MIN_WORK`] multiply-adds, which the blocked path runs on one thread too.
+fn gemv_cols<T: GemmFloat>(isa: Isa, p: &Problem<T>, c: SyncPtr<T>, rsc: usize) {
+    #[inline(always)]
+    fn imp<T: GemmFloat>(p: &Problem<T>, c: SyncPtr<T>, rsc: usize) {
+        let (m, k, lda, sb) = (p.m, p.k, p.sa.1, p.sb.0);
+        let mut acc = [T::ZERO; GEMV_ROWS];
+        for i0 in (0..m).step_by(GEMV_ROWS) {
+            let rows = GEMV_ROWS.min(m - i0);
+            let acc = &mut acc[..rows];
+            acc.fill(T::ZERO);
+            for q in 0..k {
+                let bq = p.b[q * sb];
+                let col = &p.a[q * lda + i0..][..rows];
+                for (s, &a) in acc.iter_mut().zip(col) {
+                    *s = a.mul_add(bq, *s);
+                }
+            }
+            for (i, &v) in acc.iter().enumerate() {
+                // SAFETY: row `i0 + i < m` of the checked `m × 1` output.
+                unsafe { *c.0.add((i0 + i) * rsc) = v };
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        fn wide<T: GemmFloat>(p: &Problem<T>, c: SyncPtr<T>, rsc: usize) {
+            imp(p, c, rsc)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn fast<T: GemmFloat>(p: &Problem<T>, c: SyncPtr<T>, rsc: usize) {
+            imp(p, c, rsc)
+        }
+        match isa {
+            // SAFETY: a kernel's instruction set is one the CPU has; AVX2 and FMA checked.
+            Isa::Avx512 if Isa::Avx2.available() => return unsafe { wide(p, c, rsc) },
+            // SAFETY: as above (`Isa::Avx2` means AVX2 and FMA).
+            Isa::Avx2 => return unsafe { fast(p, c, rsc) },
+            _ => {}
+        }
+    }
+    imp(p, c, rsc)
+}
+
 /// [`blocked`], with B already packed (by [`PackedB::new`], for `kern`) when `packed_b` is
 /// given: `p.b` is then not read.
 fn blocked_with<T: GemmFloat>(
@@ -1101,6 +1154,9 @@ fn blocked_with<T: GemmFloat>(
             }
         }
         return;
+    }
+    if n == 1 && p.sa.0 == 1 && packed_b.is_none() && m.saturating_mul(k) <= PAR_MIN_WORK {
+        return gemv_cols(kern.isa, p, c, sc.0);
     }
     let (mr, nr) = (kern.mr, kern.nr);
     let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
