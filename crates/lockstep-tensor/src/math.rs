@@ -1473,13 +1473,11 @@ pub mod lanes {
         map_on(isa, src, dst, |x: f64| 1.0 / (1.0 + exp(-x)))
     }
 
-    /// [`exp`] four lanes at a time with AVX2 intrinsics (the compiler's vector loop of it, and
-    /// of the sigmoid around it, converts k between integer widths and runs a scalar
-    /// remainder; this one took 13 % fewer samples in the LSTM-cell example's profile). The
-    /// same operations on the same values, so the same bits:
-    /// k kept in f64 (`trunc` of the same `t`, the value `to_int_unchecked` gives), `k >> 1` as
-    /// `floor(k / 2)`, `2^k` built from k's bits in the low mantissa of `2^52 + 1023 + k`, the
-    /// high-word comparisons made on |x|'s bits as an i64.
+    /// [`exp`] and the f64 sigmoid over slices with `v64::exp` / `v64::sigmoid`: four lanes
+    /// (AVX2) or eight (AVX-512) at a time (the compiler's vector loop of [`exp`], and of the
+    /// sigmoid around it, converts k between integer widths and runs a scalar remainder; the
+    /// AVX2 kernel took 13 % fewer samples in the LSTM-cell example's profile). The same
+    /// operations on the same values, so the same bits (see `v64`).
     #[cfg(target_arch = "x86_64")]
     mod exp_avx2 {
         use super::v64;

@@ -879,7 +879,7 @@ fn weight_grad_fixed_parts(
     dw: &mut [f32],
     par: &Par,
 ) -> Result<()> {
-    if implicit::applicable(g) {
+    if implicit::applicable(g) && implicit::blocks::one_block(g) {
         // The same sums, each tile's parts made in an L1 scratch and added at once (one block
         // of N samples, see `implicit::blocks`), the tiles split over the threads: no part's
         // `og × K` buffer written and read back. dcgan's 64 → 128 channels at 4×4, batch 64,
