@@ -237,7 +237,7 @@ pub(crate) mod x86 {
     }
 
     /// The transpose of a 4 × 4 block of f64 held in registers: `r[i]` is row `i`, result
-    /// `[j]` is column `j`. An exact copy of each value; the packing's (`gemm.rs`).
+    /// `[j]` is column `j`. An exact copy of each value (the GEMM packing and batch norm use it).
     #[target_feature(enable = "avx")]
     #[inline]
     pub(crate) fn transpose4x4_pd(r: [__m256d; 4]) -> [__m256d; 4] {

@@ -408,7 +408,7 @@ mod x86 {
     /// operations in the same order, at 8 lanes (AVX-512) or 4 (AVX2).
     macro_rules! widening_load {
         ($name:ident, $feat:literal, $v:ty, $n:literal, $zero:ident, $cvt:ident, $loadu:ident,
-         $transpose:ident) => {
+         $transpose:path) => {
             /// Rows `base + j·s + t ..` (`j <` the lane count, as many positions) of `p`,
             /// widened to f64 and transposed.
             ///
@@ -422,7 +422,7 @@ mod x86 {
                     // SAFETY: the caller's bounds.
                     *r = $cvt(unsafe { $loadu(p.add(base + j * s + t)) });
                 }
-                $transpose(&r)
+                $transpose(r)
             }
         };
     }
@@ -451,7 +451,7 @@ mod x86 {
     /// `q` of every channel (lane `j` = channel `j`).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn transpose8(r: &[__m512d; 8]) -> [__m512d; 8] {
+    fn transpose8(r: [__m512d; 8]) -> [__m512d; 8] {
         let t0 = _mm512_unpacklo_pd(r[0], r[1]);
         let t1 = _mm512_unpackhi_pd(r[0], r[1]);
         let t2 = _mm512_unpacklo_pd(r[2], r[3]);
@@ -514,7 +514,7 @@ mod x86 {
             // SAFETY: `b` holds 8 values.
             *r = _mm512_cvtps_pd(unsafe { _mm256_loadu_ps(b.as_ptr()) });
         }
-        transpose8(&r)
+        transpose8(r)
     }
 
     /// `cnt` chain steps of `MODE` (positions `q < cnt` of the transposed blocks).
@@ -610,23 +610,6 @@ mod x86 {
         out
     }
 
-    /// `r[j]` holds channel `j`'s values at 4 positions; the result's `[q]` holds position
-    /// `q` of the 4 channels.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn transpose4(r: &[__m256d; 4]) -> [__m256d; 4] {
-        let t0 = _mm256_unpacklo_pd(r[0], r[1]);
-        let t1 = _mm256_unpackhi_pd(r[0], r[1]);
-        let t2 = _mm256_unpacklo_pd(r[2], r[3]);
-        let t3 = _mm256_unpackhi_pd(r[2], r[3]);
-        [
-            _mm256_permute2f128_pd::<0x20>(t0, t2),
-            _mm256_permute2f128_pd::<0x20>(t1, t3),
-            _mm256_permute2f128_pd::<0x31>(t0, t2),
-            _mm256_permute2f128_pd::<0x31>(t1, t3),
-        ]
-    }
-
     widening_load!(
         load4,
         "avx2",
@@ -635,7 +618,7 @@ mod x86 {
         _mm256_setzero_pd,
         _mm256_cvtps_pd,
         _mm_loadu_ps,
-        transpose4
+        crate::ops::matmul::kernel::x86::transpose4x4_pd
     );
 
     /// [`block_avx512`] with two 4-lane halves: lane `j` of half `h` is channel
