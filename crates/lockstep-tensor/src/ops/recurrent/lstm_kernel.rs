@@ -1205,9 +1205,13 @@ unsafe fn dw_packed<const U: usize, const MR: usize>(
                 for (p, d) in dst.chunks_exact_mut(DW_GROUP).enumerate() {
                     // Fixed-size copies: a few vector moves, no `memcpy` call.
                     let d: &mut [f32; DW_GROUP] = d.try_into().unwrap();
-                    *d = dg[(p0 + p) * g4 + c0..][..DW_GROUP].try_into().unwrap();
+                    // The sums take the loaded registers: read back from `d`, every row's adds
+                    // waited on store forwarding (+13 % on a 512 × 128 × 256 product).
+                    let v: [f32; DW_GROUP] =
+                        dg[(p0 + p) * g4 + c0..][..DW_GROUP].try_into().unwrap();
+                    *d = v;
                     if db.is_some() {
-                        for (s, &v) in sum.iter_mut().zip(d.iter()) {
+                        for (s, v) in sum.iter_mut().zip(v) {
                             *s += v;
                         }
                     }
