@@ -607,6 +607,8 @@ fn input_grad_chunk_impl(
     let mut c = [0f32; 12 * 32];
     let mut a = [core::ptr::null::<f32>(); 12];
     let a = &mut a[..mr];
+    // Where each row of a tile adds into `acc` (its first column), or `OUTSIDE`.
+    let mut dst = [OUTSIDE; 12];
     let chw = g.cin * hw;
     for grp in 0..g.p.groups {
         acc.fill(0.0);
@@ -621,25 +623,31 @@ fn input_grad_chunk_impl(
                 let target = &target[tap * ohw..][..ohw];
                 for q0 in (qb0..cols.min(qb0 + qblk)).step_by(mr) {
                     let rows = mr.min(cols - q0);
-                    for (i, ai) in a.iter_mut().enumerate() {
-                        let q = (q0 + i).min(cols - 1);
-                        let (slot, pos) = (q / ohw, q % ohw);
+                    // The rows' positions are consecutive: one division per tile, not two per
+                    // row (the tail's spare rows repeat the last and add nothing).
+                    let (mut slot, mut pos) = (q0 / ohw, q0 % ohw);
+                    for (i, (ai, di)) in a.iter_mut().zip(dst.iter_mut()).enumerate() {
                         let at = ((ns.start + slot) * g.cout + grp * og) * ohw + pos;
                         *ai = gout[at..][..(og - 1) * ohw + 1].as_ptr();
+                        *di = match target[pos] {
+                            t if t == OUTSIDE || i >= rows => OUTSIDE,
+                            t => (slot * hw + t) * cgp,
+                        };
+                        if i + 1 < rows {
+                            pos += 1;
+                            if pos == ohw {
+                                (slot, pos) = (slot + 1, 0);
+                            }
+                        }
                     }
                     for cp in 0..panels {
                         let b = &iw.buf[((grp * taps + tap) * panels + cp) * og * nr..][..og * nr];
                         // SAFETY: row `i` reads `a_i + co · ohw` for `co < og`, inside the slice
                         // it was taken from.
                         unsafe { tile(kern, og, a, &off, b, &mut c) };
-                        for (i, row) in c.chunks_exact(nr).take(rows).enumerate() {
-                            let q = q0 + i;
-                            let at = target[q % ohw];
+                        for (row, &at) in c.chunks_exact(nr).zip(&dst[..rows]) {
                             if at != OUTSIDE {
-                                let d = &mut acc[((q / ohw) * hw + at) * cgp + cp * nr..][..nr];
-                                for (d, &v) in d.iter_mut().zip(row) {
-                                    *d += v;
-                                }
+                                add_row(&mut acc[at + cp * nr..][..nr], row);
                             }
                         }
                     }
@@ -659,6 +667,32 @@ fn input_grad_chunk_impl(
         }
     }
     Ok(())
+}
+
+/// `d[j] += s[j]`, one addition per element: whole vectors for the kernels' tile widths (a
+/// loop of unknown length went 8 lanes at a time, its loads straddling the tile's 16-lane
+/// stores; 3×3 64 → 64 at 56², batch 8: 10.1 → 9.7 ms on Zen 5).
+#[inline(always)]
+fn add_row(d: &mut [f32], s: &[f32]) {
+    #[inline(always)]
+    fn fixed<const N: usize>(d: &mut [f32], s: &[f32]) {
+        let (d, s): (&mut [f32; N], &[f32; N]) = (
+            (&mut d[..N]).try_into().expect("a whole row"),
+            s[..N].try_into().expect("a whole row"),
+        );
+        // Whole arrays in and out: as a loop over the elements in place it stayed scalar.
+        let mut t = *d;
+        for (t, &v) in t.iter_mut().zip(s) {
+            *t += v;
+        }
+        *d = t;
+    }
+    match d.len() {
+        32 => fixed::<32>(d, s),
+        16 => fixed::<16>(d, s),
+        8 => fixed::<8>(d, s),
+        _ => d.iter_mut().zip(s).for_each(|(d, &v)| *d += v),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
