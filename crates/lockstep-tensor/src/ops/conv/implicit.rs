@@ -270,7 +270,8 @@ fn padded(g: &Geometry, x: &[f32], ns: std::ops::Range<usize>) -> Result<Padded>
 }
 
 /// `d = s`: rows are short, so the common widths are fixed-size moves (a loop of unknown
-/// length became a `memcpy` call per row: with the calls, 8 % of the dcgan example).
+/// length became a `memcpy` call per row; the copy and its calls took 8.5 % of the dcgan
+/// example's samples, 5.3 % after).
 #[inline(always)]
 fn copy_row(d: &mut [f32], s: &[f32]) {
     #[inline(always)]
