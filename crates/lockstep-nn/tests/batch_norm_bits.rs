@@ -3,19 +3,13 @@
 //! inputs (NaN, ±0, ±∞, ties), for shapes with and without vector tails, on every instruction
 //! set this CPU runs and at 1, 2, 3 and 8 threads.
 
+mod common;
+
 use lockstep_nn::Var;
 use lockstep_nn::functional as F;
 use lockstep_tensor::isa::{Isa, set_isa};
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Element, Tensor};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The reference: the loops `batch_norm` ran before its kernels, one serial f64 chain per
 /// channel in index order, every formula written out.
@@ -258,7 +252,7 @@ const SHAPES: &[&[usize]] = &[
 
 #[test]
 fn batch_norm_matches_the_scalar_formulas() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // This test changes the process-wide ISA; the others wait for their turn (`isa_turn`),
     // so each runs on the path it means to check.
     let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
@@ -280,7 +274,7 @@ fn batch_norm_matches_the_scalar_formulas() {
 /// All-equal inputs (zero variance, every deviation ±0) and −0 everywhere.
 #[test]
 fn batch_norm_constant_and_negative_zero_inputs() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     for v in [0.0, -0.0, 1.25] {
         for shape in [&[16usize, 16, 8, 8][..], &[3, 9, 5]] {
             let len: usize = shape.iter().product();

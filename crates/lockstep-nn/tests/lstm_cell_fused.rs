@@ -6,20 +6,14 @@
 //! f32 and f64, small and large enough to split rows among threads, on every instruction set
 //! this CPU runs and at 1, 2, 3 and 8 threads.
 
+mod common;
+
 use lockstep_nn::cells::LSTMCell;
 use lockstep_nn::{Module, Var};
 use lockstep_rng::Generator;
 use lockstep_tensor::isa::{Isa, set_isa};
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Result, Tensor};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The cell as it was written op by op (PyTorch's CPU `LSTMCell`).
 fn unfused(cell: &LSTMCell, x: &Var, h: &Var, c: &Var) -> Result<(Var, Var)> {
@@ -114,7 +108,7 @@ fn run(fused: bool, dtype: DType, (b, input, hidden, steps): (usize, usize, usiz
 
 #[test]
 fn fused_cell_gives_the_bits_of_the_unfused_ops() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // (B, input, hidden, steps): the example's shape and one of 300 × 4·64 gate elements, both
     // above the serial limit (rows split among threads), and a small odd one below it.
     for dims in [(97, 1, 51, 4), (3, 2, 5, 3), (300, 8, 64, 2)] {
@@ -139,7 +133,7 @@ fn fused_cell_gives_the_bits_of_the_unfused_ops() {
 
 #[test]
 fn fused_cell_op_refuses_bad_shapes_and_dtypes() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let t = |s: &[usize]| Tensor::zeros(s, DType::F32).unwrap();
     let e = Tensor::lstm_cell(&t(&[2, 8]), &t(&[2, 8]), &t(&[2, 3]), None)
         .unwrap_err()

@@ -7,19 +7,13 @@
 //! On a CPU without those instruction sets the SIMD path does not apply, the pin falls back to
 //! the GEMM path, and the comparisons hold trivially.
 
+mod common;
+
 use lockstep_nn::rnn::{Rnn, RnnConfig, RnnOutput};
 use lockstep_nn::{Forward, Module, Var};
 use lockstep_tensor::autotune::with_algorithm;
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others (which
-/// must run on the CPU's best path) take turns, so that no test silently runs on another path.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// SplitMix64: test data from a seed.
 struct Mix(u64);
@@ -195,7 +189,7 @@ fn cfg(input: usize, hidden: usize, layers: usize) -> RnnConfig {
 
 #[test]
 fn training_model_shape() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // The `lstm` model of `lockstep train`: H = 128, batch 32, 8 steps, two layers.
     check(
         "train",
@@ -214,7 +208,7 @@ fn training_model_shape() {
 
 #[test]
 fn partial_tiles_bidirectional_and_given_states() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // H = 20 and 5: unit tiles and column tiles cut short; batch 7 and 13: row tiles cut short
     // and uneven row ranges.
     check(
@@ -254,7 +248,7 @@ fn partial_tiles_bidirectional_and_given_states() {
 
 #[test]
 fn no_bias_and_wide_batch() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     check(
         "no bias",
         &Case {
@@ -272,7 +266,7 @@ fn no_bias_and_wide_batch() {
 
 #[test]
 fn non_finite_weights_disable_the_zero_state_shortcuts() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // With an infinite recurrent weight the first step's product is NaN in some columns even
     // from a zero state: the SIMD path must compute it, not assume +0.
     check(
@@ -289,7 +283,7 @@ fn non_finite_weights_disable_the_zero_state_shortcuts() {
 
 #[test]
 fn input_projection_kernels_give_linears_bits() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // 64 and 128 inputs: the input projection's own kernels (whole tiles of 64 and 32
     // columns) on the first layer (x's gradient too) and on the second (both directions),
     // with 2·37 rows (not whole micro-tiles) and with no biases.
@@ -328,7 +322,7 @@ fn input_projection_kernels_give_linears_bits() {
 
 #[test]
 fn concurrent_callers_get_the_same_bits() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // One caller's row ranges run on it and the LSTM's helper threads; another's, meanwhile, in
     // the rayon pool: the same bits either way, at any number of threads.
     let _ = Rnn::lstm(cfg(1, 1, 1));
@@ -368,7 +362,7 @@ fn concurrent_callers_get_the_same_bits() {
 
 #[test]
 fn every_instruction_set_gives_the_gemm_paths_bits() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     // H = 128 and 64 take the SIMD path's in-place W_hh and its own W_hh gradient with AVX-512
     // (64 columns a tile) and AVX2 (32); H = 20 the packed W_hh and the blocked product.
     use lockstep_tensor::isa::{Isa, set_isa};
@@ -418,7 +412,7 @@ fn every_instruction_set_gives_the_gemm_paths_bits() {
 
 #[test]
 fn trace_records_the_fused_layer_forward_and_backward() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let case = Case {
         cfg: cfg(4, 16, 1),
         x_shape: vec![3, 5, 4],
@@ -482,7 +476,7 @@ fn trace_records_the_fused_layer_forward_and_backward() {
 
 #[test]
 fn f64_runs_the_gemm_path() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     lockstep_rng::default_generator().manual_seed(1);
     let lstm = Rnn::lstm(cfg(3, 4, 1)).unwrap();
     lstm.to_dtype(DType::F64).unwrap();

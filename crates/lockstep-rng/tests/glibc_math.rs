@@ -3,18 +3,12 @@
 //! functions are the builds that were ported) they equal the platform's bits. The long check
 //! (over 10^9 inputs) is `cargo run --release -p lockstep-rng --example check_glibc_math 110 log,sin,cos`; for pow and exp `... check_glibc_math 250 pow` and `... 360 exp`.
 
+mod common;
+
 use lockstep_rng::compat::glibc_math as gm;
 use lockstep_rng::compat::torch;
 use lockstep_rng::isa::{Isa, set_isa};
 use lockstep_rng::{Generator, isa};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Reproducible inputs (splitmix64), independent of the crate's engines.
 fn inputs(seed: u64, n: usize, f: impl Fn(u64) -> f64) -> Vec<f64> {
@@ -71,7 +65,7 @@ fn platform_is_ported_glibc() -> bool {
 
 #[test]
 fn scalar_and_slice_forms_agree_on_every_isa() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let x = all_inputs();
     let n = x.len();
     for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
@@ -126,7 +120,7 @@ fn edge_inputs() -> Vec<f64> {
 /// (lengths not a multiple of the lane count, so the scalar tails run too).
 #[test]
 fn vector_forms_equal_the_scalar_ports_on_millions_of_inputs() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let mut x = edge_inputs();
     x.extend(inputs(11, 600_000, f64::from_bits));
     x.extend(inputs(12, 400_000, |z| 1.0 - unit(z)));
@@ -159,7 +153,7 @@ fn vector_forms_equal_the_scalar_ports_on_millions_of_inputs() {
 /// and chunk boundaries (the redrawn last block included), with a mean and std.
 #[test]
 fn torch_normal_f64_same_bits_on_every_isa() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     for n in [16, 17, 31, 48, 2047, 2048 + 5, 100_003] {
         let run = |isa: Isa| {
             let _ = set_isa(Some(isa)).unwrap();
@@ -178,7 +172,7 @@ fn torch_normal_f64_same_bits_on_every_isa() {
 
 #[test]
 fn equal_to_the_platform_on_glibc_x86_64_with_fma() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     if !platform_is_ported_glibc() {
         eprintln!("skipped: the platform's libm is not glibc's x86-64 FMA build");
         return;
@@ -195,7 +189,7 @@ fn equal_to_the_platform_on_glibc_x86_64_with_fma() {
 /// `tools/golden_randn_f64.py`).
 #[test]
 fn torch_normal_f64_matches_pytorch_on_every_isa() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     use sha2::{Digest, Sha256};
     let golden: serde_json::Value =
         serde_json::from_str(include_str!("golden/torch_randn_f64.json")).unwrap();
@@ -314,7 +308,7 @@ fn exp_inputs() -> Vec<f64> {
 
 #[test]
 fn pow_exp_scalar_and_slice_forms_agree_on_every_isa() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let (xs, ys, es) = (pow_bases(), pow_exponents(), exp_inputs());
     for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
         let _ = set_isa(Some(isa)).unwrap();
@@ -336,7 +330,7 @@ fn pow_exp_scalar_and_slice_forms_agree_on_every_isa() {
 
 #[test]
 fn pow_exp_equal_to_the_platform_on_glibc_x86_64_with_fma() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     if !platform_is_ported_glibc() {
         eprintln!("skipped: the platform's libm is not glibc's x86-64 FMA build");
         return;
@@ -355,7 +349,7 @@ fn pow_exp_equal_to_the_platform_on_glibc_x86_64_with_fma() {
 /// instruction-set path and every platform (`tools/golden_glibc_pow_exp.py`).
 #[test]
 fn pow_exp_match_cpython_golden_on_every_isa() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let golden: serde_json::Value =
         serde_json::from_str(include_str!("golden/glibc_pow_exp.json")).unwrap();
     let hex = |v: &serde_json::Value| {

@@ -1,16 +1,10 @@
 //! MT19937 on every instruction-set path (`set_isa`, process-wide: this file is its own test
 //! process): the vectorised twist and tempering give the reference words on each.
 
+mod common;
+
 use lockstep_rng::engines::mt19937::Mt19937;
 use lockstep_rng::isa::{Isa, set_isa};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The words of `seed` from one `next_u32` at a time, then by `fill_u32` in chunks of varied
 /// sizes (across many twists), on the path in use.
@@ -30,7 +24,7 @@ fn streams(seed: u32) -> (Vec<u32>, Vec<u32>) {
 
 #[test]
 fn every_path_gives_the_reference_stream() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let mut reference = None;
     for isa in Isa::ALL {
         if !isa.available() {
@@ -76,7 +70,7 @@ fn every_path_gives_the_reference_stream() {
 /// those bits, and leave the generator where the draws do.
 #[test]
 fn every_path_gives_the_drawn_dropout_mask() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     use lockstep_rng::Generator;
     use lockstep_rng::compat::torch::dropout_mask;
     let (n, p) = (3001, 0.3);

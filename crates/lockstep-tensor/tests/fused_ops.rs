@@ -3,17 +3,11 @@
 //! ±0, ±∞ and subnormals, dense (serial and split into chunks) and as views, in f32 and f64,
 //! on every instruction set this CPU runs and at 1, 2, 3 and 8 threads.
 
+mod common;
+
 use lockstep_tensor::isa::{Isa, set_isa};
 use lockstep_tensor::threads::with_num_threads;
 use lockstep_tensor::{DType, Tensor};
-
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// `n` values: specials every few elements, the rest spread over both signs.
 fn values(n: usize, seed: u64) -> Vec<f64> {
@@ -69,7 +63,7 @@ fn everywhere(want: &[u64], f: impl Fn() -> Tensor) {
 
 #[test]
 fn leaky_relu_is_the_bits_of_its_composition() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let zero = |d| Tensor::zeros(&[], d).unwrap();
     for dtype in [DType::F32, DType::F64] {
         // 70,000 elements: past the serial limit, so chunks run on the pool too.
@@ -91,7 +85,7 @@ fn leaky_relu_is_the_bits_of_its_composition() {
 
 #[test]
 fn leaky_relu_reads_views_and_broadcasts() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let x = tensor(48, 3, DType::F32).reshape(&[4, 12]).unwrap();
     let t = x.transpose(0, 1).unwrap();
     let want = t.contiguous().leaky_relu(0.2).unwrap();
@@ -107,7 +101,7 @@ fn leaky_relu_reads_views_and_broadcasts() {
 
 #[test]
 fn leaky_relu_refuses_non_float_dtypes() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let i = Tensor::from_vec(vec![1i64, -2], &[2]).unwrap();
     let e = i.leaky_relu(0.2).unwrap_err().to_string();
     assert!(e.contains("leaky_relu"), "{e}");

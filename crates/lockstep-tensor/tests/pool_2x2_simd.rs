@@ -10,14 +10,6 @@ use lockstep_tensor::{DType, Tensor};
 mod common;
 use common::f32_bits;
 
-/// `set_isa` is process-wide: the tests that force an instruction set and the others take
-/// turns, so that no test silently runs on another path than the one it means to check.
-static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
-    ISA.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Few distinct values (many ties), NaNs, ±0 and −∞, or (`smooth`) distinct random values.
 fn values(n: usize, seed: u64, smooth: bool) -> Vec<f32> {
     let r = Tensor::randint(
@@ -85,7 +77,7 @@ fn scan(v: &[f32], (planes, h, w): (usize, usize, usize)) -> (Vec<u32>, Vec<i64>
 
 #[test]
 fn max_pool_2x2_kernels_match_the_scan() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let shapes: &[[usize; 4]] = &[
         // The cnn model's MaxPool2d(2) input: stacked planes, 4 columns.
         [64, 16, 8, 8],
@@ -150,7 +142,7 @@ fn scatter(g: &[f32], idx: &[i64], planes: usize, hw: usize) -> Vec<u32> {
 
 #[test]
 fn max_pool_2x2_backward_matches_the_scatter() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let shapes: &[[usize; 4]] = &[
         [64, 16, 8, 8],
         [3, 2, 32, 2],
@@ -201,7 +193,7 @@ fn max_pool_2x2_backward_matches_the_scatter() {
 /// Indices outside the plane are errors on the 2×2 path too.
 #[test]
 fn max_pool_2x2_backward_rejects_indices_outside_the_plane() {
-    let _turn = isa_turn();
+    let _turn = common::isa_turn();
     let x = Tensor::from_vec(values(2 * 3 * 8 * 8, 5, true), &[2, 3, 8, 8]).unwrap();
     let (m, i) = x.max_pool2d(Pool2d::new(2)).unwrap();
     for bad in [64, -1, i64::MIN] {

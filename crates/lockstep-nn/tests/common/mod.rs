@@ -92,3 +92,11 @@ pub fn b(v: &Value, key: &str) -> bool {
 pub fn tensors(v: &Value) -> Vec<Tensor> {
     v.as_array().unwrap().iter().map(tensor).collect()
 }
+
+/// `set_isa` is process-wide: the tests of a binary that force an instruction set and its
+/// other tests take turns (each test holds this guard), so that no test silently runs on
+/// another path than the one it means to check.
+pub fn isa_turn() -> std::sync::MutexGuard<'static, ()> {
+    static ISA: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ISA.lock().unwrap_or_else(|e| e.into_inner())
+}

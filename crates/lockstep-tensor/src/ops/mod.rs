@@ -31,6 +31,7 @@ macro_rules! chunked_ops {
 // Before the families: its macros are textually scoped.
 #[macro_use]
 mod fma_tile;
+pub(crate) mod lines;
 
 pub mod activation;
 pub mod attention;

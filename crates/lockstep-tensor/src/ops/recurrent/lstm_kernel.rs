@@ -16,6 +16,7 @@
 //! their `dG` is finite, for the same reason (a chain of `+0.0` then continues unchanged).
 
 use super::for_row_ranges;
+use crate::ops::lines::copy_fixed;
 use crate::threads::Par;
 use crate::{Error, Result};
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -402,23 +403,13 @@ pub(crate) fn pack_cols(simd: Simd, w: &[f32], g: usize, n: usize) -> Result<Pac
             // Whole lines as fixed-size moves: a `memmove` call per 128-byte line cost more
             // than the copy (a few percent of the lstm step).
             match cols {
-                32 => copy_line::<32>(line, src),
-                64 => copy_line::<64>(line, src),
+                32 => copy_fixed::<f32, 32>(line, src),
+                64 => copy_fixed::<f32, 64>(line, src),
                 _ => line[..cols].copy_from_slice(src),
             }
         }
     }
     Ok(pk)
-}
-
-/// `d[..Q] = s` for `s` of `Q` elements, as one fixed-size move.
-#[inline(always)]
-fn copy_line<const Q: usize>(d: &mut [f32], s: &[f32]) {
-    let (d, s): (&mut [f32; Q], &[f32; Q]) = (
-        (&mut d[..Q]).try_into().expect("a whole line"),
-        s.try_into().expect("a whole line"),
-    );
-    *d = *s;
 }
 
 #[cfg(target_arch = "x86_64")]
